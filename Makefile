@@ -1,0 +1,50 @@
+# Two commands do all the set-up on a fresh Debian 12 machine:
+#   make run    install what is missing, then run the main job (cryptcost run)
+#   make test   install what is missing, then run the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+PKGS   := $(shell grep -v '^\s*\#' packaging/debian-packages.txt | grep -v '^\s*$$')
+STAMP  := $(VENV)/.installed
+ARGS   ?=
+
+.PHONY: run test deps debs venv clean bench
+
+run: deps
+	$(VENV)/bin/cryptcost run $(ARGS)
+
+test: deps
+	$(VENV)/bin/python -m pytest $(ARGS)
+
+deps: debs venv
+
+# apt-get only for what dpkg says is missing, so a second `make` is quick.
+debs:
+	@missing=""; for p in $(PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --require-hashes -r requirements.lock
+	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+# Refresh the lock after changing dependencies in pyproject.toml.
+lock:
+	$(PYTHON) -m venv /tmp/cryptcost-lock && /tmp/cryptcost-lock/bin/pip install -q pip-tools && \
+	/tmp/cryptcost-lock/bin/pip-compile -q --generate-hashes --allow-unsafe --extra test --extra build --strip-extras \
+	  -o requirements.lock pyproject.toml && sed -i '/^--find-links/d' requirements.lock
+
+bench: deps
+	$(VENV)/bin/python bench/ciphers_vs_openssl
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,3 @@
+from cryptcost.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""Command-line entry point: parse → one subcommand module → exit code.
+
+Every subcommand lives in its own module with ``add_parser(sub)`` and
+``run(args) -> int``. Errors are caught once, here: ``error: …`` on one
+line, exit 2 for user errors and 1 for failures, a traceback only with
+``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from cryptcost import __version__
+from cryptcost.errors import CryptcostError, UserError
+
+from cryptcost.cli import ciphers, listing, probe, report, run
+
+COMMANDS = [probe, ciphers, run, listing, report]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage as a one-line :class:`UserError`."""
+
+    def error(self, message: str):
+        raise UserError(f"{self.prog}: {message} (see --help)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="cryptcost", description="What encryption costs on this machine, "
+                    "and which option to pick.")
+    parser.add_argument("--version", action="version", version=f"cryptcost {__version__}")
+    common = Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks and every command run")
+    common.add_argument("-v", "--verbose", action="store_true", help="log each external command")
+    common.add_argument("--db", metavar="PATH", help="result store (default: "
+                        "$XDG_DATA_HOME/cryptcost/results.db)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for module in COMMANDS:
+        module.add_parser(sub, common)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(level=logging.DEBUG if (args.debug or getattr(args, "verbose", False))
+                            else logging.WARNING, format="%(levelname)s %(name)s: %(message)s",
+                            stream=sys.stderr)
+        if not args.command:
+            build_parser().print_help()
+            return 2
+        return args.func(args) or 0
+    except CryptcostError as exc:
+        if debug:
+            raise
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted; everything set up was released "
+              "(run 'cryptcost cleanup' if in doubt)", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
+        if debug:
+            raise
+        print(f"error: internal error {type(exc).__name__}: {_one_line(str(exc))} "
+              "(rerun with --debug for the traceback, and please report it)", file=sys.stderr)
+        return 1
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

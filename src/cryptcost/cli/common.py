@@ -1,0 +1,131 @@
+"""What several subcommands share: list parsing, sizes, JSON output,
+opening the store, recording a run, and progress on stderr."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from contextlib import contextmanager
+
+from rich.console import Console
+
+from cryptcost.errors import UserError
+from cryptcost.runner.scheduler import Progress
+from cryptcost.runner.sink import StoreSink
+from cryptcost.store.db import Store
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024 ** 2, "MB": 1000 ** 2,
+          "MIB": 1024 ** 2, "G": 1024 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3}
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """``4096``, ``4K``, ``4KiB``, ``1M``, ``512M``, ``2G`` → bytes (K = 1024)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).upper() if match else None
+    if not match or unit not in _UNITS:
+        raise UserError(f"bad {what} {text!r}: use a number with an optional unit, e.g. 4096, 4K, 1M")
+    value = int(float(match.group(1)) * _UNITS[unit])
+    if value <= 0:
+        raise UserError(f"bad {what} {text!r}: must be positive")
+    return value
+
+
+def parse_list(text: str, what: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise UserError(f"empty {what} list")
+    return items
+
+
+def parse_ints(text: str, what: str) -> list[int]:
+    out_ = []
+    for item in parse_list(text, what):
+        try:
+            out_.append(int(item))
+        except ValueError:
+            raise UserError(f"bad {what} {item!r}: must be a whole number") from None
+    return out_
+
+
+def parse_accel(text: str) -> list[bool]:
+    values = []
+    for item in parse_list(text, "accel"):
+        if item.lower() not in ("on", "off"):
+            raise UserError(f"bad --accel {item!r}: use on, off or on,off")
+        values.append(item.lower() == "on")
+    return values
+
+
+def print_json(obj) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def open_store(args, *, create: bool = True) -> Store:
+    return Store.open(getattr(args, "db", None), create=create)
+
+
+@contextmanager
+def recorded_run(args, command: str, host: dict):
+    """A run in the store: ``running`` while measuring, then ``complete``,
+    ``failed`` or ``interrupted``. Yields (store, run_id, sink)."""
+    store = open_store(args)
+    run_id = store.begin_run(command, host)
+    status = "failed"
+    try:
+        yield store, run_id, StoreSink(store, run_id)
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        store.finish_run(run_id, status)
+        results, samples = store.counts(run_id)
+        if status != "complete":
+            err.print(f"run {run_id} {status}; kept {results} results and {samples} samples "
+                      f"measured before that (cryptcost show {run_id})")
+
+
+class ConsoleProgress(Progress):
+    """Progress with an ETA on stderr: a bar on a terminal, sparse lines otherwise."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.bar = None
+
+    def start(self, total_steps: int, est_seconds: float) -> None:
+        self.started = time.monotonic()
+        if self.quiet:
+            return
+        if err.is_terminal:
+            from rich.progress import (BarColumn, Progress as Bar, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+            self.bar = Bar(TextColumn("{task.description:<40}"), BarColumn(),
+                           TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                           TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("starting", total=total_steps)
+        else:
+            err.print(f"measuring: up to {total_steps} steps, about {est_seconds:.0f} s at least")
+
+    def step(self, label: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if self.bar is not None:
+            self.bar.update(self.task, description=label[:40], completed=done - 1, total=total)
+            return
+        now = time.monotonic()
+        if now - self.last >= 5:
+            self.last = now
+            err.print(f"  [{now - self.started:5.0f} s] {label}")
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None

@@ -1,0 +1,93 @@
+"""The CPU: model, cores, the crypto-relevant flags, governor and clock;
+and system-wide CPU accounting from /proc/stat."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cryptcost.model import CPU_FIELDS, CpuSplit
+
+# Flags that decide cipher speed (METHODOLOGY rule 13).
+CRYPTO_FLAGS = ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "avx2", "avx512f", "avx512vl", "sha_ni")
+# VIA PadLock (R5): shown only on CPUs that have it.
+PADLOCK_FLAGS = ("ace", "ace_en", "ace2", "ace2_en", "phe", "phe_en", "pmm", "pmm_en")
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpuinfo(text: str | None = None) -> list[dict[str, str]]:
+    text = text if text is not None else Path("/proc/cpuinfo").read_text()
+    blocks = []
+    for block in text.strip().split("\n\n"):
+        entry = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(":")
+            entry[key.strip()] = value.strip()
+        blocks.append(entry)
+    return blocks
+
+
+def cpu_info(cpuinfo_text: str | None = None) -> dict:
+    """Model, logical cores, crypto flags, governor and clock (MHz)."""
+    blocks = _cpuinfo(cpuinfo_text)
+    first = blocks[0] if blocks else {}
+    flags = set(first.get("flags", "").split())
+    mhz = [float(b["cpu MHz"]) for b in blocks if b.get("cpu MHz")]
+    return {
+        "model": first.get("model name", first.get("cpu model", "unknown")),
+        "cores": os.cpu_count() or len(blocks),
+        "cores_usable": len(os.sched_getaffinity(0)),
+        "flags": {**{f: f in flags for f in CRYPTO_FLAGS},
+                  **{f"padlock_{f}": True for f in PADLOCK_FLAGS if f in flags}},
+        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "mhz": round(sum(mhz) / len(mhz), 1) if mhz else None,
+        "max_mhz": _khz_to_mhz(_read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")),
+    }
+
+
+def _khz_to_mhz(value: str | None) -> float | None:
+    return round(int(value) / 1000, 1) if value and value.isdigit() else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def memory() -> dict:
+    """Total and available memory in bytes."""
+    info = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        info[key] = int(rest.split()[0]) * 1024
+    return {"total": info.get("MemTotal"), "available": info.get("MemAvailable")}
+
+
+def stat_snapshot(text: str | None = None) -> dict[str, list[int]]:
+    """Per-CPU tick counters from /proc/stat: {"cpu": [...], "cpu0": [...], …}."""
+    text = text if text is not None else Path("/proc/stat").read_text()
+    snap = {}
+    for line in text.splitlines():
+        if line.startswith("cpu"):
+            parts = line.split()
+            snap[parts[0]] = [int(x) for x in parts[1:1 + len(CPU_FIELDS)]]
+    return snap
+
+
+def cpu_split(before: dict[str, list[int]], after: dict[str, list[int]],
+              daemons: float = 0.0) -> CpuSplit:
+    """System-wide CPU seconds spent between two snapshots, by category."""
+    total = [(a - b) / CLK_TCK for a, b in zip(after["cpu"], before["cpu"])]
+    busiest = 0.0
+    for name, ticks in after.items():
+        if name == "cpu" or name not in before:
+            continue
+        delta = [a - b for a, b in zip(ticks, before[name])]
+        span = sum(delta)
+        idle = delta[3] + delta[4]
+        if span > 0:
+            busiest = max(busiest, (span - idle) / span)
+    return CpuSplit(**dict(zip(CPU_FIELDS, total)), daemons=daemons, max_core_busy=busiest)

@@ -1,0 +1,143 @@
+"""The kernel: version, crypto drivers from /proc/crypto, and the features
+the stacks need (dm-crypt, AF_ALG, FUSE, fscrypt, loop, netns, TUN, ESP,
+WireGuard, NFS)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from pathlib import Path
+
+# Generic (software) drivers, so that the probe can say so plainly.
+SOFTWARE_MARKERS = ("generic", "fixed-time", "-lib", "cipher_null", "ecb-cipher_null")
+HARDWARE_MARKERS = ("aesni", "vaes", "avx", "sse", "ssse3", "clmul", "padlock", "ni", "ce")
+
+# The algorithms the stacks use, listed in the probe even before the kernel
+# has instantiated them (templates such as xts(aes) appear on first use).
+STACK_ALGORITHMS = ("aes", "ecb(aes)", "cbc(aes)", "xts(aes)", "ctr(aes)", "gcm(aes)",
+                    "adiantum(xchacha12,aes)", "sha256", "hmac(sha256)", "chacha20")
+
+
+def parse_crypto(text: str) -> list[dict]:
+    """Entries of /proc/crypto as dicts (name, driver, module, priority, type, …)."""
+    entries = []
+    for block in text.strip().split("\n\n"):
+        entry = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(":")
+            entry[key.strip()] = value.strip()
+        if "name" in entry:
+            if "priority" in entry and entry["priority"].lstrip("-").isdigit():
+                entry["priority"] = int(entry["priority"])
+            entries.append(entry)
+    return entries
+
+
+def classify_driver(driver: str) -> str:
+    """``software`` or ``hardware-accelerated`` for a driver name."""
+    low = driver.lower()
+    if any(m in low for m in ("aesni", "vaes", "avx", "padlock", "-ce", "clmul", "ssse3", "sse2")):
+        return "hardware-accelerated"
+    return "software"
+
+
+def crypto_drivers(text: str | None = None) -> dict[str, dict]:
+    """The selected driver (highest priority) per algorithm name.
+
+    Each value: ``{driver, priority, module, type, implementation}`` where
+    implementation is ``software`` or ``hardware-accelerated``.
+    """
+    if text is None:
+        try:
+            text = Path("/proc/crypto").read_text()
+        except OSError:
+            return {}
+    best: dict[str, dict] = {}
+    for e in parse_crypto(text):
+        name = e["name"]
+        prio = e.get("priority", 0)
+        if name not in best or prio > best[name]["priority"]:
+            best[name] = {"driver": e.get("driver", "?"), "priority": prio,
+                          "module": e.get("module", "?"), "type": e.get("type", "?"),
+                          "implementation": classify_driver(e.get("driver", ""))}
+    return dict(sorted(best.items()))
+
+
+def _module_present(*names: str) -> bool:
+    """Built in or loaded (/sys/module), or loadable from /lib/modules."""
+    for name in names:
+        if Path("/sys/module", name.replace("-", "_")).exists():
+            return True
+    release = platform.release()
+    for listing in ("modules.builtin", "modules.dep"):
+        path = Path("/lib/modules", release, listing)
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for name in names:
+            for variant in {name, name.replace("_", "-"), name.replace("-", "_")}:
+                if f"/{variant}.ko" in text:
+                    return True
+    return False
+
+
+def _in_filesystems(name: str) -> bool:
+    try:
+        return any(line.split()[-1] == name for line in Path("/proc/filesystems").read_text().splitlines())
+    except OSError:
+        return False
+
+
+def _misc(name: str) -> bool:
+    try:
+        return any(line.split()[-1] == name for line in Path("/proc/misc").read_text().splitlines())
+    except OSError:
+        return False
+
+
+def af_alg() -> bool:
+    """Whether the kernel crypto user-space API (AF_ALG) exists."""
+    family = getattr(socket, "AF_ALG", None)
+    if family is None:
+        return False
+    try:
+        socket.socket(family, socket.SOCK_SEQPACKET).close()
+        return True
+    except OSError:
+        return False
+
+
+def features() -> dict[str, dict]:
+    """Each kernel feature: ``{present: bool, how: str}`` (how it was detected)."""
+    def feat(present: bool, how: str) -> dict:
+        return {"present": bool(present), "how": how}
+
+    dm = _misc("device-mapper") or Path("/dev/mapper/control").exists()
+    return {
+        "device-mapper": feat(dm, "/proc/misc device-mapper"),
+        "dm-crypt": feat(dm and _module_present("dm_crypt"), "/sys/module/dm_crypt or modules"),
+        "af_alg": feat(af_alg(), "socket(AF_ALG)"),
+        "fuse": feat(Path("/dev/fuse").exists() and _in_filesystems("fuse"), "/dev/fuse"),
+        "fscrypt": feat(Path("/sys/fs/ext4/features/encryption").exists(),
+                        "/sys/fs/ext4/features/encryption"),
+        "loop": feat(Path("/dev/loop-control").exists(), "/dev/loop-control"),
+        "brd": feat(_module_present("brd") or Path("/dev/ram0").exists(), "brd module"),
+        "netns": feat(Path("/proc/self/ns/net").exists(), "/proc/self/ns/net"),
+        "tun": feat(Path("/dev/net/tun").exists(), "/dev/net/tun"),
+        "xfrm": feat(Path("/proc/net/xfrm_stat").exists(), "/proc/net/xfrm_stat"),
+        "esp": feat(_module_present("esp4"), "esp4 module"),
+        "wireguard": feat(_module_present("wireguard"), "wireguard module"),
+        "nfs": feat(_in_filesystems("nfs4") or _in_filesystems("nfs") or _module_present("nfs"),
+                    "/proc/filesystems nfs"),
+        "zfs": feat(_module_present("zfs") or _in_filesystems("zfs"), "zfs module"),
+        "xfs": feat(_in_filesystems("xfs"), "/proc/filesystems"),
+        "btrfs": feat(_in_filesystems("btrfs"), "/proc/filesystems"),
+        "ecryptfs": feat(_in_filesystems("ecryptfs") or _module_present("ecryptfs"), "ecryptfs"),
+    }
+
+
+def kernel_info() -> dict:
+    uname = os.uname()
+    return {"release": uname.release, "version": uname.version, "machine": uname.machine}

@@ -1,0 +1,67 @@
+"""``probe``: everything about this host that changes an encryption number
+(METHODOLOGY rule 13), plus which stacks can run here and why not.
+
+The same dict is stored with every run, so that two runs can be compared
+and their environment differences named.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+
+from cryptcost import __version__
+from cryptcost.host import cpu, kernel, tools
+
+# Software AES in the kernel is worth a sentence of its own: it is why an
+# fscrypt or dm-crypt number can be far below OpenSSL's on the same CPU.
+_WATCHED = ("aes", "ecb(aes)", "cbc(aes)", "xts(aes)", "ctr(aes)", "gcm(aes)")
+
+
+def probe(*, with_stacks: bool = True) -> dict:
+    """The host as one JSON-able dict (the ``probe --json`` contract)."""
+    info = {
+        "cryptcost": __version__,
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "root": os.geteuid() == 0,
+        "cpu": cpu.cpu_info(),
+        "memory": cpu.memory(),
+        "kernel": kernel.kernel_info(),
+        "crypto_drivers": kernel.crypto_drivers(),
+        "features": kernel.features(),
+        "tools": tools.versions(),
+    }
+    info["notes"] = notes(info)
+    if with_stacks:
+        from cryptcost.stacks import availability
+        info["stacks"] = availability()
+    return info
+
+
+def notes(info: dict) -> list[str]:
+    """Plain sentences about what matters in this environment."""
+    out = []
+    flags = info["cpu"]["flags"]
+    drivers = info["crypto_drivers"]
+    for name in _WATCHED:
+        d = drivers.get(name)
+        if d and d["implementation"] == "software" and flags.get("aes"):
+            out.append(f"kernel {name} is served by {d['driver']}, a software AES, although the CPU "
+                       "has AES-NI: kernel-side encryption (dm-crypt, fscrypt) will be cipher-bound "
+                       "far below OpenSSL's speed")
+            break
+    if "xts(aes)" not in drivers:
+        base = drivers.get("aes", {}).get("driver", "?")
+        out.append(f"xts(aes) is not instantiated yet; the kernel will build it from {base} on first use")
+    gov = info["cpu"].get("governor")
+    if gov and gov != "performance":
+        out.append(f"CPU governor is {gov}: results vary with the clock; set 'performance' "
+                   "(cpupower frequency-set -g performance) for steadier numbers")
+    if gov is None:
+        out.append("CPU frequency scaling is not visible (virtual machine?): the clock is "
+                   "unknown to cryptcost, so cycles/byte use the nominal MHz")
+    if not info["root"]:
+        out.append("not running as root: storage and network stacks need root (sudo cryptcost …)")
+    return out

@@ -1,0 +1,133 @@
+"""Media: what a storage stack sits on. Every medium hands a stack a block
+device of the requested size, so that every stack is built the same way
+on RAM, in a directory, or on a named device.
+
+* ``ram`` (default) — a preallocated file on a private tmpfs, attached as
+  a loop device: no disk in the picture, only the cost of the stack (R3).
+* ``dir:PATH`` — a preallocated file in a scratch directory on the user's
+  filesystem, attached as a loop device.
+* ``device:/dev/X`` — the named block device itself; destructive, guarded
+  by :mod:`cryptcost.media.guard`.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.errors import UserError
+from cryptcost.host import cpu
+from cryptcost.runner.resources import Resources
+
+RAM_HEADROOM = 0.5          # never take more than half the available memory
+
+
+@dataclass(frozen=True)
+class Backing:
+    """A block device for one stack instance, and where it came from."""
+
+    device: str
+    size: int
+    medium: str
+    file: str | None = None
+
+
+class Medium(ABC):
+    """Call order: ``check(size, count)`` before anything is created, then
+    ``provide(res, size)`` once per stack instance."""
+
+    name: str
+
+    @abstractmethod
+    def check(self, size: int, count: int) -> None:
+        """Refuse (UserError) when ``count`` instances of ``size`` cannot fit."""
+
+    @abstractmethod
+    def provide(self, res: Resources, size: int) -> Backing:
+        """A fresh block device of ``size`` bytes."""
+
+    def describe(self) -> dict:
+        return {"medium": self.name}
+
+
+class RamMedium(Medium):
+    """A preallocated file on a private tmpfs, attached as a loop device.
+
+    The file is allocated up front (fallocate) so that first-touch page
+    allocation is not measured as stack cost; the loop device uses direct
+    I/O where the kernel allows it, so its data is not cached twice.
+    """
+
+    name = "ram"
+
+    def check(self, size: int, count: int) -> None:
+        avail = cpu.memory()["available"]
+        need = size * count
+        if need > avail * RAM_HEADROOM:
+            raise UserError(f"the ram medium needs {need / 2**30:.1f} GiB ({count} × "
+                            f"{size / 2**20:.0f} MiB) but only {avail * RAM_HEADROOM / 2**30:.1f} GiB "
+                            "(half the available memory) may be used: pass a smaller --size")
+
+    def provide(self, res: Resources, size: int) -> Backing:
+        root = res.tmpdir("cryptcost-ram-")
+        res.tmpfs(root, size + (8 << 20), "0700")
+        image = root / "medium.img"
+        _preallocate(image, size)
+        device = _attach(res, image)
+        return Backing(device, size, self.name, str(image))
+
+
+class DirMedium(Medium):
+    """A preallocated file in the user's scratch directory, as a loop device."""
+
+    name = "dir"
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+
+    def check(self, size: int, count: int) -> None:
+        if not self.path.is_dir():
+            raise UserError(f"dir:{self.path} is not a directory: create it or name another")
+        if not os.access(self.path, os.W_OK):
+            raise UserError(f"dir:{self.path} is not writable")
+        free = os.statvfs(self.path)
+        avail = free.f_bavail * free.f_frsize
+        if size * count > avail * 0.9:
+            raise UserError(f"dir:{self.path} has {avail / 2**30:.1f} GiB free but {count} × "
+                            f"{size / 2**20:.0f} MiB are needed: pass a smaller --size")
+
+    def provide(self, res: Resources, size: int) -> Backing:
+        res.base = self.path
+        root = res.tmpdir("cryptcost-dir-")
+        image = root / "medium.img"
+        _preallocate(image, size)
+        return Backing(_attach(res, image), size, self.name, str(image))
+
+    def describe(self) -> dict:
+        return {"medium": f"dir:{self.path}"}
+
+
+def _preallocate(image: Path, size: int) -> None:
+    proc.run(["fallocate", "-l", str(size), str(image)], timeout=300)
+
+
+def _attach(res: Resources, image: Path) -> str:
+    try:
+        return res.loop(image, direct_io=True)
+    except Exception:
+        return res.loop(image, direct_io=False)
+
+
+def parse_medium(spec: str, *, destroy: str | None = None, force: bool = False) -> Medium:
+    """``ram``, ``dir:PATH`` or ``device:/dev/X`` (guarded)."""
+    if spec == "ram":
+        return RamMedium()
+    if spec.startswith("dir:") and len(spec) > 4:
+        return DirMedium(spec[4:])
+    if spec.startswith("device:") and len(spec) > 7:
+        from cryptcost.media.guard import DeviceMedium
+        return DeviceMedium(spec[7:], destroy=destroy, force=force)
+    raise UserError(f"bad --medium {spec!r}: use ram, dir:PATH or device:/dev/X")

@@ -1,0 +1,111 @@
+"""Small immutable records: a sample, a result, a run, the host.
+
+Records turn into plain dicts (``to_dict``) for the store and for ``--json``;
+the JSON field names are part of the interface contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cryptcost.stats import Comparison, Summary
+
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    """System-wide CPU seconds, summed over all CPUs, during one sample
+    (from /proc/stat deltas), plus what the stack's own daemons used."""
+
+    user: float = 0.0
+    nice: float = 0.0
+    system: float = 0.0
+    idle: float = 0.0
+    iowait: float = 0.0
+    irq: float = 0.0
+    softirq: float = 0.0
+    steal: float = 0.0
+    daemons: float = 0.0
+    max_core_busy: float = 0.0    # the busiest CPU's busy fraction (R2 symptom)
+
+    @property
+    def busy(self) -> float:
+        """CPU-seconds not idle and not waiting for I/O."""
+        return self.user + self.nice + self.system + self.irq + self.softirq + self.steal
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["busy"] = self.busy
+        return d
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measurement. ``value`` is the series' primary metric in bytes/s."""
+
+    value: float
+    seconds: float
+    bytes_moved: int | None = None
+    cpu: CpuSplit | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)   # iops, lat_p50_us, …
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "seconds": self.seconds, "bytes_moved": self.bytes_moved,
+                "cpu": self.cpu.to_dict() if self.cpu else None, "metrics": dict(self.metrics)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Sample":
+        cpu = d.get("cpu")
+        if cpu:
+            cpu = CpuSplit(**{k: v for k, v in cpu.items() if k != "busy"})
+        return cls(d["value"], d["seconds"], d.get("bytes_moved"), cpu, d.get("metrics") or {})
+
+
+@dataclass(frozen=True)
+class Result:
+    """A series summarised.
+
+    ``kind`` is ``cipher``, ``storage`` or ``network``; ``fields`` identify
+    the cell (engine/stack, algorithm, sizes, …) and appear verbatim in the
+    JSON; ``metrics`` are derived numbers (iops, cpu_s_per_gib, …);
+    ``notes`` are sentences a person should read next to the number.
+    """
+
+    kind: str
+    fields: dict[str, Any]
+    summary: Summary
+    stop_reason: str
+    samples: tuple[Sample, ...] = ()
+    metrics: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    baseline: "Comparison | None" = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.kind,) + tuple(sorted((k, str(v)) for k, v in self.fields.items()))
+
+    def to_dict(self) -> dict:
+        """The flat JSON form promised by the CLI contract."""
+        s = self.summary
+        d = {"kind": self.kind, **self.fields,
+             "median_bytes_per_s": s.median, "mean_bytes_per_s": s.mean,
+             "ci95": list(s.ci95), "samples": s.n, "outliers": list(s.outliers),
+             "stop_reason": self.stop_reason, **self.metrics, "notes": list(self.notes)}
+        if self.baseline is not None:
+            d["comparison"] = self.baseline.to_dict()
+        return d
+
+
+@dataclass(frozen=True)
+class Run:
+    """One invocation that produced results."""
+
+    id: int
+    started: str
+    command: str
+    host: dict
+    status: str = "running"
+    finished: str | None = None
+    label: str | None = None

@@ -1,0 +1,212 @@
+"""The only module that starts processes.
+
+Every external program cryptcost uses goes through :func:`run` (wait for
+it) or :func:`spawn` (a daemon such as a FUSE filesystem). Both
+
+* log the argv (secrets replaced by ``<redacted>``),
+* enforce a timeout,
+* kill the child's whole process group on any error, Ctrl-C included,
+* raise :class:`~cryptcost.errors.ProcessError` carrying stdout and stderr.
+
+Nothing else in cryptcost imports :mod:`subprocess`; a test enforces it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import IO, Mapping, Sequence
+
+from cryptcost.errors import ProcessError, UserError
+
+log = logging.getLogger("cryptcost.proc")
+
+REDACTED = "<redacted>"
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished process."""
+
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def which(name: str) -> str | None:
+    """Path of an executable on PATH (plus the sbin directories), or None."""
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    return shutil.which(name, path=path)
+
+
+def require(name: str, package: str | None = None) -> str:
+    """Path of ``name``, or a :class:`UserError` that says how to get it."""
+    found = which(name)
+    if not found:
+        hint = f": apt-get install {package}" if package else ""
+        raise UserError(f"{name} is not installed{hint}")
+    return found
+
+
+def _shown(argv: Sequence[str], secrets: Sequence[str]) -> list[str]:
+    out = []
+    for arg in argv:
+        for secret in secrets:
+            if secret and secret in arg:
+                arg = arg.replace(secret, REDACTED)
+        out.append(arg)
+    return out
+
+
+def _env(env: Mapping[str, str] | None) -> dict[str, str]:
+    merged = dict(os.environ)
+    merged.setdefault("LC_ALL", "C")
+    if env:
+        merged.update(env)
+    return merged
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (it leads its own session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        log.warning("pid %d did not die after SIGKILL", proc.pid)
+
+
+def run(argv: Sequence[str], *, timeout: float = 120, env: Mapping[str, str] | None = None,
+        input: str | bytes | None = None, check: bool = True, cwd: str | None = None,
+        secrets: Sequence[str] = (), binary: bool = False) -> Completed:
+    """Run ``argv`` to completion and return its output.
+
+    ``secrets`` are strings (passwords) that must never reach a log or an
+    error message; they are replaced wherever they occur in the argv or
+    the captured output. ``binary`` returns undecoded stdout.
+    """
+    argv = [str(a) for a in argv]
+    shown = _shown(argv, secrets)
+    log.debug("run: %s", " ".join(shown))
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(env),
+                                cwd=cwd, start_new_session=True)
+    except FileNotFoundError as exc:
+        raise UserError(f"{argv[0]} is not installed ({exc.strerror})") from None
+    except OSError as exc:
+        raise ProcessError(shown, None, "", str(exc), why=f"could not start: {exc.strerror}") from None
+    if isinstance(input, str):
+        input = input.encode()
+    try:
+        out, err = proc.communicate(input=input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        raise ProcessError(shown, None, _redact(out, secrets), _redact(err, secrets),
+                           why=f"timed out after {timeout:g} s") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    result = Completed(shown, proc.returncode, out if binary else _redact(out, secrets),
+                       _redact(err, secrets), time.monotonic() - start)
+    if check and proc.returncode != 0:
+        raise ProcessError(shown, proc.returncode, _redact(out, secrets), result.stderr)
+    return result
+
+
+def _redact(data: bytes, secrets: Sequence[str]) -> str:
+    text = data.decode(errors="replace")
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+class Daemon:
+    """A long-running child (FUSE daemon, server). Stop it with :meth:`stop`.
+
+    Its output goes to ``logfile`` (or is discarded) so that a chatty daemon
+    can never block on a full pipe.
+    """
+
+    def __init__(self, argv: Sequence[str], proc: subprocess.Popen, logfile: str | None):
+        self.argv = list(argv)
+        self._proc = proc
+        self.pid = proc.pid
+        self.logfile = logfile
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll()
+
+    def output(self) -> str:
+        """What the daemon has written to its log so far."""
+        if not self.logfile or not os.path.exists(self.logfile):
+            return ""
+        with open(self.logfile, errors="replace") as fh:
+            return fh.read()[-4000:]
+
+    def stop(self, timeout: float = 10) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout``; return the exit code."""
+        if self._proc.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self._proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(self._proc)
+        return self._proc.returncode
+
+    def fail(self, why: str) -> ProcessError:
+        """A :class:`ProcessError` describing this daemon, with its log."""
+        return ProcessError(self.argv, self.returncode, "", self.output(), why=why)
+
+
+def spawn(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+          logfile: str | None = None, stdin: IO | None = None,
+          secrets: Sequence[str] = ()) -> Daemon:
+    """Start ``argv`` in the background, in its own process group."""
+    argv = [str(a) for a in argv]
+    log.debug("spawn: %s", " ".join(_shown(argv, secrets)))
+    out = open(logfile, "ab") if logfile else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(argv, stdin=stdin or subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, env=_env(env), cwd=cwd,
+                                start_new_session=True)
+    except FileNotFoundError as exc:
+        raise UserError(f"{argv[0]} is not installed ({exc.strerror})") from None
+    finally:
+        if logfile:
+            out.close()
+    return Daemon(_shown(argv, secrets), proc, logfile)
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.05, daemon: Daemon | None = None,
+             what: str = "condition") -> None:
+    """Poll ``predicate`` until true; fail early if ``daemon`` dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if daemon is not None and not daemon.alive():
+            raise daemon.fail(f"exited ({daemon.returncode}) before {what}")
+        time.sleep(interval)
+    if daemon is not None:
+        raise daemon.fail(f"no {what} after {timeout:g} s")
+    raise ProcessError(["wait"], None, "", "", why=f"no {what} after {timeout:g} s")

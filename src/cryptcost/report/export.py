@@ -1,0 +1,46 @@
+"""Exporters: pure functions from a stored run to text, one per format."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from cryptcost.model import Run
+
+EXPORT_VERSION = 1
+
+
+def run_dict(run: Run, results: list[dict]) -> dict:
+    """A run and its results as one JSON-able object."""
+    return {"format": "cryptcost-run", "version": EXPORT_VERSION,
+            "run": {"id": run.id, "started": run.started, "finished": run.finished,
+                    "command": run.command, "status": run.status, "label": run.label},
+            "host": run.host, "results": results}
+
+
+def to_json(run: Run, results: list[dict]) -> str:
+    return json.dumps(run_dict(run, results), indent=2, sort_keys=True, default=str) + "\n"
+
+
+def _flat(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ";".join(_flat(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return "" if value is None else str(value)
+
+
+def to_csv(run: Run, results: list[dict]) -> str:
+    """One row per result; lists joined with ';', nested objects as JSON."""
+    columns: list[str] = ["run"]
+    for r in results:
+        for key in r:
+            if key not in columns:
+                columns.append(key)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for r in results:
+        writer.writerow([run.id] + [_flat(r.get(c)) for c in columns[1:]])
+    return buf.getvalue()

@@ -1,0 +1,96 @@
+"""Tables for the terminal (rich). Pure: data in, renderable out."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from cryptcost.report import units
+
+
+def probe_tables(info: dict) -> list:
+    """The probe as a list of rich renderables."""
+    cpu = info["cpu"]
+    host = Table(title="Host", show_header=False, title_justify="left")
+    flags = " ".join(f"{k}{'' if v else '✗'}" for k, v in cpu["flags"].items())
+    mem = info["memory"]
+    clock = f"{cpu['mhz']} MHz" if cpu.get("mhz") else "unknown"
+    for key, value in [
+        ("CPU", f"{cpu['model']} — {cpu['cores']} logical cores ({cpu['cores_usable']} usable)"),
+        ("flags", flags + "   (✗ = absent)"),
+        ("governor / clock", f"{cpu.get('governor') or 'not exposed'} / {clock}"),
+        ("memory", f"{mem['total'] / 2**30:.1f} GiB total, {mem['available'] / 2**30:.1f} GiB available"),
+        ("kernel", info["kernel"]["release"]),
+        ("root", "yes" if info["root"] else "no"),
+    ]:
+        host.add_row(key, value)
+    drivers = Table(title="Kernel crypto drivers (/proc/crypto, highest priority)", title_justify="left")
+    for col in ("algorithm", "driver", "priority", "implementation"):
+        drivers.add_column(col)
+    for name, d in info["crypto_drivers"].items():
+        if d["type"] in ("skcipher", "cipher", "aead", "shash") or name.startswith(("hmac", "sha")):
+            drivers.add_row(name, d["driver"], str(d["priority"]), d["implementation"])
+    feats = Table(title="Kernel features", title_justify="left")
+    feats.add_column("feature")
+    feats.add_column("present")
+    for name, f in info["features"].items():
+        feats.add_row(name, "yes" if f["present"] else "[red]no[/red]")
+    tools = Table(title="Tools", title_justify="left")
+    tools.add_column("tool")
+    tools.add_column("version")
+    for name, version in info["tools"].items():
+        tools.add_row(name, version or "[dim]not installed[/dim]")
+    out = [host, drivers, feats, tools]
+    if "stacks" in info:
+        stacks = Table(title="Stacks", title_justify="left")
+        for col in ("stack", "kind", "status"):
+            stacks.add_column(col)
+        for s in info["stacks"]:
+            status = "[green]available[/green]" if s["available"] else \
+                f"[red]unavailable[/red]: {s['reason']}" + (f" (install: {s['install']})" if s.get("install") else "")
+            stacks.add_row(s["name"], s["kind"], status)
+        out.append(stacks)
+    return out
+
+
+def cipher_table(results: list[dict], title: str = "Raw cipher throughput") -> Table:
+    """One row per cipher result, fastest first within each engine."""
+    table = Table(title=title, title_justify="left")
+    for col, just in (("engine", "left"), ("algorithm", "left"), ("buffer", "right"),
+                      ("threads", "right"), ("accel", "left"), ("median", "right"),
+                      ("95 % CI", "right"), ("n", "right"), ("note", "left")):
+        table.add_column(col, justify=just)
+    for r in sorted(results, key=lambda r: (r["engine"], r["algorithm"], r["buffer_bytes"],
+                                            r["threads"], not r["accel"])):
+        accel = "on" if r["accel"] else "off"
+        if not r["accel"]:
+            accel += {True: " ✓", False: " ✗", None: ""}[r.get("accel_verified")]
+        note = r.get("warning") or ""
+        if not r["accel"] and r.get("notes"):
+            note = r["notes"][-1]
+        table.add_row(r["engine"], r["algorithm"], units.size(r["buffer_bytes"]), str(r["threads"]),
+                      accel, units.rate(r["median_bytes_per_s"]),
+                      units.ci(r["ci95"], r["median_bytes_per_s"]), str(r["samples"]), note)
+    return table
+
+
+def skipped_table(skipped: list[dict]) -> Table:
+    table = Table(title="Not measured", title_justify="left")
+    table.add_column("what")
+    table.add_column("why")
+    seen = set()
+    for s in skipped:
+        what = " ".join(str(s[k]) for k in ("engine", "stack", "algorithm") if s.get(k))
+        why = s["reason"] + (f" (install: {s['install']})" if s.get("install") else "")
+        if (what, why) not in seen:
+            seen.add((what, why))
+            table.add_row(what, why)
+    return table
+
+
+def result_tables(results: list[dict]) -> list:
+    """Tables for a run's results, one per kind present."""
+    tables = []
+    ciphers = [r for r in results if r.get("kind") == "cipher"]
+    if ciphers:
+        tables.append(cipher_table(ciphers))
+    return tables

@@ -1,0 +1,169 @@
+"""Raw cipher throughput: engines × algorithms × buffers × threads × accel.
+
+:func:`run_ciphers` validates a :class:`CipherPlan`, builds the cells,
+schedules them interleaved, summarises each series into a
+:class:`~cryptcost.model.Result`, and checks that acceleration-off really
+slowed the hardware-accelerated algorithms down (METHODOLOGY rule 14).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Hashable
+
+from cryptcost import stats
+from cryptcost.engines import CIPHER_ENGINES
+from cryptcost.engines.base import Cell
+from cryptcost.errors import Unavailable, UserError
+from cryptcost.model import Result
+from cryptcost.runner.executor import Executor
+from cryptcost.runner.scheduler import Progress, Series, schedule
+from cryptcost.runner.sink import Sink
+
+ALL_SIZES = (512, 1024, 4096, 16384, 65536, 1048576)
+DEFAULT_SIZES = (4096,)
+MIN_SLOWDOWN = 1.2          # accel-off must be ≥ 20 % slower, significantly, to count
+
+
+@dataclass(frozen=True)
+class CipherPlan:
+    """What to measure. ``algorithms`` None means every algorithm of each engine."""
+
+    engines: tuple[str, ...] = tuple(CIPHER_ENGINES)
+    algorithms: tuple[str, ...] | None = None
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    threads: tuple[int, ...] = (1,)
+    accel: tuple[bool, ...] = (True,)
+    seconds: int = 1
+    engines_explicit: bool = False
+
+    def validate(self) -> None:
+        unknown = [e for e in self.engines if e not in CIPHER_ENGINES]
+        if unknown:
+            raise UserError(f"unknown engine {unknown[0]!r}; choose from {', '.join(CIPHER_ENGINES)}")
+        if self.algorithms is not None:
+            known = sorted({a for e in self.engines for a in CIPHER_ENGINES[e].algorithms})
+            for alg in self.algorithms:
+                if alg not in known:
+                    raise UserError(f"unknown algorithm {alg!r} for engines {','.join(self.engines)}; "
+                                    f"choose from {', '.join(known)}")
+        for size in self.sizes:
+            if not 16 <= size <= 64 * 1024 * 1024:
+                raise UserError(f"buffer size {size} is out of range: use 16 B … 64 MiB")
+        for t in self.threads:
+            if t < 1 or t > 1024:
+                raise UserError(f"threads must be 1 … 1024, not {t}")
+        if not 1 <= self.seconds <= 600:
+            raise UserError(f"--seconds must be 1 … 600, not {self.seconds}")
+
+
+@dataclass
+class CipherOutcome:
+    results: list[Result] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)     # {engine, algorithm?, reason, install?}
+
+
+def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[dict]]:
+    """The measurable cells, and what was skipped and why."""
+    cells, skipped = [], []
+    for name in plan.engines:
+        try:
+            executor.check_engine(name)
+        except Unavailable as exc:
+            if plan.engines_explicit:
+                raise UserError(f"engine {name} is unavailable: {exc}") from None
+            skipped.append({"engine": name, "reason": exc.reason, "install": exc.install})
+            continue
+        algorithms = plan.algorithms or tuple(CIPHER_ENGINES[name].algorithms)
+        for alg in algorithms:
+            if alg not in CIPHER_ENGINES[name].algorithms:
+                continue              # another engine measures it
+            for size in plan.sizes:
+                for threads in plan.threads:
+                    for accel in plan.accel:
+                        cell = Cell(name, alg, size, threads, accel)
+                        why = executor.unsupported(cell)
+                        if why:
+                            skipped.append({"engine": name, "algorithm": alg, "buffer_bytes": size,
+                                            "threads": threads, "accel": accel, "reason": why})
+                        else:
+                            cells.append(cell)
+    return cells, skipped
+
+
+def _references(cells: list[Cell]) -> list[Cell]:
+    """Accelerated twins needed to verify accel-off cells, not already planned."""
+    have = set(cells)
+    refs = {replace(c, accel=True) for c in cells if not c.accel}
+    return sorted(r for r in refs if r not in have)
+
+
+def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
+                sink: Sink | None = None, progress: Progress | None = None,
+                cpu_flags: dict[str, bool] | None = None) -> CipherOutcome:
+    """Measure ``plan``; every sample and result goes to ``sink`` as it exists."""
+    plan.validate()
+    cells, skipped = build_cells(plan, executor)
+    if not cells:
+        raise UserError("nothing to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
+    refs = _references(cells)
+    jobs = []
+    for engine in dict.fromkeys(c.engine for c in cells + refs):
+        jobs += executor.cipher_jobs(engine, [c for c in cells + refs if c.engine == engine],
+                                     plan.seconds)
+    sink = sink or Sink()
+    all_series: dict[Hashable, Series] = {}
+
+    def done(key: Hashable, series: Series) -> None:
+        all_series[key] = series
+
+    schedule(jobs, policy, on_sample=lambda job, key, i, s: sink.sample("cipher", key.fields(), i, s),
+             on_done=done, progress=progress)
+    outcome = CipherOutcome(skipped=skipped)
+    for cell in cells:
+        series = all_series[cell]
+        if not series.samples:
+            outcome.skipped.append({**cell.fields(), "reason": series.error or "no samples"})
+            continue
+        result = _result(cell, series, all_series, cpu_flags or {})
+        sink.result(result)
+        outcome.results.append(result)
+    return outcome
+
+
+def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, bool]) -> Result:
+    alg = CIPHER_ENGINES[cell.engine].algorithms[cell.algorithm]
+    metrics = {"family": alg.family, "accel_verified": None}
+    notes = [series.error] if series.error else []
+    if alg.warning:
+        metrics["warning"] = alg.warning
+    saw = {s.metrics.get("engine_saw_accel") for s in series.samples} - {None}
+    if saw:
+        metrics["engine_saw_accel"] = saw.pop()
+    if not cell.accel:
+        verified, note, on_speed = _verify_off(cell, series, all_series, alg.hw, cpu_flags)
+        metrics["accel_verified"] = verified
+        metrics["accel_on_bytes_per_s"] = on_speed
+        notes.append(note)
+    return Result(kind="cipher", fields=cell.fields(), summary=stats.summarize(series.values()),
+                  stop_reason=series.stop_reason or "cap_reached", samples=tuple(series.samples),
+                  metrics=metrics, notes=tuple(n for n in notes if n))
+
+
+def _verify_off(cell: Cell, series: Series, all_series: dict, hw: tuple[str, ...],
+                cpu_flags: dict[str, bool]) -> tuple[bool | None, str, float | None]:
+    """Did acceleration-off take effect? (verified, sentence, accelerated speed)."""
+    if not hw:
+        return None, f"{cell.algorithm} has no hardware path that acceleration-off removes", None
+    if cpu_flags and not any(cpu_flags.get(f) for f in hw):
+        return None, f"this CPU has none of {', '.join(hw)}: on and off are the same code", None
+    on = all_series.get(replace(cell, accel=True))
+    if on is None or not on.samples:
+        return None, "no accelerated reference could be measured", None
+    cmp = stats.compare(on.values(), series.values())
+    on_speed = stats.summarize(on.values()).median
+    slowdown = 1 / cmp.ratio if cmp.ratio > 0 else 0
+    if cmp.significant and slowdown >= MIN_SLOWDOWN:
+        return True, f"acceleration off: {slowdown:.1f}× slower than on", on_speed
+    return False, (f"acceleration-off did NOT take effect: {slowdown:.2f}× vs on "
+                   f"({cmp.verdict}); the engine ignored the switch"), on_speed

@@ -1,0 +1,131 @@
+"""Run jobs in interleaved rounds until every series is stable.
+
+A :class:`Job` is one measurement action (one program invocation) that
+yields a :class:`~cryptcost.model.Sample` for each of its series keys.
+:func:`schedule` runs round 1 of every job, then round 2 of every job that
+still has an unstable series, and so on (METHODOLOGY rule 2: A B A B, never
+A A B B), discarding each job's warm-up rounds (rule 12) and stopping a
+series when its CI target is met or the cap is reached (rule 10).
+
+Every sample is handed to ``on_sample`` the moment it exists, so the store
+keeps it even when a later job fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+from cryptcost.errors import CryptcostError
+from cryptcost.model import Sample
+from cryptcost.stats import Policy
+
+log = logging.getLogger("cryptcost.scheduler")
+
+
+@dataclass
+class Job:
+    """One invocation that measures ``keys`` once per call of ``measure``.
+
+    ``group`` ties jobs that must stay in step (a stack and its baseline):
+    they are kept running while any series in the group is unstable, so
+    that both sides have the same number of interleaved samples.
+    """
+
+    label: str
+    keys: tuple[Hashable, ...]
+    measure: Callable[[], dict[Hashable, Sample]]
+    group: Hashable | None = None
+    est_seconds: float = 1.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Series:
+    samples: list[Sample] = field(default_factory=list)
+    stop_reason: str | None = None
+    error: str | None = None
+
+    def values(self) -> list[float]:
+        return [s.value for s in self.samples]
+
+
+class Progress:
+    """Callbacks the scheduler reports to; the default does nothing."""
+
+    def start(self, total_steps: int, est_seconds: float) -> None: ...
+    def step(self, label: str, done: int, total: int) -> None: ...
+    def finish(self) -> None: ...
+
+
+def schedule(jobs: list[Job], policy: Policy, *,
+             on_sample: Callable[[Job, Hashable, int, Sample], None] | None = None,
+             on_done: Callable[[Hashable, Series], None] | None = None,
+             progress: Progress | None = None,
+             stop_on_error: bool = False) -> dict[Hashable, Series]:
+    """Run ``jobs`` interleaved until each series stops; return all series."""
+    progress = progress or Progress()
+    series = {k: Series() for j in jobs for k in j.keys}
+    rounds = policy.warmup + policy.max_samples
+    progress.start(len(jobs) * rounds, sum(j.est_seconds for j in jobs) * (policy.warmup + policy.min_samples))
+    done = 0
+    reported: set = set()
+
+    def report_finished(active: list[Job]) -> None:
+        running = {k for j in active for k in j.keys}
+        for key, s in series.items():
+            if key not in running and key not in reported:
+                reported.add(key)
+                s.stop_reason = s.stop_reason or "cap_reached"
+                if on_done:
+                    on_done(key, s)
+
+    for rnd in range(rounds):
+        active = [j for j in jobs if _needs_more(j, jobs, series)]
+        report_finished(active)
+        if not active:
+            break
+        for job in active:
+            done += 1
+            progress.step(job.label, done, len(jobs) * rounds)
+            try:
+                got = job.measure()
+            except CryptcostError as exc:
+                if stop_on_error:
+                    raise
+                log.warning("%s failed: %s", job.label, exc)
+                for k in job.keys:
+                    series[k].error = series[k].error or str(exc)
+                    series[k].stop_reason = series[k].stop_reason or "error"
+                continue
+            if rnd < policy.warmup:
+                continue
+            for key in job.keys:
+                s = series[key]
+                if key not in got or s.error:
+                    continue
+                s.samples.append(got[key])
+                if on_sample:
+                    on_sample(job, key, len(s.samples) - 1, got[key])
+                s.stop_reason = policy.stop_reason(s.values())
+    progress.finish()
+    report_finished([])
+    return series
+
+
+def _needs_more(job: Job, jobs: list[Job], series: dict[Hashable, Series]) -> bool:
+    """A job runs again while one of its series — or one of its group's —
+    is unstable; a failed job never runs again."""
+    if any(series[k].error for k in job.keys):
+        return False
+    peers = [j for j in jobs if job.group is not None and j.group == job.group] or [job]
+    return any(series[k].stop_reason is None and not series[k].error for j in peers for k in j.keys)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Call ``fn`` and return (its result, wall seconds)."""
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start

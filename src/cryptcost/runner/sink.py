@@ -1,0 +1,31 @@
+"""Where samples and results go the moment they exist.
+
+The base :class:`Sink` discards; :class:`StoreSink` writes to the result
+store, so that a run that fails later keeps everything measured before.
+"""
+
+from __future__ import annotations
+
+from cryptcost.model import Result, Sample
+
+
+class Sink:
+    """Receives every sample and every result as soon as it exists."""
+
+    def sample(self, kind: str, fields: dict, index: int, sample: Sample) -> None: ...
+
+    def result(self, result: Result) -> None: ...
+
+
+class StoreSink(Sink):
+    """Saves into a :class:`~cryptcost.store.db.Store` under one run id."""
+
+    def __init__(self, store, run_id: int):
+        self.store = store
+        self.run_id = run_id
+
+    def sample(self, kind: str, fields: dict, index: int, sample: Sample) -> None:
+        self.store.add_sample(self.run_id, kind, fields, index, sample)
+
+    def result(self, result: Result) -> None:
+        self.store.add_result(self.run_id, result)

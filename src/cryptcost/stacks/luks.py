@@ -1,0 +1,89 @@
+"""``luks``: dm-crypt through cryptsetup — LUKS2 or plain mode, with the
+cipher spec, key size, sector size and ``--perf-*`` flags as variants
+(the tuning a recommendation reports as measured), and a ``generic``
+variant forcing the kernel's software AES via a ``capi:`` spec (rule 14).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.media import Backing
+from cryptcost.runner.resources import Resources, releaser
+from cryptcost.stacks.base import WHOLE_DISK, Stack, make_fs
+
+_ECB = "ECB leaks patterns: identical plaintext blocks give identical ciphertext"
+_LRW = "LRW is deprecated (superseded by XTS)"
+
+
+def _v(cipher: str, key: int, sector: int = 512, mode: str = "luks2", perf: tuple = (),
+       warning: str | None = None) -> dict:
+    d = {"type": mode, "cipher": cipher, "key_size": key, "sector_size": sector, "perf": list(perf)}
+    if warning:
+        d["warning"] = warning
+    return d
+
+
+NOQ = ("--perf-no_read_workqueue", "--perf-no_write_workqueue")
+VARIANTS = {
+    "aes-xts-plain64": _v("aes-xts-plain64", 512),
+    "aes-xts-plain64-4k": _v("aes-xts-plain64", 512, 4096),
+    "aes-xts-plain64-4k-noqueue": _v("aes-xts-plain64", 512, 4096, perf=NOQ),
+    "aes-128-xts-plain64": _v("aes-xts-plain64", 256),
+    "aes-cbc-essiv": _v("aes-cbc-essiv:sha256", 256),
+    "aes-ecb": _v("aes-ecb", 256, warning=_ECB),
+    "aes-lrw-benbi": _v("aes-lrw-benbi", 384, warning=_LRW),
+    "twofish-xts-plain64": _v("twofish-xts-plain64", 512),
+    "serpent-xts-plain64": _v("serpent-xts-plain64", 512),
+    "adiantum": _v("xchacha12,aes-adiantum-plain64", 256),
+    "plain-aes-xts-plain64": _v("aes-xts-plain64", 512, mode="plain"),
+    "generic-aes-xts": _v("capi:xts(ecb(aes-generic))-plain64", 512, mode="plain"),
+}
+
+
+@releaser("dm")
+def release_dm(data: dict) -> None:
+    name = data["name"]
+    if Path(f"/dev/mapper/{name}").exists():
+        proc.run(["cryptsetup", "close", name], check=False, timeout=60)
+        if Path(f"/dev/mapper/{name}").exists():
+            proc.run(["dmsetup", "remove", "--retry", name], check=False, timeout=60)
+
+
+def open_mapping(res: Resources, argv_tail: list[str], name: str, via: str = "cryptsetup") -> str:
+    """Journal, then create, a device-mapper mapping; return its device path."""
+    res.track("dm", lambda e: proc.run([via] + argv_tail, timeout=120), name=name)
+    return f"/dev/mapper/{name}"
+
+
+class Luks(Stack):
+    name = "luks"
+    description = "dm-crypt via cryptsetup (LUKS2 or plain), in the kernel"
+    use_case = WHOLE_DISK
+    tools = ("cryptsetup", "mkfs.ext4")
+    features = ("dm-crypt",)
+    honours_direct = True
+    variants = VARIANTS
+    default_variants = ("aes-xts-plain64", "aes-xts-plain64-4k")
+    security = ("LUKS/dm-crypt encrypts the whole device: names, sizes and metadata are hidden",)
+
+    def setup(self, res: Resources, backing: Backing) -> Path:
+        p = self.params
+        keyfile, _ = res.keyfile(p["key_size"] // 8 if p["type"] == "plain" else 64)
+        name = f"cc-luks-{secrets.token_hex(4)}"
+        common = ["--cipher", p["cipher"], "--key-size", str(p["key_size"]), "--key-file", str(keyfile)]
+        if p["type"] == "luks2":
+            proc.run(["cryptsetup", "luksFormat", "-q", "--type", "luks2", *common, "--sector-size",
+                      str(p["sector_size"]), "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
+                      backing.device], timeout=120)
+            tail = ["open", "--key-file", str(keyfile), *p["perf"], backing.device, name]
+        else:
+            tail = ["open", "--type", "plain", *common, "--sector-size", str(p["sector_size"]),
+                    *p["perf"], backing.device, name]
+        device = open_mapping(res, tail, name)
+        mnt = make_fs(res, device, self.fs)
+        self.workdir = mnt / "data"
+        self.workdir.mkdir()
+        return self.workdir

@@ -1,0 +1,94 @@
+"""``luks-userspace``: QEMU's own LUKS implementation, no dm-crypt needed.
+
+qemu-img writes a LUKS header on the device (the same on-disk format as
+cryptsetup — checked with ``cryptsetup luksDump``), qemu-storage-daemon
+decrypts it in user space and exports it through FUSE; a loop device and a
+filesystem go on top (see :mod:`cryptcost.stacks.qemu_export`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.errors import CryptcostError
+from cryptcost.media import Backing
+from cryptcost.runner.resources import Resources
+from cryptcost.stacks.base import WHOLE_DISK
+from cryptcost.stacks.qemu_export import QemuExportStack, qemu_run
+
+
+def _v(alg: str, mode: str, ivgen: str, ivhash: str | None = None, warning: str | None = None) -> dict:
+    d = {"cipher_alg": alg, "cipher_mode": mode, "ivgen_alg": ivgen}
+    if ivhash:
+        d["ivgen_hash_alg"] = ivhash
+    if warning:
+        d["warning"] = warning
+    return d
+
+
+_ECB = "ECB leaks patterns: identical plaintext blocks give identical ciphertext"
+
+VARIANTS = {
+    "aes-256-xts-plain64": _v("aes-256", "xts", "plain64"),
+    "aes-128-xts-plain64": _v("aes-128", "xts", "plain64"),
+    "aes-256-cbc-essiv": _v("aes-256", "cbc", "essiv", "sha256"),
+    "aes-128-cbc-essiv": _v("aes-128", "cbc", "essiv", "sha256"),
+    "aes-256-cbc-plain64": _v("aes-256", "cbc", "plain64"),
+    "aes-256-ecb": _v("aes-256", "ecb", "plain64", warning=_ECB),
+    "twofish-256-xts-plain64": _v("twofish-256", "xts", "plain64"),
+    "serpent-256-xts-plain64": _v("serpent-256", "xts", "plain64"),
+}
+
+
+def parse_luks_dump(text: str) -> dict:
+    """Version, cipher name and mode, key bits from ``cryptsetup luksDump``."""
+    def field(name: str) -> str | None:
+        m = re.search(rf"^{name}:\s*(.+)$", text, re.M)
+        return m.group(1).strip() if m else None
+    return {"version": field("Version"), "cipher": field("Cipher name"),
+            "mode": field("Cipher mode"), "key_bits": field("MK bits")}
+
+
+class LuksUserspace(QemuExportStack):
+    name = "luks-userspace"
+    description = "LUKS1 decrypted by qemu-storage-daemon, exported via FUSE + loop + filesystem"
+    baseline = "qemu-raw"
+    extra_baselines = ("plain",)
+    use_case = WHOLE_DISK
+    tools = ("qemu-storage-daemon", "qemu-img", "mkfs.ext4")
+    variants = VARIANTS
+    default_variants = ("aes-256-xts-plain64",)
+    security = ("LUKS encrypts the whole device: file names, sizes and metadata are hidden",
+                "qemu writes LUKS1 headers (cryptsetup's default is LUKS2)")
+
+    def prepare(self, res: Resources, backing: Backing, workdir: Path) -> list[str]:
+        keyfile, _ = res.keyfile(32, text=True)        # a passphrase: qemu wants UTF-8
+        opts = ["key-secret=sec0", f"cipher-alg={self.params['cipher_alg']}",
+                f"cipher-mode={self.params['cipher_mode']}", f"ivgen-alg={self.params['ivgen_alg']}",
+                "iter-time=10"]
+        if "ivgen_hash_alg" in self.params:
+            opts.append(f"ivgen-hash-alg={self.params['ivgen_hash_alg']}")
+        qemu_run(["qemu-img", "create", "-f", "luks", "--object", f"secret,id=sec0,file={keyfile}",
+                  "-o", ",".join(opts), backing.device, str(backing.size)])
+        self.header = self._check_header(backing.device)
+        return ["--object", f"secret,id=sec0,file={keyfile}",
+                "--blockdev", "driver=luks,node-name=fmt0,file=file0,key-secret=sec0"]
+
+    def _check_header(self, device: str) -> dict:
+        """The header qemu wrote, as cryptsetup reads it; it must match the variant."""
+        if not proc.which("cryptsetup"):
+            return {"checked": False, "why": "cryptsetup not installed"}
+        header = parse_luks_dump(proc.run(["cryptsetup", "luksDump", device], timeout=30).stdout)
+        alg = self.params["cipher_alg"].split("-")[0]
+        if header["cipher"] != alg or not (header["mode"] or "").startswith(self.params["cipher_mode"]):
+            raise CryptcostError(f"luks-userspace: header says {header['cipher']}-{header['mode']}, "
+                                 f"expected {self.params['cipher_alg']}-{self.params['cipher_mode']}")
+        return {"checked": True, **header}
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d["luks_header"] = getattr(self, "header", None)
+        d["pbkdf_iter_time_ms"] = 10
+        return d

@@ -1,0 +1,68 @@
+"""Shared by ``luks-userspace`` and its baseline ``qemu-raw``: a block
+device opened by qemu-storage-daemon, exported through FUSE as a file,
+attached to a loop device, with a filesystem on top.
+
+The loop device on the FUSE export is buffered: with ``--direct-io=on``
+qemu 7.2's FUSE export writes concurrent requests at the wrong offsets
+(data corruption), which the stack tests check byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.errors import ProcessError
+from cryptcost.media import Backing
+from cryptcost.runner.resources import Resources
+from cryptcost.stacks.base import Stack, make_fs
+
+
+class QemuExportStack(Stack):
+    """Base: subclasses give ``format_args`` (the format layer over ``file0``)."""
+
+    tools = ("qemu-storage-daemon", "mkfs.ext4")
+    features = ("fuse", "loop")
+
+    def prepare(self, res: Resources, backing: Backing, workdir: Path) -> list[str]:
+        """Format ``backing`` if needed; return the qsd arguments that open the
+        format layer as node ``fmt0`` on top of node ``file0``."""
+        raise NotImplementedError
+
+    def setup(self, res: Resources, backing: Backing) -> Path:
+        work = res.tmpdir(f"cryptcost-{self.name}-")
+        fmt_args = self.prepare(res, backing, work)
+        export = work / "export"
+        export.touch()
+        argv = ["qemu-storage-daemon",
+                "--blockdev", f"driver=host_device,node-name=file0,filename={backing.device},"
+                              "cache.direct=on",
+                *fmt_args,
+                "--export", f"type=fuse,id=exp0,node-name=fmt0,mountpoint={export},writable=on"]
+        self.daemon = res.fuse(argv, export, logfile=str(work / "qsd.log"))
+        loop = res.loop(export, direct_io=False)          # never direct: see module docstring
+        mnt = make_fs(res, loop, self.fs)
+        self.workdir = mnt / "data"
+        self.workdir.mkdir()
+        return self.workdir
+
+    def daemon_pids(self) -> list[int]:
+        return [self.daemon.pid] if getattr(self, "daemon", None) else []
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d["versions"]["qemu-storage-daemon"] = d["versions"].get("qemu-storage-daemon")
+        d["loop_on_export"] = "buffered"
+        return d
+
+
+def qemu_run(argv: list[str], tries: int = 3) -> proc.Completed:
+    """qemu-img, retried: its PBKDF timing sometimes fails with
+    'Unable to get accurate CPU usage'."""
+    for attempt in range(tries):
+        done = proc.run(argv, timeout=120, check=False)
+        if done.returncode == 0:
+            return done
+        if "accurate CPU usage" not in done.stderr or attempt == tries - 1:
+            raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr)
+    raise AssertionError("unreachable")

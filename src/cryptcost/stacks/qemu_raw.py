@@ -1,0 +1,23 @@
+"""``qemu-raw``: the matched baseline of ``luks-userspace`` — the same
+qemu-storage-daemon FUSE export, loop device and filesystem, with a raw
+format layer instead of LUKS. The difference between the two is the
+cipher, not FUSE or qemu."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cryptcost.media import Backing
+from cryptcost.runner.resources import Resources
+from cryptcost.stacks.base import BASELINE
+from cryptcost.stacks.qemu_export import QemuExportStack
+
+
+class QemuRaw(QemuExportStack):
+    name = "qemu-raw"
+    description = "qemu-storage-daemon raw FUSE export + loop + filesystem (baseline of luks-userspace)"
+    baseline = "plain"
+    use_case = BASELINE
+
+    def prepare(self, res: Resources, backing: Backing, workdir: Path) -> list[str]:
+        return ["--blockdev", "driver=raw,node-name=fmt0,file=file0"]

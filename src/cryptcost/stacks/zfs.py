@@ -1,0 +1,53 @@
+"""``zfs``: native ZFS encryption (aes-256-gcm, aes-256-ccm) with
+compression off — ZFS compresses before it encrypts, which would flatter
+it (rule 3) — against an unencrypted pool on the same medium (``zfs:off``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.media import Backing
+from cryptcost.runner.resources import Resources, releaser
+from cryptcost.stacks.base import WHOLE_DISK, Stack
+
+
+@releaser("zpool")
+def release_zpool(data: dict) -> None:
+    pool = data["pool"]
+    if proc.run(["zpool", "list", "-H", pool], check=False, timeout=60).returncode == 0:
+        proc.run(["zpool", "destroy", "-f", pool], check=False, timeout=120)
+
+
+class Zfs(Stack):
+    name = "zfs"
+    description = "ZFS dataset with native encryption (compression off)"
+    baseline = "zfs:off"
+    use_case = WHOLE_DISK
+    tools = ("zfs",)
+    features = ("zfs",)
+    filesystems = ("zfs",)
+    variants = {"aes-256-gcm": {"encryption": "aes-256-gcm"},
+                "aes-256-ccm": {"encryption": "aes-256-ccm"},
+                "off": {"encryption": "off"}}
+    default_variants = ("aes-256-gcm",)
+    security = ("ZFS native encryption leaves dataset names, sizes and some metadata visible",)
+
+    def __init__(self, variant: str | None = None, fs: str = "zfs"):
+        super().__init__(variant, "zfs")
+
+    def setup(self, res: Resources, backing: Backing) -> Path:
+        pool = f"cc-{secrets.token_hex(4)}"
+        mnt = res.tmpdir("cryptcost-zfs-")
+        opts = ["-O", "compression=off", "-O", "atime=off", "-O", f"mountpoint={mnt}"]
+        if self.params["encryption"] != "off":
+            keyfile, _ = res.keyfile(32)
+            opts += ["-O", f"encryption={self.params['encryption']}", "-O", "keyformat=raw",
+                     "-O", f"keylocation=file://{keyfile}"]
+        res.track("zpool", lambda e: proc.run(["zpool", "create", "-f", "-o", "ashift=12", *opts,
+                                              pool, backing.device], timeout=300), pool=pool)
+        self.workdir = mnt / "data"
+        self.workdir.mkdir()
+        return self.workdir

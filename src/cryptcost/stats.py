@@ -1,0 +1,310 @@
+"""Statistics: summaries, outliers, confidence intervals, comparisons.
+
+Pure functions over lists of floats; no dependency beyond the standard
+library, so that every formula is visible here.
+
+References
+----------
+* Student-t interval for a mean: x̄ ± t(0.975, n−1)·s/√n.
+* Regularized incomplete beta I_x(a, b) by Lentz's continued fraction
+  (Press et al., *Numerical Recipes*, 3rd ed., §6.4); the t distribution's
+  CDF is F(t) = 1 − ½·I_{ν/(ν+t²)}(ν/2, ½) for t ≥ 0.
+* Modified Z-score Mᵢ = 0.6745·(xᵢ − x̃)/MAD, outlier when |Mᵢ| > 3.5
+  (Iglewicz & Hoaglin, *How to Detect and Handle Outliers*, 1993).
+* Welch's t-test: t = (x̄₁ − x̄₂)/√(s₁²/n₁ + s₂²/n₂) with the
+  Welch–Satterthwaite degrees of freedom
+  ν = (s₁²/n₁ + s₂²/n₂)² / ((s₁²/n₁)²/(n₁−1) + (s₂²/n₂)²/(n₂−1)).
+* Mann–Whitney U, exact two-sided p-value from the permutation
+  distribution of U (Mann & Whitney, 1947), normal approximation with tie
+  correction beyond 20 samples a side.
+* Ratio of means by the delta method on the log scale:
+  Var(ln(x̄₂/x̄₁)) ≈ s₁²/(n₁x̄₁²) + s₂²/(n₂x̄₂²), Welch–Satterthwaite ν.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+MAD_THRESHOLD = 3.5
+ALPHA = 0.05
+
+
+# --- distributions -------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction for I_x(a, b), modified Lentz (Numerical Recipes §6.4)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    front = math.exp(lbeta + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """CDF of Student's t distribution with ``df`` degrees of freedom."""
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+@lru_cache(maxsize=256)
+def t_quantile(p: float, df: float) -> float:
+    """Inverse of :func:`t_cdf` for 0.5 ≤ p < 1, by bisection."""
+    if not 0.5 <= p < 1.0:
+        raise ValueError("p must be in [0.5, 1)")
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return (lo + hi) / 2.0
+
+
+# --- one series ------------------------------------------------------------------
+
+def mad_outliers(xs: list[float], threshold: float = MAD_THRESHOLD) -> list[int]:
+    """Indices of outliers by the modified Z-score (Iglewicz & Hoaglin)."""
+    if len(xs) < 3:
+        return []
+    med = statistics.median(xs)
+    mad = statistics.median(abs(x - med) for x in xs)
+    if mad == 0:
+        return []
+    return [i for i, x in enumerate(xs) if abs(0.6745 * (x - med) / mad) > threshold]
+
+
+def mean_ci(xs: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Student-t confidence interval for the mean; (x, x) for one sample."""
+    n = len(xs)
+    mean = statistics.fmean(xs)
+    if n < 2:
+        return (mean, mean)
+    half = t_quantile(0.5 + confidence / 2, n - 1) * statistics.stdev(xs) / math.sqrt(n)
+    return (mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A series of samples summarised. ``ci95`` is the t-interval of the mean
+    of the inliers; ``median`` is over all samples; outliers are reported,
+    not hidden."""
+
+    n: int
+    median: float
+    mean: float
+    stdev: float
+    ci95: tuple[float, float]
+    outliers: tuple[int, ...] = ()
+    minimum: float = 0.0
+    maximum: float = 0.0
+
+    @property
+    def rel_half_width(self) -> float:
+        """CI half-width relative to the mean (0.03 = ±3 %)."""
+        if self.mean == 0:
+            return math.inf if self.ci95[1] != self.ci95[0] else 0.0
+        return (self.ci95[1] - self.ci95[0]) / 2 / abs(self.mean)
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "median": self.median, "mean": self.mean, "stdev": self.stdev,
+                "ci95": list(self.ci95), "outliers": list(self.outliers),
+                "min": self.minimum, "max": self.maximum}
+
+
+def summarize(xs: list[float]) -> Summary:
+    """Median, mean, stdev and 95 % CI of ``xs``, MAD outliers excluded from the CI."""
+    if not xs:
+        raise ValueError("no samples")
+    out = mad_outliers(xs)
+    inliers = [x for i, x in enumerate(xs) if i not in out]
+    return Summary(n=len(xs), median=statistics.median(xs), mean=statistics.fmean(inliers),
+                   stdev=statistics.stdev(inliers) if len(inliers) > 1 else 0.0,
+                   ci95=mean_ci(inliers), outliers=tuple(out), minimum=min(xs), maximum=max(xs))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When to stop repeating a series (METHODOLOGY rules 10 and 12)."""
+
+    min_samples: int = 3
+    max_samples: int = 10
+    target: float = 0.03          # CI half-width / mean
+    warmup: int = 1               # discarded runs before the first sample
+
+    def __post_init__(self):
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise ValueError("need 1 <= min_samples <= max_samples")
+
+    def stop_reason(self, xs: list[float]) -> str | None:
+        """``'ci_target_met'``, ``'cap_reached'``, or None to keep sampling."""
+        if len(xs) < self.min_samples:
+            return None
+        if len(xs) >= 2 and summarize(xs).rel_half_width <= self.target:
+            return "ci_target_met"
+        if len(xs) >= self.max_samples:
+            return "cap_reached"
+        return None
+
+
+# --- two series --------------------------------------------------------------------
+
+def welch_p(a: list[float], b: list[float]) -> float:
+    """Two-sided p-value of Welch's t-test; 1.0 when it cannot be computed."""
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return 1.0
+    va, vb = statistics.variance(a) / na, statistics.variance(b) / nb
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    if va + vb == 0:
+        return 1.0 if diff == 0 else 0.0
+    t = diff / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if va and vb else na + nb - 2
+    return 2.0 * (1.0 - t_cdf(abs(t), df))
+
+
+def _u_statistic(a: list[float], b: list[float]) -> float:
+    u = 0.0
+    for x in a:
+        for y in b:
+            u += 1.0 if x > y else 0.5 if x == y else 0.0
+    return u
+
+
+@lru_cache(maxsize=64)
+def _u_counts(n1: int, n2: int) -> tuple[int, ...]:
+    """Number of arrangements giving each U for sample sizes n1, n2 (no ties)."""
+    # f(i, j)[u]: ways for i of the first and j of the second sample.
+    table = {(0, j): (1,) for j in range(n2 + 1)}
+    for i in range(1, n1 + 1):
+        table[(i, 0)] = (1,)
+        for j in range(1, n2 + 1):
+            left = table[(i - 1, j)]          # largest element from sample 1: adds j
+            down = table[(i, j - 1)]
+            size = max(len(left) + j, len(down))
+            row = [0] * size
+            for u, c in enumerate(left):
+                row[u + j] += c
+            for u, c in enumerate(down):
+                row[u] += c
+            table[(i, j)] = tuple(row)
+    return table[(n1, n2)]
+
+
+def mann_whitney_p(a: list[float], b: list[float]) -> float:
+    """Two-sided p-value of the Mann–Whitney U test."""
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    u = _u_statistic(a, b)
+    mu = n1 * n2 / 2.0
+    if max(n1, n2) <= 20:
+        counts = _u_counts(n1, n2)
+        total = sum(counts)
+        extreme = abs(u - mu)
+        tail = sum(c for k, c in enumerate(counts) if abs(k - mu) >= extreme - 1e-9)
+        return min(1.0, tail / total)
+    ranks = sorted(a + b)
+    ties = {}
+    for x in ranks:
+        ties[x] = ties.get(x, 0) + 1
+    n = n1 + n2
+    tie_term = sum(t ** 3 - t for t in ties.values()) / (n * (n - 1))
+    sigma = math.sqrt(n1 * n2 / 12.0 * ((n + 1) - tie_term))
+    if sigma == 0:
+        return 1.0
+    z = (abs(u - mu) - 0.5) / sigma
+    return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
+
+
+def ratio_ci(a: list[float], b: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """mean(b)/mean(a) and its CI by the delta method on the log scale."""
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    if ma <= 0 or mb <= 0:
+        return (math.nan, math.nan, math.nan)
+    ratio = mb / ma
+    na, nb = len(a), len(b)
+    va = statistics.variance(a) / (na * ma * ma) if na > 1 else 0.0
+    vb = statistics.variance(b) / (nb * mb * mb) if nb > 1 else 0.0
+    if va + vb == 0:
+        return (ratio, ratio, ratio)
+    terms = [v ** 2 / (n - 1) for v, n in ((va, na), (vb, nb)) if n > 1 and v > 0]
+    df = max(1.0, (va + vb) ** 2 / sum(terms))
+    half = t_quantile(0.5 + confidence / 2, df) * math.sqrt(va + vb)
+    return (ratio, ratio * math.exp(-half), ratio * math.exp(half))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``b`` against ``a``: the ratio of means with its CI and whether the
+    difference is significant. ``verdict`` is a sentence for people."""
+
+    ratio: float
+    ratio_ci95: tuple[float, float]
+    p_welch: float
+    p_mann_whitney: float
+    significant: bool
+    verdict: str = field(default="")
+
+    def to_dict(self) -> dict:
+        return {"ratio": self.ratio, "ratio_ci95": list(self.ratio_ci95), "p_welch": self.p_welch,
+                "p_mann_whitney": self.p_mann_whitney, "significant": self.significant,
+                "verdict": self.verdict}
+
+
+def compare(a: list[float], b: list[float], alpha: float = ALPHA) -> Comparison:
+    """Compare series ``b`` with ``a`` (the reference).
+
+    Significant only when the ratio's CI excludes 1, Welch's p ≤ alpha,
+    and — once each side has ≥ 4 samples, the fewest with which the exact
+    test can reach 0.05 — Mann–Whitney's p ≤ alpha too. Otherwise the
+    honest answer is "no significant difference".
+    """
+    ratio, lo, hi = ratio_ci(a, b)
+    pw, pm = welch_p(a, b), mann_whitney_p(a, b)
+    excludes_one = not (lo <= 1.0 <= hi)
+    mw_ok = pm <= alpha if min(len(a), len(b)) >= 4 else True
+    significant = bool(excludes_one and pw <= alpha and mw_ok and not math.isnan(ratio))
+    if significant:
+        verdict = f"{(ratio - 1) * 100:+.1f} % ({(lo - 1) * 100:+.1f} … {(hi - 1) * 100:+.1f} %)"
+    else:
+        verdict = "no significant difference"
+    return Comparison(ratio, (lo, hi), pw, pm, significant, verdict)

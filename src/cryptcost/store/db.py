@@ -1,0 +1,178 @@
+"""The result store: one SQLite file, ``$XDG_DATA_HOME/cryptcost/results.db``
+unless ``--db`` names another.
+
+The schema is versioned (``PRAGMA user_version``) and migrated one step at
+a time by :data:`MIGRATIONS`; docs/store-format.md keeps the history.
+Samples and results are committed the moment they are added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cryptcost.errors import UserError
+from cryptcost.model import Result, Run, Sample
+
+# Each entry migrates from version i to i+1. Never edit a released step.
+MIGRATIONS: list[str] = [
+    # 0 → 1: the first schema.
+    """
+    CREATE TABLE runs (id INTEGER PRIMARY KEY, started TEXT NOT NULL, command TEXT NOT NULL,
+                       host TEXT NOT NULL);
+    CREATE TABLE results (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),
+                          kind TEXT NOT NULL, data TEXT NOT NULL);
+    """,
+    # 1 → 2: run status and labels; samples saved one by one; results keep
+    # their samples' series identity.
+    """
+    ALTER TABLE runs ADD COLUMN status TEXT NOT NULL DEFAULT 'complete';
+    ALTER TABLE runs ADD COLUMN finished TEXT;
+    ALTER TABLE runs ADD COLUMN label TEXT;
+    ALTER TABLE results ADD COLUMN series TEXT;
+    CREATE TABLE samples (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),
+                          kind TEXT NOT NULL, series TEXT NOT NULL, idx INTEGER NOT NULL,
+                          data TEXT NOT NULL);
+    CREATE INDEX samples_run ON samples(run_id);
+    CREATE INDEX results_run ON results(run_id);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def default_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "cryptcost" / "results.db"
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def series_key(fields: dict) -> str:
+    return json.dumps(fields, sort_keys=True, default=str)
+
+
+class Store:
+    """The result store. Open with :meth:`open`; every write commits."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self.conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None, *, create: bool = True) -> "Store":
+        path = Path(path) if path else default_path()
+        if not create and not path.exists():
+            raise UserError(f"no result store at {path}: run a benchmark first, or pass --db")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=30)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA foreign_keys = ON")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise UserError(f"{path} is an SQLite file but not a cryptcost store: pass another --db")
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"cannot use {path} as the result store: {exc}; "
+                            "pass another --db or move the file away") from None
+        except OSError as exc:
+            raise UserError(f"cannot create the result store at {path}: {exc.strerror}; "
+                            "pass a writable --db") from None
+        store = cls(conn, path)
+        store.migrate(version)
+        return store
+
+    def migrate(self, version: int) -> None:
+        """Bring the schema from ``version`` to :data:`SCHEMA_VERSION`, one step at a time."""
+        if version > SCHEMA_VERSION:
+            raise UserError(f"{self.path} was written by a newer cryptcost (schema {version} > "
+                            f"{SCHEMA_VERSION}): upgrade cryptcost")
+        try:
+            for step in range(version, SCHEMA_VERSION):
+                with self.conn:
+                    self.conn.executescript("BEGIN;" + MIGRATIONS[step]
+                                            + f"PRAGMA user_version = {step + 1};COMMIT;")
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"cannot migrate {self.path}: {exc}; pass another --db") from None
+        except sqlite3.OperationalError as exc:
+            raise UserError(f"cannot write the result store {self.path}: {exc}; "
+                            "pass a writable --db") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- writing ------------------------------------------------------------------
+
+    def _write(self, sql: str, args: tuple) -> int:
+        try:
+            with self.conn:
+                return self.conn.execute(sql, args).lastrowid
+        except sqlite3.OperationalError as exc:
+            raise UserError(f"cannot write the result store {self.path}: {exc}") from None
+
+    def begin_run(self, command: str, host: dict, label: str | None = None) -> int:
+        return self._write("INSERT INTO runs(started, command, host, status, label) VALUES (?,?,?,?,?)",
+                           (now(), command, json.dumps(host, default=str), "running", label))
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        self._write("UPDATE runs SET status = ?, finished = ? WHERE id = ?", (status, now(), run_id))
+
+    def add_sample(self, run_id: int, kind: str, fields: dict, index: int, sample: Sample) -> None:
+        self._write("INSERT INTO samples(run_id, kind, series, idx, data) VALUES (?,?,?,?,?)",
+                    (run_id, kind, series_key(fields), index, json.dumps(sample.to_dict())))
+
+    def add_result(self, run_id: int, result: Result) -> None:
+        self._write("INSERT INTO results(run_id, kind, series, data) VALUES (?,?,?,?)",
+                    (run_id, result.kind, series_key(result.fields),
+                     json.dumps(result.to_dict(), default=str)))
+
+    # --- reading ------------------------------------------------------------------
+
+    def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"cannot read the result store {self.path}: {exc}") from None
+
+    def runs(self) -> list[Run]:
+        return [self._run(r) for r in self._query("SELECT * FROM runs ORDER BY id")]
+
+    def run(self, run_id: int | str) -> Run:
+        """A run by id; ``latest`` (or ``-1``) is the newest."""
+        if str(run_id) in ("latest", "-1"):
+            rows = self._query("SELECT * FROM runs ORDER BY id DESC LIMIT 1")
+        else:
+            try:
+                rows = self._query("SELECT * FROM runs WHERE id = ?", (int(run_id),))
+            except ValueError:
+                raise UserError(f"run id must be a number or 'latest', not {run_id!r}") from None
+        if not rows:
+            raise UserError(f"no run {run_id} in {self.path}: see 'cryptcost list'")
+        return self._run(rows[0])
+
+    @staticmethod
+    def _run(row: sqlite3.Row) -> Run:
+        return Run(id=row["id"], started=row["started"], command=row["command"],
+                   host=json.loads(row["host"]), status=row["status"], finished=row["finished"],
+                   label=row["label"])
+
+    def results(self, run_id: int, kind: str | None = None) -> list[dict]:
+        sql, args = "SELECT data FROM results WHERE run_id = ?", (run_id,)
+        if kind:
+            sql, args = sql + " AND kind = ?", (run_id, kind)
+        return [json.loads(r["data"]) for r in self._query(sql + " ORDER BY id", args)]
+
+    def samples(self, run_id: int) -> list[dict]:
+        rows = self._query("SELECT kind, series, idx, data FROM samples WHERE run_id = ? ORDER BY id",
+                           (run_id,))
+        return [{"kind": r["kind"], "series": json.loads(r["series"]), "index": r["idx"],
+                 **json.loads(r["data"])} for r in rows]
+
+    def counts(self, run_id: int) -> tuple[int, int]:
+        res = self._query("SELECT count(*) FROM results WHERE run_id = ?", (run_id,))[0][0]
+        smp = self._query("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,))[0][0]
+        return res, smp

@@ -1,0 +1,56 @@
+"""Bad input: one line on stderr, starting 'error:', exit code 2, no traceback."""
+
+import os
+
+import pytest
+
+CASES = [
+    ("unknown algorithm", ["ciphers", "--algo", "rot13"]),
+    ("bad size", ["ciphers", "--sizes", "4Q"]),
+    ("negative size", ["ciphers", "--sizes", "-5"]),
+    ("zero size", ["ciphers", "--sizes", "0"]),
+    ("threads zero", ["ciphers", "--threads", "0"]),
+    ("threads not a number", ["ciphers", "--threads", "two"]),
+    ("unknown engine", ["ciphers", "--engine", "gpu"]),
+    ("bad accel", ["ciphers", "--accel", "maybe"]),
+    ("bad seconds", ["ciphers", "--seconds", "0"]),
+    ("min above max", ["ciphers", "--min-samples", "5", "--max-samples", "2"]),
+    ("bad ci target", ["ciphers", "--ci-target", "0"]),
+    ("unknown command", ["frobnicate"]),
+    ("unknown flag", ["probe", "--colour"]),
+    ("unknown run", ["show", "999"]),
+    ("run id not a number", ["show", "abc"]),
+    ("report of no store", ["report", "1"]),
+]
+
+
+def _assert_user_error(proc):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("name,args", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(cli, name, args):
+    _assert_user_error(cli(*args))
+
+
+def test_unwritable_db_path(cli, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "file").write_text("x")
+    # A path below a regular file cannot be created, whoever we are.
+    _assert_user_error(cli("ciphers", "--db", str(ro / "file" / "r.db"), "--algo", "aes-128-gcm"))
+
+
+def test_corrupt_db(cli, tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"garbage" * 500)
+    _assert_user_error(cli("list", "--db", str(bad)))
+
+
+def test_debug_shows_the_traceback(cli):
+    proc = cli("show", "999", "--debug")
+    assert proc.returncode != 0 and "Traceback" in proc.stderr

@@ -1,0 +1,93 @@
+"""Parsers against real captured outputs (tests/fixtures/tools)."""
+
+import pytest
+
+from cryptcost.engines import go, kernel as kernel_engine, openssl
+from cryptcost.host import cpu, kernel
+
+
+def test_openssl_single(fixture_text):
+    assert openssl.parse_speed(fixture_text("openssl_speed_aes-256-xts_4096.txt")) == pytest.approx(
+        float(fixture_text("openssl_speed_aes-256-xts_4096.txt").split("+F:25:AES-256-XTS:")[1]))
+
+
+def test_openssl_multi_takes_the_parents_sum(fixture_text):
+    text = fixture_text("openssl_speed_multi2_aes-128-gcm.txt")
+    children = [float(l.rsplit(":", 1)[1].split()[0]) for l in text.splitlines() if l.startswith("Got: +F")]
+    assert len(children) == 2
+    assert openssl.parse_speed(text) == pytest.approx(sum(children), rel=1e-6)
+
+
+def test_openssl_hmac_and_legacy(fixture_text):
+    assert openssl.parse_speed(fixture_text("openssl_speed_hmac_sha256.txt")) > 1e8
+    assert openssl.parse_speed(fixture_text("openssl_speed_legacy_bf-cbc.txt")) > 1e7
+
+
+def test_openssl_accel_off_capture_is_slower(fixture_text):
+    on = openssl.parse_speed(fixture_text("openssl_speed_aes-256-xts_4096.txt"))
+    off = openssl.parse_speed(fixture_text("openssl_speed_aes-256-xts_4096_accel_off.txt"))
+    assert on / off > 3
+
+
+def test_openssl_unknown_cipher_output_is_refused(fixture_text):
+    with pytest.raises(ValueError):
+        openssl.parse_speed(fixture_text("openssl_speed_unknown.txt"))
+
+
+def test_openssl_argv_for_each_family():
+    e = openssl.OpenSSLEngine()
+    cell = lambda alg, t=1, accel=True: openssl.Cell("openssl", alg, 4096, t, accel)
+    assert e.argv(cell("aes-256-xts"), 1)[-2:] == ["-evp", "aes-256-xts"]
+    assert e.argv(cell("hmac-sha256"), 1)[-2:] == ["-hmac", "sha256"]
+    assert "legacy" in e.argv(cell("bf-cbc"), 1)
+    argv = e.argv(cell("aes-128-gcm", t=2), 1)
+    assert argv[argv.index("-multi") + 1] == "2"
+    assert e.env(cell("aes-256-xts", accel=False)) == {"OPENSSL_ia32cap": openssl.ACCEL_OFF_MASK}
+
+
+def test_gocryptfs_speed(fixture_text):
+    rates, accel = go.parse_speed(fixture_text("gocryptfs_speed.txt"))
+    assert accel is True
+    assert set(rates) == {"aes-256-gcm", "aes-256-siv", "xchacha20-poly1305"}
+    off, accel_off = go.parse_speed(fixture_text("gocryptfs_speed_accel_off.txt"))
+    assert accel_off is False
+    assert rates["aes-256-gcm"] / off["aes-256-gcm"] > 3
+
+
+def test_cryptsetup_benchmark(fixture_text):
+    rows = kernel_engine.parse_benchmark(fixture_text("cryptsetup_benchmark_2x.txt"))
+    enc, dec = rows[("aes-xts", 512)]
+    assert enc == pytest.approx(349.5 * 2**20)
+    assert dec == pytest.approx(356.6 * 2**20)
+    assert len(rows) == 12
+
+
+def test_cryptsetup_without_af_alg_is_an_error_although_it_exits_0(fixture_text):
+    with pytest.raises(ValueError, match="not available"):
+        kernel_engine.parse_benchmark(fixture_text("cryptsetup_benchmark_no_af_alg.txt"))
+
+
+def test_proc_crypto_driver_selection(fixture_text):
+    drivers = kernel.crypto_drivers(fixture_text("proc_crypto.txt"))
+    assert drivers["cbc(aes)"]["driver"] == "cbc(ecb(aes-fixed-time))"
+    assert drivers["cbc(aes)"]["implementation"] == "software"
+    assert drivers["aes"]["driver"] == "aes-fixed-time"      # priority 101 beats aes-generic's 100
+    assert kernel.classify_driver("xts-aes-vaes-avx512") == "hardware-accelerated"
+    assert kernel.classify_driver("xts(ecb(aes-generic))") == "software"
+
+
+def test_cpuinfo_flags(fixture_text):
+    info = cpu.cpu_info(fixture_text("proc_cpuinfo.txt"))
+    assert info["model"]
+    assert set(cpu.CRYPTO_FLAGS) <= set(info["flags"])
+    assert info["flags"]["aes"] is True
+
+
+def test_proc_stat_split(fixture_text):
+    before = cpu.stat_snapshot(fixture_text("proc_stat.txt"))
+    after = {k: [v + 100 * (i == 0) + 300 * (i == 3) for i, v in enumerate(vals)]
+             for k, vals in before.items()}
+    split = cpu.cpu_split(before, after)
+    assert split.user == pytest.approx(100 / cpu.CLK_TCK)        # the aggregate "cpu" line
+    assert split.busy == pytest.approx(split.user)
+    assert split.max_core_busy == pytest.approx(0.25)

@@ -1,0 +1,105 @@
+"""Scheduling, warm-up and stopping, with the fake executor."""
+
+from cryptcost.engines.base import Cell
+from cryptcost.errors import CryptcostError
+from cryptcost.model import Sample
+from cryptcost.runner.ciphers import CipherPlan, run_ciphers
+from cryptcost.runner.executor import FakeExecutor
+from cryptcost.runner.scheduler import Job, schedule
+from cryptcost.runner.sink import Sink
+from cryptcost.stats import Policy
+
+
+def _job(name, log, values, group=None):
+    it = iter(values)
+    def measure():
+        log.append(name)
+        return {name: Sample(next(it), 1.0)}
+    return Job(name, (name,), measure, group=group)
+
+
+def test_rounds_interleave_and_warmup_is_discarded():
+    log = []
+    jobs = [_job("A", log, [1, 100, 100, 100]), _job("B", log, [1, 50, 50, 50])]
+    got = {}
+    schedule(jobs, Policy(3, 5, 0.03, warmup=1),
+             on_sample=lambda j, k, i, s: got.setdefault(k, []).append(s.value))
+    assert log == ["A", "B"] * 4
+    assert got == {"A": [100, 100, 100], "B": [50, 50, 50]}
+
+
+def test_a_stable_job_stops_while_a_noisy_one_goes_on():
+    log = []
+    jobs = [_job("A", log, [100] * 10), _job("B", log, [100, 140, 60, 120, 80, 100, 130, 70])]
+    series = schedule(jobs, Policy(3, 6, 0.03, warmup=0))
+    assert series["A"].stop_reason == "ci_target_met" and len(series["A"].samples) == 3
+    assert series["B"].stop_reason == "cap_reached" and len(series["B"].samples) == 6
+
+
+def test_a_group_stays_in_step():
+    log = []
+    jobs = [_job("A", log, [100] * 10, group="g"), _job("B", log, [100, 140, 60, 120, 80, 100], group="g")]
+    series = schedule(jobs, Policy(3, 6, 0.03, warmup=0))
+    assert len(series["A"].samples) == len(series["B"].samples) == 6
+
+
+def test_a_failing_job_is_recorded_and_others_go_on():
+    def broken():
+        raise CryptcostError("boom")
+    jobs = [Job("bad", ("bad",), broken), _job("ok", [], [5, 5, 5])]
+    done = {}
+    series = schedule(jobs, Policy(3, 3, 0.03, warmup=0), on_done=lambda k, s: done.setdefault(k, s))
+    assert series["bad"].error == "boom" and series["bad"].stop_reason == "error"
+    assert len(series["ok"].samples) == 3
+    assert set(done) == {"bad", "ok"}
+
+
+class Recorder(Sink):
+    def __init__(self):
+        self.events = []
+
+    def sample(self, kind, fields, index, sample):
+        self.events.append(("sample", fields["algorithm"], index))
+
+    def result(self, result):
+        self.events.append(("result", result.fields["algorithm"]))
+
+
+def test_cipher_run_saves_every_sample_and_result_and_verifies_accel():
+    fake = FakeExecutor()
+    sink = Recorder()
+    plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-xts", "chacha20-poly1305"),
+                      accel=(False,))
+    out = run_ciphers(plan, fake, Policy(3, 5, 0.03, 1), sink=sink, cpu_flags={"aes": True})
+    by_alg = {r.fields["algorithm"]: r for r in out.results}
+    assert set(by_alg) == {"aes-256-xts", "chacha20-poly1305"}       # the on references are not results
+    assert by_alg["aes-256-xts"].metrics["accel_verified"] is True
+    assert by_alg["aes-256-xts"].metrics["accel_on_bytes_per_s"] > by_alg["aes-256-xts"].summary.median
+    assert by_alg["chacha20-poly1305"].metrics["accel_verified"] is None
+    assert ("result", "aes-256-xts") in sink.events
+    assert sum(1 for e in sink.events if e[0] == "sample") >= 4 * 3
+
+
+def test_accel_switch_that_does_nothing_is_reported():
+    fake = FakeExecutor(rate=lambda c: 1e9)
+    out = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
+                      fake, Policy(3, 5, 0.03, 0), cpu_flags={"aes": True})
+    off = next(r for r in out.results if not r.fields["accel"])
+    assert off.metrics["accel_verified"] is False
+    assert "did NOT take effect" in off.notes[-1]
+
+
+def test_unavailable_engine_is_listed_with_reason():
+    from cryptcost.errors import Unavailable
+    fake = FakeExecutor(unavailable={"kernel": Unavailable("no AF_ALG", "a kernel with it")})
+    out = run_ciphers(CipherPlan(engines=("openssl", "kernel"), algorithms=("aes-256-xts",)),
+                      fake, Policy(3, 3, 0.03, 0))
+    assert {"engine": "kernel", "reason": "no AF_ALG", "install": "a kernel with it"} in out.skipped
+    assert all(r.fields["engine"] == "openssl" for r in out.results)
+
+
+def test_cells_a_given_engine_cannot_measure_are_skipped_with_reason():
+    out = run_ciphers(CipherPlan(engines=("go",), algorithms=("aes-256-gcm",), sizes=(512, 4096)),
+                      FakeExecutor(), Policy(3, 3, 0.03, 0))
+    assert [r.fields["buffer_bytes"] for r in out.results] == [4096]
+    assert any("4096-byte" in s["reason"] for s in out.skipped)
