@@ -89,8 +89,10 @@ class Result:
     def to_dict(self) -> dict:
         """The flat JSON form promised by the CLI contract."""
         s = self.summary
+        unit = self.metrics.get("unit", "bytes/s")
+        per = "bytes" if unit == "bytes/s" else "ops"
         d = {"kind": self.kind, **self.fields,
-             "median_bytes_per_s": s.median, "mean_bytes_per_s": s.mean,
+             f"median_{per}_per_s": s.median, f"mean_{per}_per_s": s.mean,
              "ci95": list(s.ci95), "samples": s.n, "outliers": list(s.outliers),
              "stop_reason": self.stop_reason, **self.metrics, "notes": list(self.notes)}
         if self.baseline is not None:

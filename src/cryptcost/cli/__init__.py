@@ -14,10 +14,11 @@ import sys
 
 from cryptcost import __version__
 from cryptcost.errors import CryptcostError, UserError
+from cryptcost.runner.resources import Terminated
 
-from cryptcost.cli import ciphers, listing, probe, report, run
+from cryptcost.cli import ciphers, cleanup, listing, probe, report, run, storage
 
-COMMANDS = [probe, ciphers, run, listing, report]
+COMMANDS = [probe, ciphers, storage, run, listing, report, cleanup]
 
 
 class Parser(argparse.ArgumentParser):
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):
         print("error: interrupted; everything set up was released "
               "(run 'cryptcost cleanup' if in doubt)", file=sys.stderr)
         return 130

@@ -12,12 +12,13 @@ from contextlib import contextmanager
 from rich.console import Console
 
 from cryptcost.errors import UserError
+from cryptcost.runner.resources import Terminated
 from cryptcost.runner.scheduler import Progress
 from cryptcost.runner.sink import StoreSink
 from cryptcost.store.db import Store
 
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024 ** 2, "MB": 1000 ** 2,
           "MIB": 1024 ** 2, "G": 1024 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3}
@@ -79,7 +80,7 @@ def recorded_run(args, command: str, host: dict):
     try:
         yield store, run_id, StoreSink(store, run_id)
         status = "complete"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):
         status = "interrupted"
         raise
     finally:

@@ -79,7 +79,7 @@ def skipped_table(skipped: list[dict]) -> Table:
     table.add_column("why")
     seen = set()
     for s in skipped:
-        what = " ".join(str(s[k]) for k in ("engine", "stack", "algorithm") if s.get(k))
+        what = " ".join(str(s[k]) for k in ("engine", "stack", "algorithm", "workload") if s.get(k))
         why = s["reason"] + (f" (install: {s['install']})" if s.get("install") else "")
         if (what, why) not in seen:
             seen.add((what, why))
@@ -93,4 +93,31 @@ def result_tables(results: list[dict]) -> list:
     ciphers = [r for r in results if r.get("kind") == "cipher"]
     if ciphers:
         tables.append(cipher_table(ciphers))
+    storage = [r for r in results if r.get("kind") == "storage"]
+    if storage:
+        tables.append(storage_table(storage))
     return tables
+
+
+def storage_table(results: list[dict], title: str = "Storage stacks against their baselines") -> Table:
+    """One row per storage result; overhead against the matched baseline."""
+    table = Table(title=title, title_justify="left")
+    for col, just in (("stack", "left"), ("workload", "left"), ("op", "left"), ("block", "right"),
+                      ("QD", "right"), ("median", "right"), ("95 % CI", "right"), ("IOPS", "right"),
+                      ("CPU-s/GiB", "right"), ("vs baseline", "right"), ("n", "right"),
+                      ("cache", "left")):
+        table.add_column(col, justify=just)
+    for r in results:
+        unit_ops = "median_ops_per_s" in r
+        median = r.get("median_ops_per_s") if unit_ops else r.get("median_bytes_per_s")
+        shown = f"{median:,.0f} op/s" if unit_ops else units.rate(median)
+        vs = "—"
+        if r.get("overhead") is not None:
+            sig = r.get("overhead_significant")
+            vs = f"{-r['overhead'] * 100:+.1f} % vs {r['baseline']}" if sig else f"≈ {r['baseline']} (n.s.)"
+        iops = f"{r['iops']:,.0f}" if r.get("iops") else "—"
+        cpu = f"{r['cpu_s_per_gib']:.2f}" if r.get("cpu_s_per_gib") is not None else "—"
+        table.add_row(r["stack"], r["workload"], r["op"], units.size(r["block_bytes"]) if r["block_bytes"] else "—",
+                      str(r["iodepth"]), shown, units.ci(r["ci95"], median), iops, cpu, vs,
+                      str(r["samples"]), r.get("cache_mode") or "")
+    return table

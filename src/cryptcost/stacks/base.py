@@ -132,7 +132,8 @@ class Stack(ABC):
     def describe(self) -> dict:
         """Exact parameters and tool versions, stored with every result."""
         return {"stack": self.name, "variant": self.variant, "fs": self.fs, **self.params,
-                "versions": {t: tools.version(t) for t in self.tools}}
+                "versions": {t: tools.version(t) for t in self.tools},
+                "integrity": getattr(self, "integrity", None)}
 
 
 FEATURE_HINTS = {

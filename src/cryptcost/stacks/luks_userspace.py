@@ -28,6 +28,7 @@ def _v(alg: str, mode: str, ivgen: str, ivhash: str | None = None, warning: str 
     return d
 
 
+HEADER_ROOM = 4 << 20
 _ECB = "ECB leaks patterns: identical plaintext blocks give identical ciphertext"
 
 VARIANTS = {
@@ -70,8 +71,10 @@ class LuksUserspace(QemuExportStack):
                 "iter-time=10"]
         if "ivgen_hash_alg" in self.params:
             opts.append(f"ivgen-hash-alg={self.params['ivgen_hash_alg']}")
+        # The size is the decrypted payload's; the header (≈2 MiB for LUKS1) needs room on top.
+        payload = (backing.size - HEADER_ROOM) // (1 << 20) * (1 << 20)
         qemu_run(["qemu-img", "create", "-f", "luks", "--object", f"secret,id=sec0,file={keyfile}",
-                  "-o", ",".join(opts), backing.device, str(backing.size)])
+                  "-o", ",".join(opts), backing.device, str(payload)])
         self.header = self._check_header(backing.device)
         return ["--object", f"secret,id=sec0,file={keyfile}",
                 "--blockdev", "driver=luks,node-name=fmt0,file=file0,key-secret=sec0"]

@@ -1,0 +1,80 @@
+"""``cryptcost storage``: storage stacks × workloads on a medium."""
+
+from __future__ import annotations
+
+from cryptcost.cli.ciphers import add_policy_options, policy_from
+from cryptcost.cli.common import (ConsoleProgress, out, parse_list, parse_size, print_json,
+                                  recorded_run)
+from cryptcost.host.probe import probe
+from cryptcost.media import parse_medium
+from cryptcost.report.terminal import skipped_table, storage_table
+from cryptcost.runner.resources import Resources, install_signal_handlers
+from cryptcost.runner.storage import StoragePlan, run_storage, validate
+from cryptcost.stacks.base import FILESYSTEMS
+from cryptcost.workloads.storage import SETS, WORKLOADS, expand
+
+
+def add_parser(sub, common) -> None:
+    p = sub.add_parser("storage", parents=[common], help="storage stacks against their baselines")
+    add_options(p)
+    add_policy_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object with a results list")
+    p.set_defaults(func=run)
+
+
+def add_options(p) -> None:
+    p.add_argument("--stacks", default="all", metavar="LIST",
+                   help="stacks, e.g. plain,fscrypt,gocryptfs:xchacha, or all (default: all available)")
+    p.add_argument("--medium", default="ram", help="ram (default), dir:PATH or device:/dev/X")
+    p.add_argument("--destroy-data-on", metavar="DEVICE", help="confirm that DEVICE may be wiped")
+    p.add_argument("--force", action="store_true",
+                   help="use a device that carries a filesystem signature (never a mounted one)")
+    p.add_argument("--workloads", default="quick", metavar="LIST",
+                   help=f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)} (default: quick)")
+    p.add_argument("--size", default="512M", help="medium size per stack instance (default: 512M)")
+    p.add_argument("--fs", default="ext4", choices=FILESYSTEMS, help="filesystem (default: ext4)")
+
+
+def plan_from(args) -> StoragePlan:
+    workloads = parse_list(args.workloads, "workload")
+    expand(workloads)
+    size = parse_size(args.size, "--size")
+    if size < 64 << 20:
+        from cryptcost.errors import UserError
+        raise UserError(f"--size {args.size} is too small: at least 64M")
+    medium = parse_medium(args.medium, destroy=args.destroy_data_on, force=args.force)
+    return StoragePlan(stacks=parse_list(args.stacks, "stack"), medium=medium, workloads=workloads,
+                       size=size, fs=args.fs)
+
+
+def measure(args, sink, plan: StoragePlan | None = None):
+    plan = plan or plan_from(args)
+    install_signal_handlers()
+    with Resources() as res:
+        return run_storage(plan, policy_from(args), res=res, sink=sink, progress=ConsoleProgress())
+
+
+def run(args) -> int:
+    plan = plan_from(args)
+    policy_from(args)
+    validate(plan)                      # refuse bad input before a run is recorded
+    host = probe()
+    with recorded_run(args, "storage", host) as (store, run_id, sink):
+        outcome = measure(args, sink, plan)
+    if args.json:
+        print_json({"run": run_id, "cache_mode": outcome.cache_mode, "failed": outcome.failed,
+                    "results": [r.to_dict() for r in outcome.results], "skipped": outcome.skipped})
+    else:
+        out.print(storage_table([r.to_dict() for r in outcome.results]))
+        if outcome.skipped:
+            out.print(skipped_table(outcome.skipped))
+        out.print(f"run {run_id} stored in {store.path}")
+    return report_failures(outcome.failed)
+
+
+def report_failures(failed: list[str]) -> int:
+    """Exit 1 when a stack the user asked for could not be set up."""
+    from cryptcost.cli.common import err
+    for line in failed:
+        err.print(f"error: setup failed: {line}")
+    return 1 if failed else 0

@@ -1,0 +1,121 @@
+"""The fio engine: one fio invocation per measured operation, JSON output.
+
+Every job writes incompressible data (``refill_buffers=1`` with
+``buffer_compress_percentage=0``: rule 3), lays files out without
+fallocate (FUSE stacks such as rclone refuse it) and opens them on first
+I/O (``create_on_open=1``), identically for a stack and its baseline.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.errors import ProcessError
+
+COMMON = ["--refill_buffers=1", "--buffer_compress_percentage=0", "--randrepeat=0",
+          "--fallocate=none", "--create_on_open=1", "--output-format=json", "--group_reporting=1"]
+FILE_OPS = {"filecreate", "filestat", "filedelete"}
+
+
+@dataclass(frozen=True)
+class FioJob:
+    """One fio job. ``rw`` is fio's (write, read, randread, randwrite, randrw)
+    or a metadata engine (filecreate, filestat, filedelete)."""
+
+    rw: str
+    bs: int
+    size: int                      # bytes per file (sequential: what is moved)
+    iodepth: int = 1
+    direct: bool = False
+    end_fsync: bool = False
+    runtime: float | None = None   # time-based when set
+    nrfiles: int = 1
+    filesize: str | None = None    # e.g. "4k:64k" for many small files
+    rwmixread: int | None = None
+    extra: tuple[str, ...] = ()
+
+    def ioengine(self) -> str:
+        if self.rw in FILE_OPS:
+            return self.rw
+        return "io_uring" if self.iodepth > 1 else "psync"
+
+    def argv(self, directory: str | Path, name: str) -> list[str]:
+        rw = "read" if self.rw in FILE_OPS else self.rw
+        argv = ["fio", f"--name={name}", f"--directory={directory}", f"--rw={rw}", f"--bs={self.bs}",
+                f"--ioengine={self.ioengine()}", f"--iodepth={self.iodepth}",
+                f"--direct={int(self.direct)}", f"--end_fsync={int(self.end_fsync)}", *COMMON]
+        if self.nrfiles > 1:
+            argv += [f"--nrfiles={self.nrfiles}", f"--filesize={self.filesize or self.size}",
+                     "--openfiles=1", "--file_service_type=sequential",
+                     f"--filename_format={name}.$filenum"]
+            if self.rw in FILE_OPS:
+                argv = [a for a in argv if not a.startswith("--create_on_open")] + ["--create_on_open=0"]
+        else:
+            argv += [f"--filename={name}.dat", f"--size={self.size}"]
+        if self.runtime:
+            argv += [f"--runtime={self.runtime:g}", "--time_based=1"]
+        if self.rwmixread is not None:
+            argv += [f"--rwmixread={self.rwmixread}"]
+        return argv + list(self.extra)
+
+
+@dataclass(frozen=True)
+class FioOutcome:
+    """What one fio run moved, from its JSON."""
+
+    io_bytes: int
+    runtime_s: float
+    bw_bytes: float
+    iops: float
+    total_ios: int
+    lat_p50_us: float | None
+    lat_p99_us: float | None
+    read_bytes: int = 0
+    write_bytes: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def _pct(side: dict, q: str) -> float | None:
+    pct = side.get("clat_ns", {}).get("percentile") or {}
+    value = pct.get(q)
+    return value / 1000 if value else None
+
+
+def parse(text: str) -> FioOutcome:
+    """The summed read+write (or the only active side) of fio's first job."""
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("no JSON in fio output")
+    data = json.loads(text[start:])
+    job = data["jobs"][0]
+    if job.get("error"):
+        raise ValueError(f"fio job error {job['error']}")
+    sides = [job[k] for k in ("read", "write") if job.get(k, {}).get("total_ios", 0) > 0]
+    if not sides:
+        raise ValueError("fio moved nothing")
+    runtime_ms = max(s["runtime"] for s in sides)
+    io_bytes = sum(s["io_bytes"] for s in sides)
+    busiest = max(sides, key=lambda s: s["total_ios"])
+    return FioOutcome(io_bytes=io_bytes, runtime_s=runtime_ms / 1000,
+                      bw_bytes=sum(s["bw_bytes"] for s in sides), iops=sum(s["iops"] for s in sides),
+                      total_ios=sum(s["total_ios"] for s in sides),
+                      lat_p50_us=_pct(busiest, "50.000000"), lat_p99_us=_pct(busiest, "99.000000"),
+                      read_bytes=job.get("read", {}).get("io_bytes", 0),
+                      write_bytes=job.get("write", {}).get("io_bytes", 0),
+                      extra={"fio_version": data.get("fio version"), "usr_cpu": job.get("usr_cpu"),
+                             "sys_cpu": job.get("sys_cpu")})
+
+
+def run(job: FioJob, directory: str | Path, name: str, timeout: float = 900) -> tuple[FioOutcome, float]:
+    """Run ``job`` in ``directory``; return (outcome, wall seconds)."""
+    done = proc.run(job.argv(directory, name), timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise ProcessError(done.argv, done.returncode, done.stdout[-2000:], done.stderr)
+    try:
+        return parse(done.stdout), done.seconds
+    except (ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise ProcessError(done.argv, done.returncode, done.stdout[-2000:], done.stderr,
+                           why=f"unreadable fio output: {exc}") from None

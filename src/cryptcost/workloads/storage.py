@@ -1,0 +1,160 @@
+"""Storage workloads, and the named sets of them (quick, seeds, full).
+
+A workload is built into :class:`Step` objects for a given medium size. One
+step is one scheduled job on one stack: its operations run back to back
+(write, then read what was written) and each yields one sample.
+
+Random I/O is size-based, not time-based: every block is touched exactly
+once, so a stack that does not honour O_DIRECT cannot serve repeated reads
+from the page cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cryptcost.engines.fio import FioJob
+from cryptcost.errors import UserError
+
+KiB, MiB = 1024, 1024 * 1024
+R3_SIZES = (512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB)
+SEQ_SWEEP = R3_SIZES + (128 * KiB, MiB)
+DATA_FRACTION = 0.4     # of the medium a workload may fill (FUSE caches sit on the same medium)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One measured operation. ``unit`` is bytes/s or ops/s."""
+
+    workload: str
+    op: str
+    block_bytes: int
+    iodepth: int = 1
+    fio: FioJob | None = None
+    kind: str = "fio"                    # fio | untar | dbench
+    unit: str = "bytes/s"
+    reset_before: bool = False           # drop caches / remount first (reads)
+    intended_bytes: int | None = None    # what must be moved (rule 5)
+    files: int = 1
+
+    @property
+    def key(self) -> tuple:
+        return (self.workload, self.op, self.block_bytes, self.iodepth)
+
+
+@dataclass(frozen=True)
+class Step:
+    label: str
+    name: str                            # file-name stem, unique per step
+    ops: tuple[Op, ...]
+    layout: FioJob | None = None         # written, untimed, before the ops
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big things are, from the medium size and the suite."""
+
+    medium: int
+    seq_cap: int = 256 * MiB             # at most this much per sequential op
+    ops_cap: int = 32768                 # and at most this many requests
+    rand_file: int = 64 * MiB
+    small_files: int = 2000
+    dbench_seconds: int = 10
+
+    def seq_bytes(self, bs: int) -> int:
+        limit = min(self.seq_cap, int(self.medium * DATA_FRACTION), bs * self.ops_cap)
+        return max(bs, limit // bs * bs)
+
+
+def _seq(sizes: Sizes, blocks: tuple[int, ...], direct: bool, name: str = "seq") -> list[Step]:
+    steps = []
+    for bs in blocks:
+        n = sizes.seq_bytes(bs)
+        steps.append(Step(f"{name} {bs} B", f"cc-{name}-{bs}", (
+            Op(name, "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
+               intended_bytes=n),
+            Op(name, "read", bs, fio=FioJob("read", bs, n, direct=direct), intended_bytes=n,
+               reset_before=not direct))))
+    return steps
+
+
+def _rand4k(sizes: Sizes, direct: bool, depths: tuple[int, ...] = (1, 32)) -> list[Step]:
+    n = min(sizes.rand_file, int(sizes.medium * DATA_FRACTION)) // (4 * KiB) * 4 * KiB
+    ops = []
+    for rw in ("randread", "randwrite"):
+        for qd in depths:
+            ops.append(Op("rand4k", rw, 4 * KiB, qd,
+                          fio=FioJob(rw, 4 * KiB, n, iodepth=qd, direct=direct,
+                                     end_fsync=(rw == "randwrite" and not direct)),
+                          intended_bytes=n, reset_before=(rw == "randread" and not direct)))
+    return [Step("rand4k", "cc-rand4k", tuple(ops),
+                 layout=FioJob("write", MiB, n, direct=direct, end_fsync=True))]
+
+
+def _bigfile(sizes: Sizes, direct: bool) -> list[Step]:
+    n = int(sizes.medium * DATA_FRACTION) // MiB * MiB
+    return [Step(f"bigfile {n // MiB} MiB", "cc-big", (
+        Op("bigfile", "write", MiB, fio=FioJob("write", MiB, n, direct=direct, end_fsync=not direct),
+           intended_bytes=n),
+        Op("bigfile", "read", MiB, fio=FioJob("read", MiB, n, direct=direct), intended_bytes=n,
+           reset_before=not direct)))]
+
+
+def _smallfiles(sizes: Sizes, direct: bool) -> list[Step]:
+    n = sizes.small_files
+    mean = 34 * KiB                    # 4–64 KiB uniform: fio draws each file's size
+    total = n * mean
+    common = dict(nrfiles=n, filesize="4k:64k")
+    return [Step(f"smallfiles ×{n}", "cc-small", (
+        Op("smallfiles", "create", 4 * KiB, files=n,
+           fio=FioJob("write", 4 * KiB, total, end_fsync=True, **common)),
+        Op("smallfiles", "read", 4 * KiB, files=n, reset_before=True,
+           fio=FioJob("read", 4 * KiB, total, **common)),
+        Op("smallfiles", "stat", 0, unit="ops/s", files=n,
+           fio=FioJob("filestat", 4 * KiB, total, runtime=1, **common)),
+        Op("smallfiles", "delete", 0, unit="ops/s", files=n,
+           fio=FioJob("filedelete", 4 * KiB, total, **common)),
+        Op("smallfiles", "untar", 0, kind="untar", files=n, reset_before=True)))]
+
+
+def _mixed(sizes: Sizes, direct: bool) -> list[Step]:
+    return [Step("mixed", "cc-mixed", (
+        Op("mixed", "dbench", 0, kind="dbench", iodepth=2,
+           fio=FioJob("randrw", 4 * KiB, 64 * MiB, rwmixread=70, end_fsync=True)),))]
+
+
+BUILDERS = {
+    "seq": lambda s, d: _seq(s, SEQ_SWEEP, d),
+    "seq-quick": lambda s, d: _seq(s, (4 * KiB, MiB), d, "seq"),
+    "rand4k": _rand4k,
+    "bigfile": _bigfile,
+    "smallfiles": _smallfiles,
+    "mixed": _mixed,
+}
+SETS = {
+    "quick": ("seq-quick", "rand4k"),
+    "seeds": ("seq", "bigfile", "smallfiles", "mixed"),
+    "full": ("seq", "rand4k", "bigfile", "smallfiles", "mixed"),
+}
+WORKLOADS = tuple(n for n in BUILDERS if n != "seq-quick")
+
+
+def expand(names: list[str]) -> list[str]:
+    """Workload names and set names → workload names, in order, once each."""
+    out: list[str] = []
+    for name in names:
+        if name in SETS:
+            out += SETS[name]
+        elif name in BUILDERS:
+            out.append(name)
+        else:
+            raise UserError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)} "
+                            f"or a set: {', '.join(SETS)}")
+    return list(dict.fromkeys(out))
+
+
+def build(names: list[str], sizes: Sizes, direct: bool) -> list[Step]:
+    steps: list[Step] = []
+    for name in expand(names):
+        steps += BUILDERS[name](sizes, direct)
+    return steps

@@ -1,0 +1,145 @@
+"""Leave nothing behind, even after kill -9; never touch a disk by accident."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cryptcost.runner.journal import Journal
+from tests.system.conftest import need_root
+
+
+def _env(tmp_path):
+    return {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
+            "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+
+
+def _mounted(path: str) -> bool:
+    return any(line.split()[4] == path for line in open("/proc/self/mountinfo"))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    return state != "Z"
+
+
+@pytest.mark.root
+def test_kill_9_while_mounted_then_cleanup_leaves_nothing(cli, tmp_path):
+    need_root()
+    proc = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", "gocryptfs",
+                             "--workloads", "seq-quick", "--size", "128M", "--min-samples", "10",
+                             "--max-samples", "10", "--warmup", "0"], env=_env(tmp_path),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = tmp_path / "state"
+    deadline = time.monotonic() + 180
+    journal = None
+    while time.monotonic() < deadline and journal is None:
+        time.sleep(0.2)
+        for path in state.glob("journal-*.jsonl"):
+            j = Journal.load(path)
+            if any(e.type == "mount" and e.data.get("fstype") == "fuse" and _mounted(e.data["target"])
+                   for e in j.entries.values()):
+                journal = path
+    assert journal is not None, "no FUSE mount appeared"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    entries = list(Journal.load(journal).entries.values())
+    mounts = [e.data["target"] for e in entries if e.type == "mount"]
+    loops = [e.data["backing"] for e in entries if e.type == "loop"]
+    pids = [e.data["pid"] for e in entries if e.type == "daemon" and e.data.get("pid")]
+    keys = [e.data["path"] for e in entries if e.type == "keyfile"]
+    assert any(_mounted(m) for m in mounts), "kill -9 should have left mounts for cleanup to find"
+    assert any(_pid_alive(p) for p in pids)
+
+    done = cli("cleanup")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "released" in done.stdout
+    assert not any(_mounted(m) for m in mounts)
+    attached = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert not any(b in attached for b in loops)
+    assert not any(_pid_alive(p) for p in pids)
+    assert not any(os.path.exists(k) for k in keys)
+    assert not journal.exists()
+    again = cli("cleanup")
+    assert again.returncode == 0 and "nothing to clean up" in again.stdout
+
+
+@pytest.mark.root
+def test_sigterm_tears_down_and_keeps_results(cli, tmp_path):
+    need_root()
+    proc = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", "plain",
+                             "--workloads", "seq-quick", "--size", "128M", "--min-samples", "30",
+                             "--max-samples", "30", "--warmup", "0"], env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = tmp_path / "data" / "cryptcost" / "results.db"
+    deadline = time.monotonic() + 120
+    import sqlite3
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            if sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0] >= 2:
+                break
+        except sqlite3.Error:
+            pass
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "kept" in err
+    assert list((tmp_path / "state").glob("journal-*")) == []
+    shown = json.loads(cli("show", "latest", "--json", "--samples").stdout)
+    assert shown["run"]["status"] == "interrupted" and len(shown["samples"]) >= 2
+
+
+@pytest.fixture
+def scratch_device(tmp_path):
+    """A 200 MiB loop device on a private tmpfs, carrying an ext4 signature."""
+    need_root()
+    base = tmp_path / "devfs"
+    base.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=220M", "tmpfs", str(base)], check=True)
+    img = base / "disk.img"
+    subprocess.run(["truncate", "-s", "200M", str(img)], check=True)
+    dev = subprocess.run(["losetup", "--find", "--show", str(img)], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    subprocess.run(["mkfs.ext4", "-q", dev], check=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        yield dev, mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+        subprocess.run(["umount", str(base)], capture_output=True)
+
+
+def _one_line_exit_2(proc, words):
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and words in proc.stderr, proc.stderr
+
+
+@pytest.mark.root
+def test_device_guard(cli, scratch_device):
+    dev, mnt = scratch_device
+    args = ["storage", "--stacks", "plain", "--workloads", "seq-quick", "--size", "64M",
+            "--min-samples", "1", "--max-samples", "1", "--warmup", "0"]
+    _one_line_exit_2(cli(*args, "--medium", f"device:{dev}"), f"--destroy-data-on {dev}")
+    _one_line_exit_2(cli(*args, "--medium", f"device:{dev}", "--destroy-data-on", "/dev/other"),
+                     f"--destroy-data-on {dev}")
+    _one_line_exit_2(cli(*args, "--medium", f"device:{dev}", "--destroy-data-on", dev), "ext4")
+    subprocess.run(["mount", dev, str(mnt)], check=True)
+    _one_line_exit_2(cli(*args, "--medium", f"device:{dev}", "--destroy-data-on", dev, "--force"),
+                     "refused even with --force")
+    subprocess.run(["umount", str(mnt)], check=True)
+    ok = cli(*args, "--json", "--medium", f"device:{dev}", "--destroy-data-on", dev, "--force")
+    assert ok.returncode == 0, ok.stderr
+    results = json.loads(ok.stdout)["results"]
+    assert results and all(r["medium"] == f"device:{dev}" for r in results)

@@ -1,0 +1,96 @@
+"""Every storage stack available here: set up, integrity-checked, measured
+against its baseline, torn down — for real, as root, through the CLI."""
+
+import json
+
+import pytest
+
+from cryptcost.stacks import get, unavailable_reason
+from tests.conftest import skip_or_fail
+from tests.system.conftest import leftovers, need_root
+
+FUSE = {"fuse-passthrough", "gocryptfs", "securefs", "encfs", "rclone-crypt", "cryfs"}
+ONE = ["--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"]
+
+# stack spec → the baseline its results must be compared with
+CASES = {
+    "plain": None,
+    "fuse-passthrough": "plain",
+    "qemu-raw": "plain",
+    "fscrypt": "plain",
+    "gocryptfs": "fuse-passthrough",
+    "luks-userspace": "qemu-raw",
+    "securefs": "fuse-passthrough",
+    "encfs": "fuse-passthrough",
+    "rclone-crypt": "fuse-passthrough",
+    "cryfs": "fuse-passthrough",
+}
+
+
+def _available(name):
+    need_root()
+    exc = unavailable_reason(get(name))
+    if exc:
+        skip_or_fail(name, f"{name} unavailable: {exc}")
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("stack", list(CASES))
+def test_stack_measured_against_its_baseline(cli, tmp_path, stack):
+    _available(stack)
+    proc = cli("storage", "--stacks", stack, "--workloads", "seq-quick", "--size", "128M", *ONE,
+               timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    mine = [r for r in out["results"] if r["stack"].split(":")[0] == stack]
+    assert {(r["op"], r["block_bytes"]) for r in mine} == {("write", 4096), ("read", 4096),
+                                                           ("write", 1 << 20), ("read", 1 << 20)}
+    for r in mine:
+        assert r["median_bytes_per_s"] > 0 and r["samples"] == 1
+        assert r["bytes_moved"] > 0 and r["cpu_s_per_gib"] > 0
+        assert r["medium"] == "ram" and r["iodepth"] == 1
+        assert r["cache_mode"] in ("direct", "fsync", "fsync+drop-caches", "fsync+remount")
+        if r["op"] == "read" and r["stack"].split(":")[0] in FUSE:
+            assert r["cache_mode"] == "fsync+remount"
+        assert r["params"]["integrity"]["result"] == "identical"
+        assert r["baseline"] == CASES[stack]
+        if CASES[stack]:
+            assert r["overhead"] is not None and len(r["overhead_ci95"]) == 2
+    state = str(tmp_path / "state")
+    assert leftovers([state]) == []
+
+
+@pytest.mark.root
+def test_gocryptfs_every_mode(cli):
+    _available("gocryptfs")
+    proc = cli("storage", "--stacks", "gocryptfs:*", "--workloads", "seq-quick", "--size", "128M",
+               *ONE, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stacks = {r["stack"] for r in json.loads(proc.stdout)["results"]}
+    assert {"gocryptfs:aes-gcm", "gocryptfs:xchacha", "gocryptfs:aes-siv"} <= stacks
+
+
+@pytest.mark.root
+def test_luks_userspace_writes_a_real_luks_header(cli):
+    _available("luks-userspace")
+    proc = cli("storage", "--stacks", "luks-userspace:aes-256-cbc-essiv", "--workloads", "seq-quick",
+               "--size", "128M", *ONE, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = next(r for r in json.loads(proc.stdout)["results"] if r["stack"].startswith("luks-userspace"))
+    header = r["params"]["luks_header"]
+    assert header["checked"] is True
+    assert header["version"] == "1" and header["cipher"] == "aes" and header["mode"] == "cbc-essiv:sha256"
+    assert r["params"]["loop_on_export"] == "buffered"
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("stack", ["luks", "dm-null", "zfs"])
+def test_kernel_stacks_unavailable_here_say_why(cli, stack):
+    need_root()
+    exc = unavailable_reason(get(stack))
+    if exc is None:
+        pytest.skip(f"{stack} is available on this host")
+    proc = cli("storage", "--stacks", stack)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: stack") and "install:" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -1,0 +1,100 @@
+"""The journal and Resources: intent before creation, reverse-order release,
+replay after a crash, no secrets in the journal."""
+
+import json
+import os
+
+import pytest
+
+from cryptcost.errors import DataIntegrityError
+from cryptcost.runner import resources
+from cryptcost.runner.integrity import check_pattern
+from cryptcost.runner.journal import Journal, journals
+from cryptcost.runner.resources import Resources, cleanup
+
+RELEASED = []
+
+
+@resources.releaser("test-thing")
+def _release(data):
+    RELEASED.append(data["name"])
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    RELEASED.clear()
+
+
+def test_release_in_reverse_order(state_dir):
+    with Resources() as res:
+        for name in "abc":
+            res.track("test-thing", name=name)
+    assert RELEASED == ["c", "b", "a"]
+    assert journals() == []                         # a clean run leaves no journal
+
+
+def test_release_on_error(state_dir):
+    with pytest.raises(RuntimeError):
+        with Resources() as res:
+            res.track("test-thing", name="x")
+            raise RuntimeError("boom")
+    assert RELEASED == ["x"]
+
+
+def test_a_failed_creation_is_released_too(state_dir):
+    def create(entry):
+        raise RuntimeError("half made")
+    res = Resources()
+    with pytest.raises(RuntimeError):
+        res.track("test-thing", create, name="half")
+    assert RELEASED == ["half"]
+
+
+def test_crash_replay_releases_what_a_dead_owner_left(state_dir):
+    res = Resources()
+    res.track("test-thing", name="first")
+    second = res.track("test-thing", name="second")
+    res.release(second)
+    path = res.journal.path
+    # pretend the owner was killed: a pid that does not exist
+    text = path.read_text().replace(f'"pid": {os.getpid()}', '"pid": 999999999')
+    path.write_text(text + '{"op": "add", "id"')       # and a torn last line
+    RELEASED.clear()
+    report = cleanup()
+    assert RELEASED == ["first"]
+    assert any("released test-thing" in line for line in report)
+    assert not path.exists()
+
+
+def test_a_live_owner_is_left_alone(state_dir):
+    res = Resources()
+    res.track("test-thing", name="mine")
+    report = cleanup()
+    assert RELEASED == [] and "still alive" in report[0]
+    res.release_all()
+
+
+def test_keyfiles_are_private_wiped_and_never_journalled(state_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(Resources, "keydir", lambda self: tmp_path)
+    res = Resources()
+    path, key = res.keyfile(32)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert path.read_bytes() == key
+    journal_text = res.journal.path.read_text()
+    assert key.hex() not in journal_text and repr(key) not in journal_text
+    res.release_all()
+    assert not path.exists()
+
+
+def test_integrity_check_passes_on_a_plain_directory(tmp_path):
+    info = check_pattern(tmp_path, size=1 << 20)
+    assert info["result"] == "identical"
+
+
+def test_integrity_check_catches_corruption(tmp_path):
+    def corrupt():
+        with open(tmp_path / ".cryptcost-integrity", "r+b") as fh:
+            fh.seek(3 * 65536 + 17)
+            fh.write(b"\xff")
+    with pytest.raises(DataIntegrityError, match="first at offset 196608"):
+        check_pattern(tmp_path, size=1 << 20, reset=corrupt)

@@ -1,0 +1,86 @@
+"""How storage series become results: overhead, CI, significance, units."""
+
+import pytest
+
+from cryptcost.media import RamMedium
+from cryptcost.model import CpuSplit, Sample
+from cryptcost.runner.scheduler import Series
+from cryptcost.runner.storage import Instance, StoragePlan, _result, resolve
+from cryptcost.stacks import get
+from cryptcost.workloads import storage as wl
+
+
+def _series(values, moved=1 << 30):
+    return Series([Sample(v, moved / v, moved, CpuSplit(user=0.5, system=0.5),
+                          {"iops": v / 4096, "cache_mode": "fsync+remount", "cpu_s_per_gib": 1.0})
+                   for v in values], stop_reason="ci_target_met")
+
+
+def _plan():
+    return StoragePlan(stacks=["gocryptfs"], medium=RamMedium())
+
+
+def test_overhead_against_the_matched_baseline_and_plain():
+    op = wl.Op("seq", "read", 4096)
+    stack = get("gocryptfs")()
+    series = {("fuse-passthrough", op.key): _series([200e6, 202e6, 198e6]),
+              ("plain", op.key): _series([400e6, 404e6, 396e6])}
+    mine = _series([150e6, 151e6, 149e6])
+    r = _result(Instance(stack, stack.label, "measured"), op, mine, series, _plan()).to_dict()
+    assert r["baseline"] == "fuse-passthrough"
+    assert r["overhead"] == pytest.approx(0.25, abs=0.005)
+    lo, hi = r["overhead_ci95"]
+    assert lo < 0.25 < hi and r["overhead_significant"] is True
+    assert r["vs"]["plain"]["overhead"] == pytest.approx(0.625, abs=0.005)
+    assert r["median_bytes_per_s"] == pytest.approx(150e6)
+    assert r["cache_mode"] == "fsync+remount" and r["iops"] == pytest.approx(150e6 / 4096)
+    assert "file sizes" in r["security"][0]
+
+
+def test_noise_is_not_ranked():
+    op = wl.Op("seq", "write", 4096)
+    stack = get("gocryptfs")()
+    series = {("fuse-passthrough", op.key): _series([100e6, 130e6, 80e6])}
+    r = _result(Instance(stack, stack.label, "measured"), op, _series([105e6, 85e6, 120e6]),
+                series, _plan()).to_dict()
+    assert r["overhead_significant"] is False
+    assert r["vs"]["fuse-passthrough"]["verdict"] == "no significant difference"
+    assert "baseline plain has no samples" in r["notes"][0]
+
+
+def test_ops_per_second_results_say_so():
+    op = wl.Op("smallfiles", "stat", 0, unit="ops/s")
+    stack = get("plain")()
+    r = _result(Instance(stack, "plain", "baseline"), op, _series([5e4, 5e4, 5e4]), {}, _plan()).to_dict()
+    assert "median_ops_per_s" in r and "median_bytes_per_s" not in r
+    assert r["baseline"] is None and r["overhead"] is None
+
+
+def test_baselines_are_added_and_explicit_specs_expand():
+    resolved, _ = resolve(["gocryptfs:*"], "ext4")
+    labels = {s.label: role for s, role in resolved}
+    assert labels == {"gocryptfs:aes-gcm": "measured", "gocryptfs:xchacha": "measured",
+                      "gocryptfs:aes-siv": "measured", "fuse-passthrough": "baseline",
+                      "plain": "baseline"}
+
+
+def test_workload_sizes_fit_the_medium_and_sweep_r3():
+    sizes = wl.Sizes(medium=256 << 20)
+    steps = wl.build(["seq"], sizes, direct=False)
+    assert [s.ops[0].block_bytes for s in steps] == list(wl.SEQ_SWEEP)
+    for step in steps:
+        write, read = step.ops
+        assert write.intended_bytes == read.intended_bytes <= 0.4 * (256 << 20)
+        assert write.fio.end_fsync and read.reset_before and not write.fio.direct
+    direct = wl.build(["seq-quick"], sizes, direct=True)
+    assert all(op.fio.direct and not op.reset_before for s in direct for op in s.ops)
+
+
+def test_unknown_workload_and_stack_are_user_errors():
+    from cryptcost.errors import UserError
+    with pytest.raises(UserError, match="unknown workload"):
+        wl.expand(["seq", "tpc-c"])
+    with pytest.raises(UserError, match="unknown stack"):
+        resolve(["veracrypt9"], "ext4")
+    with pytest.raises(UserError, match="no variant"):
+        resolve(["gocryptfs:rot13"], "ext4")
