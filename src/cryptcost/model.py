@@ -94,6 +94,7 @@ class Result:
         d = {"kind": self.kind, **self.fields,
              f"median_{per}_per_s": s.median, f"mean_{per}_per_s": s.mean,
              "ci95": list(s.ci95), "samples": s.n, "outliers": list(s.outliers),
+             "values": [x.value for x in self.samples],
              "stop_reason": self.stop_reason, **self.metrics, "notes": list(self.notes)}
         if self.baseline is not None:
             d["comparison"] = self.baseline.to_dict()
@@ -111,3 +112,4 @@ class Run:
     status: str = "running"
     finished: str | None = None
     label: str | None = None
+    extra: dict = field(default_factory=dict)     # skipped stacks, suite, cost-model target

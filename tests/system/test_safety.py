@@ -19,6 +19,14 @@ def _env(tmp_path):
             "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
 
 
+def _start_storage(tmp_path, stack: str, samples: int, **kw) -> subprocess.Popen:
+    """cryptcost storage in the background, with this test's store and state."""
+    n = str(samples)
+    return subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", stack,
+                             "--workloads", "seq-quick", "--size", "128M", "--min-samples", n,
+                             "--max-samples", n, "--warmup", "0"], env=_env(tmp_path), **kw)
+
+
 def _mounted(path: str) -> bool:
     return any(line.split()[4] == path for line in open("/proc/self/mountinfo"))
 
@@ -35,10 +43,7 @@ def _pid_alive(pid: int) -> bool:
 @pytest.mark.root
 def test_kill_9_while_mounted_then_cleanup_leaves_nothing(cli, tmp_path):
     need_root()
-    proc = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", "gocryptfs",
-                             "--workloads", "seq-quick", "--size", "128M", "--min-samples", "10",
-                             "--max-samples", "10", "--warmup", "0"], env=_env(tmp_path),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _start_storage(tmp_path, "gocryptfs", 10, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     state = tmp_path / "state"
     deadline = time.monotonic() + 180
     journal = None
@@ -76,10 +81,7 @@ def test_kill_9_while_mounted_then_cleanup_leaves_nothing(cli, tmp_path):
 @pytest.mark.root
 def test_sigterm_tears_down_and_keeps_results(cli, tmp_path):
     need_root()
-    proc = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", "plain",
-                             "--workloads", "seq-quick", "--size", "128M", "--min-samples", "30",
-                             "--max-samples", "30", "--warmup", "0"], env=_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _start_storage(tmp_path, "plain", 30, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     db = tmp_path / "data" / "cryptcost" / "results.db"
     deadline = time.monotonic() + 120
     import sqlite3

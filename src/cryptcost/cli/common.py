@@ -15,26 +15,11 @@ from cryptcost.errors import UserError
 from cryptcost.runner.resources import Terminated
 from cryptcost.runner.scheduler import Progress
 from cryptcost.runner.sink import StoreSink
+from cryptcost.report.units import parse_size  # noqa: F401  (re-exported for the CLI)
 from cryptcost.store.db import Store
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
-
-_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024 ** 2, "MB": 1000 ** 2,
-          "MIB": 1024 ** 2, "G": 1024 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3}
-
-
-def parse_size(text: str, what: str = "size") -> int:
-    """``4096``, ``4K``, ``4KiB``, ``1M``, ``512M``, ``2G`` → bytes (K = 1024)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    unit = match.group(2).upper() if match else None
-    if not match or unit not in _UNITS:
-        raise UserError(f"bad {what} {text!r}: use a number with an optional unit, e.g. 4096, 4K, 1M")
-    value = int(float(match.group(1)) * _UNITS[unit])
-    if value <= 0:
-        raise UserError(f"bad {what} {text!r}: must be positive")
-    return value
-
 
 def parse_list(text: str, what: str) -> list[str]:
     items = [t.strip() for t in text.split(",") if t.strip()]
@@ -100,8 +85,9 @@ class ConsoleProgress(Progress):
         self.last = 0.0
         self.bar = None
 
-    def start(self, total_steps: int, est_seconds: float) -> None:
+    def start(self, total_steps: int, est_seconds: float, expected_steps: int = 0) -> None:
         self.started = time.monotonic()
+        self.expected = expected_steps or total_steps
         if self.quiet:
             return
         if err.is_terminal:
@@ -113,7 +99,8 @@ class ConsoleProgress(Progress):
             self.bar.start()
             self.task = self.bar.add_task("starting", total=total_steps)
         else:
-            err.print(f"measuring: up to {total_steps} steps, about {est_seconds:.0f} s at least")
+            err.print(f"measuring: {self.expected} steps if every series is stable at once, "
+                      f"at most {total_steps}")
 
     def step(self, label: str, done: int, total: int) -> None:
         if self.quiet:
@@ -124,7 +111,10 @@ class ConsoleProgress(Progress):
         now = time.monotonic()
         if now - self.last >= 5:
             self.last = now
-            err.print(f"  [{now - self.started:5.0f} s] {label}")
+            elapsed = now - self.started
+            left = max(0, self.expected - done + 1)
+            eta = f", ETA ≥ {elapsed / max(done - 1, 1) * left:.0f} s" if done > 1 and left else ""
+            err.print(f"  [{elapsed:5.0f} s] step {done}/{self.expected}{eta}: {label}")
 
     def finish(self) -> None:
         if self.bar is not None:

@@ -1,35 +1,122 @@
-"""``cryptcost run``: the main job — probe, then measure, then summarise."""
+"""``cryptcost run``: the main job — probe, measure a suite or plan, analyse,
+print a ranked summary and the recommendation, write the HTML report."""
 
 from __future__ import annotations
 
-from cryptcost.cli import ciphers as ciphers_cmd
+import time
+from pathlib import Path
+
 from cryptcost.cli import probe as probe_cmd
-from cryptcost.cli.common import out, print_json, recorded_run
+from cryptcost.cli.common import ConsoleProgress, err, out, print_json, recorded_run
+from cryptcost.errors import UserError
 from cryptcost.host.probe import probe
-from cryptcost.report.terminal import cipher_table, skipped_table
+from cryptcost.report import charts, document, html
+from cryptcost.report.terminal import summary_tables
+from cryptcost.runner import suite
+from cryptcost.runner.resources import install_signal_handlers
+from cryptcost.workloads.plan import SUITES, build
+
+DEFAULT_REPORT = "cryptcost-report.html"
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("run", parents=[common], help="the main job: probe and measure everything available")
-    ciphers_cmd.add_options(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p = sub.add_parser("run", parents=[common], help="the main job: measure a suite, analyse, report")
+    p.add_argument("--suite", choices=SUITES, help="quick (default, ≤ 3 min on 2 cores), standard, "
+                   "seeds (the field reports' matrices), full")
+    p.add_argument("--plan", metavar="FILE.toml", help="a plan file (see docs/plans.md)")
+    p.add_argument("--device-speed", metavar="RATE", help="predict throughput on a device, e.g. 3GB/s")
+    p.add_argument("--link", metavar="LINK", help="predict throughput over a link: 1GbE, 10GbE, 2.5Gbit")
+    p.add_argument("-o", "--report", default=DEFAULT_REPORT, metavar="FILE",
+                   help=f"HTML report to write (default: {DEFAULT_REPORT})")
+    p.add_argument("--no-report", action="store_true", help="write no HTML report")
+    p.add_argument("--dry-run", action="store_true", help="print what would run and the estimate, then stop")
+    p.add_argument("--json", action="store_true", help="print one JSON object (results and analysis)")
     p.set_defaults(func=run)
 
 
+def _model(args, plan) -> dict:
+    model = dict(plan.model)
+    if args.device_speed:
+        model = {"device_speed": args.device_speed}
+    if args.link:
+        model = {"link": args.link}
+    document.target_of(model)                      # validates the rate
+    return model
+
+
+def announce(plan, seconds: float) -> None:
+    err.print(f"suite {plan.name}" + (f" ({plan.label})" if plan.label else "") + ":")
+    for part in plan.parts:
+        what = []
+        if part.ciphers is not None:
+            c = part.ciphers
+            what.append(f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])[:70]}…)"
+                        if c.get("algorithms") and len(', '.join(c['algorithms'])) > 70 else
+                        f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])})")
+        if part.storage:
+            s = part.storage
+            what.append(f"storage {', '.join(s.get('stacks', ['all']))} × {', '.join(s.get('workloads', ['quick']))}"
+                        + (f" on {s['cpus']} CPU(s)" if s.get("cpus") else ""))
+        err.print(f"  {part.label}: " + "; ".join(what))
+    for c in plan.cannot_run:
+        err.print(f"  cannot run {c['part']} {c['what']}: {c['reason']}"
+                  + (f" (install: {c['install']})" if c.get("install") else ""))
+    err.print(f"estimated time: at least {seconds / 60:.1f} min (more if series need more samples)")
+
+
 def run(args) -> int:
-    ciphers_cmd.plan_from(args).validate()
-    ciphers_cmd.policy_from(args)
+    plan = build(args.suite, args.plan)
+    model = _model(args, plan)
+    if not args.no_report:
+        _check_writable(args.report)
+    suite.check(plan)                              # bad input fails before anything is recorded
+    seconds = suite.estimate(plan)
+    announce(plan, seconds)
+    if args.dry_run:
+        return 0
     host = probe()
     if not args.json:
-        probe_cmd.show(host)
+        for note in host["notes"]:
+            err.print(f"• {note}")
+    install_signal_handlers()
+    started = time.monotonic()
     with recorded_run(args, "run", host) as (store, run_id, sink):
-        outcome = ciphers_cmd.measure(args, host, sink)
+        store.update_extra(run_id, suite=plan.name, model=model,
+                           skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
+        outcome = suite.run_plan(plan, sink=sink, host=host,
+                                 progress_factory=lambda what: _progress(what))
+        store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,
+                           wall_seconds=round(time.monotonic() - started, 1))
+    run_ = store.run(run_id)
+    results = store.results(run_id)
+    doc = document.build(run_, results, model)
+    if not args.no_report:
+        Path(args.report).write_text(html.render(doc, charts.all_charts(results)))
     if args.json:
-        print_json({"run": run_id, "host": host, "results": [r.to_dict() for r in outcome.results],
-                    "skipped": outcome.skipped})
-        return 0
-    out.print(cipher_table([r.to_dict() for r in outcome.results]))
-    if outcome.skipped:
-        out.print(skipped_table(outcome.skipped))
-    out.print(f"run {run_id} stored in {store.path}")
-    return 0
+        print_json({"run": run_id, "suite": plan.name, "results": results, "report": doc,
+                    "skipped": outcome.skipped, "failed": outcome.failed})
+    else:
+        for table in summary_tables(doc):
+            out.print(table)
+        out.print(f"run {run_id} stored in {store.path}; {time.monotonic() - started:.0f} s"
+                  + ("" if args.no_report else f"; report: {args.report}"))
+    for line in outcome.failed:
+        err.print(f"error: {line}")
+    return 1 if outcome.failed else 0
+
+
+def _progress(what: str) -> ConsoleProgress:
+    err.print(f"— {what}")
+    return ConsoleProgress()
+
+
+def _check_writable(path: str) -> None:
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"cannot write the report {path}: {parent} is not a directory")
+    if p.exists() and p.is_dir():
+        raise UserError(f"cannot write the report {path}: it is a directory")
+    import os
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"cannot write the report {path}: {parent} is not writable")

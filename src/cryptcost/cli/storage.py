@@ -57,7 +57,11 @@ def measure(args, sink, plan: StoragePlan | None = None):
 def run(args) -> int:
     plan = plan_from(args)
     policy_from(args)
-    validate(plan)                      # refuse bad input before a run is recorded
+    resolved, skipped = validate(plan)  # refuse bad input before a run is recorded
+    from cryptcost.cli.common import err
+    from cryptcost.runner.storage import describe_plan
+    for line in describe_plan(plan, resolved, skipped):
+        err.print(line)
     host = probe()
     with recorded_run(args, "storage", host) as (store, run_id, sink):
         outcome = measure(args, sink, plan)

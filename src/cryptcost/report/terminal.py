@@ -121,3 +121,41 @@ def storage_table(results: list[dict], title: str = "Storage stacks against thei
                       str(r["iodepth"]), shown, units.ci(r["ci95"], median), iops, cpu, vs,
                       str(r["samples"]), r.get("cache_mode") or "")
     return table
+
+
+def summary_tables(doc: dict) -> list:
+    """The terminal summary of a run: ranking, recommendation, findings, bottlenecks."""
+    from rich.panel import Panel
+    out = []
+    if doc["ranking"]:
+        t = Table(title="Ranking: 1 MiB sequential throughput relative to plain", title_justify="left")
+        t.add_column("#", justify="right")
+        t.add_column("stack")
+        t.add_column("relative to plain", justify="right")
+        for i, r in enumerate(doc["ranking"], 1):
+            t.add_row(str(i), r["stack"], r["relative"])
+        out.append(t)
+    measured = [r for r in doc["storage"] if r["role"] != "baseline"]
+    if measured:
+        t = Table(title="Storage: each stack against its baseline", title_justify="left")
+        for col in ("stack", "workload", "op", "block", "median", "95 % CI", "CPU-s/GiB", "vs baseline", "bottleneck"):
+            t.add_column(col)
+        for r in measured:
+            t.add_row(r["stack"], r["workload"], r["op"], r["block"], r["median"], r["ci"], r["cpu_s_per_gib"],
+                      r["vs"], r["bottleneck"])
+        out.append(t)
+    if doc["ciphers"]:
+        t = Table(title="Raw ciphers", title_justify="left")
+        for col in ("engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI"):
+            t.add_column(col)
+        for c in sorted(doc["ciphers"], key=lambda c: c["median"]):
+            t.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"], c["ci"])
+        out.append(t)
+    for rec in doc["recommendations"]:
+        out.append(Panel(rec["text"], title=rec["title"], title_align="left"))
+    for f in doc["findings"]:
+        out.append(f"! {f}")
+    if doc["not_measured"]:
+        out.append(skipped_table([{"stack": m["what"], "reason": m["why"], "install": m["install"]}
+                                  for m in doc["not_measured"]]))
+    return out

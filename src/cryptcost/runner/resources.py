@@ -120,10 +120,24 @@ def _process_matches(pid: int, started: float | None, exe_name: str | None) -> b
 
 @releaser("daemon")
 def release_daemon(data: dict) -> None:
-    """Kill our daemon by pid, after checking the pid was not reused."""
+    """Stop our daemon by pid, after checking the pid was not reused.
+
+    A FUSE daemon whose mount is gone flushes its caches and exits by itself;
+    ``graceful`` gives it that long before it is signalled, since a signal
+    in the middle of the flush loses data (CryFS does this).
+    """
     pid = data.get("pid")
     if not pid or not _process_matches(pid, data.get("started"), data.get("exe")):
         return
+    deadline = time.monotonic() + data.get("graceful", 0)
+    while time.monotonic() < deadline:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        if not _process_matches(pid, data.get("started"), data.get("exe")):
+            return
+        time.sleep(0.02)
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(pid, sig) if data.get("group", True) else os.kill(pid, sig)
@@ -245,7 +259,8 @@ class Resources:
         return self.track("loop", create, backing=os.path.realpath(backing), direct_io=direct_io)
 
     def daemon(self, argv: list[str], *, env: dict | None = None, logfile: str | None = None,
-               cwd: str | None = None, stdin_file: str | Path | None = None) -> proc.Daemon:
+               cwd: str | None = None, stdin_file: str | Path | None = None,
+               graceful: float = 0) -> proc.Daemon:
         """Start a background process whose pid the journal keeps.
 
         ``stdin_file`` feeds a file (a passphrase on the key tmpfs) to its stdin.
@@ -264,17 +279,19 @@ class Resources:
             self.journal.update(entry, pid=d.pid, started=started)
             entry.data["_daemon"] = d
             return d
-        return self.track("daemon", create, argv0=argv[0], exe=os.path.basename(argv[0]))
+        return self.track("daemon", create, argv0=argv[0], exe=os.path.basename(argv[0]), graceful=graceful)
 
     def fuse(self, argv: list[str], mountpoint: str | Path, *, env: dict | None = None,
              logfile: str | None = None, timeout: float = 60, cwd: str | None = None,
-             stdin_file: str | Path | None = None) -> proc.Daemon:
+             stdin_file: str | Path | None = None, exits_on_unmount: bool = True) -> proc.Daemon:
         """Start a foreground FUSE daemon and wait for its mount to appear.
 
         Journal order is daemon, then mount, so release unmounts first and
-        then stops the daemon.
+        then stops the daemon — after letting it exit by itself when it
+        ``exits_on_unmount`` (most FUSE filesystems; not qemu-storage-daemon).
         """
-        daemon = self.daemon(argv, env=env, logfile=logfile, cwd=cwd, stdin_file=stdin_file)
+        daemon = self.daemon(argv, env=env, logfile=logfile, cwd=cwd, stdin_file=stdin_file,
+                             graceful=30.0 if exits_on_unmount else 0.0)
         self.track("mount", target=str(mountpoint), source=argv[0], fstype="fuse")
         proc.wait_for(lambda: is_mounted(mountpoint), timeout=timeout, daemon=daemon,
                       what=f"mount at {mountpoint}")

@@ -55,7 +55,7 @@ class Series:
 class Progress:
     """Callbacks the scheduler reports to; the default does nothing."""
 
-    def start(self, total_steps: int, est_seconds: float) -> None: ...
+    def start(self, total_steps: int, est_seconds: float, expected_steps: int = 0) -> None: ...
     def step(self, label: str, done: int, total: int) -> None: ...
     def finish(self) -> None: ...
 
@@ -69,7 +69,9 @@ def schedule(jobs: list[Job], policy: Policy, *,
     progress = progress or Progress()
     series = {k: Series() for j in jobs for k in j.keys}
     rounds = policy.warmup + policy.max_samples
-    progress.start(len(jobs) * rounds, sum(j.est_seconds for j in jobs) * (policy.warmup + policy.min_samples))
+    expected = len(jobs) * (policy.warmup + policy.min_samples)
+    progress.start(len(jobs) * rounds, sum(j.est_seconds for j in jobs) * (policy.warmup + policy.min_samples),
+                   expected)
     done = 0
     reported: set = set()
 

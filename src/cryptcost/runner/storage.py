@@ -43,6 +43,7 @@ from cryptcost.workloads import storage as wl
 log = logging.getLogger("cryptcost.storage")
 GiB = 1 << 30
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
+SHORT_SAMPLE = 0.5          # seconds; below this a sample is mostly timer and start-up
 
 
 @dataclass
@@ -53,6 +54,7 @@ class StoragePlan:
     size: int = 512 << 20
     fs: str = "ext4"
     sizes: wl.Sizes | None = None
+    cpus: int | None = None          # restrict fio and the stacks' daemons to this many CPUs (rule 15)
 
 
 @dataclass
@@ -97,6 +99,10 @@ def resolve(specs: list[str], fs: str) -> tuple[list[tuple[Stack, str]], list[di
     queue = list(wanted)
     while queue:
         cls, variant, role = queue.pop(0)
+        if fs not in cls.filesystems and "all" in specs and cls.name not in explicit:
+            skipped.append({"stack": cls.name, "reason": f"works only on {', '.join(cls.filesystems)}, "
+                                                         f"not --fs {fs}"})
+            continue
         stack = cls(variant, fs)
         if stack.label in out:
             continue
@@ -273,9 +279,52 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[Stack, str]], list[dict]]:
     return resolved, skipped
 
 
+def describe_plan(plan: StoragePlan, resolved: list[tuple[Stack, str]], skipped: list[dict]) -> list[str]:
+    """What will run, in a few lines for people, before anything starts."""
+    measured = [s.label for s, role in resolved if role == "measured"]
+    baselines = [s.label for s, role in resolved if role == "baseline"]
+    direct = all(s.honours_direct for s, _ in resolved)
+    steps = wl.build(wl.expand(plan.workloads), plan.sizes or wl.Sizes(medium=plan.size), direct)
+    total = plan.size * len(resolved)
+    lines = [f"stacks: {', '.join(measured)}" + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
+             f"workloads: {', '.join(wl.expand(plan.workloads))} — {len(steps)} steps × "
+             f"{len(resolved)} stacks, each repeated until stable",
+             f"medium: {plan.medium.describe()['medium']}, {plan.size >> 20} MiB per stack "
+             f"({total / GiB:.1f} GiB in all); cache mode: "
+             f"{'O_DIRECT' if direct else 'buffered, fsync after writes, caches dropped before reads'}"]
+    for s in skipped:
+        lines.append(f"not measured: {s['stack']}: {s['reason']}"
+                     + (f" (install: {s['install']})" if s.get("install") else ""))
+    return lines
+
+
 def run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
                 progress: Progress | None = None) -> StorageOutcome:
-    """Set up, measure, compare. Teardown happens when ``res`` is released."""
+    """Set up, measure, compare. Teardown happens when ``res`` is released.
+
+    With ``plan.cpus`` the process pins itself to that many CPUs first, so
+    that fio and every daemon a stack starts inherit the restriction; kernel
+    workers (kcryptd, fscrypt's writeback) are not restricted, which each
+    result records.
+    """
+    if plan.cpus:
+        return _pinned(plan, policy, res=res, sink=sink, progress=progress)
+    return _run_storage(plan, policy, res=res, sink=sink, progress=progress)
+
+
+def _pinned(plan: StoragePlan, policy: stats.Policy, **kw) -> StorageOutcome:
+    allowed = sorted(os.sched_getaffinity(0))
+    if plan.cpus > len(allowed):
+        raise UserError(f"cpus {plan.cpus} is more than the {len(allowed)} CPUs this process may use")
+    os.sched_setaffinity(0, allowed[:plan.cpus])
+    try:
+        return _run_storage(plan, policy, **kw)
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
+                 progress: Progress | None = None) -> StorageOutcome:
     resolved, skipped = validate(plan)
     sizes = plan.sizes or wl.Sizes(medium=plan.size)
     names = wl.expand(plan.workloads)
@@ -330,9 +379,13 @@ def _inst(instances: list[Instance], label: str) -> Instance:
 
 
 def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
-    return {"stack": inst.label, "params": inst.stack.describe(),
-            "medium": plan.medium.describe()["medium"], "fs": inst.stack.fs, "workload": op.workload,
-            "op": op.op, "block_bytes": op.block_bytes, "iodepth": op.iodepth}
+    fields = {"stack": inst.label, "params": inst.stack.describe(),
+              "medium": plan.medium.describe()["medium"], "fs": inst.stack.fs, "workload": op.workload,
+              "op": op.op, "block_bytes": op.block_bytes, "iodepth": op.iodepth}
+    if plan.cpus:
+        fields["cpus"] = plan.cpus
+        fields["params"]["affinity"] = "fio and stack daemons pinned; kernel workers not"
+    return fields
 
 
 def _median_metric(samples: list[Sample], name: str):
@@ -358,6 +411,10 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         "engine": samples[-1].metrics.get("engine", "fio"),
     }
     notes = [s.error] if s.error else []
+    short = statistics.median(x.seconds for x in samples)
+    if short < SHORT_SAMPLE:
+        notes.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "
+                     "start-up weigh several percent: pass a larger --size")
     if samples[-1].metrics.get("timing"):
         metrics["timing"] = samples[-1].metrics["timing"]
     stack = inst.stack

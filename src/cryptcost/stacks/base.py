@@ -42,6 +42,11 @@ WHOLE_DISK, PER_DIRECTORY, ANY_FILESYSTEM, BASELINE = ("whole-disk", "per-direct
                                                        "any-filesystem", "baseline")
 
 
+def ref(algorithm: str, where: str, unit: int = 4096, exact: bool = True) -> dict:
+    """A :meth:`Stack.cipher_ref` value."""
+    return {"algorithm": algorithm, "where": where, "unit": unit, "exact": exact}
+
+
 def drop_caches() -> None:
     """sync, then drop the page cache, dentries and inodes (needs root)."""
     os.sync()
@@ -129,11 +134,18 @@ class Stack(ABC):
     def daemon_pids(self) -> list[int]:
         return []
 
+    def cipher_ref(self) -> dict | None:
+        """The raw cipher this stack runs, for its cipher ceiling: ``algorithm``
+        as the cipher engines name it, ``where`` (kernel, go or userspace),
+        ``unit`` (bytes the stack encrypts at once), ``exact`` (False: the
+        nearest algorithm the engines measure, e.g. AES-256 for AES-192)."""
+        return None
+
     def describe(self) -> dict:
         """Exact parameters and tool versions, stored with every result."""
         return {"stack": self.name, "variant": self.variant, "fs": self.fs, **self.params,
                 "versions": {t: tools.version(t) for t in self.tools},
-                "integrity": getattr(self, "integrity", None)}
+                "integrity": getattr(self, "integrity", None), "cipher_ref": self.cipher_ref()}
 
 
 FEATURE_HINTS = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import FuseStack
+from cryptcost.stacks.base import FuseStack, ref
 
 
 class Cryfs(FuseStack):
@@ -25,6 +25,12 @@ class Cryfs(FuseStack):
     default_variants = ("aes-256-gcm",)
     security = ("CryFS hides file sizes, metadata and the directory structure in fixed-size blocks",)
     mount_timeout = 600
+
+    def cipher_ref(self) -> dict:
+        # CryFS uses Crypto++; OpenSSL's speed for the same construction is the reference.
+        alg = {"aes-256-gcm": ("aes-256-gcm", True), "xchacha20-poly1305": ("chacha20-poly1305", False)}
+        name, exact = alg[self.variant]
+        return ref(name, "userspace", 16384, exact)
 
     def env(self) -> dict[str, str]:
         return {**super().env(), "CRYFS_FRONTEND": "noninteractive", "CRYFS_NO_UPDATE_CHECK": "true",

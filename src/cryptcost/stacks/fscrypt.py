@@ -22,7 +22,7 @@ from pathlib import Path
 from cryptcost.errors import CryptcostError, Unavailable
 from cryptcost.media import Backing
 from cryptcost.runner.resources import Resources, is_mounted, releaser
-from cryptcost.stacks.base import PER_DIRECTORY, Stack, make_fs
+from cryptcost.stacks.base import PER_DIRECTORY, Stack, make_fs, ref
 
 # linux/fscrypt.h
 MODE_AES_256_XTS, MODE_AES_256_CTS, MODE_ADIANTUM = 1, 4, 9
@@ -105,6 +105,9 @@ class Fscrypt(Stack):
                 "permissions or the directory structure",)
     _MODES = {"aes-256-xts": (MODE_AES_256_XTS, MODE_AES_256_CTS, FLAG_PAD_32),
               "adiantum": (MODE_ADIANTUM, MODE_ADIANTUM, FLAG_PAD_32 | FLAG_DIRECT_KEY)}
+
+    def cipher_ref(self) -> dict | None:
+        return ref("aes-256-xts", "kernel") if self.variant == "aes-256-xts" else None
 
     def setup(self, res: Resources, backing: Backing) -> Path:
         mnt = make_fs(res, backing.device, "ext4")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from cryptcost import proc
 from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import FuseStack
+from cryptcost.stacks.base import FuseStack, ref
 
 _LEAKS = ("gocryptfs (like every FUSE overlay) leaves file sizes, timestamps, permissions "
           "and the directory structure visible")
@@ -24,6 +24,10 @@ class Gocryptfs(FuseStack):
                 "aes-siv": {"cipher": "AES-256-SIV", "flag": "-aessiv"}}
     default_variants = ("aes-gcm",)
     security = (_LEAKS,)
+
+    def cipher_ref(self) -> dict:
+        alg = {"aes-gcm": "aes-256-gcm", "xchacha": "xchacha20-poly1305", "aes-siv": "aes-256-siv"}
+        return ref(alg[self.variant], "go")
 
     def init(self, res: Resources) -> None:
         self.passfile, _ = res.keyfile(32, text=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from cryptcost import proc
 from cryptcost.media import Backing
 from cryptcost.runner.resources import Resources, releaser
-from cryptcost.stacks.base import WHOLE_DISK, Stack, make_fs
+from cryptcost.stacks.base import WHOLE_DISK, Stack, make_fs, ref
 
 _ECB = "ECB leaks patterns: identical plaintext blocks give identical ciphertext"
 _LRW = "LRW is deprecated (superseded by XTS)"
@@ -68,6 +68,14 @@ class Luks(Stack):
     variants = VARIANTS
     default_variants = ("aes-xts-plain64", "aes-xts-plain64-4k")
     security = ("LUKS/dm-crypt encrypts the whole device: names, sizes and metadata are hidden",)
+
+    def cipher_ref(self) -> dict | None:
+        spec, bits = self.params["cipher"], self.params["key_size"]
+        if spec.startswith("aes-xts"):
+            return ref(f"aes-{bits // 2}-xts", "kernel", self.params["sector_size"])
+        if spec.startswith("aes-cbc") or spec.startswith("aes-ecb"):
+            return ref(f"aes-{bits}-{spec.split('-')[1]}", "kernel", self.params["sector_size"])
+        return None
 
     def setup(self, res: Resources, backing: Backing) -> Path:
         p = self.params

@@ -15,7 +15,7 @@ from cryptcost import proc
 from cryptcost.errors import CryptcostError
 from cryptcost.media import Backing
 from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import WHOLE_DISK
+from cryptcost.stacks.base import WHOLE_DISK, ref
 from cryptcost.stacks.qemu_export import QemuExportStack, qemu_run
 
 
@@ -63,6 +63,12 @@ class LuksUserspace(QemuExportStack):
     default_variants = ("aes-256-xts-plain64",)
     security = ("LUKS encrypts the whole device: file names, sizes and metadata are hidden",
                 "qemu writes LUKS1 headers (cryptsetup's default is LUKS2)")
+
+    def cipher_ref(self) -> dict | None:
+        alg, mode = self.params["cipher_alg"], self.params["cipher_mode"]
+        if not alg.startswith("aes-"):
+            return None
+        return ref(f"{alg}-{mode}", "userspace", 512)
 
     def prepare(self, res: Resources, backing: Backing, workdir: Path) -> list[str]:
         keyfile, _ = res.keyfile(32, text=True)        # a passphrase: qemu wants UTF-8

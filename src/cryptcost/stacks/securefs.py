@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cryptcost import proc
 from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import FuseStack
+from cryptcost.stacks.base import FuseStack, ref
 
 
 class Securefs(FuseStack):
@@ -14,6 +14,9 @@ class Securefs(FuseStack):
     tools = ("securefs",)
     variants = {"lite": {"format": 4}, "full": {"format": 2}}
     default_variants = ("lite",)
+
+    def cipher_ref(self) -> dict:
+        return ref("aes-256-gcm", "userspace")
     security = ("securefs lite leaves file sizes and the directory structure visible; "
                 "full format hides the structure",)
 

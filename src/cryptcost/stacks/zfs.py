@@ -11,7 +11,7 @@ from pathlib import Path
 from cryptcost import proc
 from cryptcost.media import Backing
 from cryptcost.runner.resources import Resources, releaser
-from cryptcost.stacks.base import WHOLE_DISK, Stack
+from cryptcost.stacks.base import WHOLE_DISK, Stack, ref
 
 
 @releaser("zpool")
@@ -33,6 +33,10 @@ class Zfs(Stack):
                 "aes-256-ccm": {"encryption": "aes-256-ccm"},
                 "off": {"encryption": "off"}}
     default_variants = ("aes-256-gcm",)
+
+    def cipher_ref(self) -> dict | None:
+        enc = self.params["encryption"]
+        return ref("aes-256-gcm", "kernel", 131072) if enc == "aes-256-gcm" else None
     security = ("ZFS native encryption leaves dataset names, sizes and some metadata visible",)
 
     def __init__(self, variant: str | None = None, fs: str = "zfs"):

@@ -39,6 +39,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX samples_run ON samples(run_id);
     CREATE INDEX results_run ON results(run_id);
     """,
+    # 2 → 3: what a run could not measure and why, the suite, the cost-model target.
+    """
+    ALTER TABLE runs ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -118,6 +122,12 @@ class Store:
         return self._write("INSERT INTO runs(started, command, host, status, label) VALUES (?,?,?,?,?)",
                            (now(), command, json.dumps(host, default=str), "running", label))
 
+    def update_extra(self, run_id: int, **extra) -> None:
+        """Merge ``extra`` into the run's extra record (skipped stacks, suite, model)."""
+        current = self.run(run_id).extra
+        self._write("UPDATE runs SET extra = ? WHERE id = ?",
+                    (json.dumps({**current, **extra}, default=str), run_id))
+
     def finish_run(self, run_id: int, status: str) -> None:
         self._write("UPDATE runs SET status = ?, finished = ? WHERE id = ?", (status, now(), run_id))
 
@@ -158,7 +168,7 @@ class Store:
     def _run(row: sqlite3.Row) -> Run:
         return Run(id=row["id"], started=row["started"], command=row["command"],
                    host=json.loads(row["host"]), status=row["status"], finished=row["finished"],
-                   label=row["label"])
+                   label=row["label"], extra=json.loads(row["extra"] or "{}"))
 
     def results(self, run_id: int, kind: str | None = None) -> list[dict]:
         sql, args = "SELECT data FROM results WHERE run_id = ?", (run_id,)

@@ -114,7 +114,7 @@ def _smallfiles(sizes: Sizes, direct: bool) -> list[Step]:
            fio=FioJob("filestat", 4 * KiB, total, runtime=1, **common)),
         Op("smallfiles", "delete", 0, unit="ops/s", files=n,
            fio=FioJob("filedelete", 4 * KiB, total, **common)),
-        Op("smallfiles", "untar", 0, kind="untar", files=n, reset_before=True)))]
+        Op("smallfiles", "untar", 0, kind="untar", files=n)))]
 
 
 def _mixed(sizes: Sizes, direct: bool) -> list[Step]:

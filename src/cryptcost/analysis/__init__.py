@@ -1,0 +1,131 @@
+"""Turning stored results into answers: bottlenecks, CPU cost, findings,
+measured tuning, the cost model and recommendations.
+
+:func:`analyze` is a pure function of a run's stored results and host, so a
+report can be rebuilt from the store at any time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cryptcost import stats
+from cryptcost.analysis import bottleneck, costmodel, recommend
+from cryptcost.report.units import rate, size
+
+GiB = 1 << 30
+FUSE_STACKS = {"gocryptfs", "cryfs", "securefs", "encfs", "rclone-crypt"}
+
+
+@dataclass
+class Analysis:
+    verdicts: dict[int, dict] = field(default_factory=dict)      # index in results → verdict
+    cycles_per_byte: dict[int, float] = field(default_factory=dict)
+    findings: list[str] = field(default_factory=list)
+    tuning: list[str] = field(default_factory=list)
+    predictions: list[dict] = field(default_factory=list)
+    recommendations: list[dict] = field(default_factory=list)
+    ranking: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"verdicts": {str(k): v for k, v in self.verdicts.items()},
+                "cycles_per_byte": {str(k): v for k, v in self.cycles_per_byte.items()},
+                "findings": self.findings, "tuning": self.tuning, "predictions": self.predictions,
+                "recommendations": self.recommendations, "ranking": self.ranking}
+
+
+def _key(r: dict, **over) -> tuple:
+    d = {**r, **over}
+    return (d["stack"], d["workload"], d["op"], d["block_bytes"], d["iodepth"])
+
+
+def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, *,
+            target: float | None = None, target_label: str | None = None) -> Analysis:
+    storage = [r for r in results if r.get("kind") == "storage"]
+    ciphers = [r for r in results if r.get("kind") == "cipher"]
+    index = {_key(r): r for r in storage}
+    a = Analysis()
+    mhz = host.get("cpu", {}).get("mhz")
+    for i, r in enumerate(results):
+        if r.get("kind") != "storage":
+            continue
+        if mhz and r.get("cpu_s_per_gib"):
+            a.cycles_per_byte[i] = r["cpu_s_per_gib"] / GiB * mhz * 1e6
+        if r.get("role") == "baseline" and r["stack"] != "fuse-passthrough":
+            continue
+        base = index.get(_key(r, stack=r["baseline"])) if r.get("baseline") else None
+        large = index.get(_key(r, block_bytes=1 << 20))
+        fuse = index.get(_key(r, stack="fuse-passthrough")) if r["stack"].split(":")[0] in FUSE_STACKS else None
+        a.verdicts[i] = bottleneck.classify(r, base, large, fuse, ciphers, host).to_dict()
+    a.findings = findings(storage, ciphers)
+    a.tuning = tuning(storage)
+    if target:
+        a.predictions = costmodel.predict(storage, target, target_label or rate(target), a.verdicts)
+    a.recommendations = recommend.recommend(results, ciphers, skipped or [], host)
+    a.ranking = ranking(storage)
+    return a
+
+
+def ranking(storage: list[dict]) -> list[dict]:
+    """Measured stacks, fastest first relative to plain on 1 MiB sequential I/O."""
+    stacks = sorted({r["stack"] for r in storage if r.get("role") != "baseline"})
+    rows = [{"stack": s, "relative_to_plain": recommend.score(storage, s)} for s in stacks]
+    return sorted(rows, key=lambda x: -(x["relative_to_plain"] or 0))
+
+
+def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
+    """Things that behave strangely, measured and said rather than hidden."""
+    out = []
+    cells = {}
+    for r in storage:
+        cells.setdefault((r["stack"], r["workload"], r["block_bytes"], r["iodepth"]), {})[r["op"]] = r
+    for (stack, workload, bs, _), ops in sorted(cells.items()):
+        w, rd = ops.get("write"), ops.get("read")
+        if w and rd and len(w.get("values", [])) > 1 and len(rd.get("values", [])) > 1:
+            cmp = stats.compare(w["values"], rd["values"])
+            if cmp.significant and cmp.ratio < 0.9:
+                out.append(f"{stack} reads ({rate(rd['median_bytes_per_s'])}) slower than it writes "
+                           f"({rate(w['median_bytes_per_s'])}) at {size(bs)} {workload}: reads wait "
+                           "for decryption synchronously, while writes are encrypted at writeback")
+    for r in storage:
+        for base, c in (r.get("vs") or {}).items():
+            if c["significant"] and c["overhead"] < -0.05:
+                out.append(f"{r['stack']} {r['op']} {size(r['block_bytes'])} is {-c['overhead'] * 100:.0f} % "
+                           f"faster than its baseline {base}: the baseline is not a neutral reference "
+                           "for this operation (e.g. a passthrough that handles requests less efficiently)")
+    for c in ciphers:
+        if c.get("accel_verified") is False:
+            out.append(f"{c['engine']} {c['algorithm']}: switching acceleration off did not lower the "
+                       "speed; the on/off comparison for it is void")
+    short = sorted({r["stack"] for r in storage if any("lasted only" in n for n in r.get("notes", []))})
+    if short:
+        n = sum(1 for r in storage if any("lasted only" in x for x in r.get("notes", [])))
+        out.append(f"{n} results ({', '.join(short)}) come from samples shorter than 0.5 s, where fio's "
+                   "1 ms timer and start-up weigh several percent; a larger --size (or the standard "
+                   "suite) measures them more precisely")
+    return out
+
+
+def tuning(storage: list[dict]) -> list[str]:
+    """Variants of one stack compared on the same cell: measured tuning advice."""
+    out = []
+    by_cell: dict = {}
+    for r in storage:
+        name = r["stack"].split(":")[0]
+        by_cell.setdefault((name, r["workload"], r["op"], r["block_bytes"], r["iodepth"]), []).append(r)
+    for (name, workload, op, bs, qd), rs in sorted(by_cell.items()):
+        if len(rs) < 2 or bs != 1 << 20:
+            continue
+        rs = sorted(rs, key=lambda r: -r["median_bytes_per_s"] if "median_bytes_per_s" in r else 0)
+        top = rs[0]
+        for other in rs[1:]:
+            if len(top.get("values", [])) < 2 or len(other.get("values", [])) < 2:
+                continue
+            cmp = stats.compare(other["values"], top["values"])
+            if cmp.significant:
+                out.append(f"{name} {workload} {op} {size(bs)}: {top['stack']} is "
+                           f"{(cmp.ratio - 1) * 100:+.0f} % vs {other['stack']} on this host")
+            else:
+                out.append(f"{name} {workload} {op} {size(bs)}: {top['stack']} vs {other['stack']}: "
+                           "no significant difference")
+    return out

@@ -1,0 +1,148 @@
+"""Recommendations: one short reasoned paragraph per use case, from the
+measured cost and the security facts. Two options whose difference is
+noise are never ranked.
+
+Use cases: whole disk, per-directory, any filesystem / cloud-synced
+folder, the cipher itself, and (not measured yet) network share and VPN.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from cryptcost import stats
+from cryptcost.report.units import pct, rate
+
+# The cell every stack is judged on first: large sequential reads and writes.
+MAIN = ("seq", 1 << 20)
+
+USE_CASES = [
+    ("whole-disk", "Whole disk"),
+    ("per-directory", "Per directory"),
+    ("any-filesystem", "Any filesystem / cloud-synced folder"),
+]
+FACTS = {
+    "luks": "dm-crypt/LUKS2 with aes-xts-plain64 is the standard for whole disks",
+    "fscrypt": "fscrypt leaves file sizes, timestamps, permissions and the directory structure unencrypted",
+    "gocryptfs": "gocryptfs (like every FUSE overlay) exposes file sizes and the directory structure",
+    "cryfs": "CryFS hides sizes and structure in fixed-size blocks, at a cost in speed and space",
+    "encfs": "EncFS has known weaknesses (2014 audit); prefer gocryptfs",
+}
+STACK_USE = {"luks": "whole-disk", "luks-userspace": "whole-disk", "zfs": "whole-disk",
+             "fscrypt": "per-directory", "gocryptfs": "any-filesystem", "cryfs": "any-filesystem",
+             "securefs": "any-filesystem", "encfs": "any-filesystem", "rclone-crypt": "any-filesystem"}
+
+
+def _main_cells(results: list[dict], stack: str) -> list[dict]:
+    return [r for r in results if r["stack"] == stack and r["workload"] == MAIN[0]
+            and r["block_bytes"] == MAIN[1] and r.get("median_bytes_per_s")]
+
+
+def score(results: list[dict], stack: str) -> float | None:
+    """Throughput relative to plain on the main cells (1.0 = as fast as plain)."""
+    ratios = []
+    for r in _main_cells(results, stack):
+        plain = (r.get("vs") or {}).get("plain")
+        if plain:
+            ratios.append(1 - plain["overhead"])
+        elif r["stack"] == "plain":
+            ratios.append(1.0)
+    return statistics.fmean(ratios) if ratios else None
+
+
+def _compare(results: list[dict], a: str, b: str) -> stats.Comparison | None:
+    """b against a on the main read cell."""
+    ra = next((r for r in _main_cells(results, a) if r["op"] == "read"), None)
+    rb = next((r for r in _main_cells(results, b) if r["op"] == "read"), None)
+    if not ra or not rb or len(ra.get("values", [])) < 2 or len(rb.get("values", [])) < 2:
+        return None
+    return stats.compare(ra["values"], rb["values"])
+
+
+def _describe(results: list[dict], stack: str) -> str:
+    cells = {r["op"]: r for r in _main_cells(results, stack)}
+    parts = []
+    for op in ("write", "read"):
+        r = cells.get(op)
+        if r:
+            vs = (r.get("vs") or {}).get("plain")
+            parts.append(f"{op}s {rate(r['median_bytes_per_s'])}" +
+                         (f" ({pct(-vs['overhead'])} vs plain)" if vs else ""))
+    return ", ".join(parts) or "not measured on 1 MiB sequential I/O"
+
+
+def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], host: dict) -> list[dict]:
+    """Paragraphs: ``{use_case, title, text, ranking}``."""
+    storage = [r for r in results if r.get("kind") == "storage"]
+    stacks = sorted({r["stack"] for r in storage if r.get("role") != "baseline"})
+    unavailable = {s.get("stack"): s for s in skipped if s.get("stack")}
+    out = []
+    for use, title in USE_CASES:
+        mine = [s for s in stacks if STACK_USE.get(s.split(":")[0]) == use]
+        ranked = sorted(((score(storage, s), s) for s in mine), key=lambda x: -(x[0] or 0))
+        text = _paragraph(use, ranked, storage, unavailable)
+        out.append({"use_case": use, "title": title, "text": text,
+                    "ranking": [{"stack": s, "relative_to_plain": v} for v, s in ranked]})
+    out.append({"use_case": "cipher", "title": "Cipher", "text": _cipher_paragraph(ciphers, host),
+                "ranking": []})
+    out.append({"use_case": "network", "title": "Network share and VPN",
+                "text": "Not measured by this version of cryptcost: no network stacks are implemented yet.",
+                "ranking": []})
+    return out
+
+
+def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: dict) -> str:
+    sentences = []
+    if not ranked:
+        sentences.append("No stack for this use was measured in this run.")
+    else:
+        (best_score, best), rest = ranked[0], ranked[1:]
+        if rest:
+            sentences.append(f"Measured here, {best} is the fastest: {_describe(storage, best)}.")
+        else:
+            sentences.append(f"Only {best} was measured for this use: {_describe(storage, best)}.")
+        for sc, other in rest[:3]:
+            cmp = _compare(storage, best, other)
+            if cmp is not None and not cmp.significant:
+                sentences.append(f"{other} is not significantly different on 1 MiB reads "
+                                 f"({_describe(storage, other)}).")
+            else:
+                sentences.append(f"{other}: {_describe(storage, other)}.")
+        for _, s in ranked:
+            fact = FACTS.get(s.split(":")[0])
+            if fact and fact not in sentences:
+                sentences.append(fact[0].upper() + fact[1:] + ".")
+        warnings = {w for r in storage for w in [(r.get("params") or {}).get("warning")] if w}
+        sentences += [f"Avoid: {w}." for w in sorted(warnings)]
+    if use == "whole-disk" and "luks" in unavailable:
+        u = unavailable["luks"]
+        sentences.append(f"dm-crypt/LUKS could not be measured here ({u['reason']}); on a host with "
+                         f"dm-crypt, LUKS2 aes-xts-plain64 with 4096-byte sectors is the usual choice.")
+    return " ".join(sentences)
+
+
+def _cipher_paragraph(ciphers: list[dict], host: dict) -> str:
+    def best(alg: str):
+        rs = [c for c in ciphers if c["algorithm"] == alg and c["accel"] and c["threads"] == 1
+              and c["engine"] == "openssl" and c.get("median_bytes_per_s")]
+        return max(rs, key=lambda c: c["buffer_bytes"]) if rs else None
+    gcm, chacha, xts = best("aes-256-gcm") or best("aes-128-gcm"), best("chacha20-poly1305"), best("aes-256-xts")
+    has_aes = host.get("cpu", {}).get("flags", {}).get("aes")
+    parts = []
+    if gcm and chacha:
+        cmp = stats.compare(chacha.get("values") or [chacha["median_bytes_per_s"]],
+                            gcm.get("values") or [gcm["median_bytes_per_s"]])
+        faster = "AES-GCM" if gcm["median_bytes_per_s"] > chacha["median_bytes_per_s"] else "ChaCha20-Poly1305"
+        if cmp.significant:
+            parts.append(f"For authenticated encryption {faster} is faster here ({gcm['algorithm']} "
+                         f"{rate(gcm['median_bytes_per_s'])} vs chacha20-poly1305 "
+                         f"{rate(chacha['median_bytes_per_s'])} at {gcm['buffer_bytes']} B, one thread).")
+        else:
+            parts.append("AES-GCM and ChaCha20-Poly1305 show no significant difference here.")
+    if xts:
+        parts.append(f"AES-256-XTS, the disk-encryption mode, runs at {rate(xts['median_bytes_per_s'])} "
+                     "in OpenSSL on one core.")
+    if has_aes is False:
+        parts.append("This CPU has no AES-NI: prefer ChaCha20-Poly1305 and Adiantum.")
+    parts.append("ECB leaks patterns; LRW is deprecated; DES, 3DES and Blowfish are obsolete (64-bit blocks).")
+    return " ".join(parts) if parts else "No cipher results in this run."

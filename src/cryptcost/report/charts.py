@@ -1,0 +1,203 @@
+"""Charts as inline SVG strings (matplotlib), for the self-contained HTML report.
+
+Every chart has units on its axes, axis labels and a legend; CI whiskers
+where a confidence interval exists. Output is deterministic for the same
+data (fixed SVG hash salt, no dates in metadata).
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+plt.rcParams.update({"svg.hashsalt": "cryptcost", "svg.fonttype": "none", "font.size": 9,
+                     "axes.spines.top": False, "axes.spines.right": False})
+
+BASE_COLOUR = "#9e9e9e"
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#7f7f7f"]
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": "cryptcost"})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _mbs(v: float | None) -> float:
+    return (v or 0) / 1e6
+
+
+def _err(r: dict) -> tuple[float, float]:
+    lo, hi = r.get("ci95") or (r["median_bytes_per_s"], r["median_bytes_per_s"])
+    m = r["median_bytes_per_s"]
+    return max(0.0, _mbs(m - lo)), max(0.0, _mbs(hi - m))
+
+
+def throughput_vs_baseline(storage: list[dict], workload: str = "seq", block: int = 1 << 20) -> str | None:
+    """Median throughput per stack (write and read), baselines in grey, CI whiskers."""
+    rows = [r for r in storage if r["workload"] == workload and r["block_bytes"] == block
+            and "median_bytes_per_s" in r and r["op"] in ("write", "read")]
+    if not rows:
+        return None
+    stacks = sorted({r["stack"] for r in rows}, key=lambda s: (s not in ("plain", "fuse-passthrough", "qemu-raw"), s))
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(stacks) + 1.2))
+    height = 0.38
+    for j, op in enumerate(("write", "read")):
+        ys, xs, errs, colours = [], [], [[], []], []
+        for i, stack in enumerate(stacks):
+            r = next((x for x in rows if x["stack"] == stack and x["op"] == op), None)
+            if not r:
+                continue
+            ys.append(i + (j - 0.5) * height)
+            xs.append(_mbs(r["median_bytes_per_s"]))
+            lo, hi = _err(r)
+            errs[0].append(lo)
+            errs[1].append(hi)
+            colours.append(BASE_COLOUR if r.get("role") == "baseline" else COLOURS[j])
+        ax.barh(ys, xs, height=height, xerr=errs, color=colours, capsize=2,
+                label=op, hatch=None if j == 0 else "//", edgecolor="white")
+    ax.set_yticks(range(len(stacks)), stacks)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"throughput, MB/s ({workload}, {block // 1024} KiB blocks; whiskers: 95 % CI)")
+    ax.set_ylabel("stack")
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color=COLOURS[0], label="write"), Patch(color=COLOURS[1], hatch="//", label="read"),
+                       Patch(color=BASE_COLOUR, label="baseline")], loc="lower right")
+    return _svg(fig)
+
+
+def overhead(storage: list[dict]) -> str | None:
+    """Overhead against the matched baseline, % (positive = slower), with CI."""
+    rows = [r for r in storage if r.get("overhead") is not None and r.get("role") != "baseline"
+            and r["op"] in ("write", "read")]
+    if not rows:
+        return None
+    labels = [f"{r['stack']} {r['workload']} {r['op']} {_block(r['block_bytes'])}" for r in rows]
+    vals = [r["overhead"] * 100 for r in rows]
+    errs = [[max(0, v - r["overhead_ci95"][0] * 100) for v, r in zip(vals, rows)],
+            [max(0, r["overhead_ci95"][1] * 100 - v) for v, r in zip(vals, rows)]]
+    colours = [COLOURS[3] if r.get("overhead_significant") else BASE_COLOUR for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.2))
+    ax.barh(range(len(rows)), vals, xerr=errs, color=colours, capsize=2)
+    ax.set_yticks(range(len(rows)), labels)
+    ax.invert_yaxis()
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("overhead against the matched baseline, % (1 − stack/baseline; whiskers: 95 % CI)")
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color=COLOURS[3], label="significant"),
+                       Patch(color=BASE_COLOUR, label="no significant difference")], loc="lower right")
+    return _svg(fig)
+
+
+def cpu_cost(storage: list[dict]) -> str | None:
+    """System-wide CPU-seconds per GiB moved, per stack and operation."""
+    rows = [r for r in storage if r.get("cpu_s_per_gib") and r["op"] in ("write", "read")
+            and r["block_bytes"] == max(x["block_bytes"] for x in storage)]
+    if not rows:
+        return None
+    stacks = sorted({r["stack"] for r in rows})
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(stacks) + 1.2))
+    for j, op in enumerate(("write", "read")):
+        vals = [next((r["cpu_s_per_gib"] for r in rows if r["stack"] == s and r["op"] == op), 0) for s in stacks]
+        ax.barh([i + (j - 0.5) * 0.38 for i in range(len(stacks))], vals, height=0.38, color=COLOURS[j], label=op)
+    ax.set_yticks(range(len(stacks)), stacks)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"CPU-seconds per GiB moved, whole system ({_block(rows[0]['block_bytes'])} blocks)")
+    ax.set_ylabel("stack")
+    ax.legend(loc="lower right")
+    return _svg(fig)
+
+
+def block_size_curves(storage: list[dict]) -> str | None:
+    """Throughput against block size (the R3 sweep), one line per stack."""
+    rows = [r for r in storage if r["workload"] == "seq" and "median_bytes_per_s" in r]
+    sizes = sorted({r["block_bytes"] for r in rows})
+    if len(sizes) < 3:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    stacks = sorted({r["stack"] for r in rows})
+    for ax, op in zip(axes, ("write", "read")):
+        for i, stack in enumerate(stacks):
+            pts = sorted((r["block_bytes"], _mbs(r["median_bytes_per_s"])) for r in rows
+                         if r["stack"] == stack and r["op"] == op)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3,
+                        color=COLOURS[i % len(COLOURS)], label=stack)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(sizes, [_block(s) for s in sizes], rotation=45)
+        ax.set_xlabel("block size")
+        ax.set_title(f"sequential {op}")
+    axes[0].set_ylabel("throughput, MB/s (log)")
+    axes[1].legend(fontsize=7, loc="lower right")
+    return _svg(fig)
+
+
+def ciphers(cipher_rows: list[dict]) -> str | None:
+    """Raw cipher speed, acceleration on vs off (one thread, largest common buffer)."""
+    rows = [r for r in cipher_rows if r["threads"] == 1]
+    if not rows:
+        return None
+    size = max({r["buffer_bytes"] for r in rows}, key=lambda s: sum(1 for r in rows if r["buffer_bytes"] == s))
+    rows = [r for r in rows if r["buffer_bytes"] == size]
+    labels = sorted({f"{r['engine']} {r['algorithm']}" for r in rows})
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(labels) + 1.2))
+    for j, accel in enumerate((True, False)):
+        vals = [next((_mbs(r["median_bytes_per_s"]) for r in rows
+                      if f"{r['engine']} {r['algorithm']}" == lab and r["accel"] == accel), 0) for lab in labels]
+        if any(vals):
+            ax.barh([i + (j - 0.5) * 0.4 for i in range(len(labels))], vals, height=0.4, color=COLOURS[j * 3],
+                    label="acceleration on" if accel else "acceleration off")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel(f"throughput, MB/s (log; {_block(size)} buffers, one thread)")
+    ax.legend(loc="lower right")
+    return _svg(fig)
+
+
+def core_scaling(cipher_rows: list[dict]) -> str | None:
+    """Raw cipher speed against thread count."""
+    threads = sorted({r["threads"] for r in cipher_rows})
+    if len(threads) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    series = sorted({(r["engine"], r["algorithm"], r["buffer_bytes"], r["accel"]) for r in cipher_rows})
+    for i, (engine, alg, size, accel) in enumerate(series[:10]):
+        pts = sorted((r["threads"], _mbs(r["median_bytes_per_s"])) for r in cipher_rows
+                     if (r["engine"], r["algorithm"], r["buffer_bytes"], r["accel"]) == (engine, alg, size, accel))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=COLOURS[i % len(COLOURS)],
+                label=f"{alg} {_block(size)}{'' if accel else ' no-accel'}")
+    ax.set_xticks(threads)
+    ax.set_xlabel("threads (openssl speed -multi)")
+    ax.set_ylabel("throughput, MB/s")
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def _block(n: int) -> str:
+    if not n:
+        return ""
+    return f"{n // (1 << 20)} MiB" if n >= 1 << 20 else f"{n // 1024} KiB" if n >= 1024 else f"{n} B"
+
+
+def all_charts(results: list[dict]) -> dict[str, str]:
+    storage = [r for r in results if r.get("kind") == "storage"]
+    cipher_rows = [r for r in results if r.get("kind") == "cipher"]
+    charts = {
+        "throughput": throughput_vs_baseline(storage),
+        "throughput_4k": throughput_vs_baseline(storage, block=4096),
+        "overhead": overhead(storage),
+        "cpu": cpu_cost(storage),
+        "block_sizes": block_size_curves(storage),
+        "ciphers": ciphers(cipher_rows),
+        "core_scaling": core_scaling(cipher_rows),
+    }
+    return {k: v for k, v in charts.items() if v}

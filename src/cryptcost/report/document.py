@@ -1,0 +1,98 @@
+"""The report's content, independent of its format: a plain dict built from
+a stored run, its results and their analysis. The Markdown, HTML and JSON
+exporters are pure functions of it."""
+
+from __future__ import annotations
+
+from cryptcost.analysis import Analysis, analyze, costmodel
+from cryptcost.model import Run
+from cryptcost.report import units
+
+FORMAT_VERSION = 1
+
+
+def target_of(model: dict) -> tuple[float | None, str | None]:
+    """The cost-model target from ``{device_speed|link}``: (bytes/s, label)."""
+    if model.get("device_speed"):
+        return costmodel.parse_device_speed(model["device_speed"]), f"a {model['device_speed']} device"
+    if model.get("link"):
+        return costmodel.parse_link(model["link"]), f"a {model['link']} link"
+    return None, None
+
+
+def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
+    """Everything a report shows, as plain data."""
+    model = model if model is not None else run.extra.get("model", {})
+    target, label = target_of(model or {})
+    skipped = run.extra.get("skipped", [])
+    a: Analysis = analyze(results, run.host, skipped, target=target, target_label=label)
+    storage_rows, cipher_rows = [], []
+    for i, r in enumerate(results):
+        if r.get("kind") == "storage":
+            storage_rows.append(_storage_row(r, a.verdicts.get(i), a.cycles_per_byte.get(i)))
+        elif r.get("kind") == "cipher":
+            cipher_rows.append(_cipher_row(r))
+    cpu = run.host.get("cpu", {})
+    return {
+        "format": "cryptcost-report", "version": FORMAT_VERSION,
+        "title": f"cryptcost run {run.id}" + (f" — {run.label}" if run.label else ""),
+        "run": {"id": run.id, "command": run.command, "status": run.status, "started": run.started,
+                "finished": run.finished, "suite": run.extra.get("suite")},
+        "host": {"hostname": run.host.get("hostname"), "cpu": cpu.get("model"), "cores": cpu.get("cores"),
+                 "flags": ", ".join(f for f, on in cpu.get("flags", {}).items() if on),
+                 "kernel": run.host.get("kernel", {}).get("release"), "mhz": cpu.get("mhz"),
+                 "governor": cpu.get("governor") or "not exposed",
+                 "memory_gib": round((run.host.get("memory", {}).get("total") or 0) / 2**30, 1)},
+        "recommendations": a.recommendations,
+        "ranking": [{"stack": x["stack"], "relative": units.pct(x["relative_to_plain"], signed=False)
+                     if x["relative_to_plain"] is not None else "—"} for x in a.ranking],
+        "findings": a.findings, "tuning": a.tuning, "predictions": a.predictions,
+        "target": label,
+        "storage": storage_rows, "ciphers": cipher_rows,
+        "not_measured": [{"what": " ".join(str(s[k]) for k in ("part", "stack", "engine", "algorithm")
+                                           if s.get(k)),
+                          "why": s.get("reason", ""), "install": s.get("install") or ""} for s in skipped],
+        "environment": _environment(run.host),
+        "notes": run.host.get("notes", []),
+    }
+
+
+def _storage_row(r: dict, verdict: dict | None, cpb: float | None) -> dict:
+    ops = "median_ops_per_s" in r
+    median = r.get("median_ops_per_s") if ops else r.get("median_bytes_per_s")
+    vs = "—"
+    if r.get("overhead") is not None:
+        vs = (f"{units.pct(-r['overhead'])} vs {r['baseline']}" if r.get("overhead_significant")
+              else f"n.s. vs {r['baseline']}")
+    return {"stack": r["stack"], "role": r.get("role", "measured"), "workload": r["workload"], "op": r["op"],
+            "block": units.size(r["block_bytes"]) if r["block_bytes"] else "—", "qd": r["iodepth"],
+            "cpus": r.get("cpus"),
+            "median": f"{median:,.0f} op/s" if ops else units.rate(median),
+            "ci": units.ci(r.get("ci95"), median), "n": r["samples"],
+            "iops": f"{r['iops']:,.0f}" if r.get("iops") else "—",
+            "cpu_s_per_gib": f"{r['cpu_s_per_gib']:.2f}" if r.get("cpu_s_per_gib") else "—",
+            "cycles_per_byte": f"{cpb:.1f}" if cpb else "—",
+            "vs": vs, "cache": r.get("cache_mode") or "",
+            "bottleneck": verdict["bottleneck"] if verdict else "",
+            "explanation": verdict["explanation"] if verdict else "",
+            "notes": r.get("notes", [])}
+
+
+def _cipher_row(r: dict) -> dict:
+    verified = {True: "verified", False: "NOT effective", None: ""}[r.get("accel_verified")]
+    return {"engine": r["engine"], "algorithm": r["algorithm"], "buffer": units.size(r["buffer_bytes"]),
+            "threads": r["threads"], "accel": ("on" if r["accel"] else "off") + (f" ({verified})" if verified else ""),
+            "median": units.rate(r["median_bytes_per_s"]), "ci": units.ci(r.get("ci95"), r["median_bytes_per_s"]),
+            "n": r["samples"], "warning": r.get("warning") or ""}
+
+
+def _environment(host: dict) -> list[tuple[str, str]]:
+    rows = [("cryptcost", str(host.get("cryptcost"))), ("Python", str(host.get("python")))]
+    rows += [(f"tool {k}", v) for k, v in sorted(host.get("tools", {}).items()) if v]
+    for name in ("aes", "xts(aes)", "cbc(aes)", "gcm(aes)", "sha256", "chacha20"):
+        d = host.get("crypto_drivers", {}).get(name)
+        if d:
+            rows.append((f"kernel {name}", f"{d['driver']} (priority {d['priority']}, {d['implementation']})"))
+    feats = host.get("features", {})
+    rows.append(("kernel features", ", ".join(f"{k}{'' if v['present'] else ' ✗'}" for k, v in feats.items())))
+    return rows

@@ -1,0 +1,13 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script,
+nothing fetched), a pure function of the report document and its charts."""
+
+from __future__ import annotations
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+_env = Environment(loader=PackageLoader("cryptcost", "report/templates"),
+                   autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+
+
+def render(doc: dict, charts: dict[str, str]) -> str:
+    return _env.get_template("report.html.j2").render(doc=doc, charts=charts)

@@ -1,0 +1,64 @@
+"""The Markdown report: a pure function of the report document."""
+
+from __future__ import annotations
+
+
+def _table(headers: list[str], rows: list[list]) -> list[str]:
+    def cell(v) -> str:
+        return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return out
+
+
+def render(doc: dict) -> str:
+    h = doc["host"]
+    lines = [f"# {doc['title']}", "",
+             f"{doc['run']['command']} ({doc['run']['suite'] or 'custom'}), {doc['run']['status']}, "
+             f"started {doc['run']['started']} on {h['hostname']}: {h['cpu']}, {h['cores']} cores, "
+             f"kernel {h['kernel']}.", ""]
+    lines += ["## Recommendation", ""]
+    for rec in doc["recommendations"]:
+        lines += [f"**{rec['title']}.** {rec['text']}", ""]
+    if doc["ranking"]:
+        lines += ["## Ranking (1 MiB sequential, relative to plain)", ""]
+        lines += _table(["stack", "throughput relative to plain"], [[r["stack"], r["relative"]] for r in doc["ranking"]])
+        lines.append("")
+    if doc["findings"]:
+        lines += ["## Findings", ""] + [f"- {f}" for f in doc["findings"]] + [""]
+    if doc["tuning"]:
+        lines += ["## Tuning measured on this host", ""] + [f"- {t}" for t in doc["tuning"]] + [""]
+    if doc["predictions"]:
+        lines += [f"## Cost model: {doc['target']}", ""]
+        lines += _table(["stack", "workload", "op", "block", "measured on RAM", "predicted", "binds"],
+                        [[p["stack"], p["workload"], p["op"], p["block_bytes"], f"{p['measured'] / 1e6:.1f} MB/s",
+                          f"{p['predicted_low'] / 1e6:.1f}–{p['predicted_high'] / 1e6:.1f} MB/s", p["binding"]]
+                         for p in doc["predictions"]])
+        lines.append("")
+    if doc["storage"]:
+        lines += ["## Storage stacks", ""]
+        lines += _table(["stack", "workload", "op", "block", "QD", "median", "95 % CI", "n", "IOPS", "CPU-s/GiB",
+                         "cycles/B", "vs baseline", "cache", "bottleneck"],
+                        [[r["stack"] + (f" ({r['cpus']} CPU)" if r["cpus"] else ""), r["workload"], r["op"],
+                          r["block"], r["qd"], r["median"], r["ci"], r["n"], r["iops"], r["cpu_s_per_gib"],
+                          r["cycles_per_byte"], r["vs"], r["cache"], r["bottleneck"]] for r in doc["storage"]])
+        lines += ["", "### Bottlenecks", ""]
+        lines += [f"- {r['explanation']}" for r in doc["storage"] if r["explanation"]]
+        lines.append("")
+    if doc["ciphers"]:
+        lines += ["## Raw ciphers", ""]
+        lines += _table(["engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI", "n", "warning"],
+                        [[c["engine"], c["algorithm"], c["buffer"], c["threads"], c["accel"], c["median"], c["ci"],
+                          c["n"], c["warning"]] for c in doc["ciphers"]])
+        lines.append("")
+    if doc["not_measured"]:
+        lines += ["## Not measured", ""]
+        lines += _table(["what", "why", "install"], [[m["what"], m["why"], m["install"]] for m in doc["not_measured"]])
+        lines.append("")
+    lines += ["## Environment", ""]
+    lines += _table(["", ""], [["CPU", f"{h['cpu']} ({h['cores']} cores, {h['mhz']} MHz, governor {h['governor']})"],
+                               ["CPU flags", h["flags"]], ["memory", f"{h['memory_gib']} GiB"], ["kernel", h["kernel"]]]
+                    + [list(e) for e in doc["environment"]])
+    if doc["notes"]:
+        lines += [""] + [f"- {n}" for n in doc["notes"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,130 @@
+"""Running a :class:`~cryptcost.workloads.plan.RunPlan`: its parts in order
+(cipher tables, storage comparisons, once per CPU count), all into one run
+of the store, then one analysis of everything measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cryptcost import stats
+from cryptcost.engines import CIPHER_ENGINES
+from cryptcost.errors import CryptcostError, UserError
+from cryptcost.media import parse_medium
+from cryptcost.model import Result
+from cryptcost.report.units import parse_size
+from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
+from cryptcost.runner.executor import Executor, RealExecutor
+from cryptcost.runner.resources import Resources
+from cryptcost.runner.scheduler import Progress
+from cryptcost.runner.sink import Sink
+from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
+from cryptcost.stacks import get
+from cryptcost.workloads import storage as wl
+from cryptcost.workloads.plan import RunPlan
+
+DEFAULT_POLICY = {"min_samples": 3, "max_samples": 10, "ci_target": 3.0, "warmup": 1}
+
+
+def policy_of(plan: RunPlan) -> stats.Policy:
+    p = {**DEFAULT_POLICY, **plan.policy}
+    return stats.Policy(p["min_samples"], max(p["max_samples"], p["min_samples"]), p["ci_target"] / 100,
+                        p["warmup"])
+
+
+def cipher_plan(c: dict) -> CipherPlan:
+    return CipherPlan(engines=tuple(c.get("engines", CIPHER_ENGINES)),
+                      algorithms=tuple(c["algorithms"]) if c.get("algorithms") else None,
+                      sizes=tuple(c.get("sizes", [4096])), threads=tuple(c.get("threads", [1])),
+                      accel=tuple(a == "on" for a in c.get("accel", ["on"])), seconds=c.get("seconds", 1))
+
+
+def storage_plans(s: dict) -> list[StoragePlan]:
+    """One StoragePlan per CPU count (just one without ``cpus``)."""
+    size = parse_size(str(s.get("size", "512M")), "storage.size")
+    sizes = wl.Sizes(medium=size, seq_cap=parse_size(str(s.get("seq_cap", "256M")), "storage.seq_cap"),
+                     small_files=s.get("small_files", 2000))
+    medium = parse_medium(s.get("medium", "ram"))
+    return [StoragePlan(stacks=list(s.get("stacks", ["all"])), medium=medium,
+                        workloads=list(s.get("workloads", ["quick"])), size=size, fs=s.get("fs", "ext4"),
+                        sizes=sizes, cpus=cpus)
+            for cpus in (s.get("cpus") or [None])]
+
+
+def check(plan: RunPlan) -> None:
+    """Refuse what can be refused before anything is created or recorded."""
+    for part in plan.parts:
+        if part.ciphers is not None:
+            cipher_plan(part.ciphers).validate()
+        if part.storage:
+            for sp in storage_plans(part.storage):
+                validate(sp)
+
+
+def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
+    """Seconds the plan takes if every series is stable after the minimum
+    number of samples (a lower bound, printed before the run)."""
+    executor = executor or RealExecutor()
+    pol = policy_of(plan)
+    rounds = pol.warmup + pol.min_samples
+    total = 0.0
+    for part in plan.parts:
+        if part.ciphers is not None:
+            cp = cipher_plan(part.ciphers)
+            cells, _ = build_cells(cp, executor)
+            per_engine = {e: [c for c in cells if c.engine == e] for e in {c.engine for c in cells}}
+            for engine, cs in per_engine.items():
+                jobs = executor.cipher_jobs(engine, cs, cp.seconds)
+                total += rounds * sum(j.est_seconds for j in jobs)
+        if part.storage:
+            for sp in storage_plans(part.storage):
+                resolved, _ = resolve(sp.stacks, sp.fs)
+                steps = wl.build(wl.expand(sp.workloads), sp.sizes, False)
+                for stack, _ in resolved:
+                    rate = 600e6 if stack.name == "plain" else 120e6
+                    remount = 7.0 if stack.name == "cryfs" else 0.4 if stack.fuse else 0.1
+                    total += 3 + (remount * 2 if stack.fuse else 0)        # setup + integrity check
+                    for step in steps:
+                        moved = sum(op.intended_bytes or 32 << 20 for op in step.ops)
+                        resets = sum(op.reset_before for op in step.ops)
+                        total += rounds * (moved / rate + resets * remount + 0.2 * len(step.ops))
+    return total
+
+
+@dataclass
+class SuiteOutcome:
+    results: list[Result] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
+             executor: Executor | None = None) -> SuiteOutcome:
+    """Run every part; a part that fails is recorded and the next one runs."""
+    executor = executor or RealExecutor()
+    policy = policy_of(plan)
+    out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"], "install": c.get("install"),
+                                 "part": c["part"]} for c in plan.cannot_run])
+    for part in plan.parts:
+        if part.ciphers is not None:
+            try:
+                co = run_ciphers(cipher_plan(part.ciphers), executor, policy, sink=sink,
+                                 progress=progress_factory(f"{part.label}: ciphers"),
+                                 cpu_flags=host["cpu"]["flags"])
+                out.results += co.results
+                out.skipped += [{**s, "part": part.label} for s in co.skipped]
+            except UserError as exc:
+                out.skipped.append({"part": part.label, "stack": "ciphers", "reason": str(exc)})
+        if part.storage:
+            for sp in storage_plans(part.storage):
+                what = f"{part.label}: storage" + (f" on {sp.cpus} CPU(s)" if sp.cpus else "")
+                try:
+                    with Resources() as res:
+                        so = run_storage(sp, policy, res=res, sink=sink, progress=progress_factory(what))
+                except CryptcostError as exc:
+                    out.failed.append(f"{what}: {exc}")
+                    continue
+                out.results += so.results
+                out.skipped += [{**s, "part": part.label} for s in so.skipped]
+                out.failed += so.failed
+    return out

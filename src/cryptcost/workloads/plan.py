@@ -1,0 +1,245 @@
+"""Run plans: what ``cryptcost run`` measures, as a TOML file or a built-in suite.
+
+A plan has up to five tables; every key is optional::
+
+    [run]      label = "nas-2026"                 suite = "quick"   (a base to start from)
+    [ciphers]  engines, algorithms, sizes, threads, accel = ["on", "off"], seconds
+    [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2]
+    [policy]   min_samples, max_samples, ci_target (percent), warmup
+    [model]    device_speed = "3GB/s", link = "1GbE"
+
+``ciphers = false`` or ``storage = false`` (top level) leaves a part out.
+Built-in suites are plans too, checked by the same :func:`validate`; a
+mistake gives one line naming the key and the allowed values.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptcost.engines import CIPHER_ENGINES
+from cryptcost.errors import UserError
+from cryptcost.runner.ciphers import ALL_SIZES
+from cryptcost.stacks.base import FILESYSTEMS
+from cryptcost.workloads.storage import SETS, WORKLOADS
+
+SUITES = ("quick", "standard", "seeds", "full")
+_ALGOS = sorted({a for e in CIPHER_ENGINES.values() for a in e.algorithms})
+
+# key → (type, allowed values or None). Types: str, int, float, bool, list[str], list[int], size.
+SCHEMA: dict[str, dict[str, tuple]] = {
+    "run": {"label": ("str", None), "suite": ("str", SUITES)},
+    "ciphers": {"engines": ("list[str]", tuple(CIPHER_ENGINES)), "algorithms": ("list[str]", tuple(_ALGOS)),
+                "sizes": ("list[int]", None), "threads": ("list[int]", None),
+                "accel": ("list[str]", ("on", "off")), "seconds": ("int", None)},
+    "storage": {"stacks": ("list[str]", None), "medium": ("str", None),
+                "workloads": ("list[str]", tuple(WORKLOADS) + tuple(SETS) + ("seq-quick",)),
+                "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
+                "seq_cap": ("size", None), "small_files": ("int", None)},
+    "policy": {"min_samples": ("int", None), "max_samples": ("int", None), "ci_target": ("float", None),
+               "warmup": ("int", None)},
+    "model": {"device_speed": ("str", None), "link": ("str", None)},
+}
+TOP = tuple(SCHEMA)
+
+
+@dataclass
+class Part:
+    """One matrix of a run: a cipher table and/or a storage comparison."""
+
+    label: str
+    ciphers: dict | None = None
+    storage: dict | None = None
+
+
+@dataclass
+class RunPlan:
+    """A validated plan: its parts, the repetition policy, the cost model,
+    and what this host cannot run (with reasons)."""
+
+    name: str
+    label: str | None = None
+    parts: list[Part] = field(default_factory=list)
+    policy: dict = field(default_factory=dict)
+    model: dict = field(default_factory=dict)
+    cannot_run: list[dict] = field(default_factory=list)
+
+
+def _type_ok(kind: str, value: Any) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "size":
+        return isinstance(value, (str, int)) and not isinstance(value, bool)
+    if kind.startswith("list["):
+        inner = kind[5:-1]
+        return isinstance(value, list) and bool(value) and all(_type_ok(inner, v) for v in value)
+    return False
+
+
+def validate(data: dict, where: str = "plan") -> dict:
+    """Check every table and key; raise one-line UserErrors naming the key."""
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: a plan is a TOML table")
+    for top, value in data.items():
+        if top in ("ciphers", "storage") and value is False:
+            continue
+        if top not in SCHEMA:
+            raise UserError(f"{where}: unknown table [{top}]; allowed: {', '.join(TOP)}")
+        if not isinstance(value, dict):
+            raise UserError(f"{where}: [{top}] must be a table, not {type(value).__name__}")
+        for key, v in value.items():
+            if key not in SCHEMA[top]:
+                raise UserError(f"{where}: unknown key {top}.{key}; allowed: {', '.join(SCHEMA[top])}")
+            kind, allowed = SCHEMA[top][key]
+            if not _type_ok(kind, v):
+                shown = kind.replace("list[", "a non-empty list of ").replace("]", "s")
+                raise UserError(f"{where}: {top}.{key} must be {shown}, not {v!r}")
+            for item in v if isinstance(v, list) else [v]:
+                if allowed is not None and item not in allowed:
+                    raise UserError(f"{where}: {top}.{key} has {item!r}; allowed: {', '.join(map(str, allowed))}")
+    _check_numbers(data, where)
+    return data
+
+
+def _check_numbers(data: dict, where: str) -> None:
+    c, p = data.get("ciphers") or {}, data.get("policy") or {}
+    for size in c.get("sizes", []):
+        if not 16 <= size <= 64 << 20:
+            raise UserError(f"{where}: ciphers.sizes has {size}; allowed: 16 … 67108864 bytes")
+    for t in c.get("threads", []) + ((data.get("storage") or {}).get("cpus") or []):
+        if not 1 <= t <= 1024:
+            raise UserError(f"{where}: thread and cpu counts must be 1 … 1024, not {t}")
+    if "seconds" in c and not 1 <= c["seconds"] <= 600:
+        raise UserError(f"{where}: ciphers.seconds must be 1 … 600, not {c['seconds']}")
+    lo, hi = p.get("min_samples", 3), p.get("max_samples", max(10, p.get("min_samples", 3)))
+    if not 1 <= lo <= hi <= 1000:
+        raise UserError(f"{where}: need 1 <= policy.min_samples <= policy.max_samples <= 1000")
+    if "ci_target" in p and not 0 < p["ci_target"] < 100:
+        raise UserError(f"{where}: policy.ci_target is a percentage between 0 and 100")
+    if "warmup" in p and not 0 <= p["warmup"] <= 100:
+        raise UserError(f"{where}: policy.warmup must be 0 … 100")
+
+
+def load_toml(path: str) -> dict:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read plan {path}: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+
+
+# --- built-in suites ---------------------------------------------------------------
+
+QUICK_ALGOS = ["aes-256-xts", "aes-128-gcm", "aes-256-gcm", "chacha20-poly1305", "xchacha20-poly1305",
+               "aes-256-siv", "aes-256-cbc"]
+R2_LUKS = ["aes-256-ecb", "aes-256-cbc-essiv", "aes-256-xts-plain64", "twofish-256-xts-plain64",
+           "serpent-256-xts-plain64"]
+
+SUITE_PLANS: dict[str, dict] = {
+    # ≤ 3 minutes on 2 cores: the ciphers the stacks use, every stack once at two block sizes.
+    "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
+                          "sizes": [4096], "threads": [1], "accel": ["on"]},
+              "storage": {"stacks": ["all"], "workloads": ["seq-quick"], "size": "256M",
+                          "seq_cap": "64M"},
+              "policy": {"min_samples": 3, "max_samples": 3, "warmup": 0}},
+    "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2], "accel": ["on", "off"]},
+                 "storage": {"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"],
+                             "size": "512M"},
+                 "policy": {"min_samples": 3, "max_samples": 6, "warmup": 1}},
+    "full": {"ciphers": {"sizes": list(ALL_SIZES), "threads": [1, 2], "accel": ["on", "off"]},
+             "storage": {"stacks": ["all"], "workloads": ["full"], "size": "1024M"},
+             "policy": {"min_samples": 3, "max_samples": 10, "warmup": 1}},
+}
+
+
+def seeds_plans() -> list[dict]:
+    """The five field reports' matrices as far as a host can run them (SEEDS.md)."""
+    r1 = {"run": {"label": "R1 encrypted filesystems, large files"},
+          "storage": {"stacks": ["plain", "fscrypt", "gocryptfs", "luks", "luks-userspace", "zfs"],
+                      "workloads": ["bigfile"], "size": "1024M"}}
+    r2 = {"run": {"label": "R2 cipher by cipher over block I/O"},
+          "storage": {"stacks": [f"luks-userspace:{v}" for v in R2_LUKS] +
+                      ["luks:aes-ecb", "luks:aes-cbc-essiv", "luks:aes-lrw-benbi", "luks:aes-xts-plain64",
+                       "luks:twofish-xts-plain64"],
+                      "workloads": ["seq-quick", "bigfile"], "size": "512M"}}
+    r3 = {"run": {"label": "R3 block sizes, cores and AES-NI over ramdisk → loop → crypto"},
+          "ciphers": {"engines": ["openssl", "kernel"], "algorithms": ["aes-256-xts", "aes-128-xts"],
+                      "sizes": [512, 1024, 4096, 16384, 65536], "threads": [1, 2], "accel": ["on", "off"]},
+          "storage": {"stacks": ["plain", "luks-userspace", "luks", "luks:generic-aes-xts"],
+                      "workloads": ["seq"], "size": "512M", "cpus": [1, 2]}}
+    return [r1, r2, r3]
+
+
+def _merge(base: dict, over: dict) -> dict:
+    merged = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for k, v in over.items():
+        both = isinstance(v, dict) and isinstance(merged.get(k), dict)
+        merged[k] = {**merged[k], **v} if both else v
+    return merged
+
+
+def _part(data: dict, label: str, cannot: list[dict]) -> Part:
+    """A Part with the stacks this host cannot run moved to ``cannot``."""
+    from cryptcost.stacks import parse_spec, unavailable_reason
+    storage = None if data.get("storage") is False else data.get("storage")
+    if storage:
+        keep = []
+        for spec in storage.get("stacks", ["all"]):
+            if spec == "all":
+                keep.append(spec)
+                continue
+            cls = parse_spec(spec)[0][0]
+            exc = unavailable_reason(cls)
+            if exc:
+                cannot.append({"part": label, "what": spec, "reason": exc.reason, "install": exc.install})
+            else:
+                keep.append(spec)
+        storage = {**storage, "stacks": keep} if keep else None
+    ciphers = None if data.get("ciphers") is False else data.get("ciphers")
+    return Part(label=label, ciphers=ciphers, storage=storage)
+
+
+def build(suite: str | None, plan_file: str | None) -> RunPlan:
+    """A validated RunPlan from a suite name and/or a TOML file (the file's keys win)."""
+    data: dict = {}
+    if plan_file:
+        data = validate(load_toml(plan_file), plan_file)
+        suite = suite or (data.get("run") or {}).get("suite")
+    suite = suite or ("custom" if plan_file else "quick")
+    if suite not in SUITES and suite != "custom":
+        raise UserError(f"unknown suite {suite!r}; allowed: {', '.join(SUITES)}")
+    where = plan_file or f"suite {suite}"
+    cannot: list[dict] = []
+    if suite == "seeds":
+        bases = seeds_plans()
+        cannot += [{"part": "R4", "what": "NFS 3/4/krb5p with iozone and dbench",
+                    "reason": "network stacks are not implemented in this version", "install": None},
+                   {"part": "R5", "what": "IPsec ESP cipher/auth matrix with nuttcp",
+                    "reason": "network stacks are not implemented in this version", "install": None}]
+    else:
+        bases = [SUITE_PLANS.get(suite, {})]
+    parts, policy, model = [], {}, {}
+    for base in bases:
+        merged = validate(_merge(base, data), where)
+        label = (base.get("run") or {}).get("label") or suite
+        parts.append(_part(merged, label, cannot))
+        policy = {**merged.get("policy", {})}
+        model = {**merged.get("model", {})}
+    parts = [p for p in parts if p.ciphers is not None or p.storage is not None]
+    if not parts:
+        raise UserError(f"{where}: nothing to run on this host: "
+                        + "; ".join(f"{c['what']}: {c['reason']}" for c in cannot[:3]))
+    return RunPlan(name=suite, label=(data.get("run") or {}).get("label"), parts=parts,
+                   policy=policy, model=model, cannot_run=cannot)
