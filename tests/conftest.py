@@ -15,6 +15,25 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TOOLS = FIXTURES / "tools"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/ from the current output instead of comparing")
+
+
+@pytest.fixture
+def golden(request):
+    """Compare text with tests/golden/NAME, or rewrite it with --update-golden."""
+    def check(name: str, text: str) -> None:
+        path = Path(__file__).parent / "golden" / name
+        if request.config.getoption("--update-golden"):
+            path.write_text(text)
+            return
+        assert path.exists(), f"no golden file {path}: run pytest --update-golden"
+        expected = path.read_text()
+        assert text == expected, f"{name} differs from the golden file (pytest --update-golden rewrites it)"
+    return check
+
+
 def required() -> set[str]:
     return {s.strip() for s in os.environ.get("CRYPTCOST_REQUIRE", "").split(",") if s.strip()}
 

@@ -94,3 +94,32 @@ def test_kernel_stacks_unavailable_here_say_why(cli, stack):
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: stack") and "install:" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.root
+def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
+    for name in ("fscrypt", "gocryptfs"):
+        _available(name)
+    proc = cli("storage", "--stacks", "fscrypt,gocryptfs", "--workloads", "rand4k,bigfile,smallfiles,mixed",
+               "--size", "256M", *ONE, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)["results"]
+    cells = {(r["stack"], r["workload"], r["op"], r["iodepth"]) for r in results}
+    for stack in ("fscrypt:aes-256-xts", "gocryptfs:aes-gcm", "plain", "fuse-passthrough"):
+        for wanted in (("rand4k", "randread", 1), ("rand4k", "randread", 32), ("rand4k", "randwrite", 1),
+                       ("rand4k", "randwrite", 32), ("bigfile", "write", 1), ("bigfile", "read", 1),
+                       ("smallfiles", "create", 1), ("smallfiles", "read", 1), ("smallfiles", "stat", 1),
+                       ("smallfiles", "delete", 1), ("smallfiles", "untar", 1), ("mixed", "dbench", 2)):
+            assert (stack, *wanted) in cells, (stack, wanted)
+    for r in results:
+        value = r.get("median_bytes_per_s") or r.get("median_ops_per_s")
+        assert value and value > 0, r
+        if r["workload"] == "rand4k":                 # every 4 KiB block of the 64 MiB file, once
+            assert r["bytes_moved"] == 64 << 20
+            assert r["iops"] > 0 and r["lat_p99_us"] > 0
+        if r["workload"] == "bigfile":                # 40 % of the 256 MiB medium, in whole MiB
+            assert r["bytes_moved"] == int((256 << 20) * 0.4) // (1 << 20) * (1 << 20)
+        if r["op"] in ("randread", "read", "stat") and r["stack"].startswith("gocryptfs"):
+            assert r["cache_mode"] == "fsync+remount"
+    dbench = [r for r in results if r["op"] == "dbench"]
+    assert all(r["engine"].startswith("dbench") for r in dbench)

@@ -15,6 +15,12 @@ from cryptcost.report.units import rate, size
 
 GiB = 1 << 30
 FUSE_STACKS = {"gocryptfs", "cryfs", "securefs", "encfs", "rclone-crypt"}
+BASELINES = {"plain", "fuse-passthrough", "qemu-raw", "dm-null", "zfs:off"}
+
+
+def is_baseline(r: dict) -> bool:
+    """A plaintext reference, whether the run added it or the user asked for it."""
+    return r.get("role") == "baseline" or r["stack"] in BASELINES or r["stack"].split(":")[0] in BASELINES
 
 
 @dataclass
@@ -67,8 +73,8 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
 
 
 def ranking(storage: list[dict]) -> list[dict]:
-    """Measured stacks, fastest first relative to plain on 1 MiB sequential I/O."""
-    stacks = sorted({r["stack"] for r in storage if r.get("role") != "baseline"})
+    """Encryption options (not baselines), fastest first relative to plain on 1 MiB sequential I/O."""
+    stacks = sorted({r["stack"] for r in storage if r["stack"].split(":")[0] in recommend.STACK_USE})
     rows = [{"stack": s, "relative_to_plain": recommend.score(storage, s)} for s in stacks]
     return sorted(rows, key=lambda x: -(x["relative_to_plain"] or 0))
 

@@ -99,6 +99,9 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
     if value is None:
         return Verdict("unknown", f"{label}: not a throughput result", ceilings)
     busy = (r.get("cpu") or {}).get("max_core_busy") or 0
+    if not r.get("baseline"):
+        return Verdict("device", f"{label} {rate(value)}: this is the plaintext baseline, the device "
+                       "ceiling the encrypted stacks are measured against", ceilings)
     # 1. as fast as the plaintext twin: the medium and filesystem limit it
     if device and value >= NEAR * device:
         how = (f"is within {100 * (1 - value / device):.0f} % of" if value < device

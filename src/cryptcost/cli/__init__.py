@@ -16,9 +16,9 @@ from cryptcost import __version__
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.runner.resources import Terminated
 
-from cryptcost.cli import ciphers, cleanup, listing, probe, report, run, storage
+from cryptcost.cli import ciphers, cleanup, compare, importing, listing, probe, report, run, storage
 
-COMMANDS = [probe, ciphers, storage, run, listing, report, cleanup]
+COMMANDS = [probe, ciphers, storage, run, listing, report, compare, importing, cleanup]
 
 
 class Parser(argparse.ArgumentParser):

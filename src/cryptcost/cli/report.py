@@ -1,4 +1,5 @@
-"""``cryptcost report [RUN] --format …``: export a stored run."""
+"""``cryptcost report [RUN] --format …``: a stored run as a table, Markdown,
+HTML (charts), JSON or CSV. Every format is rebuilt from the store."""
 
 from __future__ import annotations
 
@@ -7,37 +8,50 @@ from pathlib import Path
 
 from cryptcost.cli.common import open_store, out
 from cryptcost.errors import UserError
-from cryptcost.report import export
-from cryptcost.report.terminal import result_tables
+from cryptcost.report import document, export, markdown
+from cryptcost.report.terminal import summary_tables
 
-FORMATS = ("terminal", "json", "csv")
+FORMATS = ("terminal", "md", "html", "json", "csv")
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("report", parents=[common], help="export a run as a table, JSON or CSV")
+    p = sub.add_parser("report", parents=[common], help="a run as a table, Markdown, HTML, JSON or CSV")
     p.add_argument("run_id", nargs="?", default="latest", metavar="RUN", help="run id (default: latest)")
     p.add_argument("--format", default="terminal", choices=FORMATS)
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--device-speed", metavar="RATE", help="cost model: predict on a device, e.g. 3GB/s")
+    p.add_argument("--link", metavar="LINK", help="cost model: predict over a link, e.g. 1GbE")
     p.set_defaults(func=run)
 
 
-def render(fmt: str, run, results: list[dict]) -> str:
-    if fmt == "json":
-        return export.to_json(run, results)
+def render(fmt: str, run, results: list[dict], model: dict | None = None) -> str:
+    """The report of ``run`` in ``fmt``: a pure function of stored data."""
     if fmt == "csv":
         return export.to_csv(run, results)
+    doc = document.build(run, results, model)
+    if fmt == "json":
+        return export.to_json(run, results, doc)
+    if fmt == "md":
+        return markdown.render(doc)
+    if fmt == "html":
+        from cryptcost.report import charts, html     # matplotlib: only when drawing
+        return html.render(doc, charts.all_charts(results))
     raise UserError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
 def run(args) -> int:
+    model = {"device_speed": args.device_speed} if args.device_speed else \
+        {"link": args.link} if args.link else None
+    if model:
+        document.target_of(model)
     store = open_store(args, create=False)
     run_ = store.run(args.run_id)
     results = store.results(run_.id)
     if args.format == "terminal":
-        for table in result_tables(results):
+        for table in summary_tables(document.build(run_, results, model)):
             out.print(table)
         return 0
-    text = render(args.format, run_, results)
+    text = render(args.format, run_, results, model)
     if args.output:
         try:
             Path(args.output).write_text(text)

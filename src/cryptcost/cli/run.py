@@ -10,7 +10,7 @@ from cryptcost.cli import probe as probe_cmd
 from cryptcost.cli.common import ConsoleProgress, err, out, print_json, recorded_run
 from cryptcost.errors import UserError
 from cryptcost.host.probe import probe
-from cryptcost.report import charts, document, html
+from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
 from cryptcost.runner import suite
 from cryptcost.runner.resources import install_signal_handlers
@@ -91,7 +91,8 @@ def run(args) -> int:
     results = store.results(run_id)
     doc = document.build(run_, results, model)
     if not args.no_report:
-        Path(args.report).write_text(html.render(doc, charts.all_charts(results)))
+        from cryptcost.cli.report import render
+        Path(args.report).write_text(render("html", run_, results, model))
     if args.json:
         print_json({"run": run_id, "suite": plan.name, "results": results, "report": doc,
                     "skipped": outcome.skipped, "failed": outcome.failed})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from cryptcost import proc
+from cryptcost.host import cpu
 from cryptcost.engines.base import Algorithm, Cell, CipherEngine
 from cryptcost.errors import ProcessError
 from cryptcost.model import Sample
@@ -59,7 +60,9 @@ class GoEngine(CipherEngine):
 
     def measure(self, cells: list[Cell], accel: bool) -> dict[Cell, Sample]:
         env = {} if accel else {"GODEBUG": "cpu.aes=off"}
+        harness = cpu.harness_cpu()
         done = proc.run(["gocryptfs", "-speed"], env=env, timeout=120)
+        harness = cpu.harness_cpu() - harness
         try:
             rates, seen_accel = parse_speed(done.stdout + done.stderr)
         except ValueError as exc:
@@ -68,7 +71,8 @@ class GoEngine(CipherEngine):
         for cell in cells:
             if cell.algorithm in rates:
                 out[cell] = Sample(value=rates[cell.algorithm], seconds=done.seconds,
-                                   metrics={"engine_saw_accel": seen_accel})
+                                   metrics={"engine_saw_accel": seen_accel,
+                                            "harness_cpu_s": harness / len(cells)})
         return out
 
     def jobs(self, cells: list[Cell], seconds: int) -> list[Job]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from cryptcost import proc
+from cryptcost.host import cpu
 from cryptcost.engines.base import Algorithm, Cell, CipherEngine
 from cryptcost.errors import ProcessError
 from cryptcost.model import Sample
@@ -96,12 +97,14 @@ class OpenSSLEngine(CipherEngine):
         return {} if cell.accel else {"OPENSSL_ia32cap": ACCEL_OFF_MASK}
 
     def measure(self, cell: Cell, seconds: int) -> Sample:
+        harness = cpu.harness_cpu()
         done = proc.run(self.argv(cell, seconds), env=self.env(cell), timeout=seconds * 4 + 30)
         try:
             value = parse_speed(done.stdout)
         except ValueError as exc:
             raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr, why=str(exc)) from None
-        return Sample(value=value, seconds=done.seconds, bytes_moved=int(value * seconds))
+        return Sample(value=value, seconds=done.seconds, bytes_moved=int(value * seconds),
+                      metrics={"harness_cpu_s": cpu.harness_cpu() - harness})
 
     def jobs(self, cells: list[Cell], seconds: int) -> list[Job]:
         return [Job(label=f"openssl {c.algorithm} {c.buffer_bytes}B ×{c.threads}"

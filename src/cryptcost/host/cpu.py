@@ -57,6 +57,13 @@ def _read(path: str) -> str | None:
         return None
 
 
+def harness_cpu() -> float:
+    """CPU seconds cryptcost's own process has used (children excluded)."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def memory() -> dict:
     """Total and available memory in bytes."""
     info = {}

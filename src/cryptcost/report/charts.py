@@ -11,6 +11,8 @@ import io
 
 import matplotlib
 
+from cryptcost.analysis import is_baseline
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -60,7 +62,7 @@ def throughput_vs_baseline(storage: list[dict], workload: str = "seq", block: in
             lo, hi = _err(r)
             errs[0].append(lo)
             errs[1].append(hi)
-            colours.append(BASE_COLOUR if r.get("role") == "baseline" else COLOURS[j])
+            colours.append(BASE_COLOUR if is_baseline(r) else COLOURS[j])
         ax.barh(ys, xs, height=height, xerr=errs, color=colours, capsize=2,
                 label=op, hatch=None if j == 0 else "//", edgecolor="white")
     ax.set_yticks(range(len(stacks)), stacks)

@@ -15,12 +15,21 @@ def run_dict(run: Run, results: list[dict]) -> dict:
     """A run and its results as one JSON-able object."""
     return {"format": "cryptcost-run", "version": EXPORT_VERSION,
             "run": {"id": run.id, "started": run.started, "finished": run.finished,
-                    "command": run.command, "status": run.status, "label": run.label},
+                    "command": run.command, "status": run.status, "label": run.label, "extra": run.extra},
             "host": run.host, "results": results}
 
 
-def to_json(run: Run, results: list[dict]) -> str:
-    return json.dumps(run_dict(run, results), indent=2, sort_keys=True, default=str) + "\n"
+def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
+    """The run, its results and (when given) the analysed report document."""
+    data = run_dict(run, results)
+    if doc is not None:
+        data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
+                                                "predictions", "target")}
+        data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"], "op": r["op"],
+                                            "block": r["block"], "bottleneck": r["bottleneck"],
+                                            "explanation": r["explanation"]}
+                                           for r in doc["storage"] if r["bottleneck"]]
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def _flat(value) -> str:

@@ -176,13 +176,19 @@ class StepRunner:
         if step.layout:
             fio.run(step.layout, workdir, step.name)
         out = {}
+        reset = "fsync"
         try:
             for op in step.ops:
                 cache = "direct" if self.direct else "fsync"
                 if op.reset_before:
-                    cache = "fsync+" + inst.stack.reset_cache(self.res).replace("_", "-")
+                    reset = "fsync+" + inst.stack.reset_cache(self.res).replace("_", "-")
+                    cache = reset
                 elif not self.direct and op.op in ("write", "create", "randwrite"):
                     cache = "fsync"
+                elif not self.direct and op.op in ("read", "randread", "stat"):
+                    cache = reset                     # the step's one reset still holds: nothing read since
+                else:
+                    cache = "direct" if self.direct else "fsync"
                 out[(inst.label, op.key)] = self.measure(inst, op, step, cache)
         finally:
             self.clean(workdir, step)
@@ -191,9 +197,10 @@ class StepRunner:
     def measure(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:
         pids = inst.stack.daemon_pids()
         before, dbefore = cpu.stat_snapshot(), _daemon_cpu(pids)
+        harness = cpu.harness_cpu()
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
         if op.kind == "fio":
-            outcome, wall = fio.run(op.fio, inst.workdir, step.name)
+            outcome, wall = fio.run(op.fio, inst.workdir, op.file or step.name)
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
             if inst.stack.writes_complete_on_close and op.op in ("write", "create", "randwrite"):
@@ -208,6 +215,7 @@ class StepRunner:
         else:
             moved, count, seconds, engine = self.dbench(inst, op, step)
             metrics["engine"] = engine
+        metrics["harness_cpu_s"] = cpu.harness_cpu() - harness
         after, dafter = cpu.stat_snapshot(), _daemon_cpu(pids)
         split = cpu.cpu_split(before, after, daemons=max(0.0, dafter - dbefore))
         seconds = max(seconds, 1e-6)

@@ -43,7 +43,7 @@ def storage_plans(s: dict) -> list[StoragePlan]:
     """One StoragePlan per CPU count (just one without ``cpus``)."""
     size = parse_size(str(s.get("size", "512M")), "storage.size")
     sizes = wl.Sizes(medium=size, seq_cap=parse_size(str(s.get("seq_cap", "256M")), "storage.seq_cap"),
-                     small_files=s.get("small_files", 2000))
+                     small_files=s.get("small_files", 2000), ops_cap=s.get("ops_cap", 32768))
     medium = parse_medium(s.get("medium", "ram"))
     return [StoragePlan(stacks=list(s.get("stacks", ["all"])), medium=medium,
                         workloads=list(s.get("workloads", ["quick"])), size=size, fs=s.get("fs", "ext4"),

@@ -140,6 +140,22 @@ class Store:
                     (run_id, result.kind, series_key(result.fields),
                      json.dumps(result.to_dict(), default=str)))
 
+    def import_run(self, data: dict) -> int:
+        """Add a run exported with ``report --format json`` (from any host); its new id."""
+        if data.get("format") != "cryptcost-run" or "run" not in data or "results" not in data:
+            raise UserError("not a cryptcost run export (want the output of 'cryptcost report --format json')")
+        r = data["run"]
+        run_id = self._write("INSERT INTO runs(started, command, host, status, finished, label, extra) "
+                             "VALUES (?,?,?,?,?,?,?)",
+                             (r.get("started", now()), r.get("command", "import"), json.dumps(data.get("host", {})),
+                              r.get("status", "complete"), r.get("finished"), r.get("label"),
+                              json.dumps(r.get("extra", {}))))
+        for res in data["results"]:
+            self._write("INSERT INTO results(run_id, kind, series, data) VALUES (?,?,?,?)",
+                        (run_id, res.get("kind", "?"), series_key({k: res.get(k) for k in ("stack", "engine")}),
+                         json.dumps(res)))
+        return run_id
+
     # --- reading ------------------------------------------------------------------
 
     def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:

@@ -38,7 +38,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "storage": {"stacks": ("list[str]", None), "medium": ("str", None),
                 "workloads": ("list[str]", tuple(WORKLOADS) + tuple(SETS) + ("seq-quick",)),
                 "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
-                "seq_cap": ("size", None), "small_files": ("int", None)},
+                "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None)},
     "policy": {"min_samples": ("int", None), "max_samples": ("int", None), "ci_target": ("float", None),
                "warmup": ("int", None)},
     "model": {"device_speed": ("str", None), "link": ("str", None)},
@@ -152,7 +152,7 @@ SUITE_PLANS: dict[str, dict] = {
     "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
                           "sizes": [4096], "threads": [1], "accel": ["on"]},
               "storage": {"stacks": ["all"], "workloads": ["seq-quick"], "size": "256M",
-                          "seq_cap": "64M"},
+                          "seq_cap": "64M", "ops_cap": 8192},
               "policy": {"min_samples": 3, "max_samples": 3, "warmup": 0}},
     "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2], "accel": ["on", "off"]},
                  "storage": {"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"],
@@ -237,7 +237,11 @@ def build(suite: str | None, plan_file: str | None) -> RunPlan:
         parts.append(_part(merged, label, cannot))
         policy = {**merged.get("policy", {})}
         model = {**merged.get("model", {})}
+    from cryptcost.report.document import target_of
+    target_of(model)                                   # a bad device speed or link is a plan error
     parts = [p for p in parts if p.ciphers is not None or p.storage is not None]
+    if not parts and not cannot:
+        raise UserError(f"{where}: the plan has neither a [ciphers] nor a [storage] table: nothing to measure")
     if not parts:
         raise UserError(f"{where}: nothing to run on this host: "
                         + "; ".join(f"{c['what']}: {c['reason']}" for c in cannot[:3]))

@@ -36,6 +36,7 @@ class Op:
     reset_before: bool = False           # drop caches / remount first (reads)
     intended_bytes: int | None = None    # what must be moved (rule 5)
     files: int = 1
+    file: str | None = None              # fio file-name stem; default: the step's
 
     @property
     def key(self) -> tuple:
@@ -78,6 +79,20 @@ def _seq(sizes: Sizes, blocks: tuple[int, ...], direct: bool, name: str = "seq")
     return steps
 
 
+def _seq_together(sizes: Sizes, blocks: tuple[int, ...], direct: bool) -> list[Step]:
+    """Sequential writes at every block size, one cache reset, then the reads:
+    one remount per round instead of one per block size (the quick suite)."""
+    writes, reads = [], []
+    for i, bs in enumerate(blocks):
+        n = sizes.seq_bytes(bs)
+        f = f"cc-seq-{bs}"
+        writes.append(Op("seq", "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
+                         intended_bytes=n, file=f))
+        reads.append(Op("seq", "read", bs, fio=FioJob("read", bs, n, direct=direct), intended_bytes=n,
+                        reset_before=not direct and i == 0, file=f))
+    return [Step("seq " + ", ".join(str(b) for b in blocks), "cc-seq", tuple(writes + reads))]
+
+
 def _rand4k(sizes: Sizes, direct: bool, depths: tuple[int, ...] = (1, 32)) -> list[Step]:
     n = min(sizes.rand_file, int(sizes.medium * DATA_FRACTION)) // (4 * KiB) * 4 * KiB
     ops = []
@@ -110,8 +125,9 @@ def _smallfiles(sizes: Sizes, direct: bool) -> list[Step]:
            fio=FioJob("write", 4 * KiB, total, end_fsync=True, **common)),
         Op("smallfiles", "read", 4 * KiB, files=n, reset_before=True,
            fio=FioJob("read", 4 * KiB, total, **common)),
-        Op("smallfiles", "stat", 0, unit="ops/s", files=n,
-           fio=FioJob("filestat", 4 * KiB, total, runtime=1, **common)),
+        # one cold pass: caches reset (FUSE remounted), so every stat reaches the stack
+        Op("smallfiles", "stat", 0, unit="ops/s", files=n, reset_before=True,
+           fio=FioJob("filestat", 4 * KiB, total, **common)),
         Op("smallfiles", "delete", 0, unit="ops/s", files=n,
            fio=FioJob("filedelete", 4 * KiB, total, **common)),
         Op("smallfiles", "untar", 0, kind="untar", files=n)))]
@@ -125,7 +141,7 @@ def _mixed(sizes: Sizes, direct: bool) -> list[Step]:
 
 BUILDERS = {
     "seq": lambda s, d: _seq(s, SEQ_SWEEP, d),
-    "seq-quick": lambda s, d: _seq(s, (4 * KiB, MiB), d, "seq"),
+    "seq-quick": lambda s, d: _seq_together(s, (4 * KiB, MiB), d),
     "rand4k": _rand4k,
     "bigfile": _bigfile,
     "smallfiles": _smallfiles,

@@ -1,0 +1,65 @@
+"""The HTML report in a real browser: headless Chromium renders it, takes a
+screenshot, and must show non-empty SVG charts with no console errors."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from cryptcost.cli.report import render
+from cryptcost.store.db import Store
+from tests.conftest import FIXTURES, skip_or_fail
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0", "--window-size=1280,2400"]
+
+
+def chromium(tmp_path, page, *extra) -> subprocess.CompletedProcess:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        skip_or_fail("chromium", "chromium is not installed (apt-get install chromium)")
+    return subprocess.run([exe, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *extra, f"file://{page}"],
+                          capture_output=True, text=True, timeout=120)
+
+
+def console_errors(stderr: str) -> list[str]:
+    return [l for l in stderr.splitlines()
+            if "CONSOLE" in l or "Uncaught" in l or "Failed to load resource" in l]
+
+
+@pytest.fixture
+def report_page(tmp_path):
+    store = Store.open(tmp_path / "r.db")
+    run = store.run(store.import_run(json.loads((FIXTURES / "runs" / "quick-vm.json").read_text())))
+    page = tmp_path / "report.html"
+    page.write_text(render("html", run, store.results(run.id)))
+    return page
+
+
+def test_report_renders_charts_without_console_errors(tmp_path, report_page):
+    shot = tmp_path / "shot.png"
+    proc = chromium(tmp_path, report_page, f"--screenshot={shot}")
+    assert shot.exists(), proc.stderr[-2000:]
+    assert console_errors(proc.stderr) == []
+    from PIL import Image, ImageStat
+    img = Image.open(shot).convert("L")
+    assert img.size == (1280, 2400)
+    assert ImageStat.Stat(img).stddev[0] > 10, "the screenshot is blank"
+    dom = chromium(tmp_path, report_page, "--dump-dom")
+    assert console_errors(dom.stderr) == []
+    svgs = re.findall(r"<svg\b.*?</svg>", dom.stdout, re.S)
+    assert len(svgs) >= 4
+    for svg in svgs:
+        assert re.search(r"<(path|rect|line|text)\b", svg), "an SVG chart rendered empty"
+    assert "Summary and recommendation" in dom.stdout
+
+
+def test_the_console_check_catches_a_broken_page(tmp_path):
+    """Negative control: the check above would see an error if there were one."""
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>undefinedFunction();</script><img src='missing.png'></body></html>")
+    proc = chromium(tmp_path, page, "--dump-dom")
+    assert console_errors(proc.stderr), proc.stderr[-2000:]

@@ -1,0 +1,35 @@
+"""The main job, for real: `cryptcost run` (the quick suite) measures every
+stack available here, analyses, and writes the self-contained HTML report."""
+
+import json
+import re
+
+import pytest
+
+from cryptcost.stacks import availability
+from tests.system.conftest import need_root
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_quick_suite_end_to_end(cli, tmp_path):
+    need_root()
+    report = tmp_path / "cryptcost-report.html"
+    proc = cli("run", "-o", str(report), "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "estimated time" in proc.stderr
+    out = json.loads(proc.stdout)
+    measured = {r["stack"].split(":")[0] for r in out["results"] if r["kind"] == "storage"}
+    available = {s["name"] for s in availability() if s["available"]}
+    assert measured == available
+    assert {r["engine"] for r in out["results"] if r["kind"] == "cipher"} >= {"openssl", "go"}
+    doc = out["report"]
+    assert [r["title"] for r in doc["recommendations"]][:3] == [
+        "Whole disk", "Per directory", "Any filesystem / cloud-synced folder"]
+    assert all(r["bottleneck"] for r in doc["storage"])
+    not_measured = {m["what"].split()[-1] for m in doc["not_measured"]}
+    assert not_measured >= {s["name"] for s in availability() if not s["available"]}
+    html = report.read_text()
+    assert len(re.findall(r"<svg\b", html)) >= 4 and "<script" not in html
+    shown = json.loads(cli("show", "latest", "--json").stdout)
+    assert shown["run"]["status"] == "complete" and shown["run"]["extra"]["suite"] == "quick"

@@ -1,0 +1,93 @@
+"""Reports from a stored run (a real quick-suite run kept as a fixture):
+golden Markdown and JSON, a self-contained HTML file, compare, analysis."""
+
+import json
+import re
+
+import pytest
+
+from cryptcost.analysis import analyze, costmodel
+from cryptcost.cli.compare import compare_runs, environment_diff
+from cryptcost.cli.report import render
+from cryptcost.errors import UserError
+from cryptcost.store.db import Store
+from tests.conftest import FIXTURES
+
+RUN = FIXTURES / "runs" / "quick-vm.json"
+
+
+@pytest.fixture
+def stored(tmp_path):
+    store = Store.open(tmp_path / "r.db")
+    run_id = store.import_run(json.loads(RUN.read_text()))
+    return store, store.run(run_id)
+
+
+def test_markdown_golden(stored, golden):
+    store, run = stored
+    golden("quick-vm.md", render("md", run, store.results(run.id)))
+
+
+def test_json_golden(stored, golden):
+    store, run = stored
+    golden("quick-vm.json", render("json", run, store.results(run.id), {"device_speed": "3GB/s"}))
+
+
+def test_html_is_self_contained_with_charts(stored):
+    store, run = stored
+    text = render("html", run, store.results(run.id))
+    assert text.startswith("<!DOCTYPE html>")
+    svgs = re.findall(r"<svg\b.*?</svg>", text, re.S)
+    assert len(svgs) >= 4 and all("<path" in s or "<rect" in s for s in svgs)
+    assert "<script" not in text
+    assert not re.search(r'(src|href)="(https?:)?//', text), "the report must not fetch anything"
+    for heading in ("Summary and recommendation", "Throughput next to the baselines", "Overhead against",
+                    "CPU cost", "Raw ciphers", "Environment", "Not measured"):
+        assert heading in text
+    assert "MB/s" in text and "CPU-seconds per GiB" in text
+
+
+def test_analysis_of_the_stored_run(stored):
+    store, run = stored
+    results = store.results(run.id)
+    a = analyze(results, run.host, run.extra.get("skipped"))
+    verdicts = {(results[i]["stack"], results[i]["op"], results[i]["block_bytes"]): v["bottleneck"]
+                for i, v in a.verdicts.items()}
+    assert verdicts[("fscrypt:aes-256-xts", "read", 4096)] == "cipher"
+    assert any("fscrypt:aes-256-xts reads" in f and "slower than it writes" in f for f in a.findings)
+    assert any("faster than its baseline fuse-passthrough" in f for f in a.findings)
+    titles = [r["title"] for r in a.recommendations]
+    assert titles[:3] == ["Whole disk", "Per directory", "Any filesystem / cloud-synced folder"]
+    assert "dm-crypt/LUKS could not be measured here" in a.recommendations[0]["text"]
+    assert all(x["stack"].split(":")[0] not in ("plain", "fuse-passthrough", "qemu-raw") for x in a.ranking)
+
+
+def test_cost_model():
+    assert costmodel.parse_device_speed("3GB/s") == 3e9
+    assert costmodel.parse_link("1GbE") == pytest.approx(117e6)
+    assert costmodel.parse_link("2.5Gbit") == pytest.approx(2.5e9 / 8 * 0.936)
+    with pytest.raises(UserError):
+        costmodel.parse_device_speed("fast")
+    rows = [{"stack": "x", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
+             "median_bytes_per_s": 500e6, "baseline": "plain", "role": "measured"},
+            {"stack": "plain", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
+             "median_bytes_per_s": 1000e6, "baseline": None, "role": "baseline"}]
+    [slow] = costmodel.predict(rows, 100e6, "a disk")
+    assert slow["predicted_high"] == 100e6 and slow["binding"] == "a disk"
+    assert slow["predicted_low"] == pytest.approx(1 / (1 / 100e6 + 1 / 500e6 - 1 / 1000e6))
+    [fast] = costmodel.predict(rows, 3e9, "NVMe")
+    assert fast["predicted_high"] == 500e6 and fast["binding"].startswith("the stack")
+
+
+def test_compare_same_run_is_no_significant_difference(stored):
+    store, run = stored
+    results = store.results(run.id)
+    rows = compare_runs(results, results)
+    assert rows and all(not r["significant"] and r["ratio"] == pytest.approx(1) for r in rows)
+    faster = [dict(r, values=[v * 1.5 for v in r.get("values", [])],
+                   median_bytes_per_s=r.get("median_bytes_per_s", 0) * 1.5) for r in results]
+    changed = compare_runs(results, faster)
+    sig = [r for r in changed if r["significant"]]
+    assert sig and all(r["ratio"] == pytest.approx(1.5, rel=0.01) for r in sig)
+    assert environment_diff(run.host, {**run.host, "kernel": {"release": "7.0"}}) == [
+        {"what": "kernel", "a": run.host["kernel"]["release"], "b": "7.0"}]
