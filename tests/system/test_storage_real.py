@@ -123,3 +123,26 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
             assert r["cache_mode"] == "fsync+remount"
     dbench = [r for r in results if r["op"] == "dbench"]
     assert all(r["engine"].startswith("dbench") for r in dbench)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("fs", ["xfs", "btrfs"])
+def test_plain_on_other_filesystems(cli, fs):
+    _available("plain")
+    proc = cli("storage", "--stacks", "plain", "--fs", fs, "--workloads", "seq-quick", "--size", "320M",
+               *ONE, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)["results"]
+    assert len(results) == 4 and all(r["fs"] == fs and r["median_bytes_per_s"] > 0 for r in results)
+
+
+@pytest.mark.root
+def test_fscrypt_adiantum_is_measured_or_says_why(cli):
+    _available("fscrypt")
+    proc = cli("storage", "--stacks", "fscrypt:adiantum", "--workloads", "seq-quick", "--size", "128M", *ONE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    measured = [r for r in out["results"] if r["stack"] == "fscrypt:adiantum"]
+    if not measured:
+        [why] = [s for s in out["skipped"] if s["stack"] == "fscrypt:adiantum"]
+        assert "Adiantum" in why["reason"] and why["install"] == "a kernel with CONFIG_CRYPTO_ADIANTUM"

@@ -48,6 +48,8 @@ def test_a_failed_creation_is_released_too(state_dir):
     with pytest.raises(RuntimeError):
         res.track("test-thing", create, name="half")
     assert RELEASED == ["half"]
+    res.release_all()
+    assert journals() == []
 
 
 def test_crash_replay_releases_what_a_dead_owner_left(state_dir):

@@ -84,3 +84,16 @@ def test_unknown_workload_and_stack_are_user_errors():
         resolve(["veracrypt9"], "ext4")
     with pytest.raises(UserError, match="no variant"):
         resolve(["gocryptfs:rot13"], "ext4")
+
+
+def test_ram_medium_size_is_chosen_from_free_memory(monkeypatch):
+    from cryptcost.errors import UserError
+    from cryptcost.host import cpu
+    from cryptcost.media import RamMedium
+    monkeypatch.setattr(cpu, "memory", lambda: {"total": 32 << 30, "available": 8 << 30})
+    assert RamMedium().auto_size(4) == 512 << 20             # plenty: the cap
+    assert RamMedium().auto_size(20) == 192 << 20            # 4 GiB / 20, in 64 MiB steps
+    monkeypatch.setattr(cpu, "memory", lambda: {"total": 2 << 30, "available": 1 << 30})
+    assert RamMedium().auto_size(10) == 128 << 20             # the floor…
+    with pytest.raises(UserError, match="pass a smaller --size"):
+        RamMedium().check(128 << 20, 10)                      # …which does not fit: refused clearly

@@ -31,15 +31,16 @@ def add_options(p) -> None:
                    help="use a device that carries a filesystem signature (never a mounted one)")
     p.add_argument("--workloads", default="quick", metavar="LIST",
                    help=f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)} (default: quick)")
-    p.add_argument("--size", default="512M", help="medium size per stack instance (default: 512M)")
+    p.add_argument("--size", default=None, help="medium size per stack instance (default: chosen from "
+                   "free memory or space, 128M … 512M)")
     p.add_argument("--fs", default="ext4", choices=FILESYSTEMS, help="filesystem (default: ext4)")
 
 
 def plan_from(args) -> StoragePlan:
     workloads = parse_list(args.workloads, "workload")
     expand(workloads)
-    size = parse_size(args.size, "--size")
-    if size < 64 << 20:
+    size = parse_size(args.size, "--size") if args.size else None
+    if size is not None and size < 64 << 20:
         from cryptcost.errors import UserError
         raise UserError(f"--size {args.size} is too small: at least 64M")
     medium = parse_medium(args.medium, destroy=args.destroy_data_on, force=args.force)

@@ -23,6 +23,7 @@ from cryptcost.host import cpu
 from cryptcost.runner.resources import Resources
 
 RAM_HEADROOM = 0.5          # never take more than half the available memory
+AUTO_MIN, AUTO_MAX, AUTO_STEP = 128 << 20, 512 << 20, 64 << 20
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,16 @@ class Medium(ABC):
     def provide(self, res: Resources, size: int) -> Backing:
         """A fresh block device of ``size`` bytes."""
 
+    def room(self) -> int:
+        """Bytes this medium can give in all."""
+        return AUTO_MAX * 64
+
+    def auto_size(self, count: int) -> int:
+        """The size per stack instance when the user names none: the room
+        shared among ``count`` instances, 128 … 512 MiB in 64 MiB steps."""
+        share = self.room() // max(count, 1) // AUTO_STEP * AUTO_STEP
+        return max(AUTO_MIN, min(AUTO_MAX, share))
+
     def describe(self) -> dict:
         return {"medium": self.name}
 
@@ -62,6 +73,9 @@ class RamMedium(Medium):
     """
 
     name = "ram"
+
+    def room(self) -> int:
+        return int(cpu.memory()["available"] * RAM_HEADROOM)
 
     def check(self, size: int, count: int) -> None:
         avail = cpu.memory()["available"]
@@ -87,6 +101,13 @@ class DirMedium(Medium):
 
     def __init__(self, path: str):
         self.path = Path(path)
+
+    def room(self) -> int:
+        try:
+            free = os.statvfs(self.path)
+        except OSError:
+            return 0
+        return int(free.f_bavail * free.f_frsize * 0.9)
 
     def check(self, size: int, count: int) -> None:
         if not self.path.is_dir():

@@ -60,6 +60,13 @@ class DeviceMedium(Medium):
         self.force = force
         self._next = 0
 
+    def room(self) -> int:
+        try:
+            name = os.path.basename(os.path.realpath(self.device))
+            return int(Path(f"/sys/class/block/{name}/size").read_text()) * 512
+        except OSError:
+            return 0
+
     def check(self, size: int, count: int) -> None:
         dev = self.device
         if self.destroy is None or os.path.realpath(self.destroy) != os.path.realpath(dev):

@@ -51,7 +51,7 @@ class StoragePlan:
     stacks: list[str]                    # specs: name, name:variant, name:*, or "all"
     medium: Medium
     workloads: list[str] = field(default_factory=lambda: ["quick"])
-    size: int = 512 << 20
+    size: int | None = None          # per stack instance; None: chosen from the medium's room
     fs: str = "ext4"
     sizes: wl.Sizes | None = None
     cpus: int | None = None          # restrict fio and the stacks' daemons to this many CPUs (rule 15)
@@ -281,6 +281,8 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[Stack, str]], list[dict]]:
         raise UserError("no stack to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
     if os.geteuid() != 0:
         raise UserError("storage stacks need root (loop devices, mounts, FUSE): run with sudo")
+    if plan.size is None:
+        plan.size = plan.medium.auto_size(len(resolved))
     plan.medium.check(plan.size, len(resolved))
     if names and "smallfiles" in names and not proc.which("tar"):
         raise UserError("the smallfiles workload needs tar: apt-get install tar")
@@ -292,7 +294,7 @@ def describe_plan(plan: StoragePlan, resolved: list[tuple[Stack, str]], skipped:
     measured = [s.label for s, role in resolved if role == "measured"]
     baselines = [s.label for s, role in resolved if role == "baseline"]
     direct = all(s.honours_direct for s, _ in resolved)
-    steps = wl.build(wl.expand(plan.workloads), plan.sizes or wl.Sizes(medium=plan.size), direct)
+    steps = wl.build(wl.expand(plan.workloads), wl.Sizes(medium=plan.size or 512 << 20), direct)
     total = plan.size * len(resolved)
     lines = [f"stacks: {', '.join(measured)}" + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
              f"workloads: {', '.join(wl.expand(plan.workloads))} — {len(steps)} steps × "
@@ -335,6 +337,9 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
                  progress: Progress | None = None) -> StorageOutcome:
     resolved, skipped = validate(plan)
     sizes = plan.sizes or wl.Sizes(medium=plan.size)
+    if sizes.medium != plan.size:
+        from dataclasses import replace
+        sizes = replace(sizes, medium=plan.size)
     names = wl.expand(plan.workloads)
     instances = [Instance(stack, stack.label, role) for stack, role in resolved]
     direct = all(i.stack.honours_direct for i in instances)
@@ -347,7 +352,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
                                                  reset=lambda s=inst.stack: s.reset_cache(res))
         except (CryptcostError, OSError) as exc:
             inst.error = str(exc)
-            skipped.append({"stack": inst.label, "reason": f"setup failed: {exc}",
+            skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
                             "install": getattr(exc, "install", None)})
             if inst.role == "measured" and not isinstance(exc, Unavailable):
                 failed.append(f"{inst.label}: {exc}")
@@ -375,6 +380,8 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
                 if not s.samples:
                     outcome.skipped.append({"stack": inst.label, "workload": op.workload,
                                             "reason": s.error or "no samples"})
+                    if s.error and f"{inst.label} {op.workload}: {s.error}" not in outcome.failed:
+                        outcome.failed.append(f"{inst.label} {op.workload}: {s.error}")
                     continue
                 result = _result(inst, op, s, series, plan)
                 sink.result(result)

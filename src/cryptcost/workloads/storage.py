@@ -83,8 +83,9 @@ def _seq_together(sizes: Sizes, blocks: tuple[int, ...], direct: bool) -> list[S
     """Sequential writes at every block size, one cache reset, then the reads:
     one remount per round instead of one per block size (the quick suite)."""
     writes, reads = [], []
+    share = int(sizes.medium * DATA_FRACTION) // len(blocks)     # every file is on the medium at once
     for i, bs in enumerate(blocks):
-        n = sizes.seq_bytes(bs)
+        n = max(bs, min(sizes.seq_bytes(bs), share) // bs * bs)
         f = f"cc-seq-{bs}"
         writes.append(Op("seq", "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
                          intended_bytes=n, file=f))
