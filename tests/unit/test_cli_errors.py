@@ -1,7 +1,5 @@
 """Bad input: one line on stderr, starting 'error:', exit code 2, no traceback."""
 
-import os
-
 import pytest
 
 CASES = [

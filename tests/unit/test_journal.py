@@ -1,7 +1,6 @@
 """The journal and Resources: intent before creation, reverse-order release,
 replay after a crash, no secrets in the journal."""
 
-import json
 import os
 
 import pytest
@@ -9,7 +8,7 @@ import pytest
 from cryptcost.errors import DataIntegrityError
 from cryptcost.runner import resources
 from cryptcost.runner.integrity import check_pattern
-from cryptcost.runner.journal import Journal, journals
+from cryptcost.runner.journal import journals
 from cryptcost.runner.resources import Resources, cleanup
 
 RELEASED = []

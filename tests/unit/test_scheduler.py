@@ -1,6 +1,5 @@
 """Scheduling, warm-up and stopping, with the fake executor."""
 
-from cryptcost.engines.base import Cell
 from cryptcost.errors import CryptcostError
 from cryptcost.model import Sample
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers

@@ -96,7 +96,7 @@ def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: dict) -
     if not ranked:
         sentences.append("No stack for this use was measured in this run.")
     else:
-        (best_score, best), rest = ranked[0], ranked[1:]
+        (_, best), rest = ranked[0], ranked[1:]
         if rest:
             sentences.append(f"Measured here, {best} is the fastest: {_describe(storage, best)}.")
         else:

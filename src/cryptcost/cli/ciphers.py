@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from cryptcost import stats
 from cryptcost.cli.common import (ConsoleProgress, out, parse_accel, parse_ints, parse_list,
-                                  parse_size, print_json, recorded_run)
+                                  print_json, recorded_run)
 from cryptcost.engines import CIPHER_ENGINES
+from cryptcost.report.units import parse_size
 from cryptcost.host.probe import probe
 from cryptcost.report.terminal import cipher_table, skipped_table
 from cryptcost.runner.ciphers import ALL_SIZES, CipherPlan, run_ciphers

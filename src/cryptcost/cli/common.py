@@ -4,7 +4,6 @@ opening the store, recording a run, and progress on stderr."""
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from contextlib import contextmanager
@@ -15,7 +14,6 @@ from cryptcost.errors import UserError
 from cryptcost.runner.resources import Terminated
 from cryptcost.runner.scheduler import Progress
 from cryptcost.runner.sink import StoreSink
-from cryptcost.report.units import parse_size  # noqa: F401  (re-exported for the CLI)
 from cryptcost.store.db import Store
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)

@@ -6,7 +6,6 @@ from rich.table import Table
 
 from cryptcost.cli.common import open_store, out, print_json
 from cryptcost.report.export import run_dict
-from cryptcost.report.terminal import cipher_table
 
 
 def add_parser(sub, common) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cryptcost.cli import probe as probe_cmd
 from cryptcost.cli.common import ConsoleProgress, err, out, print_json, recorded_run
 from cryptcost.errors import UserError
 from cryptcost.host.probe import probe

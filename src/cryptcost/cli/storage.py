@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (ConsoleProgress, out, parse_list, parse_size, print_json,
-                                  recorded_run)
+from cryptcost.cli.common import ConsoleProgress, out, parse_list, print_json, recorded_run
 from cryptcost.host.probe import probe
 from cryptcost.media import parse_medium
+from cryptcost.report.units import parse_size
 from cryptcost.report.terminal import skipped_table, storage_table
 from cryptcost.runner.resources import Resources, install_signal_handlers
 from cryptcost.runner.storage import StoragePlan, run_storage, validate

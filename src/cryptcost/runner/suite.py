@@ -16,10 +16,8 @@ from cryptcost.report.units import parse_size
 from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
 from cryptcost.runner.executor import Executor, RealExecutor
 from cryptcost.runner.resources import Resources
-from cryptcost.runner.scheduler import Progress
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
-from cryptcost.stacks import get
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import RunPlan
 

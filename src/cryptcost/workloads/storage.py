@@ -67,7 +67,8 @@ class Sizes:
         return max(bs, limit // bs * bs)
 
 
-def _seq(sizes: Sizes, blocks: tuple[int, ...], direct: bool, name: str = "seq") -> list[Step]:
+def seq_steps(sizes: Sizes, blocks: tuple[int, ...], direct: bool, name: str = "seq") -> list[Step]:
+    """One step per block size: write, then (caches reset) read the same file."""
     steps = []
     for bs in blocks:
         n = sizes.seq_bytes(bs)
@@ -141,7 +142,7 @@ def _mixed(sizes: Sizes, direct: bool) -> list[Step]:
 
 
 BUILDERS = {
-    "seq": lambda s, d: _seq(s, SEQ_SWEEP, d),
+    "seq": lambda s, d: seq_steps(s, SEQ_SWEEP, d),
     "seq-quick": lambda s, d: _seq_together(s, (4 * KiB, MiB), d),
     "rand4k": _rand4k,
     "bigfile": _bigfile,
