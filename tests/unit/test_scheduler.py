@@ -102,3 +102,16 @@ def test_cells_a_given_engine_cannot_measure_are_skipped_with_reason():
                       FakeExecutor(), Policy(3, 3, 0.03, 0))
     assert [r.fields["buffer_bytes"] for r in out.results] == [4096]
     assert any("4096-byte" in s["reason"] for s in out.skipped)
+
+
+def test_one_sample_a_side_verifies_only_an_unmistakable_drop():
+    one = Policy(1, 1, 0.03, 0)
+    big = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
+                      FakeExecutor(), one, cpu_flags={"aes": True})
+    off = next(r for r in big.results if not r.fields["accel"])
+    assert off.metrics["accel_verified"] is True and "one sample a side" in off.notes[-1]
+    small = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
+                        FakeExecutor(rate=lambda c: 1e9 if c.accel else 0.7e9, noise=0), one,
+                        cpu_flags={"aes": True})
+    off = next(r for r in small.results if not r.fields["accel"])
+    assert off.metrics["accel_verified"] is None and "too few samples" in off.notes[-1]

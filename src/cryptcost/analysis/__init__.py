@@ -99,10 +99,10 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
                 out.append(f"{r['stack']} {r['op']} {size(r['block_bytes'])} is {-c['overhead'] * 100:.0f} % "
                            f"faster than its baseline {base}: the baseline is not a neutral reference "
                            "for this operation (e.g. a passthrough that handles requests less efficiently)")
-    for c in ciphers:
-        if c.get("accel_verified") is False:
-            out.append(f"{c['engine']} {c['algorithm']}: switching acceleration off did not lower the "
-                       "speed; the on/off comparison for it is void")
+    void = sorted({(c["engine"], c["algorithm"]) for c in ciphers if c.get("accel_verified") is False})
+    for engine, alg in void:
+        out.append(f"{engine} {alg}: switching acceleration off did not lower the speed; the on/off "
+                   "comparison for it is void")
     short = sorted({r["stack"] for r in storage if any("lasted only" in n for n in r.get("notes", []))})
     if short:
         n = sum(1 for r in storage if any("lasted only" in x for x in r.get("notes", [])))

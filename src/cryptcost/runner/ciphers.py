@@ -23,6 +23,7 @@ from cryptcost.runner.sink import Sink
 ALL_SIZES = (512, 1024, 4096, 16384, 65536, 1048576)
 DEFAULT_SIZES = (4096,)
 MIN_SLOWDOWN = 1.2          # accel-off must be ≥ 20 % slower, significantly, to count
+UNMISTAKABLE = 2.0          # … or, with a single sample a side, at least twice as slow
 
 
 @dataclass(frozen=True)
@@ -165,5 +166,11 @@ def _verify_off(cell: Cell, series: Series, all_series: dict, hw: tuple[str, ...
     slowdown = 1 / cmp.ratio if cmp.ratio > 0 else 0
     if cmp.significant and slowdown >= MIN_SLOWDOWN:
         return True, f"acceleration off: {slowdown:.1f}× slower than on", on_speed
+    if min(len(on.samples), len(series.samples)) < 2:
+        # No significance test with one sample a side; a drop this large is no noise.
+        if slowdown >= UNMISTAKABLE:
+            return True, f"acceleration off: {slowdown:.1f}× slower than on (one sample a side)", on_speed
+        if slowdown >= MIN_SLOWDOWN:
+            return None, f"acceleration off: {slowdown:.2f}× slower, too few samples to tell", on_speed
     return False, (f"acceleration-off did NOT take effect: {slowdown:.2f}× vs on "
                    f"({cmp.verdict}); the engine ignored the switch"), on_speed

@@ -108,13 +108,23 @@ def _rand4k(sizes: Sizes, direct: bool, depths: tuple[int, ...] = (1, 32)) -> li
                  layout=FioJob("write", MiB, n, direct=direct, end_fsync=True))]
 
 
+R1_RATIOS = (1, 5, 10)      # R1 copied files of 1, 5 and 10 GB
+
+
 def _bigfile(sizes: Sizes, direct: bool) -> list[Step]:
-    n = int(sizes.medium * DATA_FRACTION) // MiB * MiB
-    return [Step(f"bigfile {n // MiB} MiB", "cc-big", (
-        Op("bigfile", "write", MiB, fio=FioJob("write", MiB, n, direct=direct, end_fsync=not direct),
-           intended_bytes=n),
-        Op("bigfile", "read", MiB, fio=FioJob("read", MiB, n, direct=direct), intended_bytes=n,
-           reset_before=not direct)))]
+    """R1's large files, 1 : 5 : 10, the largest 40 % of the medium; one
+    workload name per size (``bigfile-409M``) so their results stay apart."""
+    largest = int(sizes.medium * DATA_FRACTION)
+    steps = []
+    for ratio in R1_RATIOS:
+        n = max(MiB, largest * ratio // R1_RATIOS[-1] // MiB * MiB)
+        name = f"bigfile-{n // MiB}M"
+        steps.append(Step(f"{name}", f"cc-big-{ratio}", (
+            Op(name, "write", MiB, fio=FioJob("write", MiB, n, direct=direct, end_fsync=not direct),
+               intended_bytes=n),
+            Op(name, "read", MiB, fio=FioJob("read", MiB, n, direct=direct), intended_bytes=n,
+               reset_before=not direct))))
+    return steps
 
 
 def _smallfiles(sizes: Sizes, direct: bool) -> list[Step]:
