@@ -93,3 +93,14 @@ def test_corrupt_store_everywhere(cli, tmp_path):
     bad.write_bytes(b"\x00garbage" * 1000)
     for args in (["list"], ["show", "1"], ["report", "1"], ["compare", "1", "2"]):
         _assert_user_error(cli(*args, "--db", str(bad)))
+
+
+def test_run_without_root_measures_ciphers_and_says_why_not_storage(monkeypatch):
+    import os
+
+    from cryptcost.workloads.plan import build
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    plan = build("quick", None)
+    assert [p.storage for p in plan.parts] == [None] and plan.parts[0].ciphers
+    assert {"part": "quick", "what": "storage stacks", "reason": "they need root (loop devices, mounts, FUSE)",
+            "install": "run with sudo"} in plan.cannot_run

@@ -192,8 +192,14 @@ def _merge(base: dict, over: dict) -> dict:
 
 def _part(data: dict, label: str, cannot: list[dict]) -> Part:
     """A Part with the stacks this host cannot run moved to ``cannot``."""
+    import os
+
     from cryptcost.stacks import parse_spec, unavailable_reason
     storage = None if data.get("storage") is False else data.get("storage")
+    if storage and os.geteuid() != 0:
+        cannot.append({"part": label, "what": "storage stacks",
+                       "reason": "they need root (loop devices, mounts, FUSE)", "install": "run with sudo"})
+        storage = None
     if storage:
         keep = []
         for spec in storage.get("stacks", ["all"]):
