@@ -123,22 +123,26 @@ def block_size_curves(storage: list[dict]) -> str | None:
     sizes = sorted({r["block_bytes"] for r in rows})
     if len(sizes) < 3:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
-    stacks = sorted({r["stack"] for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
+    # one line per stack and CPU count (a run may measure both on 1 and on 2 CPUs)
+    lines = sorted({(r["stack"], r.get("cpus") or 0) for r in rows}, key=lambda x: (x[0], x[1]))
+    lines = [ln for ln in lines if len({r["block_bytes"] for r in rows
+                                        if (r["stack"], r.get("cpus") or 0) == ln}) >= 3]
     for ax, op in zip(axes, ("write", "read")):
-        for i, stack in enumerate(stacks):
+        for i, (stack, cpus) in enumerate(lines):
             pts = sorted((r["block_bytes"], _mbs(r["median_bytes_per_s"])) for r in rows
-                         if r["stack"] == stack and r["op"] == op)
+                         if r["stack"] == stack and (r.get("cpus") or 0) == cpus and r["op"] == op)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3,
-                        color=COLOURS[i % len(COLOURS)], label=stack)
+                        linestyle="--" if cpus == 1 else "-", color=COLOURS[i % len(COLOURS)],
+                        label=stack + (f" ({cpus} CPU{'s' if cpus > 1 else ''})" if cpus else ""))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(sizes, [_block(s) for s in sizes], rotation=45)
         ax.set_xlabel("block size")
         ax.set_title(f"sequential {op}")
     axes[0].set_ylabel("throughput, MB/s (log)")
-    axes[1].legend(fontsize=7, loc="lower right")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _svg(fig)
 
 
@@ -170,17 +174,19 @@ def core_scaling(cipher_rows: list[dict]) -> str | None:
     threads = sorted({r["threads"] for r in cipher_rows})
     if len(threads) < 2:
         return None
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    series = sorted({(r["engine"], r["algorithm"], r["buffer_bytes"], r["accel"]) for r in cipher_rows})
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    size = min({r["buffer_bytes"] for r in cipher_rows}, key=lambda s: abs(s - 4096))
+    series = sorted({(r["engine"], r["algorithm"], r["buffer_bytes"], r["accel"]) for r in cipher_rows
+                     if r["buffer_bytes"] == size})
     for i, (engine, alg, size, accel) in enumerate(series[:10]):
         pts = sorted((r["threads"], _mbs(r["median_bytes_per_s"])) for r in cipher_rows
                      if (r["engine"], r["algorithm"], r["buffer_bytes"], r["accel"]) == (engine, alg, size, accel))
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=COLOURS[i % len(COLOURS)],
                 label=f"{alg} {_block(size)}{'' if accel else ' no-accel'}")
     ax.set_xticks(threads)
-    ax.set_xlabel("threads (openssl speed -multi)")
+    ax.set_xlabel(f"threads (openssl speed -multi), {_block(size)} buffers")
     ax.set_ylabel("throughput, MB/s")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _svg(fig)
 
 
