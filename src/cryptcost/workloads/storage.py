@@ -67,32 +67,31 @@ class Sizes:
         return max(bs, limit // bs * bs)
 
 
+def write_read(workload: str, bs: int, n: int, direct: bool, *, reset: bool = True,
+               file: str | None = None) -> tuple[Op, Op]:
+    """A sequential write of ``n`` bytes (flushed when buffered) and the read
+    of the same file (after a cache reset when buffered and ``reset``)."""
+    write = Op(workload, "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
+               intended_bytes=n, file=file)
+    read = Op(workload, "read", bs, fio=FioJob("read", bs, n, direct=direct), intended_bytes=n,
+              reset_before=reset and not direct, file=file)
+    return write, read
+
+
 def seq_steps(sizes: Sizes, blocks: tuple[int, ...], direct: bool, name: str = "seq") -> list[Step]:
     """One step per block size: write, then (caches reset) read the same file."""
-    steps = []
-    for bs in blocks:
-        n = sizes.seq_bytes(bs)
-        steps.append(Step(f"{name} {bs} B", f"cc-{name}-{bs}", (
-            Op(name, "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
-               intended_bytes=n),
-            Op(name, "read", bs, fio=FioJob("read", bs, n, direct=direct), intended_bytes=n,
-               reset_before=not direct))))
-    return steps
+    return [Step(f"{name} {bs} B", f"cc-{name}-{bs}", write_read(name, bs, sizes.seq_bytes(bs), direct))
+            for bs in blocks]
 
 
 def _seq_together(sizes: Sizes, blocks: tuple[int, ...], direct: bool) -> list[Step]:
     """Sequential writes at every block size, one cache reset, then the reads:
     one remount per round instead of one per block size (the quick suite)."""
-    writes, reads = [], []
     share = int(sizes.medium * DATA_FRACTION) // len(blocks)     # every file is on the medium at once
-    for i, bs in enumerate(blocks):
-        n = max(bs, min(sizes.seq_bytes(bs), share) // bs * bs)
-        f = f"cc-seq-{bs}"
-        writes.append(Op("seq", "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
-                         intended_bytes=n, file=f))
-        reads.append(Op("seq", "read", bs, fio=FioJob("read", bs, n, direct=direct), intended_bytes=n,
-                        reset_before=not direct and i == 0, file=f))
-    return [Step("seq " + ", ".join(str(b) for b in blocks), "cc-seq", tuple(writes + reads))]
+    pairs = [write_read("seq", bs, max(bs, min(sizes.seq_bytes(bs), share) // bs * bs), direct,
+                        reset=(i == 0), file=f"cc-seq-{bs}") for i, bs in enumerate(blocks)]
+    ops = tuple(w for w, _ in pairs) + tuple(r for _, r in pairs)
+    return [Step("seq " + ", ".join(str(b) for b in blocks), "cc-seq", ops)]
 
 
 def _rand4k(sizes: Sizes, direct: bool, depths: tuple[int, ...] = (1, 32)) -> list[Step]:
@@ -119,11 +118,7 @@ def _bigfile(sizes: Sizes, direct: bool) -> list[Step]:
     for ratio in R1_RATIOS:
         n = max(MiB, largest * ratio // R1_RATIOS[-1] // MiB * MiB)
         name = f"bigfile-{n // MiB}M"
-        steps.append(Step(f"{name}", f"cc-big-{ratio}", (
-            Op(name, "write", MiB, fio=FioJob("write", MiB, n, direct=direct, end_fsync=not direct),
-               intended_bytes=n),
-            Op(name, "read", MiB, fio=FioJob("read", MiB, n, direct=direct), intended_bytes=n,
-               reset_before=not direct))))
+        steps.append(Step(name, f"cc-big-{ratio}", write_read(name, MiB, n, direct)))
     return steps
 
 
