@@ -9,16 +9,6 @@ import platform
 import socket
 from pathlib import Path
 
-# Generic (software) drivers, so that the probe can say so plainly.
-SOFTWARE_MARKERS = ("generic", "fixed-time", "-lib", "cipher_null", "ecb-cipher_null")
-HARDWARE_MARKERS = ("aesni", "vaes", "avx", "sse", "ssse3", "clmul", "padlock", "ni", "ce")
-
-# The algorithms the stacks use, listed in the probe even before the kernel
-# has instantiated them (templates such as xts(aes) appear on first use).
-STACK_ALGORITHMS = ("aes", "ecb(aes)", "cbc(aes)", "xts(aes)", "ctr(aes)", "gcm(aes)",
-                    "adiantum(xchacha12,aes)", "sha256", "hmac(sha256)", "chacha20")
-
-
 def parse_crypto(text: str) -> list[dict]:
     """Entries of /proc/crypto as dicts (name, driver, module, priority, type, …)."""
     entries = []

@@ -29,9 +29,9 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
     storage_rows, cipher_rows = [], []
     for i, r in enumerate(results):
         if r.get("kind") == "storage":
-            storage_rows.append(_storage_row(r, a.verdicts.get(i), a.cycles_per_byte.get(i)))
+            storage_rows.append(storage_row(r, a.verdicts.get(i), a.cycles_per_byte.get(i)))
         elif r.get("kind") == "cipher":
-            cipher_rows.append(_cipher_row(r))
+            cipher_rows.append(cipher_row(r))
     cpu = run.host.get("cpu", {})
     return {
         "format": "cryptcost-report", "version": FORMAT_VERSION,
@@ -57,7 +57,8 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
     }
 
 
-def _storage_row(r: dict, verdict: dict | None, cpb: float | None) -> dict:
+def storage_row(r: dict, verdict: dict | None = None, cpb: float | None = None) -> dict:
+    """One storage result formatted for people (terminal and reports alike)."""
     ops = "median_ops_per_s" in r
     median = r.get("median_ops_per_s") if ops else r.get("median_bytes_per_s")
     vs = "—"
@@ -78,12 +79,14 @@ def _storage_row(r: dict, verdict: dict | None, cpb: float | None) -> dict:
             "notes": r.get("notes", [])}
 
 
-def _cipher_row(r: dict) -> dict:
+def cipher_row(r: dict) -> dict:
+    """One cipher result formatted for people (terminal and reports alike)."""
     verified = {True: "verified", False: "NOT effective", None: ""}[r.get("accel_verified")]
     return {"engine": r["engine"], "algorithm": r["algorithm"], "buffer": units.size(r["buffer_bytes"]),
             "threads": r["threads"], "accel": ("on" if r["accel"] else "off") + (f" ({verified})" if verified else ""),
             "median": units.rate(r["median_bytes_per_s"]), "ci": units.ci(r.get("ci95"), r["median_bytes_per_s"]),
-            "n": r["samples"], "warning": r.get("warning") or ""}
+            "n": r["samples"], "warning": r.get("warning") or "",
+            "note": r["notes"][-1] if not r["accel"] and r.get("notes") else r.get("warning") or ""}
 
 
 def _environment(host: dict) -> list[tuple[str, str]]:

@@ -30,7 +30,7 @@ def render(doc: dict) -> str:
         lines += ["## Tuning measured on this host", ""] + [f"- {t}" for t in doc["tuning"]] + [""]
     if doc["predictions"]:
         lines += [f"## Cost model: {doc['target']}", ""]
-        lines += _table(["stack", "workload", "op", "block", "measured on RAM", "predicted", "binds"],
+        lines += _table(["stack", "workload", "op", "block", "measured here", "predicted", "binds"],
                         [[p["stack"], p["workload"], p["op"], p["block_bytes"], f"{p['measured'] / 1e6:.1f} MB/s",
                           f"{p['predicted_low'] / 1e6:.1f}–{p['predicted_high'] / 1e6:.1f} MB/s", p["binding"]]
                          for p in doc["predictions"]])

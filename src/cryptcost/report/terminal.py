@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from cryptcost.report import units
+from cryptcost.report.document import cipher_row, storage_row
 
 
 def probe_tables(info: dict) -> list:
@@ -61,15 +61,9 @@ def cipher_table(results: list[dict], title: str = "Raw cipher throughput") -> T
         table.add_column(col, justify=just)
     for r in sorted(results, key=lambda r: (r["engine"], r["algorithm"], r["buffer_bytes"],
                                             r["threads"], not r["accel"])):
-        accel = "on" if r["accel"] else "off"
-        if not r["accel"]:
-            accel += {True: " ✓", False: " ✗", None: ""}[r.get("accel_verified")]
-        note = r.get("warning") or ""
-        if not r["accel"] and r.get("notes"):
-            note = r["notes"][-1]
-        table.add_row(r["engine"], r["algorithm"], units.size(r["buffer_bytes"]), str(r["threads"]),
-                      accel, units.rate(r["median_bytes_per_s"]),
-                      units.ci(r["ci95"], r["median_bytes_per_s"]), str(r["samples"]), note)
+        c = cipher_row(r)
+        table.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"],
+                      c["ci"], str(c["n"]), c["note"])
     return table
 
 
@@ -108,18 +102,9 @@ def storage_table(results: list[dict], title: str = "Storage stacks against thei
                       ("cache", "left")):
         table.add_column(col, justify=just)
     for r in results:
-        unit_ops = "median_ops_per_s" in r
-        median = r.get("median_ops_per_s") if unit_ops else r.get("median_bytes_per_s")
-        shown = f"{median:,.0f} op/s" if unit_ops else units.rate(median)
-        vs = "—"
-        if r.get("overhead") is not None:
-            sig = r.get("overhead_significant")
-            vs = f"{-r['overhead'] * 100:+.1f} % vs {r['baseline']}" if sig else f"≈ {r['baseline']} (n.s.)"
-        iops = f"{r['iops']:,.0f}" if r.get("iops") else "—"
-        cpu = f"{r['cpu_s_per_gib']:.2f}" if r.get("cpu_s_per_gib") is not None else "—"
-        table.add_row(r["stack"], r["workload"], r["op"], units.size(r["block_bytes"]) if r["block_bytes"] else "—",
-                      str(r["iodepth"]), shown, units.ci(r["ci95"], median), iops, cpu, vs,
-                      str(r["samples"]), r.get("cache_mode") or "")
+        row = storage_row(r)
+        table.add_row(row["stack"], row["workload"], row["op"], row["block"], str(row["qd"]), row["median"],
+                      row["ci"], row["iops"], row["cpu_s_per_gib"], row["vs"], str(row["n"]), row["cache"])
     return table
 
 

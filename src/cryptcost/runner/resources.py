@@ -277,7 +277,6 @@ class Resources:
             except Exception:
                 started = None
             self.journal.update(entry, pid=d.pid, started=started)
-            entry.data["_daemon"] = d
             return d
         return self.track("daemon", create, argv0=argv[0], exe=os.path.basename(argv[0]), graceful=graceful)
 
@@ -325,9 +324,6 @@ class Resources:
             self.release(entry)
             raise
         return path, key
-
-    def entries_of(self, type_: str) -> list[Entry]:
-        return [e for e in self.journal.entries.values() if e.type == type_ and not e.released]
 
 
 def cleanup(force: bool = False) -> list[str]:

@@ -14,7 +14,6 @@ keeps it even when a later job fails.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
@@ -125,9 +124,3 @@ def _needs_more(job: Job, jobs: list[Job], series: dict[Hashable, Series]) -> bo
     peers = [j for j in jobs if job.group is not None and j.group == job.group] or [job]
     return any(series[k].stop_reason is None and not series[k].error for j in peers for k in j.keys)
 
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    """Call ``fn`` and return (its result, wall seconds)."""
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start

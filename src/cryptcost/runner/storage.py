@@ -16,6 +16,7 @@ otherwise buffered I/O with fsync at the end of writes and dropped caches
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import random
@@ -43,6 +44,7 @@ from cryptcost.workloads import storage as wl
 log = logging.getLogger("cryptcost.storage")
 GiB = 1 << 30
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
+DBENCH_SECONDS = 10
 SHORT_SAMPLE = 0.5          # seconds; below this a sample is mostly timer and start-up
 
 
@@ -132,20 +134,10 @@ def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
             info = tarfile.TarInfo(f"src/mod{i % 40:02d}/sub{i % 7}/file{i:05d}.c")
             info.size = size
             info.mtime = 1_700_000_000
-            tar.addfile(info, _RandomReader(os.urandom(size)))
+            tar.addfile(info, io.BytesIO(os.urandom(size)))
             total += size
     return archive, total
 
-
-class _RandomReader:
-    def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
-
-    def read(self, n: int = -1) -> bytes:
-        n = len(self.data) - self.pos if n < 0 else n
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += len(chunk)
-        return chunk
 
 
 def _daemon_cpu(pids: list[int]) -> float:
@@ -253,7 +245,7 @@ class StepRunner:
         if proc.which("dbench") and os.path.exists(DBENCH_LOADFILE):
             target = inst.workdir / "cc-dbench"
             target.mkdir(exist_ok=True)
-            seconds = 10
+            seconds = DBENCH_SECONDS
             done = proc.run(["dbench", "-D", str(target), "-t", str(seconds), "-c", DBENCH_LOADFILE,
                              str(op.iodepth)], timeout=seconds * 10 + 120)
             match = re.search(r"Throughput ([\d.]+) MB/sec", done.stdout)

@@ -205,9 +205,10 @@ class FuseStack(Stack):
         return None
 
     def _mount(self, res: Resources) -> None:
+        first = max(res.journal.entries, default=0) + 1
         self.daemon = res.fuse(self.mount_argv(res), self.mnt, env=self.env(), logfile=self.logfile,
                                stdin_file=self.stdin_file(), timeout=self.mount_timeout)
-        self._mount_entries = [e for e in res.journal.entries.values()][-2:]
+        self._mount_entries = [e for i, e in res.journal.entries.items() if i >= first]
 
     def reset_cache(self, res: Resources) -> str:
         """Unmount and remount, so no daemon-side cache survives; drop caches."""

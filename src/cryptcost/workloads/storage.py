@@ -60,7 +60,6 @@ class Sizes:
     ops_cap: int = 32768                 # and at most this many requests
     rand_file: int = 64 * MiB
     small_files: int = 2000
-    dbench_seconds: int = 10
 
     def seq_bytes(self, bs: int) -> int:
         limit = min(self.seq_cap, int(self.medium * DATA_FRACTION), bs * self.ops_cap)
