@@ -7,7 +7,7 @@ the JSON field names are part of the interface contract.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable, Hashable
 
 from cryptcost.stats import Comparison, Summary
 
@@ -113,3 +113,20 @@ class Run:
     finished: str | None = None
     label: str | None = None
     extra: dict = field(default_factory=dict)     # skipped stacks, suite, cost-model target
+
+
+@dataclass
+class Job:
+    """One invocation that measures ``keys`` once per call of ``measure``.
+
+    ``group`` ties jobs that must stay in step (a stack and its baseline):
+    they are kept running while any series in the group is unstable, so
+    that both sides have the same number of interleaved samples.
+    """
+
+    label: str
+    keys: tuple[Hashable, ...]
+    measure: Callable[[], dict[Hashable, Sample]]
+    group: Hashable | None = None
+    est_seconds: float = 1.0
+    meta: dict[str, Any] = field(default_factory=dict)

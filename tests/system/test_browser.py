@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from cryptcost.cli.report import render
+from cryptcost.report.render import render
 from cryptcost.store.db import Store
 from tests.conftest import FIXTURES, skip_or_fail
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cryptcost.runner.journal import Journal
+from cryptcost.lifecycle.journal import Journal
 from tests.system.conftest import need_root
 
 

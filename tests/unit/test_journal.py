@@ -6,10 +6,10 @@ import os
 import pytest
 
 from cryptcost.errors import DataIntegrityError
-from cryptcost.runner import resources
+from cryptcost.lifecycle import resources
 from cryptcost.runner.integrity import check_pattern
-from cryptcost.runner.journal import journals
-from cryptcost.runner.resources import Resources, cleanup
+from cryptcost.lifecycle.journal import journals
+from cryptcost.lifecycle.resources import Resources, cleanup
 
 RELEASED = []
 

@@ -98,9 +98,10 @@ def test_corrupt_store_everywhere(cli, tmp_path):
 def test_run_without_root_measures_ciphers_and_says_why_not_storage(monkeypatch):
     import os
 
-    from cryptcost.workloads.plan import build
+    from cryptcost.runner.suite import for_this_host
+    from cryptcost.workloads.plan import load
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    plan = build("quick", None)
+    plan = for_this_host(load("quick", None))
     assert [p.storage for p in plan.parts] == [None] and plan.parts[0].ciphers
     assert {"part": "quick", "what": "storage stacks", "reason": "they need root (loop devices, mounts, FUSE)",
             "install": "run with sudo"} in plan.cannot_run

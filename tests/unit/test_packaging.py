@@ -1,26 +1,50 @@
-"""Install list and tool registry agree; every stack says how to get it."""
+"""What make installs, what CI requires and what docs/stacks.md lists are
+derived from (or checked against) the stack registry."""
 
+import re
 from pathlib import Path
 
+from cryptcost import stacks
 from cryptcost.host.tools import TOOLS
-from cryptcost.stacks import registry
 
 ROOT = Path(__file__).resolve().parents[2]
+NOT_IN_MAIN = {"zfsutils-linux (contrib, with zfs-dkms)"}     # named, not installed: needs a module build
+# What the CI machine's kernel has (the brief): FUSE, loop devices, ext4 with fscrypt, netns, veth, TUN.
+CI_KERNEL = {"fuse", "loop", "fscrypt", "netns", "veth", "tun"}
+CI_EXTRAS = {"chromium"}                                        # required checks that are not stacks
+
+
+def listed_packages() -> set[str]:
+    return {line.strip() for line in (ROOT / "packaging/debian-packages.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+
+
+def ci_required() -> set[str]:
+    text = (ROOT / ".ci/run").read_text()
+    match = re.search(r'CRYPTCOST_REQUIRE:-([^}"]+)', text)
+    return set(match.group(1).split(","))
 
 
 def test_every_tool_package_is_installed_by_make():
-    listed = {l.strip() for l in (ROOT / "packaging/debian-packages.txt").read_text().splitlines()
-              if l.strip() and not l.startswith("#")}
-    not_in_main = {"zfs"}             # Debian contrib, needs a kernel module build: named, not installed
-    missing = {t.name: t.package for t in TOOLS.values()
-               if t.name not in not_in_main and t.package not in listed}
-    assert missing == {}
+    wanted = {t.package for t in TOOLS.values()} | set(stacks.packages())
+    assert wanted - NOT_IN_MAIN - listed_packages() == set()
+
+
+def test_ci_requires_every_stack_this_kind_of_machine_can_run():
+    expected = set(stacks.expected_on(CI_KERNEL, listed_packages()))
+    required = ci_required()
+    assert expected - required == set(), "stacks CI must require (add them to .ci/run)"
+    assert required - expected - CI_EXTRAS == set(), "names in .ci/run that are no stack CI can run"
+
+
+def test_docs_table_is_the_registry():
+    text = (ROOT / "docs/stacks.md").read_text()
+    assert stacks.markdown_table() in text, "docs/stacks.md's table is stale: paste stacks.markdown_table()"
 
 
 def test_every_stack_is_one_documented_plugin():
-    for name, cls in registry().items():
-        assert cls.__doc__ or (cls.__module__ and __import__(cls.__module__, fromlist=["x"]).__doc__), name
+    for name, cls in stacks.registry().items():
+        assert cls.__doc__ or __import__(cls.__module__, fromlist=["x"]).__doc__, name
         assert cls.description, name
         assert set(cls.default_variants) <= set(cls.variants), name
-        for t in cls.tools:
-            assert t in TOOLS, f"{name} needs unknown tool {t}"
+        assert all(t.package for t in cls.needed_tools()), name

@@ -6,9 +6,10 @@ import re
 
 import pytest
 
+from cryptcost import units
 from cryptcost.analysis import analyze, costmodel
-from cryptcost.cli.compare import compare_runs, environment_diff
-from cryptcost.cli.report import render
+from cryptcost.report.compare import compare_runs, environment_diff
+from cryptcost.report.render import render
 from cryptcost.errors import UserError
 from cryptcost.store.db import Store
 from tests.conftest import FIXTURES
@@ -63,11 +64,11 @@ def test_analysis_of_the_stored_run(stored):
 
 
 def test_cost_model():
-    assert costmodel.parse_device_speed("3GB/s") == 3e9
-    assert costmodel.parse_link("1GbE") == pytest.approx(117e6)
-    assert costmodel.parse_link("2.5Gbit") == pytest.approx(2.5e9 / 8 * 0.936)
+    assert units.parse_device_speed("3GB/s") == 3e9
+    assert units.parse_link("1GbE") == pytest.approx(117e6)
+    assert units.parse_link("2.5Gbit") == pytest.approx(2.5e9 / 8 * 0.936)
     with pytest.raises(UserError):
-        costmodel.parse_device_speed("fast")
+        units.parse_device_speed("fast")
     rows = [{"stack": "x", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
              "median_bytes_per_s": 500e6, "baseline": "plain", "role": "measured"},
             {"stack": "plain", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,

@@ -4,7 +4,8 @@ from cryptcost.errors import CryptcostError
 from cryptcost.model import Sample
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers
 from cryptcost.runner.executor import FakeExecutor
-from cryptcost.runner.scheduler import Job, schedule
+from cryptcost.model import Job
+from cryptcost.runner.scheduler import schedule
 from cryptcost.runner.sink import Sink
 from cryptcost.stats import Policy
 

@@ -66,13 +66,13 @@ def test_baselines_are_added_and_explicit_specs_expand():
 
 def test_workload_sizes_fit_the_medium_and_sweep_r3():
     sizes = wl.Sizes(medium=256 << 20)
-    steps = wl.build(["seq"], sizes, direct=False)
+    steps = wl.steps(["seq"], sizes, direct=False)
     assert [s.ops[0].block_bytes for s in steps] == list(wl.SEQ_SWEEP)
     for step in steps:
         write, read = step.ops
         assert write.intended_bytes == read.intended_bytes <= 0.4 * (256 << 20)
         assert write.fio.end_fsync and read.reset_before and not write.fio.direct
-    direct = wl.build(["seq-quick"], sizes, direct=True)
+    direct = wl.steps(["seq-quick"], sizes, direct=True)
     assert all(op.fio.direct and not op.reset_before for s in direct for op in s.ops)
 
 

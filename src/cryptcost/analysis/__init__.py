@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from cryptcost import stats
 from cryptcost.analysis import bottleneck, costmodel, recommend
-from cryptcost.report.units import rate, size
+from cryptcost.units import rate, size
 
 GiB = 1 << 30
 FUSE_STACKS = {"gocryptfs", "cryfs", "securefs", "encfs", "rclone-crypt"}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cryptcost.report.units import rate
+from cryptcost.units import rate
 
 NEAR = 0.85            # within 15 % of a ceiling: that ceiling binds
 LARGE = 1 << 20
@@ -144,5 +144,5 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
 
 
 def _size(n: int) -> str:
-    from cryptcost.report.units import size
+    from cryptcost.units import size
     return size(n) if n else ""

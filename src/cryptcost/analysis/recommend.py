@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 
 from cryptcost import stats
-from cryptcost.report.units import pct, rate
+from cryptcost.units import pct, rate
 
 # The cell every stack is judged on first: large sequential reads and writes.
 MAIN = ("seq", 1 << 20)

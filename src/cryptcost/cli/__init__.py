@@ -14,7 +14,7 @@ import sys
 
 from cryptcost import __version__
 from cryptcost.errors import CryptcostError, UserError
-from cryptcost.runner.resources import Terminated
+from cryptcost.lifecycle.resources import Terminated
 
 from cryptcost.cli import ciphers, cleanup, compare, importing, listing, probe, report, run, storage
 

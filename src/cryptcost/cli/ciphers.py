@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from cryptcost import stats
-from cryptcost.cli.common import (ConsoleProgress, out, parse_accel, parse_ints, parse_list,
+from cryptcost.cli.common import (ConsoleProgress, probe_host, out, parse_accel, parse_ints, parse_list,
                                   print_json, recorded_run)
 from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.report.units import parse_size
-from cryptcost.host.probe import probe
+from cryptcost.units import parse_size
 from cryptcost.report.terminal import cipher_table, skipped_table
 from cryptcost.runner.ciphers import ALL_SIZES, CipherPlan, run_ciphers
 from cryptcost.runner.executor import RealExecutor
@@ -76,7 +75,7 @@ def measure(args, host: dict, sink):
 def run(args) -> int:
     plan_from(args).validate()          # bad input fails before anything is recorded
     policy_from(args)
-    host = probe()
+    host = probe_host()
     with recorded_run(args, "ciphers", host) as (store, run_id, sink):
         outcome = measure(args, host, sink)
     if args.json:

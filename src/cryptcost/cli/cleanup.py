@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cryptcost.cli.common import out, print_json
-from cryptcost.runner.journal import state_dir
-from cryptcost.runner.resources import cleanup
+from cryptcost.lifecycle.journal import state_dir
+from cryptcost.lifecycle.resources import cleanup
 
 
 def add_parser(sub, common) -> None:

@@ -10,14 +10,23 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
+from cryptcost import stacks
 from cryptcost.errors import UserError
-from cryptcost.runner.resources import Terminated
+from cryptcost.host.probe import probe
+from cryptcost.lifecycle.resources import Terminated
 from cryptcost.runner.scheduler import Progress
 from cryptcost.runner.sink import StoreSink
 from cryptcost.store.db import Store
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+def probe_host() -> dict:
+    """The host (``probe``), with every stack's tools and availability."""
+    info = probe(tuple(stacks.stack_tools()))
+    info["stacks"] = stacks.availability()
+    return info
+
 
 def parse_list(text: str, what: str) -> list[str]:
     items = [t.strip() for t in text.split(",") if t.strip()]

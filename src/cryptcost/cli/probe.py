@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from cryptcost.cli.common import out, print_json
-from cryptcost.host.probe import probe
+from cryptcost.cli.common import probe_host, out, print_json
 from cryptcost.report.terminal import probe_tables
 
 
@@ -14,7 +13,7 @@ def add_parser(sub, common) -> None:
 
 
 def run(args) -> int:
-    info = probe()
+    info = probe_host()
     if args.json:
         print_json(info)
         return 0

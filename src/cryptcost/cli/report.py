@@ -7,12 +7,11 @@ import sys
 from pathlib import Path
 
 from cryptcost.cli.common import open_store, out
+from cryptcost import units
 from cryptcost.errors import UserError
-from cryptcost.report import document, export, markdown
+from cryptcost.report import document
+from cryptcost.report.render import FORMATS, render
 from cryptcost.report.terminal import summary_tables
-
-FORMATS = ("terminal", "md", "html", "json", "csv")
-
 
 def add_parser(sub, common) -> None:
     p = sub.add_parser("report", parents=[common], help="a run as a table, Markdown, HTML, JSON or CSV")
@@ -24,26 +23,11 @@ def add_parser(sub, common) -> None:
     p.set_defaults(func=run)
 
 
-def render(fmt: str, run, results: list[dict], model: dict | None = None) -> str:
-    """The report of ``run`` in ``fmt``: a pure function of stored data."""
-    if fmt == "csv":
-        return export.to_csv(run, results)
-    doc = document.build(run, results, model)
-    if fmt == "json":
-        return export.to_json(run, results, doc)
-    if fmt == "md":
-        return markdown.render(doc)
-    if fmt == "html":
-        from cryptcost.report import charts, html     # matplotlib: only when drawing
-        return html.render(doc, charts.all_charts(results))
-    raise UserError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-
-
 def run(args) -> int:
     model = {"device_speed": args.device_speed} if args.device_speed else \
         {"link": args.link} if args.link else None
     if model:
-        document.target_of(model)
+        units.target_of(model)
     store = open_store(args, create=False)
     run_ = store.run(args.run_id)
     results = store.results(run_.id)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cryptcost.cli.common import ConsoleProgress, err, out, print_json, recorded_run
+from cryptcost.cli.common import probe_host, ConsoleProgress, err, out, print_json, recorded_run
+from cryptcost import units
 from cryptcost.errors import UserError
-from cryptcost.host.probe import probe
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
 from cryptcost.runner import suite
-from cryptcost.runner.resources import install_signal_handlers
-from cryptcost.workloads.plan import SUITES, build
+from cryptcost.lifecycle.resources import install_signal_handlers
+from cryptcost.workloads.plan import SUITES, load
 
 DEFAULT_REPORT = "cryptcost-report.html"
 
@@ -39,7 +39,7 @@ def _model(args, plan) -> dict:
         model = {"device_speed": args.device_speed}
     if args.link:
         model = {"link": args.link}
-    document.target_of(model)                      # validates the rate
+    units.target_of(model)                      # validates the rate
     return model
 
 
@@ -64,16 +64,16 @@ def announce(plan, seconds: float) -> None:
 
 
 def run(args) -> int:
-    plan = build(args.suite, args.plan)
+    plan = suite.for_this_host(load(args.suite, args.plan))
     model = _model(args, plan)
     if not args.no_report:
         _check_writable(args.report)
-    suite.check(plan)                              # bad input fails before anything is recorded
+    suite.validate_plan(plan)                              # bad input fails before anything is recorded
     seconds = suite.estimate(plan)
     announce(plan, seconds)
     if args.dry_run:
         return 0
-    host = probe()
+    host = probe_host()
     if not args.json:
         for note in host["notes"]:
             err.print(f"• {note}")
@@ -90,7 +90,7 @@ def run(args) -> int:
     results = store.results(run_id)
     doc = document.build(run_, results, model)
     if not args.no_report:
-        from cryptcost.cli.report import render
+        from cryptcost.report.render import render
         Path(args.report).write_text(render("html", run_, results, model))
     if args.json:
         print_json({"run": run_id, "suite": plan.name, "results": results, "report": doc,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import ConsoleProgress, out, parse_list, print_json, recorded_run
-from cryptcost.host.probe import probe
+from cryptcost.cli.common import probe_host, ConsoleProgress, out, parse_list, print_json, recorded_run
 from cryptcost.media import parse_medium
-from cryptcost.report.units import parse_size
+from cryptcost.units import parse_size
 from cryptcost.report.terminal import skipped_table, storage_table
-from cryptcost.runner.resources import Resources, install_signal_handlers
+from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.runner.storage import StoragePlan, run_storage, validate
-from cryptcost.stacks.base import FILESYSTEMS
+from cryptcost.stacks.fs import FILESYSTEMS
 from cryptcost.workloads.storage import SETS, WORKLOADS, expand
 
 
@@ -63,7 +62,7 @@ def run(args) -> int:
     from cryptcost.runner.storage import describe_plan
     for line in describe_plan(plan, resolved, skipped):
         err.print(line)
-    host = probe()
+    host = probe_host()
     with recorded_run(args, "storage", host) as (store, run_id, sink):
         outcome = measure(args, sink, plan)
     if args.json:

@@ -1,7 +1,7 @@
 """Cipher engines: wrapped programs that measure raw cipher throughput.
 
 A :class:`CipherEngine` turns a list of :class:`Cell` (engine × algorithm ×
-buffer × threads × accel) into :class:`~cryptcost.runner.scheduler.Job`
+buffer × threads × accel) into :class:`~cryptcost.model.Job`
 objects. One job is one invocation of the program; it may yield samples for
 several cells at once (``gocryptfs -speed`` measures all its ciphers in one
 go). The scheduler repeats jobs, interleaved, until each cell is stable.
@@ -17,7 +17,10 @@ from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 from cryptcost.host import tools
-from cryptcost.runner.scheduler import Job
+from cryptcost.model import Job
+
+# The buffer sizes a cipher table can sweep: a sector (512 B) up to 1 MiB.
+ALL_SIZES = (512, 1024, 4096, 16384, 65536, 1048576)
 
 
 @dataclass(frozen=True, order=True)

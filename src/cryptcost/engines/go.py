@@ -15,7 +15,7 @@ from cryptcost.host import cpu
 from cryptcost.engines.base import Algorithm, Cell, CipherEngine
 from cryptcost.errors import ProcessError
 from cryptcost.model import Sample
-from cryptcost.runner.scheduler import Job
+from cryptcost.model import Job
 
 # gocryptfs' row name → cryptcost's algorithm name. Only the "-Go" rows:
 # the "-OpenSSL" rows are OpenSSL through cgo, which the OpenSSL engine

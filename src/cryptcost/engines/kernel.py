@@ -15,7 +15,7 @@ from cryptcost.engines.base import Algorithm, Cell, CipherEngine
 from cryptcost.errors import ProcessError, Unavailable
 from cryptcost.host import kernel
 from cryptcost.model import Sample
-from cryptcost.runner.scheduler import Job
+from cryptcost.model import Job
 
 BUFFER = 65536
 

@@ -25,7 +25,7 @@ from cryptcost.host import cpu
 from cryptcost.engines.base import Algorithm, Cell, CipherEngine
 from cryptcost.errors import ProcessError
 from cryptcost.model import Sample
-from cryptcost.runner.scheduler import Job
+from cryptcost.model import Job
 
 ACCEL_OFF_MASK = "~0x200000200000000:~0x60020000000"
 

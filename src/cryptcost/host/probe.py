@@ -19,8 +19,10 @@ from cryptcost.host import cpu, kernel, tools
 _WATCHED = ("aes", "ecb(aes)", "cbc(aes)", "xts(aes)", "ctr(aes)", "gcm(aes)")
 
 
-def probe(*, with_stacks: bool = True) -> dict:
-    """The host as one JSON-able dict (the ``probe --json`` contract)."""
+def probe(extra_tools: tuple = ()) -> dict:
+    """The host as one JSON-able dict; ``extra_tools`` are programs the
+    stacks declare, whose versions are recorded too. The caller adds the
+    stacks' availability (:func:`cryptcost.cli.common.probe_host`)."""
     info = {
         "cryptcost": __version__,
         "hostname": socket.gethostname(),
@@ -31,12 +33,9 @@ def probe(*, with_stacks: bool = True) -> dict:
         "kernel": kernel.kernel_info(),
         "crypto_drivers": kernel.crypto_drivers(),
         "features": kernel.features(),
-        "tools": tools.versions(),
+        "tools": tools.versions(extra_tools),
     }
     info["notes"] = notes(info)
-    if with_stacks:
-        from cryptcost.stacks import availability
-        info["stacks"] = availability()
     return info
 
 

@@ -1,8 +1,13 @@
-"""Every external program cryptcost can use: how to find it, its version,
-and the Debian package that provides it.
+"""External programs: how to find one, its version, and the Debian package
+that provides it.
+
+:data:`TOOLS` holds the programs the engines, media and workloads use, and
+the filesystems every storage stack shares. A stack that needs a program of
+its own declares the :class:`Tool` in its plugin file (``tools = (Tool(...),)``),
+so adding a stack touches no file here.
 
 ``packaging/debian-packages.txt`` (what ``make`` installs) must list every
-package named here; a test checks that the two agree.
+package named here or by a stack; a test checks that they agree.
 """
 
 from __future__ import annotations
@@ -40,14 +45,6 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("iperf3", "iperf3", "iperf3", ("iperf3", "--version")),
     Tool("cryptsetup", "cryptsetup", "cryptsetup-bin", ("cryptsetup", "--version")),
     Tool("gocryptfs", "gocryptfs", "gocryptfs", ("gocryptfs", "-version")),
-    Tool("cryfs", "cryfs", "cryfs", ("cryfs", "--version")),
-    Tool("securefs", "securefs", "securefs", ()),            # prints no version of its own
-    Tool("encfs", "encfs", "encfs", ("encfs", "--version")),
-    Tool("rclone", "rclone", "rclone", ("rclone", "version")),
-    Tool("qemu-img", "qemu-img", "qemu-utils", ("qemu-img", "--version")),
-    Tool("qemu-storage-daemon", "qemu-storage-daemon", "qemu-system-common",
-         ("qemu-storage-daemon", "--version")),
-    Tool("bindfs", "bindfs", "bindfs", ("bindfs", "--version")),
     Tool("mkfs.ext4", "mkfs.ext4", "e2fsprogs", ("mkfs.ext4", "-V")),
     Tool("mkfs.xfs", "mkfs.xfs", "xfsprogs", ("mkfs.xfs", "-V")),
     Tool("mkfs.btrfs", "mkfs.btrfs", "btrfs-progs", ("mkfs.btrfs", "--version")),
@@ -55,14 +52,14 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("wipefs", "wipefs", "util-linux", ("wipefs", "--version")),
     Tool("dbench", "dbench", "dbench", ("dbench", "--help"), r"version (\d+(?:\.\d+)+)"),
     Tool("keyctl", "keyctl", "keyutils", ("keyctl", "--version")),
-    Tool("fusermount3", "fusermount3", "fuse3", ("fusermount3", "--version")),
-    Tool("zfs", "zfs", "zfsutils-linux (contrib, with zfs-dkms)", ("zfs", "version")),
-    Tool("dmsetup", "dmsetup", "dmsetup", ("dmsetup", "--version")),
     Tool("tar", "tar", "tar", ("tar", "--version")),
 ]}
 
 
-def tool(name: str) -> Tool:
+def tool(name: "str | Tool") -> Tool:
+    """A tool by name from :data:`TOOLS`; a :class:`Tool` is returned as it is."""
+    if isinstance(name, Tool):
+        return name
     try:
         return TOOLS[name]
     except KeyError:
@@ -70,8 +67,8 @@ def tool(name: str) -> Tool:
 
 
 @lru_cache(maxsize=None)
-def version(name: str) -> str | None:
-    """The installed version of tool ``name``, or None when absent."""
+def version(name: "str | Tool") -> str | None:
+    """The installed version of a tool, or None when absent."""
     t = tool(name)
     if not t.path():
         return None
@@ -85,6 +82,6 @@ def version(name: str) -> str | None:
     return match.group(1) if match else "unknown"
 
 
-def versions() -> dict[str, str | None]:
-    """Versions of every known tool (None where not installed)."""
-    return {name: version(name) for name in TOOLS}
+def versions(extra: "tuple[Tool, ...] | list[Tool]" = ()) -> dict[str, str | None]:
+    """Versions of every tool in :data:`TOOLS` and ``extra`` (None where not installed)."""
+    return {t.name: version(t) for t in [*TOOLS.values(), *extra]}

@@ -20,7 +20,7 @@ from pathlib import Path
 from cryptcost import proc
 from cryptcost.errors import UserError
 from cryptcost.host import cpu
-from cryptcost.runner.resources import Resources
+from cryptcost.lifecycle.resources import Resources
 
 RAM_HEADROOM = 0.5          # never take more than half the available memory
 AUTO_MIN, AUTO_MAX, AUTO_STEP = 128 << 20, 512 << 20, 64 << 20

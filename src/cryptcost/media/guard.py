@@ -18,7 +18,7 @@ from pathlib import Path
 from cryptcost import proc
 from cryptcost.errors import UserError
 from cryptcost.media import Backing, Medium
-from cryptcost.runner.resources import Resources
+from cryptcost.lifecycle.resources import Resources
 
 
 def _holders(device: str) -> list[str]:

@@ -4,20 +4,12 @@ exporters are pure functions of it."""
 
 from __future__ import annotations
 
-from cryptcost.analysis import Analysis, analyze, costmodel
+from cryptcost.analysis import Analysis, analyze
 from cryptcost.model import Run
-from cryptcost.report import units
+from cryptcost import units
+from cryptcost.units import target_of
 
 FORMAT_VERSION = 1
-
-
-def target_of(model: dict) -> tuple[float | None, str | None]:
-    """The cost-model target from ``{device_speed|link}``: (bytes/s, label)."""
-    if model.get("device_speed"):
-        return costmodel.parse_device_speed(model["device_speed"]), f"a {model['device_speed']} device"
-    if model.get("link"):
-        return costmodel.parse_link(model["link"]), f"a {model['link']} link"
-    return None, None
 
 
 def build(run: Run, results: list[dict], model: dict | None = None) -> dict:

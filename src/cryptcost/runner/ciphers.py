@@ -13,14 +13,13 @@ from typing import Hashable
 
 from cryptcost import stats
 from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.engines.base import Cell
+from cryptcost.engines.base import ALL_SIZES, Cell
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.model import Result
 from cryptcost.runner.executor import Executor
 from cryptcost.runner.scheduler import Progress, Series, schedule
 from cryptcost.runner.sink import Sink
 
-ALL_SIZES = (512, 1024, 4096, 16384, 65536, 1048576)
 DEFAULT_SIZES = (4096,)
 MIN_SLOWDOWN = 1.2          # accel-off must be ≥ 20 % slower, significantly, to count
 UNMISTAKABLE = 2.0          # … or, with a single sample a side, at least twice as slow

@@ -15,7 +15,7 @@ from typing import Callable
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.engines.base import Cell
 from cryptcost.model import Sample
-from cryptcost.runner.scheduler import Job
+from cryptcost.model import Job
 
 
 class Executor(ABC):

@@ -15,30 +15,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Callable, Hashable
 
 from cryptcost.errors import CryptcostError
-from cryptcost.model import Sample
+from cryptcost.model import Job, Sample
 from cryptcost.stats import Policy
 
 log = logging.getLogger("cryptcost.scheduler")
-
-
-@dataclass
-class Job:
-    """One invocation that measures ``keys`` once per call of ``measure``.
-
-    ``group`` ties jobs that must stay in step (a stack and its baseline):
-    they are kept running while any series in the group is unstable, so
-    that both sides have the same number of interleaved samples.
-    """
-
-    label: str
-    keys: tuple[Hashable, ...]
-    measure: Callable[[], dict[Hashable, Sample]]
-    group: Hashable | None = None
-    est_seconds: float = 1.0
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

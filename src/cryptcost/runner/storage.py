@@ -16,35 +16,26 @@ otherwise buffered I/O with fsync at the end of writes and dropped caches
 
 from __future__ import annotations
 
-import io
 import logging
 import os
-import random
-import re
 import statistics
-import tarfile
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 from cryptcost import proc, stats
-from cryptcost.engines import fio
-from cryptcost.errors import CryptcostError, DataIntegrityError, Unavailable, UserError
-from cryptcost.host import cpu
+from cryptcost.errors import CryptcostError, Unavailable, UserError
+from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
-from cryptcost.model import Result, Sample
+from cryptcost.model import Job, Result, Sample
+from cryptcost.runner import pairing
 from cryptcost.runner.integrity import check_pattern
-from cryptcost.runner.resources import Resources
-from cryptcost.runner.scheduler import Job, Progress, Series, schedule
+from cryptcost.runner.scheduler import Progress, Series, schedule
 from cryptcost.runner.sink import Sink
-from cryptcost.stacks import parse_spec, registry, unavailable_reason
-from cryptcost.stacks.base import Stack
+from cryptcost.runner.steps import Instance, StepRunner, make_archive
+from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
 log = logging.getLogger("cryptcost.storage")
 GiB = 1 << 30
-DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
-DBENCH_SECONDS = 10
 SHORT_SAMPLE = 0.5          # seconds; below this a sample is mostly timer and start-up
 
 
@@ -60,17 +51,6 @@ class StoragePlan:
 
 
 @dataclass
-class Instance:
-    """One stack, set up on its own block device."""
-
-    stack: Stack
-    label: str
-    role: str                            # "measured" or "baseline"
-    workdir: Path | None = None
-    error: str | None = None
-
-
-@dataclass
 class StorageOutcome:
     results: list[Result] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
@@ -78,194 +58,15 @@ class StorageOutcome:
     failed: list[str] = field(default_factory=list)      # measured stacks whose setup failed
 
 
-def resolve(specs: list[str], fs: str) -> tuple[list[tuple[Stack, str]], list[dict]]:
-    """Stack instances to build (measured ones and their baselines) and the
-    stacks skipped because they are unavailable here."""
-    wanted: list[tuple[type[Stack], str, str]] = []
-    skipped: list[dict] = []
-    explicit = [s for s in specs if s != "all"]
-    if "all" in specs:
-        for name, cls in registry().items():
-            exc = unavailable_reason(cls)
-            if exc:
-                skipped.append({"stack": name, "reason": exc.reason, "install": exc.install})
-            else:
-                wanted += [(cls, v, "measured") for v in cls.default_variants]
-    for spec in explicit:
-        pairs = parse_spec(spec)
-        exc = unavailable_reason(pairs[0][0])
-        if exc:
-            raise UserError(f"stack {pairs[0][0].name} is unavailable here: {exc}")
-        wanted += [(cls, v, "measured") for cls, v in pairs]
-    out: dict[str, tuple[Stack, str]] = {}
-    queue = list(wanted)
-    while queue:
-        cls, variant, role = queue.pop(0)
-        if fs not in cls.filesystems and "all" in specs and cls.name not in explicit:
-            skipped.append({"stack": cls.name, "reason": f"works only on {', '.join(cls.filesystems)}, "
-                                                         f"not --fs {fs}"})
-            continue
-        stack = cls(variant, fs)
-        if stack.label in out:
-            continue
-        out[stack.label] = (stack, role)
-        for base in filter(None, (cls.baseline, *cls.extra_baselines)):
-            bcls, bvariant = parse_spec(base)[0]
-            exc = unavailable_reason(bcls)
-            if exc:
-                skipped.append({"stack": base, "reason": f"baseline of {stack.label}: {exc.reason}",
-                                "install": exc.install})
-                continue
-            queue.append((bcls, bvariant, "baseline"))
-    return list(out.values()), skipped
+def resolve(specs: list[str], fs: str) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
+    """Storage stack instances to build (measured ones and their baselines)
+    and the stacks skipped because they are unavailable here."""
+    def fits(cls) -> str | None:
+        return None if fs in cls.filesystems else f"works only on {', '.join(cls.filesystems)}, not --fs {fs}"
+    return pairing.resolve(specs, "storage", lambda cls, variant: cls(variant, fs), fits=fits)
 
 
-def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
-    """A tar of a generated source-like tree (random bytes, 1–32 KiB files,
-    nested directories) on a private tmpfs: (path, payload bytes)."""
-    rng = random.Random(seed)
-    root = res.tmpdir("cryptcost-tree-")
-    res.tmpfs(root, files * 40 * 1024 + (16 << 20), "0700")
-    archive = root / "tree.tar"
-    total = 0
-    with tarfile.open(archive, "w") as tar:
-        for i in range(files):
-            size = rng.randint(1024, 32 * 1024)
-            info = tarfile.TarInfo(f"src/mod{i % 40:02d}/sub{i % 7}/file{i:05d}.c")
-            info.size = size
-            info.mtime = 1_700_000_000
-            tar.addfile(info, io.BytesIO(os.urandom(size)))
-            total += size
-    return archive, total
-
-
-
-def _daemon_cpu(pids: list[int]) -> float:
-    total = 0.0
-    try:
-        import psutil
-        for pid in pids:
-            try:
-                t = psutil.Process(pid).cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                pass
-    except ImportError:
-        pass
-    return total
-
-
-class StepRunner:
-    """Runs one workload step on one instance and turns it into samples."""
-
-    def __init__(self, res: Resources, archive: tuple[Path, int] | None, direct: bool):
-        self.res = res
-        self.archive = archive
-        self.direct = direct
-
-    def __call__(self, inst: Instance, step: wl.Step) -> dict[tuple, Sample]:
-        workdir = inst.workdir
-        if step.layout:
-            fio.run(step.layout, workdir, step.name)
-        out = {}
-        reset = "fsync"
-        try:
-            for op in step.ops:
-                cache = "direct" if self.direct else "fsync"
-                if op.reset_before:
-                    reset = "fsync+" + inst.stack.reset_cache(self.res).replace("_", "-")
-                    cache = reset
-                elif not self.direct and op.op in ("write", "create", "randwrite"):
-                    cache = "fsync"
-                elif not self.direct and op.op in ("read", "randread", "stat"):
-                    cache = reset                     # the step's one reset still holds: nothing read since
-                else:
-                    cache = "direct" if self.direct else "fsync"
-                out[(inst.label, op.key)] = self.measure(inst, op, step, cache)
-        finally:
-            self.clean(workdir, step)
-        return out
-
-    def measure(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:
-        pids = inst.stack.daemon_pids()
-        before, dbefore = cpu.stat_snapshot(), _daemon_cpu(pids)
-        harness = cpu.harness_cpu()
-        metrics: dict = {"cache_mode": cache, "unit": op.unit}
-        if op.kind == "fio":
-            outcome, wall = fio.run(op.fio, inst.workdir, op.file or step.name)
-            moved = outcome.io_bytes
-            seconds = outcome.runtime_s
-            if inst.stack.writes_complete_on_close and op.op in ("write", "create", "randwrite"):
-                seconds = wall                      # the flush happens on close, after fio's clock
-                metrics["timing"] = "wall clock including close"
-            count = outcome.total_ios
-            metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
-                           lat_p99_us=outcome.lat_p99_us, fio_version=outcome.extra.get("fio_version"))
-            self.check_moved(inst, op, moved, outcome)
-        elif op.kind == "untar":
-            moved, count, seconds = self.untar(inst)
-        else:
-            moved, count, seconds, engine = self.dbench(inst, op, step)
-            metrics["engine"] = engine
-        metrics["harness_cpu_s"] = cpu.harness_cpu() - harness
-        after, dafter = cpu.stat_snapshot(), _daemon_cpu(pids)
-        split = cpu.cpu_split(before, after, daemons=max(0.0, dafter - dbefore))
-        seconds = max(seconds, 1e-6)
-        value = (count / seconds) if op.unit == "ops/s" else moved / seconds
-        if op.files > 1:
-            metrics["files_per_s"] = op.files / seconds
-        if moved:
-            metrics["cpu_s_per_gib"] = split.busy / (moved / GiB)
-        if count:
-            metrics["cpu_us_per_op"] = split.busy / count * 1e6
-        return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
-
-    @staticmethod
-    def check_moved(inst: Instance, op: wl.Op, moved: int, outcome: fio.FioOutcome) -> None:
-        """Rule 5: the bytes moved are the bytes intended."""
-        if op.intended_bytes is not None and moved != op.intended_bytes:
-            raise DataIntegrityError(f"{inst.label} {op.workload} {op.op}: moved {moved} bytes "
-                                     f"of the {op.intended_bytes} intended")
-        if op.fio and op.fio.rw not in fio.FILE_OPS and outcome.total_ios * op.block_bytes < moved:
-            raise DataIntegrityError(f"{inst.label} {op.op}: fio's byte and request counts disagree")
-
-    def untar(self, inst: Instance) -> tuple[int, int, float]:
-        archive, payload = self.archive
-        target = inst.workdir / "cc-small-tree"
-        target.mkdir(exist_ok=True)
-        start = time.perf_counter()
-        proc.run(["tar", "-xf", str(archive), "-C", str(target)], timeout=900)
-        proc.run(["sync", "-f", str(target)], timeout=900)
-        seconds = time.perf_counter() - start
-        files = sum(1 for _, _, names in os.walk(target) for _ in names)
-        return payload, files, seconds
-
-    def dbench(self, inst: Instance, op: wl.Op, step: wl.Step) -> tuple[int, int, float, str]:
-        """dbench's NetBench-like mix (R4) when installed; fio randrw otherwise."""
-        if proc.which("dbench") and os.path.exists(DBENCH_LOADFILE):
-            target = inst.workdir / "cc-dbench"
-            target.mkdir(exist_ok=True)
-            seconds = DBENCH_SECONDS
-            done = proc.run(["dbench", "-D", str(target), "-t", str(seconds), "-c", DBENCH_LOADFILE,
-                             str(op.iodepth)], timeout=seconds * 10 + 120)
-            match = re.search(r"Throughput ([\d.]+) MB/sec", done.stdout)
-            if not match:
-                raise CryptcostError(f"dbench printed no throughput on {inst.label}")
-            rate = float(match.group(1)) * 1e6          # dbench's MB is 10^6 bytes
-            return int(rate * seconds), 0, float(seconds), f"dbench {op.iodepth} clients"
-        outcome, _ = fio.run(op.fio, inst.workdir, step.name)
-        return outcome.io_bytes, outcome.total_ios, outcome.runtime_s, "fio randrw 70/30 (no dbench)"
-
-    @staticmethod
-    def clean(workdir: Path, step: wl.Step) -> None:
-        for path in workdir.glob(f"{step.name}*"):
-            if path.is_dir():
-                proc.run(["rm", "-rf", "--one-file-system", str(path)], timeout=900)
-            else:
-                path.unlink(missing_ok=True)
-
-
-def validate(plan: StoragePlan) -> tuple[list[tuple[Stack, str]], list[dict]]:
+def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
     """Everything that can be refused before anything is created or recorded."""
     names = wl.expand(plan.workloads)
     resolved, skipped = resolve(plan.stacks, plan.fs)
@@ -281,12 +82,13 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[Stack, str]], list[dict]]:
     return resolved, skipped
 
 
-def describe_plan(plan: StoragePlan, resolved: list[tuple[Stack, str]], skipped: list[dict]) -> list[str]:
+def describe_plan(plan: StoragePlan, resolved: list[tuple[StorageStack, str]],
+                  skipped: list[dict]) -> list[str]:
     """What will run, in a few lines for people, before anything starts."""
     measured = [s.label for s, role in resolved if role == "measured"]
     baselines = [s.label for s, role in resolved if role == "baseline"]
     direct = all(s.honours_direct for s, _ in resolved)
-    steps = wl.build(wl.expand(plan.workloads), wl.Sizes(medium=plan.size or 512 << 20), direct)
+    steps = wl.steps(wl.expand(plan.workloads), wl.Sizes(medium=plan.size or 512 << 20), direct)
     total = plan.size * len(resolved)
     lines = [f"stacks: {', '.join(measured)}" + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
              f"workloads: {', '.join(wl.expand(plan.workloads))} — {len(steps)} steps × "
@@ -330,7 +132,6 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     resolved, skipped = validate(plan)
     sizes = plan.sizes or wl.Sizes(medium=plan.size)
     if sizes.medium != plan.size:
-        from dataclasses import replace
         sizes = replace(sizes, medium=plan.size)
     names = wl.expand(plan.workloads)
     instances = [Instance(stack, stack.label, role) for stack, role in resolved]
@@ -352,7 +153,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     ready = [i for i in instances if not i.error]
     archive = make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
     runner = StepRunner(res, archive, direct)
-    steps = wl.build(names, sizes, direct)
+    steps = wl.steps(names, sizes, direct)
     jobs = [Job(label=f"{inst.label}: {step.label}", keys=tuple((inst.label, op.key) for op in step.ops),
                 measure=lambda inst=inst, step=step: runner(inst, step), group=step.name,
                 est_seconds=2.0 * len(step.ops))
@@ -404,8 +205,9 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     samples = s.samples
     cpu_mean = {k: statistics.fmean(getattr(x.cpu, k) for x in samples if x.cpu)
                 for k in ("user", "system", "iowait", "softirq", "irq", "daemons", "max_core_busy")}
+    stack = inst.stack
     metrics = {
-        "unit": op.unit, "role": inst.role,
+        "unit": op.unit, "role": stack.variant_role(),
         "iops": _median_metric(samples, "iops"),
         "lat_p50_us": _median_metric(samples, "lat_p50_us"),
         "lat_p99_us": _median_metric(samples, "lat_p99_us"),
@@ -424,27 +226,14 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
                      "start-up weigh several percent: pass a larger --size")
     if samples[-1].metrics.get("timing"):
         metrics["timing"] = samples[-1].metrics["timing"]
-    stack = inst.stack
     if stack.security:
         metrics["security"] = list(stack.security)
-    bases = [b for b in (stack.baseline, *stack.extra_baselines) if b]
-    metrics["baseline"] = bases[0] if bases else None
-    metrics.update(overhead=None, overhead_ci95=None)
-    comparisons = {}
-    for base in bases:
-        bs = series.get((base, op.key))
-        if bs is None or not bs.samples:
-            notes.append(f"baseline {base} has no samples for this workload")
-            continue
-        cmp = stats.compare(bs.values(), s.values())
-        comparisons[base] = {"overhead": 1 - cmp.ratio,
-                             "overhead_ci95": [1 - cmp.ratio_ci95[1], 1 - cmp.ratio_ci95[0]],
-                             "significant": cmp.significant, "verdict": cmp.verdict}
-    if bases and bases[0] in comparisons:
-        metrics.update(overhead=comparisons[bases[0]]["overhead"],
-                       overhead_ci95=comparisons[bases[0]]["overhead_ci95"],
-                       overhead_significant=comparisons[bases[0]]["significant"])
-    metrics["vs"] = comparisons
+
+    def baseline_values(label: str, key) -> list[float] | None:
+        bs = series.get((label, key))
+        return bs.values() if bs is not None and bs.samples else None
+    paired, more = pairing.against_baselines(stack, op.key, s.values(), baseline_values)
+    metrics.update(paired)
     return Result(kind="storage", fields=_fields(inst, op, plan), summary=stats.summarize(s.values()),
                   stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
-                  notes=tuple(notes))
+                  notes=tuple(notes + more))

@@ -5,17 +5,19 @@ of the store, then one analysis of everything measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 
 from cryptcost import stats
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.media import parse_medium
 from cryptcost.model import Result
-from cryptcost.report.units import parse_size
+from cryptcost.stacks import parse_spec, unavailable_reason
+from cryptcost.units import parse_size
 from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
 from cryptcost.runner.executor import Executor, RealExecutor
-from cryptcost.runner.resources import Resources
+from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import storage as wl
@@ -49,7 +51,36 @@ def storage_plans(s: dict) -> list[StoragePlan]:
             for cpus in (s.get("cpus") or [None])]
 
 
-def check(plan: RunPlan) -> None:
+def for_this_host(plan: RunPlan) -> RunPlan:
+    """The plan with what this host cannot run moved to ``cannot_run``, each
+    with its reason: storage without root, stacks that are unavailable here."""
+    cannot = list(plan.cannot_run)
+    parts = []
+    for part in plan.parts:
+        storage = part.storage
+        if storage and os.geteuid() != 0:
+            cannot.append({"part": part.label, "what": "storage stacks",
+                           "reason": "they need root (loop devices, mounts, FUSE)", "install": "run with sudo"})
+            storage = None
+        if storage:
+            keep = []
+            for spec in storage.get("stacks", ["all"]):
+                exc = None if spec == "all" else unavailable_reason(parse_spec(spec, "storage")[0][0])
+                if exc:
+                    cannot.append({"part": part.label, "what": spec, "reason": exc.reason,
+                                   "install": exc.install})
+                else:
+                    keep.append(spec)
+            storage = {**storage, "stacks": keep} if keep else None
+        if storage is not None or part.ciphers is not None:
+            parts.append(replace(part, storage=storage))
+    if not parts:
+        raise UserError(f"suite {plan.name}: nothing to run on this host: "
+                        + "; ".join(f"{c['what']}: {c['reason']}" for c in cannot[:3]))
+    return replace(plan, parts=parts, cannot_run=cannot)
+
+
+def validate_plan(plan: RunPlan) -> None:
     """Refuse what can be refused before anything is created or recorded."""
     for part in plan.parts:
         if part.ciphers is not None:
@@ -77,11 +108,12 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
         if part.storage:
             for sp in storage_plans(part.storage):
                 resolved, _ = resolve(sp.stacks, sp.fs)
-                steps = wl.build(wl.expand(sp.workloads), sp.sizes, False)
+                steps = wl.steps(wl.expand(sp.workloads), sp.sizes, False)
                 for stack, _ in resolved:
-                    rate = 600e6 if stack.name == "plain" else 120e6
-                    remount = 7.0 if stack.name == "cryfs" else 0.4 if stack.fuse else 0.1
-                    total += 3 + (remount * 2 if stack.fuse else 0)        # setup + integrity check
+                    plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
+                    rate = 600e6 if plaintext else 120e6
+                    remount = stack.remount_seconds
+                    total += 3 + remount * 2                                # setup + integrity check
                     for step in steps:
                         moved = sum(op.intended_bytes or 32 << 20 for op in step.ops)
                         resets = sum(op.reset_before for op in step.ops)

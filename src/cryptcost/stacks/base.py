@@ -1,152 +1,75 @@
-"""The storage stack plugin interface.
+"""The stack plugin interface, common to storage and network stacks.
 
-One stack = one small class in one file of this package. Call order:
+One stack = one small class in one file of this package. It *declares* its
+facts as class attributes; everything else in cryptcost (the runner, the
+analysis, the recommendation, the packaging list, the CI's required list and
+docs/stacks.md) reads them from here or from the copy stored with every
+result — never from a table of stack names.
 
-1. ``check()`` — class method; raises :class:`~cryptcost.errors.Unavailable`
-   naming the missing program or kernel feature and how to get it. It
-   touches nothing.
-2. ``Stack(variant)`` — picks one of ``variants`` (cipher, mode …).
-3. ``setup(res, backing, fs)`` — builds the stack on the block device
-   ``backing`` using only :class:`~cryptcost.runner.resources.Resources`
-   (which journals everything) and returns the directory workloads run in.
-4. ``reset_cache(res)`` — before every read phase: flush, drop caches, and
-   for FUSE stacks remount; returns the cache mode it achieved.
-5. ``daemon_pids()`` — processes whose CPU time the stack adds (rule 7).
-6. Teardown is the ``Resources`` scope ending: reverse order, always.
+Facts (checked by :func:`problems` when the registry loads):
 
-``describe()`` records exact parameters and tool versions with every result.
+``name``, ``description``
+    The spec name and one line for people.
+``kind``
+    ``storage`` or ``network``: set by :class:`~cryptcost.stacks.fs.StorageStack`
+    and :class:`~cryptcost.stacks.net.NetworkStack`.
+``layer``
+    Where the crypto runs: ``kernel``, ``fuse`` or ``userspace``.
+``role``
+    ``measured`` (an encryption option) or ``baseline`` (a plaintext
+    reference). ``baseline_variants`` makes single variants references
+    (``zfs:off``).
+``use_case``
+    What a measured stack is an option for (:data:`USE_CASES`); None for
+    a baseline.
+``baselines``
+    The specs it is compared with, nearest first (``fuse-passthrough``,
+    then ``plain``). The last one is its *reference*: the plainest twin.
+``security``
+    Sentences a recommendation must repeat (what it leaks, what is weak).
+``advice``
+    Optional: what to pick on a host where the stack cannot be measured.
+``tools``, ``features``
+    Programs (names from :data:`cryptcost.host.tools.TOOLS` or
+    :class:`~cryptcost.host.tools.Tool` objects naming their Debian
+    package) and kernel features it needs.
+``cipher_ref()``
+    The raw cipher it runs (see :func:`ref`).
 
-Reference implementation: :mod:`cryptcost.stacks.plain`.
+Call order: ``check()`` (touches nothing; raises
+:class:`~cryptcost.errors.Unavailable` naming what is missing and how to get
+it), ``Stack(variant, …)``, ``setup(res, …)`` (only through
+:class:`~cryptcost.lifecycle.resources.Resources`), measurement,
+then teardown when the ``Resources`` scope ends — always, in reverse order.
+``describe()`` records exact parameters, versions and the facts with every
+result.
+
+Reference implementations: :mod:`cryptcost.stacks.plain` (storage) and
+:mod:`cryptcost.stacks.tcp` (network).
 """
 
 from __future__ import annotations
 
-import os
-from abc import ABC, abstractmethod
-from pathlib import Path
+from abc import ABC
 from typing import ClassVar
 
-from cryptcost import proc
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import kernel, tools
-from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources
+from cryptcost.host.tools import Tool
 
-FILESYSTEMS = ("ext4", "xfs", "btrfs")
-MKFS = {"ext4": ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
-        "xfs": ["mkfs.xfs", "-f", "-q"],
-        "btrfs": ["mkfs.btrfs", "-f", "-q"]}
-
-# Use-case names the recommendation groups stacks by.
-WHOLE_DISK, PER_DIRECTORY, ANY_FILESYSTEM, BASELINE = ("whole-disk", "per-directory",
-                                                       "any-filesystem", "baseline")
-
-
-def ref(algorithm: str, where: str, unit: int = 4096, exact: bool = True) -> dict:
-    """A :meth:`Stack.cipher_ref` value."""
-    return {"algorithm": algorithm, "where": where, "unit": unit, "exact": exact}
-
-
-def drop_caches() -> None:
-    """sync, then drop the page cache, dentries and inodes (needs root)."""
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as fh:
-            fh.write("3\n")
-    except OSError as exc:
-        raise UserError(f"cannot drop caches ({exc.strerror}): run as root") from None
-
-
-def make_fs(res: Resources, device: str, fs: str, *, encrypt: bool = True) -> Path:
-    """mkfs ``fs`` on ``device`` and mount it on a fresh directory.
-
-    ext4 always gets the ``encrypt`` feature, so that the plain baseline and
-    the fscrypt stack sit on identical filesystems.
-    """
-    if fs not in MKFS:
-        raise UserError(f"unknown filesystem {fs!r}; choose from {', '.join(FILESYSTEMS)}")
-    argv = list(MKFS[fs])
-    if fs == "ext4" and encrypt:
-        argv += ["-O", "encrypt"]
-    proc.run(argv + [device], timeout=300)
-    mnt = res.tmpdir(f"cryptcost-{fs}-")
-    res.mount(device, mnt, fs)
-    return mnt
-
-
-class Stack(ABC):
-    """One storage stack. See the module docstring for the call order."""
-
-    name: ClassVar[str]
-    kind: ClassVar[str] = "storage"
-    description: ClassVar[str] = ""
-    baseline: ClassVar[str | None] = "plain"      # the matched plaintext twin
-    extra_baselines: ClassVar[tuple[str, ...]] = ()
-    use_case: ClassVar[str] = BASELINE
-    tools: ClassVar[tuple[str, ...]] = ()
-    features: ClassVar[tuple[str, ...]] = ()
-    variants: ClassVar[dict[str, dict]] = {"default": {}}
-    default_variants: ClassVar[tuple[str, ...]] = ("default",)
-    fuse: ClassVar[bool] = False
-    # Whether O_DIRECT reaches the medium; None: the kernel falls back to buffered I/O.
-    honours_direct: ClassVar[bool] = False
-    filesystems: ClassVar[tuple[str, ...]] = FILESYSTEMS
-    security: ClassVar[tuple[str, ...]] = ()       # facts a recommendation must repeat
-    writes_complete_on_close: ClassVar[bool] = False
-
-    def __init__(self, variant: str | None = None, fs: str = "ext4"):
-        variant = variant or self.default_variants[0]
-        if variant not in self.variants:
-            raise UserError(f"stack {self.name} has no variant {variant!r}; choose from "
-                            f"{', '.join(self.variants)}")
-        if fs not in self.filesystems:
-            raise UserError(f"stack {self.name} works only on {', '.join(self.filesystems)}, not {fs}")
-        self.variant = variant
-        self.params = dict(self.variants[variant])
-        self.fs = fs
-        self.workdir: Path | None = None
-
-    @property
-    def label(self) -> str:
-        return self.name if self.variant == "default" else f"{self.name}:{self.variant}"
-
-    @classmethod
-    def check(cls) -> None:
-        """Raise :class:`Unavailable` when a program or kernel feature is missing."""
-        for name in cls.tools:
-            t = tools.tool(name)
-            if not t.path():
-                raise Unavailable(f"{t.binary} is not installed", t.package)
-        present = kernel.features()
-        for feat in cls.features:
-            if not present.get(feat, {}).get("present"):
-                raise Unavailable(*FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None)))
-
-    @abstractmethod
-    def setup(self, res: Resources, backing: Backing) -> Path:
-        """Build the stack on ``backing``; return the directory workloads use."""
-
-    def reset_cache(self, res: Resources) -> str:
-        """Make the next read come from the medium; return the cache mode."""
-        drop_caches()
-        return "drop_caches"
-
-    def daemon_pids(self) -> list[int]:
-        return []
-
-    def cipher_ref(self) -> dict | None:
-        """The raw cipher this stack runs, for its cipher ceiling: ``algorithm``
-        as the cipher engines name it, ``where`` (kernel, go or userspace),
-        ``unit`` (bytes the stack encrypts at once), ``exact`` (False: the
-        nearest algorithm the engines measure, e.g. AES-256 for AES-192)."""
-        return None
-
-    def describe(self) -> dict:
-        """Exact parameters and tool versions, stored with every result."""
-        return {"stack": self.name, "variant": self.variant, "fs": self.fs, **self.params,
-                "versions": {t: tools.version(t) for t in self.tools},
-                "integrity": getattr(self, "integrity", None), "cipher_ref": self.cipher_ref()}
-
+KINDS = ("storage", "network")
+LAYERS = ("kernel", "fuse", "userspace")
+ROLES = ("measured", "baseline")
+# use case → (kind, title in the recommendation)
+USE_CASES: dict[str, tuple[str, str]] = {
+    "whole-disk": ("storage", "Whole disk"),
+    "per-directory": ("storage", "Per directory"),
+    "any-filesystem": ("storage", "Any filesystem / cloud-synced folder"),
+    "file-share": ("network", "File sharing"),
+    "site-to-site": ("network", "Site-to-site tunnel"),
+    "remote-access": ("network", "Remote access"),
+    "service-tls": ("network", "Service-to-service TLS"),
+}
 
 FEATURE_HINTS = {
     "dm-crypt": ("the kernel has no device-mapper crypt target (dm-crypt): no /dev/mapper/control, "
@@ -161,62 +84,130 @@ FEATURE_HINTS = {
             "zfs-dkms and zfsutils-linux from Debian contrib (builds an out-of-tree module)"),
     "af_alg": ("the kernel has no AF_ALG crypto user API", "a kernel with CONFIG_CRYPTO_USER_API_SKCIPHER"),
     "ecryptfs": ("the kernel has no eCryptfs", "a kernel with CONFIG_ECRYPT_FS, and ecryptfs-utils"),
+    "netns": ("the kernel has no network namespaces", "a kernel with CONFIG_NET_NS"),
+    "veth": ("the kernel has no veth pairs", "a kernel with CONFIG_VETH"),
+    "tun": ("the kernel has no TUN devices (/dev/net/tun missing)", "a kernel with CONFIG_TUN"),
 }
 
 
-class FuseStack(Stack):
-    """A FUSE overlay on a plain filesystem: ``lower`` holds the ciphertext,
-    ``mnt`` shows the plaintext. Subclasses give ``init_argv`` (create the
-    encrypted directory, once) and ``mount_argv`` (a foreground daemon)."""
+def ref(algorithm: str, where: str, unit: int = 4096, exact: bool = True) -> dict:
+    """A :meth:`Stack.cipher_ref` value."""
+    return {"algorithm": algorithm, "where": where, "unit": unit, "exact": exact}
 
-    fuse = True
-    baseline = "fuse-passthrough"
-    extra_baselines = ("plain",)
-    use_case = ANY_FILESYSTEM
-    features = ("fuse",)
-    mount_timeout: ClassVar[float] = 60
 
-    def setup(self, res: Resources, backing: Backing) -> Path:
-        self.root = make_fs(res, backing.device, self.fs)
-        self.lower = self.root / "lower"
-        self.mnt = self.root / "mnt"
-        self.home = self.root / "home"          # some tools write under $HOME
-        for d in (self.lower, self.mnt, self.home):
-            d.mkdir()
-        self.logfile = str(self.root / f"{self.name}.log")
-        self.init(res)
-        self._mount(res)
-        self.workdir = self.mnt
-        return self.mnt
+class Stack(ABC):
+    """One stack. See the module docstring for the facts and the call order."""
 
-    def env(self) -> dict[str, str]:
-        return {"HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config"),
-                "XDG_CACHE_HOME": str(self.home / ".cache")}
+    name: ClassVar[str]
+    kind: ClassVar[str]
+    description: ClassVar[str] = ""
+    layer: ClassVar[str]
+    role: ClassVar[str] = "measured"
+    baseline_variants: ClassVar[tuple[str, ...]] = ()
+    use_case: ClassVar[str | None] = None
+    baselines: ClassVar[tuple[str, ...]] = ()
+    security: ClassVar[tuple[str, ...]] = ()
+    advice: ClassVar[str] = ""
+    tools: ClassVar[tuple[str | Tool, ...]] = ()
+    features: ClassVar[tuple[str, ...]] = ()
+    variants: ClassVar[dict[str, dict]] = {"default": {}}
+    default_variants: ClassVar[tuple[str, ...]] = ("default",)
 
-    def init(self, res: Resources) -> None:
-        """Create the encrypted directory in ``self.lower`` (nothing by default)."""
+    def __init__(self, variant: str | None = None):
+        variant = variant or self.default_variants[0]
+        if variant not in self.variants:
+            raise UserError(f"stack {self.name} has no variant {variant!r}; choose from "
+                            f"{', '.join(self.variants)}")
+        self.variant = variant
+        self.params = dict(self.variants[variant])
 
-    @abstractmethod
-    def mount_argv(self, res: Resources) -> list[str]:
-        """The argv of a daemon that mounts ``self.lower`` on ``self.mnt`` in the foreground."""
+    @property
+    def label(self) -> str:
+        return self.name if self.variant == "default" else f"{self.name}:{self.variant}"
 
-    def stdin_file(self) -> str | None:
-        """A file whose content the daemon reads on stdin (a passphrase), if any."""
-        return None
+    @classmethod
+    def needed_tools(cls) -> list[Tool]:
+        return [tools.tool(t) for t in cls.tools]
 
-    def _mount(self, res: Resources) -> None:
-        first = max(res.journal.entries, default=0) + 1
-        self.daemon = res.fuse(self.mount_argv(res), self.mnt, env=self.env(), logfile=self.logfile,
-                               stdin_file=self.stdin_file(), timeout=self.mount_timeout)
-        self._mount_entries = [e for i, e in res.journal.entries.items() if i >= first]
+    @classmethod
+    def check(cls) -> None:
+        """Raise :class:`Unavailable` when a program or kernel feature is missing."""
+        for t in cls.needed_tools():
+            if not t.path():
+                raise Unavailable(f"{t.binary} is not installed", t.package)
+        present = kernel.features()
+        for feat in cls.features:
+            if not present.get(feat, {}).get("present"):
+                raise Unavailable(*FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None)))
 
-    def reset_cache(self, res: Resources) -> str:
-        """Unmount and remount, so no daemon-side cache survives; drop caches."""
-        for entry in reversed(self._mount_entries):
-            res.release(entry)
-        drop_caches()
-        self._mount(res)
-        return "remount"
+    def variant_role(self) -> str:
+        """``baseline`` for a plaintext reference (the class or this variant)."""
+        return "baseline" if self.role == "baseline" or self.variant in self.baseline_variants else "measured"
 
     def daemon_pids(self) -> list[int]:
-        return [self.daemon.pid] if getattr(self, "daemon", None) else []
+        """Processes whose CPU time the stack adds (rule 7)."""
+        return []
+
+    def cipher_ref(self) -> dict | None:
+        """The raw cipher this stack runs, for its cipher ceiling: ``algorithm``
+        as the cipher engines name it, ``where`` (kernel, go or userspace),
+        ``unit`` (bytes the stack encrypts at once), ``exact`` (False: the
+        nearest algorithm the engines measure, e.g. AES-256 for AES-192)."""
+        return None
+
+    def facts(self) -> dict:
+        """The declared facts of this instance, stored with every result."""
+        role = self.variant_role()
+        return {"kind": self.kind, "layer": self.layer, "role": role,
+                "use_case": None if role == "baseline" else self.use_case,
+                "baselines": list(self.baselines), "security": list(self.security),
+                "advice": self.advice or None,
+                "tools": {t.name: t.package for t in self.needed_tools()},
+                "features": list(self.features), "cipher": self.cipher_ref()}
+
+    def describe(self) -> dict:
+        """Exact parameters, tool versions and facts, stored with every result."""
+        return {"stack": self.name, "variant": self.variant, **self.params,
+                "versions": {t.name: tools.version(t) for t in self.needed_tools()},
+                "cipher_ref": self.cipher_ref(), "facts": self.facts()}
+
+
+REQUIRED = ("name", "kind", "description", "layer")
+
+
+def problems(cls: type[Stack], known: set[str]) -> list[str]:
+    """What is wrong with a plugin's declaration (empty when it is complete).
+
+    ``known`` is every registered stack name, to check the baselines."""
+    out = [f"no {fact!r}" for fact in REQUIRED if not getattr(cls, fact, None)]
+    if out:
+        return out
+    if cls.kind not in KINDS:
+        out.append(f"kind {cls.kind!r} is not one of {', '.join(KINDS)}")
+    if cls.layer not in LAYERS:
+        out.append(f"layer {cls.layer!r} is not one of {', '.join(LAYERS)}")
+    if cls.role not in ROLES:
+        out.append(f"role {cls.role!r} is not one of {', '.join(ROLES)}")
+    measured = cls.role == "measured" and set(cls.variants) - set(cls.baseline_variants)
+    if measured:
+        if cls.use_case not in USE_CASES:
+            out.append(f"a measured stack needs a use_case from {', '.join(USE_CASES)}, not {cls.use_case!r}")
+        elif USE_CASES[cls.use_case][0] != cls.kind:
+            out.append(f"use_case {cls.use_case} is for {USE_CASES[cls.use_case][0]} stacks, not {cls.kind}")
+        if not cls.security:
+            out.append("a measured stack needs security facts (what it leaks or protects)")
+        if not cls.baselines:
+            out.append("a measured stack needs baselines to be compared with")
+    for spec in cls.baselines:
+        if spec.split(":")[0] not in known:
+            out.append(f"baseline {spec!r} is not a registered stack")
+    if not set(cls.default_variants) <= set(cls.variants):
+        out.append("default_variants names a variant that is not in variants")
+    if not set(cls.baseline_variants) <= set(cls.variants):
+        out.append("baseline_variants names a variant that is not in variants")
+    for t in cls.tools:
+        try:
+            tools.tool(t)
+        except Exception:
+            out.append(f"tool {t!r} is neither in host.tools.TOOLS nor a Tool(...) with its package")
+    return out

@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import time
 
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import FuseStack, ref
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.fs import FuseStack
 
 
 class Cryfs(FuseStack):
     name = "cryfs"
     description = "CryFS FUSE filesystem: encrypted fixed-size blocks (hides sizes and structure)"
-    tools = ("cryfs",)
+    tools = (Tool("cryfs", "cryfs", "cryfs", ("cryfs", "--version")),)
     variants = {"aes-256-gcm": {"cipher": "aes-256-gcm"},
                 "xchacha20-poly1305": {"cipher": "xchacha20-poly1305"}}
     default_variants = ("aes-256-gcm",)
     security = ("CryFS hides file sizes, metadata and the directory structure in fixed-size blocks",)
     mount_timeout = 600
+    remount_seconds = 7.0          # scrypt at every mount
 
     def cipher_ref(self) -> dict:
         # CryFS uses Crypto++; OpenSSL's speed for the same construction is the reference.

@@ -8,16 +8,18 @@ import secrets
 from pathlib import Path
 
 from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import BASELINE, Stack, make_fs
-from cryptcost.stacks.luks import open_mapping
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.stacks.fs import StorageStack, make_fs
+from cryptcost.stacks.luks import DMSETUP, open_mapping
 
 
-class DmNull(Stack):
+class DmNull(StorageStack):
     name = "dm-null"
     description = "dm-crypt with the null cipher: dm-crypt's cost without crypto"
-    use_case = BASELINE
-    tools = ("dmsetup", "mkfs.ext4")
+    layer = "kernel"
+    role = "baseline"
+    baselines = ("plain",)
+    tools = (DMSETUP, "mkfs.ext4")
     features = ("dm-crypt",)
     honours_direct = True
     variants = {"default": {"table_cipher": "capi:ecb(cipher_null)-plain", "key": "-"}}

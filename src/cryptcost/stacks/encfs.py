@@ -4,14 +4,16 @@ per-file IVs chained to the path."""
 
 from __future__ import annotations
 
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import FuseStack, ref
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.fs import FuseStack
 
 
 class Encfs(FuseStack):
     name = "encfs"
     description = "EncFS FUSE overlay (historical)"
-    tools = ("encfs",)
+    tools = (Tool("encfs", "encfs", "encfs", ("encfs", "--version")),)
     variants = {"standard": {"mode": "--standard", "cipher": "AES-192, 1 KiB blocks"},
                 "paranoia": {"mode": "--paranoia", "cipher": "AES-256, 1 KiB blocks, block MACs"}}
     default_variants = ("standard",)

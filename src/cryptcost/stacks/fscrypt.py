@@ -21,8 +21,9 @@ from pathlib import Path
 
 from cryptcost.errors import CryptcostError, Unavailable
 from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources, is_mounted, releaser
-from cryptcost.stacks.base import PER_DIRECTORY, Stack, make_fs, ref
+from cryptcost.lifecycle.resources import Resources, is_mounted, releaser
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.fs import StorageStack, make_fs
 
 # linux/fscrypt.h
 MODE_AES_256_XTS, MODE_AES_256_CTS, MODE_ADIANTUM = 1, 4, 9
@@ -86,10 +87,12 @@ def release_key(data: dict) -> None:
             raise
 
 
-class Fscrypt(Stack):
+class Fscrypt(StorageStack):
     name = "fscrypt"
     description = "ext4 native encryption of one directory (v2 policy, raw key)"
-    use_case = PER_DIRECTORY
+    layer = "kernel"
+    baselines = ("plain",)
+    use_case = "per-directory"
     tools = ("mkfs.ext4",)
     features = ("loop", "fscrypt")
     filesystems = ("ext4",)

@@ -7,17 +7,18 @@ cipher and ``fuse-passthrough ↔ plain`` the price of FUSE (rule 1).
 
 from __future__ import annotations
 
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import BASELINE, FuseStack
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.fs import FuseStack
 
 
 class FusePassthrough(FuseStack):
     name = "fuse-passthrough"
     description = "bindfs FUSE passthrough of a plain directory (FUSE baseline)"
-    baseline = "plain"
-    extra_baselines = ()
-    use_case = BASELINE
-    tools = ("bindfs",)
+    role = "baseline"
+    baselines = ("plain",)
+    use_case = None
+    tools = (Tool("bindfs", "bindfs", "bindfs", ("bindfs", "--version")),)
     # bindfs is single-threaded by default; the crypto FUSE daemons are not,
     # and a slower baseline would flatter them.
     variants = {"default": {"bindfs_mode": "multithreaded"}}

@@ -8,8 +8,9 @@ mount time and does not change the data path being measured.
 from __future__ import annotations
 
 from cryptcost import proc
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import FuseStack, ref
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.fs import FuseStack
 
 _LEAKS = ("gocryptfs (like every FUSE overlay) leaves file sizes, timestamps, permissions "
           "and the directory structure visible")

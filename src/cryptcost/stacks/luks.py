@@ -11,14 +11,18 @@ from pathlib import Path
 
 from cryptcost import proc
 from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources, releaser
-from cryptcost.stacks.base import WHOLE_DISK, Stack, make_fs, ref
+from cryptcost.lifecycle.resources import Resources, releaser
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.fs import StorageStack, make_fs
+
+DMSETUP = Tool("dmsetup", "dmsetup", "dmsetup", ("dmsetup", "--version"))
 
 _ECB = "ECB leaks patterns: identical plaintext blocks give identical ciphertext"
 _LRW = "LRW is deprecated (superseded by XTS)"
 
 
-def _v(cipher: str, key: int, sector: int = 512, mode: str = "luks2", perf: tuple = (),
+def _spec(cipher: str, key: int, sector: int = 512, mode: str = "luks2", perf: tuple = (),
        warning: str | None = None) -> dict:
     d = {"type": mode, "cipher": cipher, "key_size": key, "sector_size": sector, "perf": list(perf)}
     if warning:
@@ -28,18 +32,18 @@ def _v(cipher: str, key: int, sector: int = 512, mode: str = "luks2", perf: tupl
 
 NOQ = ("--perf-no_read_workqueue", "--perf-no_write_workqueue")
 VARIANTS = {
-    "aes-xts-plain64": _v("aes-xts-plain64", 512),
-    "aes-xts-plain64-4k": _v("aes-xts-plain64", 512, 4096),
-    "aes-xts-plain64-4k-noqueue": _v("aes-xts-plain64", 512, 4096, perf=NOQ),
-    "aes-128-xts-plain64": _v("aes-xts-plain64", 256),
-    "aes-cbc-essiv": _v("aes-cbc-essiv:sha256", 256),
-    "aes-ecb": _v("aes-ecb", 256, warning=_ECB),
-    "aes-lrw-benbi": _v("aes-lrw-benbi", 384, warning=_LRW),
-    "twofish-xts-plain64": _v("twofish-xts-plain64", 512),
-    "serpent-xts-plain64": _v("serpent-xts-plain64", 512),
-    "adiantum": _v("xchacha12,aes-adiantum-plain64", 256),
-    "plain-aes-xts-plain64": _v("aes-xts-plain64", 512, mode="plain"),
-    "generic-aes-xts": _v("capi:xts(ecb(aes-generic))-plain64", 512, mode="plain"),
+    "aes-xts-plain64": _spec("aes-xts-plain64", 512),
+    "aes-xts-plain64-4k": _spec("aes-xts-plain64", 512, 4096),
+    "aes-xts-plain64-4k-noqueue": _spec("aes-xts-plain64", 512, 4096, perf=NOQ),
+    "aes-128-xts-plain64": _spec("aes-xts-plain64", 256),
+    "aes-cbc-essiv": _spec("aes-cbc-essiv:sha256", 256),
+    "aes-ecb": _spec("aes-ecb", 256, warning=_ECB),
+    "aes-lrw-benbi": _spec("aes-lrw-benbi", 384, warning=_LRW),
+    "twofish-xts-plain64": _spec("twofish-xts-plain64", 512),
+    "serpent-xts-plain64": _spec("serpent-xts-plain64", 512),
+    "adiantum": _spec("xchacha12,aes-adiantum-plain64", 256),
+    "plain-aes-xts-plain64": _spec("aes-xts-plain64", 512, mode="plain"),
+    "generic-aes-xts": _spec("capi:xts(ecb(aes-generic))-plain64", 512, mode="plain"),
 }
 
 
@@ -58,16 +62,19 @@ def open_mapping(res: Resources, argv_tail: list[str], name: str, via: str = "cr
     return f"/dev/mapper/{name}"
 
 
-class Luks(Stack):
+class Luks(StorageStack):
     name = "luks"
     description = "dm-crypt via cryptsetup (LUKS2 or plain), in the kernel"
-    use_case = WHOLE_DISK
+    layer = "kernel"
+    baselines = ("plain",)
+    use_case = "whole-disk"
     tools = ("cryptsetup", "mkfs.ext4")
     features = ("dm-crypt",)
     honours_direct = True
     variants = VARIANTS
     default_variants = ("aes-xts-plain64", "aes-xts-plain64-4k")
     security = ("LUKS/dm-crypt encrypts the whole device: names, sizes and metadata are hidden",)
+    advice = "on a host with dm-crypt, LUKS2 aes-xts-plain64 with 4096-byte sectors is the usual choice"
 
     def cipher_ref(self) -> dict | None:
         spec, bits = self.params["cipher"], self.params["key_size"]

@@ -14,12 +14,12 @@ from pathlib import Path
 from cryptcost import proc
 from cryptcost.errors import CryptcostError
 from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import WHOLE_DISK, ref
-from cryptcost.stacks.qemu_export import QemuExportStack, qemu_run
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.qemu_export import QEMU_IMG, QSD, QemuExportStack, qemu_run
 
 
-def _v(alg: str, mode: str, ivgen: str, ivhash: str | None = None, warning: str | None = None) -> dict:
+def _cipher(alg: str, mode: str, ivgen: str, ivhash: str | None = None, warning: str | None = None) -> dict:
     d = {"cipher_alg": alg, "cipher_mode": mode, "ivgen_alg": ivgen}
     if ivhash:
         d["ivgen_hash_alg"] = ivhash
@@ -32,14 +32,14 @@ HEADER_ROOM = 4 << 20
 _ECB = "ECB leaks patterns: identical plaintext blocks give identical ciphertext"
 
 VARIANTS = {
-    "aes-256-xts-plain64": _v("aes-256", "xts", "plain64"),
-    "aes-128-xts-plain64": _v("aes-128", "xts", "plain64"),
-    "aes-256-cbc-essiv": _v("aes-256", "cbc", "essiv", "sha256"),
-    "aes-128-cbc-essiv": _v("aes-128", "cbc", "essiv", "sha256"),
-    "aes-256-cbc-plain64": _v("aes-256", "cbc", "plain64"),
-    "aes-256-ecb": _v("aes-256", "ecb", "plain64", warning=_ECB),
-    "twofish-256-xts-plain64": _v("twofish-256", "xts", "plain64"),
-    "serpent-256-xts-plain64": _v("serpent-256", "xts", "plain64"),
+    "aes-256-xts-plain64": _cipher("aes-256", "xts", "plain64"),
+    "aes-128-xts-plain64": _cipher("aes-128", "xts", "plain64"),
+    "aes-256-cbc-essiv": _cipher("aes-256", "cbc", "essiv", "sha256"),
+    "aes-128-cbc-essiv": _cipher("aes-128", "cbc", "essiv", "sha256"),
+    "aes-256-cbc-plain64": _cipher("aes-256", "cbc", "plain64"),
+    "aes-256-ecb": _cipher("aes-256", "ecb", "plain64", warning=_ECB),
+    "twofish-256-xts-plain64": _cipher("twofish-256", "xts", "plain64"),
+    "serpent-256-xts-plain64": _cipher("serpent-256", "xts", "plain64"),
 }
 
 
@@ -55,10 +55,9 @@ def parse_luks_dump(text: str) -> dict:
 class LuksUserspace(QemuExportStack):
     name = "luks-userspace"
     description = "LUKS1 decrypted by qemu-storage-daemon, exported via FUSE + loop + filesystem"
-    baseline = "qemu-raw"
-    extra_baselines = ("plain",)
-    use_case = WHOLE_DISK
-    tools = ("qemu-storage-daemon", "qemu-img", "mkfs.ext4")
+    baselines = ("qemu-raw", "plain")
+    use_case = "whole-disk"
+    tools = (QSD, QEMU_IMG, "mkfs.ext4")
     variants = VARIANTS
     default_variants = ("aes-256-xts-plain64",)
     security = ("LUKS encrypts the whole device: file names, sizes and metadata are hidden",

@@ -8,15 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import BASELINE, Stack, make_fs
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.stacks.fs import StorageStack, make_fs
 
 
-class Plain(Stack):
+class Plain(StorageStack):
     name = "plain"
     description = "the filesystem alone on the same medium (baseline)"
-    baseline = None
-    use_case = BASELINE
+    layer = "kernel"
+    role = "baseline"
     tools = ("mkfs.ext4",)
     features = ("loop",)
     honours_direct = True

@@ -14,14 +14,20 @@ from pathlib import Path
 from cryptcost import proc
 from cryptcost.errors import ProcessError
 from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import Stack, make_fs
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.fs import StorageStack, make_fs
+
+QSD = Tool("qemu-storage-daemon", "qemu-storage-daemon", "qemu-system-common",
+           ("qemu-storage-daemon", "--version"))
+QEMU_IMG = Tool("qemu-img", "qemu-img", "qemu-utils", ("qemu-img", "--version"))
 
 
-class QemuExportStack(Stack):
+class QemuExportStack(StorageStack):
     """Base: subclasses give ``format_args`` (the format layer over ``file0``)."""
 
-    tools = ("qemu-storage-daemon", "mkfs.ext4")
+    layer = "userspace"
+    tools = (QSD, "mkfs.ext4")
     features = ("fuse", "loop")
 
     def prepare(self, res: Resources, backing: Backing, workdir: Path) -> list[str]:
@@ -52,7 +58,6 @@ class QemuExportStack(Stack):
 
     def describe(self) -> dict:
         d = super().describe()
-        d["versions"]["qemu-storage-daemon"] = d["versions"].get("qemu-storage-daemon")
         d["loop_on_export"] = "buffered"
         return d
 

@@ -8,16 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import BASELINE
+from cryptcost.lifecycle.resources import Resources
 from cryptcost.stacks.qemu_export import QemuExportStack
 
 
 class QemuRaw(QemuExportStack):
     name = "qemu-raw"
     description = "qemu-storage-daemon raw FUSE export + loop + filesystem (baseline of luks-userspace)"
-    baseline = "plain"
-    use_case = BASELINE
+    role = "baseline"
+    baselines = ("plain",)
 
     def prepare(self, res: Resources, backing: Backing, workdir: Path) -> list[str]:
         return ["--blockdev", "driver=raw,node-name=fmt0,file=file0"]

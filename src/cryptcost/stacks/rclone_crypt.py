@@ -12,14 +12,17 @@ from __future__ import annotations
 import os
 
 from cryptcost import proc
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import FuseStack, ref
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.fs import FuseStack
 
 
 class RcloneCrypt(FuseStack):
     name = "rclone-crypt"
     description = "rclone mount of a crypt remote (NaCl secretbox, XSalsa20-Poly1305, 64 KiB chunks)"
-    tools = ("rclone", "fusermount3")
+    tools = (Tool("rclone", "rclone", "rclone", ("rclone", "version")),
+             Tool("fusermount3", "fusermount3", "fuse3", ("fusermount3", "--version")))
     variants = {"default": {"cipher": "XSalsa20-Poly1305", "vfs_cache_mode": "writes",
                             "filename_encryption": "standard"}}
     security = ("rclone crypt leaves file sizes (plus a fixed overhead) and the directory structure "

@@ -4,14 +4,16 @@ file, like gocryptfs; "full": format 2, a B-tree per directory)."""
 from __future__ import annotations
 
 from cryptcost import proc
-from cryptcost.runner.resources import Resources
-from cryptcost.stacks.base import FuseStack, ref
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.fs import FuseStack
 
 
 class Securefs(FuseStack):
     name = "securefs"
     description = "securefs FUSE overlay (AES-GCM per 4 KiB block)"
-    tools = ("securefs",)
+    tools = (Tool("securefs", "securefs", "securefs", ()),)      # prints no version of its own
     variants = {"lite": {"format": 4}, "full": {"format": 2}}
     default_variants = ("lite",)
 

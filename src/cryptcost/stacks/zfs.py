@@ -10,8 +10,10 @@ from pathlib import Path
 
 from cryptcost import proc
 from cryptcost.media import Backing
-from cryptcost.runner.resources import Resources, releaser
-from cryptcost.stacks.base import WHOLE_DISK, Stack, ref
+from cryptcost.lifecycle.resources import Resources, releaser
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.fs import StorageStack
 
 
 @releaser("zpool")
@@ -21,12 +23,14 @@ def release_zpool(data: dict) -> None:
         proc.run(["zpool", "destroy", "-f", pool], check=False, timeout=120)
 
 
-class Zfs(Stack):
+class Zfs(StorageStack):
     name = "zfs"
     description = "ZFS dataset with native encryption (compression off)"
-    baseline = "zfs:off"
-    use_case = WHOLE_DISK
-    tools = ("zfs",)
+    layer = "kernel"
+    baselines = ("zfs:off",)
+    baseline_variants = ("off",)
+    use_case = "whole-disk"
+    tools = (Tool("zfs", "zfs", "zfsutils-linux (contrib, with zfs-dkms)", ("zfs", "version")),)
     features = ("zfs",)
     filesystems = ("zfs",)
     variants = {"aes-256-gcm": {"encryption": "aes-256-gcm"},

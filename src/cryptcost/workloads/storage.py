@@ -175,7 +175,7 @@ def expand(names: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def build(names: list[str], sizes: Sizes, direct: bool) -> list[Step]:
+def steps(names: list[str], sizes: Sizes, direct: bool) -> list[Step]:
     steps: list[Step] = []
     for name in expand(names):
         steps += BUILDERS[name](sizes, direct)

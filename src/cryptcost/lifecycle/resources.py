@@ -26,7 +26,7 @@ from typing import Callable
 
 from cryptcost import proc
 from cryptcost.errors import CryptcostError, ProcessError
-from cryptcost.runner.journal import Entry, Journal, journals
+from cryptcost.lifecycle.journal import Entry, Journal, journals
 
 log = logging.getLogger("cryptcost.resources")
 

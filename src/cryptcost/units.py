@@ -1,4 +1,6 @@
-"""Units: formatting shared by every report format, and parsing sizes."""
+"""Units: formatting shared by every report format, and parsing sizes,
+rates and link speeds. A leaf module: it imports nothing of cryptcost's but
+the errors."""
 
 from __future__ import annotations
 
@@ -57,3 +59,40 @@ def parse_size(text: str, what: str = "size") -> int:
     if value <= 0:
         raise UserError(f"bad {what} {text!r}: must be positive")
     return value
+
+
+LINKS = {"1gbe": 117e6, "2.5gbe": 294e6, "10gbe": 1170e6, "25gbe": 2925e6, "100gbe": 11700e6}
+_RATE_UNITS = {"b/s": 1, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "kib/s": 1024, "mib/s": 1 << 20,
+          "gib/s": 1 << 30}
+
+
+def parse_device_speed(text: str) -> float:
+    """``3GB/s``, ``500MB/s``, ``1.5GiB/s`` → bytes/s."""
+    m = re.fullmatch(r"\s*([\d.]+)\s*([kmg]i?b/s|b/s)\s*", text.lower())
+    if not m:
+        raise UserError(f"bad --device-speed {text!r}: use e.g. 3GB/s, 500MB/s or 1.5GiB/s")
+    value = float(m.group(1)) * _RATE_UNITS[m.group(2)]
+    if value <= 0:
+        raise UserError(f"bad --device-speed {text!r}: must be positive")
+    return value
+
+
+def parse_link(text: str) -> float:
+    """``1GbE``, ``10GbE``, ``2.5Gbit`` → usable bytes/s (1GbE ≈ 117 MB/s of payload)."""
+    low = text.lower().strip()
+    if low in LINKS:
+        return LINKS[low]
+    m = re.fullmatch(r"([\d.]+)\s*(g|m)bit", low)
+    if not m or float(m.group(1)) <= 0:
+        raise UserError(f"bad --link {text!r}: use 1GbE, 10GbE, 25GbE or a rate such as 2.5Gbit")
+    bits = float(m.group(1)) * (1e9 if m.group(2) == "g" else 1e6)
+    return bits / 8 * 0.936          # Ethernet + IP + TCP framing at MTU 1500
+
+
+def target_of(model: dict) -> tuple[float | None, str | None]:
+    """The cost-model target from ``{device_speed|link}``: (bytes/s, label)."""
+    if model.get("device_speed"):
+        return parse_device_speed(model["device_speed"]), f"a {model['device_speed']} device"
+    if model.get("link"):
+        return parse_link(model["link"]), f"a {model['link']} link"
+    return None, None

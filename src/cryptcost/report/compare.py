@@ -1,0 +1,54 @@
+"""Two runs (or two hosts) side by side: each result present in both, B
+against A with significance, and what differs in their environments."""
+
+from __future__ import annotations
+
+from cryptcost import stats
+
+IDENTITY = ("kind", "engine", "algorithm", "buffer_bytes", "threads", "accel", "stack", "workload", "op",
+            "block_bytes", "iodepth", "cpus", "medium")
+
+
+def key(r: dict) -> tuple:
+    """The identity of a result across runs (a storage result's engine is fio or dbench, not identity)."""
+    skip = {"engine"} if r.get("kind") == "storage" else set()
+    return tuple((k, r.get(k)) for k in IDENTITY if k in r and k not in skip)
+
+
+def environment_diff(a: dict, b: dict) -> list[dict]:
+    """What differs between two hosts in ways that change encryption numbers."""
+    diffs = []
+
+    def put(what, x, y):
+        if x != y:
+            diffs.append({"what": what, "a": x, "b": y})
+    put("hostname", a.get("hostname"), b.get("hostname"))
+    put("CPU", a.get("cpu", {}).get("model"), b.get("cpu", {}).get("model"))
+    put("cores", a.get("cpu", {}).get("cores"), b.get("cpu", {}).get("cores"))
+    put("governor", a.get("cpu", {}).get("governor"), b.get("cpu", {}).get("governor"))
+    for flag in sorted(set(a.get("cpu", {}).get("flags", {})) | set(b.get("cpu", {}).get("flags", {}))):
+        put(f"CPU flag {flag}", a.get("cpu", {}).get("flags", {}).get(flag), b.get("cpu", {}).get("flags", {}).get(flag))
+    put("kernel", a.get("kernel", {}).get("release"), b.get("kernel", {}).get("release"))
+    for tool in sorted(set(a.get("tools", {})) | set(b.get("tools", {}))):
+        put(f"tool {tool}", a.get("tools", {}).get(tool), b.get("tools", {}).get(tool))
+    for alg in sorted(set(a.get("crypto_drivers", {})) & set(b.get("crypto_drivers", {}))):
+        put(f"kernel driver {alg}", a["crypto_drivers"][alg]["driver"], b["crypto_drivers"][alg]["driver"])
+    return diffs
+
+
+def compare_runs(results_a: list[dict], results_b: list[dict]) -> list[dict]:
+    """Each result present in both runs: B against A, with significance."""
+    by_a = {key(r): r for r in results_a}
+    rows = []
+    for rb in results_b:
+        ra = by_a.get(key(rb))
+        metric = "median_bytes_per_s" if "median_bytes_per_s" in rb else "median_ops_per_s"
+        if not ra or metric not in ra:
+            continue
+        va, vb = ra.get("values") or [ra[metric]], rb.get("values") or [rb[metric]]
+        cmp = stats.compare(va, vb)
+        label = " ".join(str(v) for k, v in key(rb) if k not in ("kind", "medium") and v is not None)
+        rows.append({"result": label, "a": ra[metric], "b": rb[metric], "unit": metric.split("_")[1] + "/s",
+                     "ratio": cmp.ratio, "ratio_ci95": list(cmp.ratio_ci95), "significant": cmp.significant,
+                     "verdict": cmp.verdict})
+    return rows

@@ -1,0 +1,24 @@
+"""A stored run in one format: the dispatch every command that writes a
+report uses (``report``, ``run``)."""
+
+from __future__ import annotations
+
+from cryptcost.errors import UserError
+from cryptcost.report import document, export, markdown
+
+FORMATS = ("terminal", "md", "html", "json", "csv")
+
+
+def render(fmt: str, run, results: list[dict], model: dict | None = None) -> str:
+    """The report of ``run`` in ``fmt``: a pure function of stored data."""
+    if fmt == "csv":
+        return export.to_csv(run, results)
+    doc = document.build(run, results, model)
+    if fmt == "json":
+        return export.to_json(run, results, doc)
+    if fmt == "md":
+        return markdown.render(doc)
+    if fmt == "html":
+        from cryptcost.report import charts, html     # matplotlib: only when drawing
+        return html.render(doc, charts.all_charts(results))
+    raise UserError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS[1:])}")

@@ -1,0 +1,106 @@
+"""Stacks and their baselines, for every kind of stack.
+
+:func:`resolve` expands the user's stack specs into the instances a run
+builds: the stacks asked for, and every baseline they declare (rule 1).
+:func:`against_baselines` compares one series with the same cell of each of
+its stack's baselines, measured in the same run (interleaved, rule 2):
+overhead = 1 − stack/baseline, with its interval and significance.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable
+
+from cryptcost import stats
+from cryptcost.errors import UserError
+from cryptcost.stacks import get, of_kind, parse_spec, unavailable_reason
+from cryptcost.stacks.base import Stack
+
+# How a run builds one instance: (class, variant) → Stack (storage stacks need the filesystem).
+Make = Callable[[type[Stack], str], Stack]
+
+
+def resolve(specs: list[str], kind: str, make: Make, *,
+            fits: Callable[[type[Stack]], str | None] = lambda cls: None
+            ) -> tuple[list[tuple[Stack, str]], list[dict]]:
+    """(instances to build with how each got in — ``measured`` or
+    ``baseline`` —, stacks skipped because they are unavailable here).
+
+    ``all`` means every available stack of ``kind``; an explicit spec that
+    cannot run is a :class:`UserError`. ``fits`` says why a class does not
+    fit this run's options (e.g. the filesystem), for ``all``.
+    """
+    wanted: list[tuple[type[Stack], str, str]] = []
+    skipped: list[dict] = []
+    explicit = [s for s in specs if s != "all"]
+    if "all" in specs:
+        for name, cls in of_kind(kind).items():
+            exc = unavailable_reason(cls)
+            why = None if exc else fits(cls)
+            if exc:
+                skipped.append(_skip(cls, exc.reason, exc.install))
+            elif why and name not in {s.partition(":")[0] for s in explicit}:
+                skipped.append(_skip(cls, why))
+            else:
+                wanted += [(cls, v, "measured") for v in cls.default_variants]
+    for spec in explicit:
+        pairs = parse_spec(spec, kind)
+        exc = unavailable_reason(pairs[0][0])
+        if exc:
+            raise UserError(f"stack {pairs[0][0].name} is unavailable here: {exc}")
+        wanted += [(cls, v, "measured") for cls, v in pairs]
+    out: dict[str, tuple[Stack, str]] = {}
+    queue = list(wanted)
+    while queue:
+        cls, variant, role = queue.pop(0)
+        stack = make(cls, variant)
+        if stack.label in out:
+            continue
+        out[stack.label] = (stack, role)
+        for base in cls.baselines:
+            bcls, bvariant = parse_spec(base, kind)[0]
+            exc = unavailable_reason(bcls)
+            if exc:
+                skipped.append({**_skip(bcls, f"baseline of {stack.label}: {exc.reason}", exc.install),
+                                "stack": base})
+                continue
+            queue.append((bcls, bvariant, "baseline"))
+    return list(out.values()), skipped
+
+
+def _skip(cls: type[Stack], reason: str, install: str | None = None) -> dict:
+    """A stack that was not measured, with what the recommendation needs of it."""
+    return {"stack": cls.name, "reason": reason, "install": install, "kind": cls.kind,
+            "use_case": cls.use_case, "advice": cls.advice or None}
+
+
+def baseline_labels(stack: Stack) -> list[str]:
+    """The labels the baselines' instances get (``zfs:off``, ``plain``)."""
+    return [s if ":" in s else get(s).name for s in stack.baselines]
+
+
+def against_baselines(stack: Stack, key: Hashable, values: list[float],
+                      series: Callable[[str, Hashable], list[float] | None]) -> tuple[dict, list[str]]:
+    """The overhead of ``values`` against each baseline's series for ``key``.
+
+    ``series(label, key)`` returns a baseline's values for the same cell, or
+    None. Returns (metrics: ``baseline``, ``overhead``, ``overhead_ci95``,
+    ``overhead_significant``, ``vs``), notes)."""
+    bases = baseline_labels(stack)
+    metrics: dict = {"baseline": bases[0] if bases else None, "overhead": None, "overhead_ci95": None}
+    notes: list[str] = []
+    vs = {}
+    for base in bases:
+        other = series(base, key)
+        if not other:
+            notes.append(f"baseline {base} has no samples for this workload")
+            continue
+        cmp = stats.compare(other, values)
+        vs[base] = {"overhead": 1 - cmp.ratio, "overhead_ci95": [1 - cmp.ratio_ci95[1], 1 - cmp.ratio_ci95[0]],
+                    "significant": cmp.significant, "verdict": cmp.verdict}
+    if bases and bases[0] in vs:
+        first = vs[bases[0]]
+        metrics.update(overhead=first["overhead"], overhead_ci95=first["overhead_ci95"],
+                       overhead_significant=first["significant"])
+    metrics["vs"] = vs
+    return metrics, notes

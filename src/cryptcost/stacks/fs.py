@@ -1,0 +1,148 @@
+"""Storage stacks: a :class:`~cryptcost.stacks.base.Stack` that sits on a
+medium and gives workloads a directory.
+
+Call order, after the common ones: ``setup(res, backing)`` builds the stack on
+the block device ``backing`` and returns the directory workloads run in;
+``reset_cache(res)`` before every read phase makes the next read come from
+the medium and returns the cache mode it achieved.
+
+Storage facts, besides the common ones: ``filesystems`` it works on,
+``honours_direct`` (O_DIRECT reaches the medium), ``writes_complete_on_close``
+(the stack encrypts after close: the clock must wait for it).
+
+Reference implementation: :mod:`cryptcost.stacks.plain`.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from cryptcost import proc
+from cryptcost.errors import UserError
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.media import Backing
+from cryptcost.stacks.base import Stack
+
+FILESYSTEMS = ("ext4", "xfs", "btrfs")
+MKFS = {"ext4": ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
+        "xfs": ["mkfs.xfs", "-f", "-q"],
+        "btrfs": ["mkfs.btrfs", "-f", "-q"]}
+
+
+def drop_caches() -> None:
+    """sync, then drop the page cache, dentries and inodes (needs root)."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as fh:
+            fh.write("3\n")
+    except OSError as exc:
+        raise UserError(f"cannot drop caches ({exc.strerror}): run as root") from None
+
+
+def make_fs(res: Resources, device: str, fs: str, *, encrypt: bool = True) -> Path:
+    """mkfs ``fs`` on ``device`` and mount it on a fresh directory.
+
+    ext4 always gets the ``encrypt`` feature, so that the plain baseline and
+    the fscrypt stack sit on identical filesystems.
+    """
+    if fs not in MKFS:
+        raise UserError(f"unknown filesystem {fs!r}; choose from {', '.join(FILESYSTEMS)}")
+    argv = list(MKFS[fs])
+    if fs == "ext4" and encrypt:
+        argv += ["-O", "encrypt"]
+    proc.run(argv + [device], timeout=300)
+    mnt = res.tmpdir(f"cryptcost-{fs}-")
+    res.mount(device, mnt, fs)
+    return mnt
+
+
+class StorageStack(Stack):
+    """A storage stack. See the module docstring for the call order."""
+
+    kind = "storage"
+    filesystems: ClassVar[tuple[str, ...]] = FILESYSTEMS
+    # Whether O_DIRECT reaches the medium (otherwise: fsync and dropped caches).
+    honours_direct: ClassVar[bool] = False
+    writes_complete_on_close: ClassVar[bool] = False
+    remount_seconds: ClassVar[float] = 0.1       # a cache reset, for the time estimate
+
+    def __init__(self, variant: str | None = None, fs: str = "ext4"):
+        super().__init__(variant)
+        if fs not in self.filesystems:
+            raise UserError(f"stack {self.name} works only on {', '.join(self.filesystems)}, not {fs}")
+        self.fs = fs
+        self.workdir: Path | None = None
+
+    @abstractmethod
+    def setup(self, res: Resources, backing: Backing) -> Path:
+        """Build the stack on ``backing``; return the directory workloads use."""
+
+    def reset_cache(self, res: Resources) -> str:
+        """Make the next read come from the medium; return the cache mode."""
+        drop_caches()
+        return "drop_caches"
+
+    def describe(self) -> dict:
+        return {**super().describe(), "fs": self.fs, "integrity": getattr(self, "integrity", None)}
+
+
+class FuseStack(StorageStack):
+    """A FUSE overlay on a plain filesystem: ``lower`` holds the ciphertext,
+    ``mnt`` shows the plaintext. Subclasses give :meth:`mount_argv` (a
+    foreground daemon) and, when the encrypted directory must be created
+    first, :meth:`init`."""
+
+    layer = "fuse"
+    baselines = ("fuse-passthrough", "plain")
+    use_case = "any-filesystem"
+    features = ("fuse",)
+    mount_timeout: ClassVar[float] = 60
+    remount_seconds = 0.4
+
+    def setup(self, res: Resources, backing: Backing) -> Path:
+        self.root = make_fs(res, backing.device, self.fs)
+        self.lower = self.root / "lower"
+        self.mnt = self.root / "mnt"
+        self.home = self.root / "home"          # some tools write under $HOME
+        for d in (self.lower, self.mnt, self.home):
+            d.mkdir()
+        self.logfile = str(self.root / f"{self.name}.log")
+        self.init(res)
+        self._mount(res)
+        self.workdir = self.mnt
+        return self.mnt
+
+    def env(self) -> dict[str, str]:
+        return {"HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config"),
+                "XDG_CACHE_HOME": str(self.home / ".cache")}
+
+    def init(self, res: Resources) -> None:
+        """Create the encrypted directory in ``self.lower`` (nothing by default)."""
+
+    @abstractmethod
+    def mount_argv(self, res: Resources) -> list[str]:
+        """The argv of a daemon that mounts ``self.lower`` on ``self.mnt`` in the foreground."""
+
+    def stdin_file(self) -> str | None:
+        """A file whose content the daemon reads on stdin (a passphrase), if any."""
+        return None
+
+    def _mount(self, res: Resources) -> None:
+        first = max(res.journal.entries, default=0) + 1
+        self.daemon = res.fuse(self.mount_argv(res), self.mnt, env=self.env(), logfile=self.logfile,
+                               stdin_file=self.stdin_file(), timeout=self.mount_timeout)
+        self._mount_entries = [e for i, e in res.journal.entries.items() if i >= first]
+
+    def reset_cache(self, res: Resources) -> str:
+        """Unmount and remount, so no daemon-side cache survives; drop caches."""
+        for entry in reversed(self._mount_entries):
+            res.release(entry)
+        drop_caches()
+        self._mount(res)
+        return "remount"
+
+    def daemon_pids(self) -> list[int]:
+        return [self.daemon.pid] if getattr(self, "daemon", None) else []

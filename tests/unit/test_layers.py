@@ -1,0 +1,147 @@
+"""Every import points down the layers that ARCHITECTURE.md draws, no module
+grows past 400 lines, and proc.py is the only module that starts processes."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "cryptcost"
+ROOT = SRC.parents[1]
+
+# Lowest first. A module may import its own package and any lower layer.
+LAYERS = [
+    {"errors", "__init__"},
+    {"units", "stats", "proc"},
+    {"model"},
+    {"host", "lifecycle", "store"},
+    {"engines", "media", "links"},
+    {"stacks"},
+    {"workloads"},
+    {"runner"},
+    {"analysis"},
+    {"report"},
+    {"cli"},
+]
+MAX_LINES = 400
+
+
+def _unit(path: Path) -> str:
+    """The layer unit of a module: its top package, or its own name."""
+    rel = path.relative_to(SRC)
+    if rel.parts == ("__main__.py",):
+        return "cli"                      # ``python -m cryptcost`` is the command line
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _rank(unit: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if unit in layer:
+            return i
+    raise AssertionError(f"{unit} is in no layer: add it to LAYERS and to ARCHITECTURE.md")
+
+
+def _imports(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            found += [(node.lineno, n) for n in names if n.startswith("cryptcost")]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("cryptcost")]
+    return found
+
+
+def _target_unit(name: str) -> str | None:
+    parts = name.split(".")[1:]
+    if not parts:
+        return None
+    if (SRC / parts[0]).is_dir() or (SRC / f"{parts[0]}.py").exists():
+        return parts[0]
+    return None                       # ``from cryptcost import X`` where X is a name, not a module
+
+
+def _modules():
+    return sorted(p for p in SRC.rglob("*.py"))
+
+
+def test_every_import_points_down():
+    upward = []
+    for path in _modules():
+        unit = _unit(path)
+        rank = _rank(unit)
+        for line, name in _imports(ast.parse(path.read_text())):
+            target = _target_unit(name)
+            if target is None or target == unit:
+                continue
+            if _rank(target) > rank or (_rank(target) == rank and target != unit):
+                upward.append(f"{path.relative_to(ROOT)}:{line} ({unit}) imports {name} ({target})")
+    assert upward == [], "imports that run up (or sideways) the layers:\n" + "\n".join(sorted(set(upward)))
+
+
+def test_the_layer_test_can_fail():
+    """The checker itself: an upward import is found."""
+    tree = ast.parse("from cryptcost.cli import main\nimport cryptcost.report.html\n")
+    targets = {_target_unit(n) for _, n in _imports(tree)}
+    assert {"cli", "report"} <= targets and _rank("cli") > _rank("stacks")
+
+
+def test_no_module_over_400_lines():
+    big = {str(p.relative_to(ROOT)): n for p in _modules()
+           if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert big == {}
+
+
+def test_architecture_md_lists_the_layers():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    for layer in LAYERS:
+        for unit in layer - {"__init__"}:
+            assert f"`{unit}" in text, f"ARCHITECTURE.md does not name the layer unit {unit}"
+
+
+SPAWNERS = {
+    "subprocess": None, "multiprocessing": None, "pty": {"spawn", "fork"},
+    "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
+    "os": {"system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "execvpe", "execl",
+           "execle", "execlp", "execlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl",
+           "spawnle", "posix_spawn", "posix_spawnp"},
+}
+
+
+def _spawns(tree: ast.AST) -> list[str]:
+    """Imports of process-starting modules, and calls of process-starting functions."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] in ("subprocess", "multiprocessing")]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            top = node.module.split(".")[0]
+            if top in ("subprocess", "multiprocessing"):
+                found.append(node.module)
+            elif top in SPAWNERS and SPAWNERS[top]:
+                found += [f"{top}.{a.name}" for a in node.names if a.name in SPAWNERS[top]]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            names = SPAWNERS.get(node.value.id)
+            if names and node.attr in names:
+                found.append(f"{node.value.id}.{node.attr}")
+    return found
+
+
+def test_proc_is_the_only_spawner():
+    offenders = {}
+    for path in _modules():
+        if path.name == "proc.py" and path.parent == SRC:
+            continue
+        hits = _spawns(ast.parse(path.read_text()))
+        if hits:
+            offenders[str(path.relative_to(ROOT))] = hits
+    assert offenders == {}
+
+
+@pytest.mark.parametrize("code", [
+    "import subprocess", "from multiprocessing import Process", "import asyncio\nasyncio.create_subprocess_exec('x')",
+    "from asyncio import create_subprocess_shell", "import os\nos.system('x')", "import os\nos.posix_spawn('x', [], {})",
+    "from os import fork", "import pty\npty.spawn('x')",
+])
+def test_the_spawn_guard_catches(code):
+    assert _spawns(ast.parse(code))
