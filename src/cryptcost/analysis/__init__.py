@@ -2,7 +2,10 @@
 measured tuning, the cost model and recommendations.
 
 :func:`analyze` is a pure function of a run's stored results and host, so a
-report can be rebuilt from the store at any time.
+report can be rebuilt from the store at any time. What it knows of a stack
+it reads from the facts stored with each result (:func:`facts`), never from
+a table of stack names, so a run imported from another host, with stacks
+this cryptcost has never heard of, is reported alike.
 """
 
 from __future__ import annotations
@@ -11,18 +14,10 @@ from dataclasses import dataclass, field
 
 from cryptcost import stats
 from cryptcost.analysis import bottleneck, costmodel, recommend
+from cryptcost.analysis.cells import cell_key, facts, is_baseline  # noqa: F401 (the package's API)
 from cryptcost.units import rate, size
 
 GiB = 1 << 30
-FUSE_STACKS = {"gocryptfs", "cryfs", "securefs", "encfs", "rclone-crypt"}
-BASELINES = {"plain", "fuse-passthrough", "qemu-raw", "dm-null", "zfs:off"}
-
-
-def is_baseline(r: dict) -> bool:
-    """A plaintext reference, whether the run added it or the user asked for it."""
-    return r.get("role") == "baseline" or r["stack"] in BASELINES or r["stack"].split(":")[0] in BASELINES
-
-
 @dataclass
 class Analysis:
     verdicts: dict[int, dict] = field(default_factory=dict)      # index in results → verdict
@@ -40,16 +35,11 @@ class Analysis:
                 "recommendations": self.recommendations, "ranking": self.ranking}
 
 
-def _key(r: dict, **over) -> tuple:
-    d = {**r, **over}
-    return (d["stack"], d["workload"], d["op"], d["block_bytes"], d["iodepth"])
-
-
 def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, *,
             target: float | None = None, target_label: str | None = None) -> Analysis:
     storage = [r for r in results if r.get("kind") == "storage"]
     ciphers = [r for r in results if r.get("kind") == "cipher"]
-    index = {_key(r): r for r in storage}
+    index = {cell_key(r): r for r in storage}
     a = Analysis()
     mhz = host.get("cpu", {}).get("mhz")
     for i, r in enumerate(results):
@@ -57,12 +47,9 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
             continue
         if mhz and r.get("cpu_s_per_gib"):
             a.cycles_per_byte[i] = r["cpu_s_per_gib"] / GiB * mhz * 1e6
-        if r.get("role") == "baseline" and r["stack"] != "fuse-passthrough":
-            continue
-        base = index.get(_key(r, stack=r["baseline"])) if r.get("baseline") else None
-        large = index.get(_key(r, block_bytes=1 << 20))
-        fuse = index.get(_key(r, stack="fuse-passthrough")) if r["stack"].split(":")[0] in FUSE_STACKS else None
-        a.verdicts[i] = bottleneck.classify(r, base, large, fuse, ciphers, host).to_dict()
+        base = index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
+        large = index.get(cell_key(r, block_bytes=1 << 20))
+        a.verdicts[i] = bottleneck.classify(r, base, large, _fuse_baseline(r, index), ciphers, host).to_dict()
     a.findings = findings(storage, ciphers)
     a.tuning = tuning(storage)
     if target:
@@ -72,11 +59,28 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
     return a
 
 
+def _fuse_baseline(r: dict, index: dict) -> dict | None:
+    """For a FUSE stack, its FUSE passthrough's result for the same cell."""
+    if facts(r).get("layer") != "fuse" or is_baseline(r):
+        return None
+    for label in facts(r).get("baselines", []):
+        b = index.get(cell_key(r, stack=label))
+        if b and facts(b).get("layer") == "fuse":
+            return b
+    return None
+
+
 def ranking(storage: list[dict]) -> list[dict]:
-    """Encryption options (not baselines), fastest first relative to plain on 1 MiB sequential I/O."""
-    stacks = sorted({r["stack"] for r in storage if r["stack"].split(":")[0] in recommend.STACK_USE})
+    """Encryption options (not baselines), fastest first relative to their
+    plaintext reference on 1 MiB sequential I/O."""
+    stacks = sorted({r["stack"] for r in storage if facts(r).get("use_case")})
     rows = [{"stack": s, "relative_to_plain": recommend.score(storage, s)} for s in stacks]
     return sorted(rows, key=lambda x: -(x["relative_to_plain"] or 0))
+
+
+def _order(key: tuple) -> tuple:
+    """Sort cell keys whose fields may be None (absent in older runs)."""
+    return tuple((0, v) if v is not None else (1, 0) for v in key)
 
 
 def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
@@ -84,12 +88,13 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
     out = []
     cells = {}
     for r in storage:
-        cells.setdefault((r["stack"], r["workload"], r["block_bytes"], r["iodepth"]), {})[r["op"]] = r
-    for (stack, workload, bs, _), ops in sorted(cells.items()):
+        cells.setdefault(cell_key(r, op=None), {})[r["op"]] = r
+    for key, ops in sorted(cells.items(), key=lambda kv: _order(kv[0])):
+        stack, workload, bs = key[0], key[1], key[3]
         w, rd = ops.get("write"), ops.get("read")
         if w and rd and len(w.get("values", [])) > 1 and len(rd.get("values", [])) > 1:
             cmp = stats.compare(w["values"], rd["values"])
-            if cmp.significant and cmp.ratio < 0.9:
+            if cmp.significant and cmp.ratio < 0.9 and not is_baseline(rd):
                 out.append(f"{stack} reads ({rate(rd['median_bytes_per_s'])}) slower than it writes "
                            f"({rate(w['median_bytes_per_s'])}) at {size(bs)} {workload}: reads wait "
                            "for decryption synchronously, while writes are encrypted at writeback")
@@ -118,8 +123,9 @@ def tuning(storage: list[dict]) -> list[str]:
     by_cell: dict = {}
     for r in storage:
         name = r["stack"].split(":")[0]
-        by_cell.setdefault((name, r["workload"], r["op"], r["block_bytes"], r["iodepth"]), []).append(r)
-    for (name, workload, op, bs, qd), rs in sorted(by_cell.items()):
+        by_cell.setdefault((name,) + cell_key(r)[1:], []).append(r)
+    for key, rs in sorted(by_cell.items(), key=lambda kv: _order(kv[0])):
+        name, workload, op, bs = key[0], key[1], key[2], key[3]
         if len(rs) < 2 or bs != 1 << 20:
             continue
         rs = sorted(rs, key=lambda r: -r["median_bytes_per_s"] if "median_bytes_per_s" in r else 0)

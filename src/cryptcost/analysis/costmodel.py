@@ -15,17 +15,18 @@ prediction is checked against it.
 
 from __future__ import annotations
 
+from cryptcost.analysis.cells import cell_key, is_baseline
 from cryptcost.units import rate
 
 def predict(results: list[dict], target: float, target_label: str,
             verdicts: dict[int, dict] | None = None) -> list[dict]:
     """One prediction per measured (non-baseline) byte-throughput result."""
-    by_key = {(r["stack"], r["workload"], r["op"], r["block_bytes"], r["iodepth"]): r for r in results}
+    by_key = {cell_key(r): r for r in results}
     out = []
     for i, r in enumerate(results):
-        if r.get("role") == "baseline" or "median_bytes_per_s" not in r or not r.get("baseline"):
+        if is_baseline(r) or "median_bytes_per_s" not in r or not r.get("baseline"):
             continue
-        base = by_key.get((r["baseline"], r["workload"], r["op"], r["block_bytes"], r["iodepth"]))
+        base = by_key.get(cell_key(r, stack=r["baseline"]))
         s = r["median_bytes_per_s"]
         b = base["median_bytes_per_s"] if base else s
         extra = max(0.0, 1 / s - 1 / b)

@@ -11,26 +11,14 @@ from __future__ import annotations
 import statistics
 
 from cryptcost import stats
+from cryptcost.analysis.cells import facts, is_baseline
+from cryptcost.stacks.base import USE_CASES
 from cryptcost.units import pct, rate
 
 # The cell every stack is judged on first: large sequential reads and writes.
 MAIN = ("seq", 1 << 20)
 
-USE_CASES = [
-    ("whole-disk", "Whole disk"),
-    ("per-directory", "Per directory"),
-    ("any-filesystem", "Any filesystem / cloud-synced folder"),
-]
-FACTS = {
-    "luks": "dm-crypt/LUKS2 with aes-xts-plain64 is the standard for whole disks",
-    "fscrypt": "fscrypt leaves file sizes, timestamps, permissions and the directory structure unencrypted",
-    "gocryptfs": "gocryptfs (like every FUSE overlay) exposes file sizes and the directory structure",
-    "cryfs": "CryFS hides sizes and structure in fixed-size blocks, at a cost in speed and space",
-    "encfs": "EncFS has known weaknesses (2014 audit); prefer gocryptfs",
-}
-STACK_USE = {"luks": "whole-disk", "luks-userspace": "whole-disk", "zfs": "whole-disk",
-             "fscrypt": "per-directory", "gocryptfs": "any-filesystem", "cryfs": "any-filesystem",
-             "securefs": "any-filesystem", "encfs": "any-filesystem", "rclone-crypt": "any-filesystem"}
+STORAGE_USES = [(use, title) for use, (kind, title) in USE_CASES.items() if kind == "storage"]
 
 
 def _main_cells(results: list[dict], stack: str) -> list[dict]:
@@ -38,14 +26,20 @@ def _main_cells(results: list[dict], stack: str) -> list[dict]:
             and r["block_bytes"] == MAIN[1] and r.get("median_bytes_per_s")]
 
 
+def reference(r: dict) -> str | None:
+    """The plainest twin a result is compared with: its last baseline."""
+    bases = facts(r).get("baselines") or []
+    return bases[-1] if bases else None
+
+
 def score(results: list[dict], stack: str) -> float | None:
-    """Throughput relative to plain on the main cells (1.0 = as fast as plain)."""
+    """Throughput relative to the plaintext reference on the main cells (1.0 = as fast)."""
     ratios = []
     for r in _main_cells(results, stack):
-        plain = (r.get("vs") or {}).get("plain")
-        if plain:
-            ratios.append(1 - plain["overhead"])
-        elif r["stack"] == "plain":
+        vs = (r.get("vs") or {}).get(reference(r))
+        if vs:
+            ratios.append(1 - vs["overhead"])
+        elif is_baseline(r) and not reference(r):
             ratios.append(1.0)
     return statistics.fmean(ratios) if ratios else None
 
@@ -65,20 +59,22 @@ def _describe(results: list[dict], stack: str) -> str:
     for op in ("write", "read"):
         r = cells.get(op)
         if r:
-            vs = (r.get("vs") or {}).get("plain")
+            ref = reference(r)
+            vs = (r.get("vs") or {}).get(ref)
             parts.append(f"{op}s {rate(r['median_bytes_per_s'])}" +
-                         (f" ({pct(-vs['overhead'])} vs plain)" if vs else ""))
+                         (f" ({pct(-vs['overhead'])} vs {ref})" if vs else ""))
     return ", ".join(parts) or "not measured on 1 MiB sequential I/O"
 
 
 def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], host: dict) -> list[dict]:
     """Paragraphs: ``{use_case, title, text, ranking}``."""
     storage = [r for r in results if r.get("kind") == "storage"]
-    stacks = sorted({r["stack"] for r in storage if r.get("role") != "baseline"})
-    unavailable = {s.get("stack"): s for s in skipped if s.get("stack")}
+    use_of = {r["stack"]: facts(r).get("use_case") for r in storage if facts(r).get("use_case")}
+    stacks = sorted(use_of)
     out = []
-    for use, title in USE_CASES:
-        mine = [s for s in stacks if STACK_USE.get(s.split(":")[0]) == use]
+    for use, title in STORAGE_USES:
+        mine = [s for s in stacks if use_of[s] == use]
+        unavailable = [s for s in skipped if s.get("use_case") == use]
         ranked = sorted(((score(storage, s), s) for s in mine), key=lambda x: -(x[0] or 0))
         text = _paragraph(use, ranked, storage, unavailable)
         out.append({"use_case": use, "title": title, "text": text,
@@ -91,7 +87,7 @@ def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], hos
     return out
 
 
-def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: dict) -> str:
+def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: list[dict]) -> str:
     sentences = []
     if not ranked:
         sentences.append("No stack for this use was measured in this run.")
@@ -109,15 +105,16 @@ def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: dict) -
             else:
                 sentences.append(f"{other}: {_describe(storage, other)}.")
         for _, s in ranked:
-            fact = FACTS.get(s.split(":")[0])
-            if fact and fact not in sentences:
-                sentences.append(fact[0].upper() + fact[1:] + ".")
-        warnings = {w for r in storage for w in [(r.get("params") or {}).get("warning")] if w}
+            for fact in next((facts(r).get("security") or [] for r in storage if r["stack"] == s), []):
+                fact = fact[0].upper() + fact[1:] + ("" if fact.endswith(".") else ".")
+                if fact not in sentences:
+                    sentences.append(fact)
+        mine = {s for _, s in ranked}
+        warnings = {w for r in storage if r["stack"] in mine for w in [(r.get("params") or {}).get("warning")] if w}
         sentences += [f"Avoid: {w}." for w in sorted(warnings)]
-    if use == "whole-disk" and "luks" in unavailable:
-        u = unavailable["luks"]
-        sentences.append(f"dm-crypt/LUKS could not be measured here ({u['reason']}); on a host with "
-                         f"dm-crypt, LUKS2 aes-xts-plain64 with 4096-byte sectors is the usual choice.")
+    for u in unavailable:
+        if u.get("advice"):
+            sentences.append(f"{u['stack']} could not be measured here ({u['reason']}); {u['advice']}.")
     return " ".join(sentences)
 
 

@@ -48,6 +48,7 @@ class StoragePlan:
     fs: str = "ext4"
     sizes: wl.Sizes | None = None
     cpus: int | None = None          # restrict fio and the stacks' daemons to this many CPUs (rule 15)
+    part: str | None = None          # the run plan's part this belongs to (results are paired within it)
 
 
 @dataclass
@@ -189,7 +190,9 @@ def _inst(instances: list[Instance], label: str) -> Instance:
 def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
     fields = {"stack": inst.label, "params": inst.stack.describe(),
               "medium": plan.medium.describe()["medium"], "fs": inst.stack.fs, "workload": op.workload,
-              "op": op.op, "block_bytes": op.block_bytes, "iodepth": op.iodepth}
+              "op": op.op, "block_bytes": op.block_bytes, "iodepth": op.iodepth, "size": plan.size}
+    if plan.part:
+        fields["part"] = plan.part
     if plan.cpus:
         fields["cpus"] = plan.cpus
         fields["params"]["affinity"] = "fio and stack daemons pinned; kernel workers not"

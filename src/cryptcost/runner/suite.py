@@ -39,7 +39,7 @@ def cipher_plan(c: dict) -> CipherPlan:
                       accel=tuple(a == "on" for a in c.get("accel", ["on"])), seconds=c.get("seconds", 1))
 
 
-def storage_plans(s: dict) -> list[StoragePlan]:
+def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
     """One StoragePlan per CPU count (just one without ``cpus``)."""
     size = parse_size(str(s.get("size", "512M")), "storage.size")
     sizes = wl.Sizes(medium=size, seq_cap=parse_size(str(s.get("seq_cap", "256M")), "storage.seq_cap"),
@@ -47,7 +47,7 @@ def storage_plans(s: dict) -> list[StoragePlan]:
     medium = parse_medium(s.get("medium", "ram"))
     return [StoragePlan(stacks=list(s.get("stacks", ["all"])), medium=medium,
                         workloads=list(s.get("workloads", ["quick"])), size=size, fs=s.get("fs", "ext4"),
-                        sizes=sizes, cpus=cpus)
+                        sizes=sizes, cpus=cpus, part=part)
             for cpus in (s.get("cpus") or [None])]
 
 
@@ -146,7 +146,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
             except UserError as exc:
                 out.skipped.append({"part": part.label, "stack": "ciphers", "reason": str(exc)})
         if part.storage:
-            for sp in storage_plans(part.storage):
+            for sp in storage_plans(part.storage, part.label):
                 what = f"{part.label}: storage" + (f" on {sp.cpus} CPU(s)" if sp.cpus else "")
                 try:
                     with Resources() as res:

@@ -9,6 +9,7 @@ qemu 7.2's FUSE export writes concurrent requests at the wrong offsets
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from cryptcost import proc
@@ -62,13 +63,16 @@ class QemuExportStack(StorageStack):
         return d
 
 
-def qemu_run(argv: list[str], tries: int = 3) -> proc.Completed:
-    """qemu-img, retried: its PBKDF timing sometimes fails with
-    'Unable to get accurate CPU usage'."""
+def qemu_run(argv: list[str], tries: int = 8) -> proc.Completed:
+    """qemu-img, retried: its PBKDF timing sometimes measures no CPU time
+    and fails with 'Unable to get accurate CPU usage' (a QEMU bug, fixed
+    upstream in 9.2.1 as "crypto: fix bogus error benchmarking pbkdf on
+    fast machines"); a pause between tries lets the clock tick."""
     for attempt in range(tries):
         done = proc.run(argv, timeout=120, check=False)
         if done.returncode == 0:
             return done
         if "accurate CPU usage" not in done.stderr or attempt == tries - 1:
             raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr)
+        time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")

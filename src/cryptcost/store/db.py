@@ -16,9 +16,23 @@ from pathlib import Path
 
 from cryptcost.errors import UserError
 from cryptcost.model import Result, Run, Sample
+from cryptcost.store.backfill import add_facts, add_skip_facts
 
-# Each entry migrates from version i to i+1. Never edit a released step.
-MIGRATIONS: list[str] = [
+def _backfill_facts(conn: sqlite3.Connection) -> None:
+    """3 → 4: every storage result carries its stack's facts (params.facts)."""
+    for row in conn.execute("SELECT id, data FROM results WHERE kind = 'storage'").fetchall():
+        data = json.loads(row[1])
+        if add_facts(data):
+            conn.execute("UPDATE results SET data = ? WHERE id = ?", (json.dumps(data), row[0]))
+    for row in conn.execute("SELECT id, extra FROM runs").fetchall():
+        extra = json.loads(row[1] or "{}")
+        if add_skip_facts(extra):
+            conn.execute("UPDATE runs SET extra = ? WHERE id = ?", (json.dumps(extra), row[0]))
+
+
+# Each entry migrates from version i to i+1: SQL, or a function of the
+# connection run inside one transaction. Never edit a released step.
+MIGRATIONS: list = [
     # 0 → 1: the first schema.
     """
     CREATE TABLE runs (id INTEGER PRIMARY KEY, started TEXT NOT NULL, command TEXT NOT NULL,
@@ -43,6 +57,8 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';
     """,
+    # 3 → 4: the facts each stack declares, stored with every result (back-filled).
+    _backfill_facts,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -97,6 +113,11 @@ class Store:
                             f"{SCHEMA_VERSION}): upgrade cryptcost")
         try:
             for step in range(version, SCHEMA_VERSION):
+                if callable(MIGRATIONS[step]):
+                    with self.conn:
+                        MIGRATIONS[step](self.conn)
+                        self.conn.execute(f"PRAGMA user_version = {step + 1}")
+                    continue
                 with self.conn:
                     self.conn.executescript("BEGIN;" + MIGRATIONS[step]
                                             + f"PRAGMA user_version = {step + 1};COMMIT;")
@@ -145,12 +166,14 @@ class Store:
         if data.get("format") != "cryptcost-run" or "run" not in data or "results" not in data:
             raise UserError("not a cryptcost run export (want the output of 'cryptcost report --format json')")
         r = data["run"]
+        add_skip_facts(r.setdefault("extra", {}))       # an export from an older cryptcost
         run_id = self._write("INSERT INTO runs(started, command, host, status, finished, label, extra) "
                              "VALUES (?,?,?,?,?,?,?)",
                              (r.get("started", now()), r.get("command", "import"), json.dumps(data.get("host", {})),
                               r.get("status", "complete"), r.get("finished"), r.get("label"),
                               json.dumps(r.get("extra", {}))))
         for res in data["results"]:
+            add_facts(res)                    # an export from an older cryptcost
             self._write("INSERT INTO results(run_id, kind, series, data) VALUES (?,?,?,?)",
                         (run_id, res.get("kind", "?"), series_key({k: res.get(k) for k in ("stack", "engine")}),
                          json.dumps(res)))

@@ -1,0 +1,167 @@
+"""Stack facts: declared once in the plugin, stored with every result, and the
+only thing the analysis knows of a stack. Adding a stack is one file."""
+
+import json
+import sqlite3
+import textwrap
+
+import pytest
+
+from cryptcost import stacks
+from cryptcost.analysis import analyze, cell_key
+from cryptcost.errors import CryptcostError
+from cryptcost.store.db import Store
+from tests.conftest import FIXTURES
+
+
+def _result(stack, op, value, *, facts, cpus=None, part=None, baseline=None, vs=None, bs=1 << 20):
+    return {"kind": "storage", "stack": stack, "workload": "seq", "op": op, "block_bytes": bs, "iodepth": 1,
+            "cpus": cpus, "part": part, "medium": "ram", "fs": "ext4", "size": 256 << 20,
+            "median_bytes_per_s": value, "values": [value * 0.99, value, value * 1.01], "samples": 3,
+            "ci95": [value * 0.98, value * 1.02], "baseline": baseline, "vs": vs or {},
+            "overhead": (vs or {}).get(baseline, {}).get("overhead"), "params": {"facts": facts},
+            "notes": [], "cpu": {"max_core_busy": 0.5}}
+
+
+PLAIN = {"kind": "storage", "layer": "kernel", "role": "baseline", "use_case": None, "baselines": [],
+         "security": []}
+NOVEL = {"kind": "storage", "layer": "fuse", "role": "measured", "use_case": "any-filesystem",
+         "baselines": ["plain"], "security": ["novelfs hides nothing at all"], "cipher": None}
+
+
+def test_pairing_uses_the_full_cell_key():
+    """cpus = [1, 2] and two parts: each result pairs with its own baseline."""
+    results = []
+    for part in ("R1", "R3"):
+        for cpus in (1, 2):
+            base = 100e6 * cpus + (1e6 if part == "R3" else 0)
+            results.append(_result("plain", "read", base, facts=PLAIN, cpus=cpus, part=part))
+            results.append(_result("novelfs", "read", base / 2, facts=NOVEL, cpus=cpus, part=part,
+                                   baseline="plain", vs={"plain": {"overhead": 0.5, "significant": True}}))
+    a = analyze(results, {"cpu": {}})
+    for i, r in enumerate(results):
+        if r["stack"] == "novelfs":
+            device = a.verdicts[i]["ceilings"]["device"]
+            assert device == 100e6 * r["cpus"] + (1e6 if r["part"] == "R3" else 0)
+    assert len({cell_key(r) for r in results}) == len(results)
+
+
+def test_an_unknown_stack_is_ranked_and_its_facts_repeated():
+    """A stack this cryptcost has never heard of (a run imported from another
+    host) is ranked under its declared use case, with its security facts."""
+    results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
+    results += [_result("novelfs", op, 300e6, facts=NOVEL, baseline="plain",
+                        vs={"plain": {"overhead": 0.25, "significant": True}}) for op in ("read", "write")]
+    a = analyze(results, {"cpu": {}})
+    assert [r["stack"] for r in a.ranking] == ["novelfs"]
+    rec = next(r for r in a.recommendations if r["use_case"] == "any-filesystem")
+    assert "novelfs" in rec["text"] and "Novelfs hides nothing at all." in rec["text"]
+    assert a.ranking[0]["relative_to_plain"] == pytest.approx(0.75)
+
+
+def test_a_store_from_before_facts_is_migrated(tmp_path):
+    """A v3 store (no facts) reports like a new one after the migration."""
+    run = json.loads((FIXTURES / "runs" / "quick-vm.json").read_text())
+    db = tmp_path / "old.db"
+    store = Store.open(db)
+    store.conn.execute("PRAGMA user_version = 3")
+    store.conn.commit()
+    run_id = store.begin_run("run", run["host"])
+    for r in run["results"]:
+        r.get("params", {}).pop("facts", None)
+        store.conn.execute("INSERT INTO results(run_id, kind, series, data) VALUES (?,?,?,?)",
+                           (run_id, r["kind"], "{}", json.dumps(r)))
+    store.conn.execute("UPDATE runs SET extra = ? WHERE id = ?",
+                       (json.dumps({"skipped": [{"stack": "luks", "reason": "no dm-crypt"}]}), run_id))
+    store.conn.commit()
+    store.close()
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    store = Store.open(db)
+    results = store.results(run_id)
+    gocryptfs = next(r for r in results if r.get("stack", "").startswith("gocryptfs"))
+    assert gocryptfs["params"]["facts"]["layer"] == "fuse"
+    assert gocryptfs["params"]["facts"]["baselines"] == ["fuse-passthrough", "plain"]
+    a = analyze(results, store.run(run_id).host, store.run(run_id).extra["skipped"])
+    assert {r["stack"].split(":")[0] for r in a.ranking} >= {"gocryptfs", "fscrypt", "luks-userspace"}
+    whole = next(r for r in a.recommendations if r["use_case"] == "whole-disk")
+    assert "LUKS2 aes-xts-plain64 with 4096-byte sectors" in whole["text"]
+
+
+PLUGIN = '''
+"""``novelfs``: a FUSE overlay used to prove that a stack is one file."""
+from cryptcost.host.tools import Tool
+from cryptcost.stacks.fs import FuseStack
+
+
+class Novelfs(FuseStack):
+    name = "novelfs"
+    description = "a FUSE overlay that exists only in this test"
+    tools = (Tool("novelfs", "novelfs-cryptcost-test", "novelfs-pkg", ()),)
+    security = ("novelfs hides nothing at all",)
+
+    def mount_argv(self, res):
+        return ["novelfs-cryptcost-test", str(self.lower), str(self.mnt)]
+'''
+
+
+@pytest.fixture
+def extra_plugin(tmp_path, monkeypatch):
+    """A plugin file dropped next to the real ones (in a directory on the
+    package's search path), and the registry reloaded."""
+    (tmp_path / "novelfs.py").write_text(PLUGIN)
+    monkeypatch.setattr(stacks, "__path__", [*stacks.__path__, str(tmp_path)])
+    stacks.registry.cache_clear()
+    yield tmp_path
+    stacks.registry.cache_clear()
+
+
+def test_adding_a_stack_is_one_file(extra_plugin):
+    reg = stacks.registry()
+    assert "novelfs" in reg
+    # availability says why and how to get it, from the plugin's Tool
+    entry = next(s for s in stacks.availability() if s["name"] == "novelfs")
+    assert entry["available"] is False and entry["install"] == "novelfs-pkg"
+    # the package list make must install, and CI's required list, come from the registry
+    assert stacks.packages()["novelfs-pkg"] == {"novelfs"}
+    assert "novelfs" in stacks.expected_on({"fuse", "loop"}, {"novelfs-pkg", "bindfs", "e2fsprogs"})
+    assert "novelfs" not in stacks.expected_on({"fuse", "loop"}, {"bindfs", "e2fsprogs"})
+    # the docs table
+    assert "| `novelfs` | storage | fuse | measured | any-filesystem | `fuse-passthrough`, `plain` |" \
+        in stacks.markdown_table()
+    # its facts as every result stores them
+    facts = reg["novelfs"]().facts()
+    assert facts["use_case"] == "any-filesystem" and facts["layer"] == "fuse"
+    assert facts["tools"] == {"novelfs": "novelfs-pkg"}
+
+
+def test_an_incomplete_plugin_is_refused_with_what_it_lacks(tmp_path, monkeypatch):
+    (tmp_path / "brokenfs.py").write_text(textwrap.dedent('''
+        from cryptcost.stacks.fs import FuseStack
+        class Broken(FuseStack):
+            name = "brokenfs"
+            description = "lacks its security facts and names a baseline that does not exist"
+            baselines = ("nosuchfs",)
+            def mount_argv(self, res):
+                return []
+    '''))
+    monkeypatch.setattr(stacks, "__path__", [*stacks.__path__, str(tmp_path)])
+    stacks.registry.cache_clear()
+    try:
+        with pytest.raises(CryptcostError) as info:
+            stacks.registry()
+    finally:
+        stacks.registry.cache_clear()
+    text = str(info.value)
+    assert "brokenfs" in text and "security facts" in text and "'nosuchfs' is not a registered stack" in text
+
+
+def test_every_real_plugin_declares_complete_facts():
+    for name, cls in stacks.registry().items():
+        for variant in cls.variants:
+            f = cls(variant).facts() if cls.kind == "network" else cls(variant, cls.filesystems[0]).facts()
+            assert f["kind"] in ("storage", "network") and f["layer"] in ("kernel", "fuse", "userspace")
+            if f["role"] == "measured":
+                assert f["use_case"] and f["security"] and f["baselines"], (name, variant)
