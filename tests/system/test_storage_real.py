@@ -5,26 +5,17 @@ import json
 
 import pytest
 
-from cryptcost.stacks import get, unavailable_reason
+from cryptcost.stacks import get, of_kind, unavailable_reason
 from tests.conftest import skip_or_fail
 from tests.system.conftest import leftovers, need_root
 
-FUSE = {"fuse-passthrough", "gocryptfs", "securefs", "encfs", "rclone-crypt", "cryfs"}
 ONE = ["--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"]
 
-# stack spec → the baseline its results must be compared with
-CASES = {
-    "plain": None,
-    "fuse-passthrough": "plain",
-    "qemu-raw": "plain",
-    "fscrypt": "plain",
-    "gocryptfs": "fuse-passthrough",
-    "luks-userspace": "qemu-raw",
-    "securefs": "fuse-passthrough",
-    "encfs": "fuse-passthrough",
-    "rclone-crypt": "fuse-passthrough",
-    "cryfs": "fuse-passthrough",
-}
+# Every storage stack in the registry → the baseline its results must be
+# compared with. A stack this host cannot run skips, naming why (and fails
+# when CRYPTCOST_REQUIRE names it).
+CASES = {name: (cls.baselines[0] if cls.baselines else None) for name, cls in of_kind("storage").items()}
+FUSE = {name for name, cls in of_kind("storage").items() if cls.layer == "fuse"}
 
 
 def _available(name):
@@ -43,6 +34,7 @@ def test_stack_measured_against_its_baseline(cli, tmp_path, stack):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     mine = [r for r in out["results"] if r["stack"].split(":")[0] == stack]
+    assert mine, f"no result for {stack}"
     assert {(r["op"], r["block_bytes"]) for r in mine} == {("write", 4096), ("read", 4096),
                                                            ("write", 1 << 20), ("read", 1 << 20)}
     for r in mine:
@@ -54,6 +46,7 @@ def test_stack_measured_against_its_baseline(cli, tmp_path, stack):
             assert r["cache_mode"] == "fsync+remount"
         assert r["params"]["integrity"]["result"] == "identical"
         assert r["baseline"] == CASES[stack]
+        assert r["params"]["facts"]["layer"] == get(stack).layer
         if CASES[stack]:
             assert r["overhead"] is not None and len(r["overhead_ci95"]) == 2
     state = str(tmp_path / "state")

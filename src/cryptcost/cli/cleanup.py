@@ -16,7 +16,8 @@ def add_parser(sub, common) -> None:
 
 
 def run(args) -> int:
-    import cryptcost.stacks                       # registers every stack's releasers
+    import cryptcost.links                        # registers the links' releasers (netns)
+    import cryptcost.stacks                       # … and every stack's
     cryptcost.stacks.registry()
     report = cleanup(force=args.force)
     if args.json:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cryptcost.host import key_value_blocks
+
 from cryptcost.model import CPU_FIELDS, CpuSplit
 
 # Flags that decide cipher speed (METHODOLOGY rule 13).
@@ -17,15 +19,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _cpuinfo(text: str | None = None) -> list[dict[str, str]]:
-    text = text if text is not None else Path("/proc/cpuinfo").read_text()
-    blocks = []
-    for block in text.strip().split("\n\n"):
-        entry = {}
-        for line in block.splitlines():
-            key, _, value = line.partition(":")
-            entry[key.strip()] = value.strip()
-        blocks.append(entry)
-    return blocks
+    return key_value_blocks(text if text is not None else Path("/proc/cpuinfo").read_text())
 
 
 def cpu_info(cpuinfo_text: str | None = None) -> dict:

@@ -4,19 +4,19 @@ WireGuard, NFS)."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import platform
 import socket
 from pathlib import Path
 
+from cryptcost.host import key_value_blocks
+
+
 def parse_crypto(text: str) -> list[dict]:
     """Entries of /proc/crypto as dicts (name, driver, module, priority, type, …)."""
     entries = []
-    for block in text.strip().split("\n\n"):
-        entry = {}
-        for line in block.splitlines():
-            key, _, value = line.partition(":")
-            entry[key.strip()] = value.strip()
+    for entry in key_value_blocks(text):
         if "name" in entry:
             if "priority" in entry and entry["priority"].lstrip("-").isdigit():
                 entry["priority"] = int(entry["priority"])
@@ -99,6 +99,22 @@ def af_alg() -> bool:
         return False
 
 
+def _builtin(name: str, config: str) -> bool:
+    """Built into the running kernel: modules.builtin lists it, or the
+    kernel's own config (/proc/config.gz) says ``config=y``."""
+    try:
+        text = Path(f"/lib/modules/{platform.release()}/modules.builtin").read_text()
+        if any(line.rsplit("/", 1)[-1] == f"{name}.ko" for line in text.splitlines()):
+            return True
+    except OSError:
+        pass
+    try:
+        with gzip.open("/proc/config.gz", "rt") as fh:
+            return f"{config}=y\n" in fh.read()
+    except OSError:
+        return False
+
+
 def features() -> dict[str, dict]:
     """Each kernel feature: ``{present: bool, how: str}`` (how it was detected)."""
     def feat(present: bool, how: str) -> dict:
@@ -115,6 +131,7 @@ def features() -> dict[str, dict]:
         "loop": feat(Path("/dev/loop-control").exists(), "/dev/loop-control"),
         "brd": feat(_module_present("brd") or Path("/dev/ram0").exists(), "brd module"),
         "netns": feat(Path("/proc/self/ns/net").exists(), "/proc/self/ns/net"),
+        "veth": feat(_module_present("veth") or _builtin("veth", "CONFIG_VETH"), "veth module or built in"),
         "tun": feat(Path("/dev/net/tun").exists(), "/dev/net/tun"),
         "xfrm": feat(Path("/proc/net/xfrm_stat").exists(), "/proc/net/xfrm_stat"),
         "esp": feat(_module_present("esp4"), "esp4 module"),

@@ -314,16 +314,21 @@ class Resources:
         key = secrets.token_bytes(nbytes)
         if text:
             key = key.hex().encode()
+        return self.secret_file(key, name), key
+
+    def secret_file(self, content: bytes, name: str | None = None) -> Path:
+        """``content`` (a key, or a config that holds one) in a new 0600 file on
+        the key tmpfs, journalled so it is zeroed and removed at release."""
         path = self.keydir() / (name or f"key-{secrets.token_hex(4)}")
         entry = self.journal.add("keyfile", path=str(path))
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as fh:
-                fh.write(key)
+                fh.write(content)
         except BaseException:
             self.release(entry)
             raise
-        return path, key
+        return path
 
 
 def cleanup(force: bool = False) -> list[str]:

@@ -9,8 +9,6 @@ including close (``writes_complete_on_close``).
 
 from __future__ import annotations
 
-import os
-
 from cryptcost import proc
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.host.tools import Tool
@@ -37,14 +35,10 @@ class RcloneCrypt(FuseStack):
         passfile, _ = res.keyfile(32, text=True)
         with open(passfile, "rb") as fh:
             obscured = proc.run(["rclone", "obscure", "-"], input=fh.read(), timeout=30).stdout.strip()
-        self.conf = res.keydir() / "rclone.conf"
-        entry = res.journal.add("keyfile", path=str(self.conf))
-        fd = os.open(self.conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"[cc]\ntype = crypt\nremote = {self.lower}\npassword = {obscured}\n"
-                     f"filename_encryption = {self.params['filename_encryption']}\n")
+        self.conf = res.secret_file(
+            f"[cc]\ntype = crypt\nremote = {self.lower}\npassword = {obscured}\n"
+            f"filename_encryption = {self.params['filename_encryption']}\n".encode(), "rclone.conf")
         del obscured
-        self._conf_entry = entry
         self.cache = self.root / "vfs-cache"
         self.cache.mkdir()
 

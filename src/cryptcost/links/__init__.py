@@ -1,0 +1,127 @@
+"""Links: where a network stack's traffic flows, as media are for storage.
+
+A :class:`Link` has two ends, ``a`` (the client) and ``b`` (the server).
+Network stacks are built on a link and do not care which one it is:
+
+* ``netns`` (the default) — two network namespaces ``cc-<id>-a`` and
+  ``cc-<id>-b`` joined by a veth pair, with addresses that exist only
+  inside them. Both ends share this machine's CPUs.
+* ``loopback`` — both ends in this host's namespace, on 127.0.0.1.
+* (later) ``peer:HOST`` — a second machine running ``cryptcost agent``.
+
+Call order: ``setup(res)`` (everything through the journal, released in
+reverse order), then ``argv(end, argv)`` wraps a command to run at an end.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from cryptcost import proc
+from cryptcost.errors import UserError
+from cryptcost.lifecycle.resources import Resources, releaser
+
+MTUS = range(576, 65537)
+
+
+@releaser("netns")
+def release_netns(data: dict) -> None:
+    """Delete our namespace (its veth end goes with it, and its peer too)."""
+    name = data["name"]
+    if os.path.exists(f"/run/netns/{name}"):
+        proc.run(["ip", "netns", "pids", name], check=False, timeout=30)
+        proc.run(["ip", "netns", "delete", name], check=False, timeout=30)
+
+
+class Link(ABC):
+    """Two ends and the addresses between them. See the module docstring."""
+
+    name: ClassVar[str]
+    a_addr: str
+    b_addr: str
+
+    def __init__(self, mtu: int = 1500):
+        if mtu not in MTUS:
+            raise UserError(f"bad --mtu {mtu}: use 576 … 65536 (1500 and 9000 are usual)")
+        self.mtu = mtu
+
+    @abstractmethod
+    def setup(self, res: Resources) -> None:
+        """Create the link's ends, journalled."""
+
+    @abstractmethod
+    def argv(self, end: str, argv: list[str]) -> list[str]:
+        """``argv`` to run at end ``a`` or ``b``."""
+
+    def describe(self) -> dict:
+        return {"link": self.name, "mtu": self.mtu}
+
+
+class NetnsLink(Link):
+    """Two network namespaces joined by a veth pair (10.203.0.1 ↔ .2/30)."""
+
+    name = "netns"
+    a_addr, b_addr = "10.203.0.1", "10.203.0.2"
+
+    def setup(self, res: Resources) -> None:
+        tag = secrets.token_hex(3)
+        self.ns = {"a": f"cc-{tag}-a", "b": f"cc-{tag}-b"}
+        for end, ns in self.ns.items():
+            res.track("netns", lambda e, ns=ns: proc.run(["ip", "netns", "add", ns], timeout=30), name=ns)
+        veth_a, veth_b = f"cc{tag}a", f"cc{tag}b"
+        self.veth = {"a": veth_a, "b": veth_b}
+        # The pair lives in namespace a from birth; deleting a namespace deletes its end and the peer.
+        proc.run(["ip", "-n", self.ns["a"], "link", "add", veth_a, "mtu", str(self.mtu), "type", "veth",
+                  "peer", "name", veth_b, "netns", self.ns["b"], "mtu", str(self.mtu)], timeout=30)
+        for end, addr in (("a", self.a_addr), ("b", self.b_addr)):
+            ns, dev = self.ns[end], self.veth[end]
+            proc.run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev], timeout=30)
+            proc.run(["ip", "-n", ns, "link", "set", dev, "up"], timeout=30)
+            proc.run(["ip", "-n", ns, "link", "set", "lo", "up"], timeout=30)
+
+    def argv(self, end: str, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.ns[end], *argv]
+
+    def offloads(self, end: str) -> dict[str, str]:
+        """GSO/GRO/TSO state of an end's veth (ethtool -k), where ethtool is installed."""
+        if not proc.which("ethtool"):
+            return {}
+        done = proc.run(self.argv(end, ["ethtool", "-k", self.veth[end]]), check=False, timeout=30)
+        wanted = ("generic-segmentation-offload", "generic-receive-offload", "tcp-segmentation-offload")
+        return {k: v.split()[0] for line in done.stdout.splitlines()
+                for k, _, v in [line.partition(":")] if k.strip() in wanted and v.strip()}
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d["namespaces"] = dict(getattr(self, "ns", {}))
+        d["offloads"] = {end: self.offloads(end) for end in ("a", "b")} if hasattr(self, "ns") else {}
+        d["shared_cpus"] = "both ends share this machine's CPUs"
+        return d
+
+
+class LoopbackLink(Link):
+    """Both ends in this host's namespace, on 127.0.0.1 (for comparison)."""
+
+    name = "loopback"
+    a_addr = b_addr = "127.0.0.1"
+
+    def setup(self, res: Resources) -> None:
+        return None
+
+    def argv(self, end: str, argv: list[str]) -> list[str]:
+        return list(argv)
+
+
+LINKS = {cls.name: cls for cls in (NetnsLink, LoopbackLink)}
+
+
+def parse_link(spec: str, mtu: int = 1500) -> Link:
+    """``netns`` or ``loopback`` (``peer:HOST`` is designed, not built)."""
+    if spec.startswith("peer:"):
+        raise UserError(f"--link {spec}: remote peers (cryptcost agent) are not built yet; use netns or loopback")
+    if spec not in LINKS:
+        raise UserError(f"bad --link {spec!r}: use {', '.join(LINKS)}")
+    return LINKS[spec](mtu)

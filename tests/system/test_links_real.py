@@ -1,0 +1,91 @@
+"""The netns link and the tcp reference stack, for real as root: traffic
+flows between the two namespaces, and nothing is left when the scope ends
+or after `cleanup` of a killed run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import pytest
+
+from cryptcost import proc
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.links import NetnsLink, parse_link
+from cryptcost.stacks import get, unavailable_reason
+from tests.conftest import skip_or_fail
+from tests.system.conftest import need_root
+
+
+def _namespaces() -> set[str]:
+    return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+
+
+def _need_tcp():
+    need_root()
+    exc = unavailable_reason(get("tcp"))
+    if exc:
+        skip_or_fail("tcp", f"tcp unavailable: {exc}")
+
+
+@pytest.mark.root
+def test_tcp_over_a_netns_link_carries_iperf3_traffic_and_leaves_nothing(state_dir):
+    _need_tcp()
+    before = _namespaces()
+    stack = get("tcp")()
+    with Resources() as res:
+        link = parse_link("netns", mtu=1500)
+        link.setup(res)
+        ns = set(link.ns.values())
+        assert ns <= _namespaces() and all(n.startswith("cc-") for n in ns)
+        end = stack.setup(res, link, 5201)
+        assert (end.host, end.port) == (link.b_addr, 5201)
+        server = res.daemon(link.argv("b", ["iperf3", "-s", "-1", "-B", link.b_addr, "-p", str(end.port)]))
+        proc.wait_for(lambda: proc.run(link.argv("b", ["ss", "-ltn"]), check=False).stdout.count(":5201") > 0,
+                      timeout=10, daemon=server, what="iperf3 listening")
+        done = proc.run(link.argv("a", ["iperf3", "-J", "-c", end.host, "-p", str(end.port), "-t", "1"]),
+                        timeout=60)
+        sent = json.loads(done.stdout)["end"]["sum_received"]["bytes"]
+        assert sent > 1 << 20
+        desc = link.describe()
+        assert desc["mtu"] == 1500 and set(desc["namespaces"]) == {"a", "b"}
+        facts = stack.facts()
+        assert facts["kind"] == "network" and facts["role"] == "baseline"
+    assert _namespaces() == before
+
+
+@pytest.mark.root
+def test_cleanup_removes_the_namespaces_of_a_killed_run(tmp_path, state_dir):
+    _need_tcp()
+    before = _namespaces()
+    script = ("from cryptcost.lifecycle.resources import Resources\n"
+              "from cryptcost.links import NetnsLink\n"
+              "import time\nres = Resources()\nlink = NetnsLink()\nlink.setup(res)\n"
+              "print(' '.join(link.ns.values()), flush=True)\ntime.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)})
+    names = set(child.stdout.readline().split())
+    assert names and names <= _namespaces()
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+                          env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not names & _namespaces()
+    assert _namespaces() == before
+    again = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+                           env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)}, timeout=120)
+    assert again.returncode == 0 and "nothing to clean up" in again.stdout
+
+
+def test_bad_link_and_mtu_are_refused():
+    from cryptcost.errors import UserError
+    with pytest.raises(UserError, match="bad --mtu"):
+        NetnsLink(mtu=70000)
+    with pytest.raises(UserError, match="use netns, loopback"):
+        parse_link("wifi")
+    with pytest.raises(UserError, match="not built yet"):
+        parse_link("peer:10.0.0.9")
+    with pytest.raises(UserError, match="not a storage stack"):
+        from cryptcost.runner.storage import resolve
+        resolve(["tcp"], "ext4")
