@@ -4,8 +4,8 @@ file, like gocryptfs; "full": format 2, a B-tree per directory)."""
 from __future__ import annotations
 
 from cryptcost import proc
-from cryptcost.lifecycle.resources import Resources
 from cryptcost.host.tools import Tool
+from cryptcost.lifecycle.resources import Resources
 from cryptcost.stacks.base import ref
 from cryptcost.stacks.fs import FuseStack
 
@@ -16,11 +16,11 @@ class Securefs(FuseStack):
     tools = (Tool("securefs", "securefs", "securefs", ()),)      # prints no version of its own
     variants = {"lite": {"format": 4}, "full": {"format": 2}}
     default_variants = ("lite",)
+    security = ("securefs lite leaves file sizes and the directory structure visible; "
+                "full format hides the structure",)
 
     def cipher_ref(self) -> dict:
         return ref("aes-256-gcm", "userspace")
-    security = ("securefs lite leaves file sizes and the directory structure visible; "
-                "full format hides the structure",)
 
     def init(self, res: Resources) -> None:
         self.keyfile, _ = res.keyfile(32)

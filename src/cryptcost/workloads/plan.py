@@ -70,19 +70,19 @@ class RunPlan:
     cannot_run: list[dict] = field(default_factory=list)
 
 
-def _type_ok(kind: str, value: Any) -> bool:
-    if kind == "str":
+def _type_ok(type_: str, value: Any) -> bool:
+    if type_ == "str":
         return isinstance(value, str)
-    if kind == "int":
+    if type_ == "int":
         return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "float":
+    if type_ == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "bool":
+    if type_ == "bool":
         return isinstance(value, bool)
-    if kind == "size":
+    if type_ == "size":
         return isinstance(value, (str, int)) and not isinstance(value, bool)
-    if kind.startswith("list["):
-        inner = kind[5:-1]
+    if type_.startswith("list["):
+        inner = type_[5:-1]
         return isinstance(value, list) and bool(value) and all(_type_ok(inner, v) for v in value)
     return False
 
@@ -101,9 +101,9 @@ def validate(data: dict, where: str = "plan") -> dict:
         for key, v in value.items():
             if key not in SCHEMA[top]:
                 raise UserError(f"{where}: unknown key {top}.{key}; allowed: {', '.join(SCHEMA[top])}")
-            kind, allowed = SCHEMA[top][key]
-            if not _type_ok(kind, v):
-                shown = kind.replace("list[", "a non-empty list of ").replace("]", "s")
+            type_, allowed = SCHEMA[top][key]
+            if not _type_ok(type_, v):
+                shown = type_.replace("list[", "a non-empty list of ").replace("]", "s")
                 raise UserError(f"{where}: {top}.{key} must be {shown}, not {v!r}")
             for item in v if isinstance(v, list) else [v]:
                 if allowed is not None and item not in allowed:
