@@ -20,7 +20,7 @@ def test_quick_suite_end_to_end(cli, tmp_path):
     assert "estimated time" in proc.stderr
     out = json.loads(proc.stdout)
     measured = {r["stack"].split(":")[0] for r in out["results"] if r["kind"] == "storage"}
-    available = {s["name"] for s in availability() if s["available"]}
+    available = {s["name"] for s in availability("storage") if s["available"]}
     assert measured == available
     assert {r["engine"] for r in out["results"] if r["kind"] == "cipher"} >= {"openssl", "go"}
     doc = out["report"]
@@ -28,7 +28,7 @@ def test_quick_suite_end_to_end(cli, tmp_path):
         "Whole disk", "Per directory", "Any filesystem / cloud-synced folder"]
     assert all(r["bottleneck"] for r in doc["storage"])
     not_measured = {m["what"].split()[-1] for m in doc["not_measured"]}
-    assert not_measured >= {s["name"] for s in availability() if not s["available"]}
+    assert not_measured >= {s["name"] for s in availability("storage") if not s["available"]}
     html = report.read_text()
     assert len(re.findall(r"<svg\b", html)) >= 4 and "<script" not in html
     shown = json.loads(cli("show", "latest", "--json").stdout)
