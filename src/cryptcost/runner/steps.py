@@ -114,7 +114,7 @@ class StepRunner:
         before, dbefore = cpu.stat_snapshot(), _daemon_cpu(pids)
         harness = cpu.harness_cpu()
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
-        if op.kind == "fio":
+        if op.engine == "fio":
             outcome, wall = fio.run(op.fio, inst.workdir, op.file or step.name)
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
@@ -125,7 +125,7 @@ class StepRunner:
             metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
                            lat_p99_us=outcome.lat_p99_us, fio_version=outcome.extra.get("fio_version"))
             self.check_moved(inst, op, moved, outcome)
-        elif op.kind == "untar":
+        elif op.engine == "untar":
             moved, count, seconds = self.untar(inst)
         else:
             moved, count, seconds, engine = self.dbench(inst, op, step)

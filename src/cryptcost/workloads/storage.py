@@ -31,7 +31,7 @@ class Op:
     block_bytes: int
     iodepth: int = 1
     fio: FioJob | None = None
-    kind: str = "fio"                    # fio | untar | dbench
+    engine: str = "fio"                  # what measures it: fio | untar (tar) | dbench
     unit: str = "bytes/s"
     reset_before: bool = False           # drop caches / remount first (reads)
     intended_bytes: int | None = None    # what must be moved (rule 5)
@@ -136,12 +136,12 @@ def _smallfiles(sizes: Sizes, direct: bool) -> list[Step]:
            fio=FioJob("filestat", 4 * KiB, total, **common)),
         Op("smallfiles", "delete", 0, unit="ops/s", files=n,
            fio=FioJob("filedelete", 4 * KiB, total, **common)),
-        Op("smallfiles", "untar", 0, kind="untar", files=n)))]
+        Op("smallfiles", "untar", 0, engine="untar", files=n)))]
 
 
 def _mixed(sizes: Sizes, direct: bool) -> list[Step]:
     return [Step("mixed", "cc-mixed", (
-        Op("mixed", "dbench", 0, kind="dbench", iodepth=2,
+        Op("mixed", "dbench", 0, engine="dbench", iodepth=2,
            fio=FioJob("randrw", 4 * KiB, 64 * MiB, rwmixread=70, end_fsync=True)),))]
 
 
