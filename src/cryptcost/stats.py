@@ -13,23 +13,35 @@ References
   (Iglewicz & Hoaglin, *How to Detect and Handle Outliers*, 1993).
 * Welch's t-test: t = (x̄₁ − x̄₂)/√(s₁²/n₁ + s₂²/n₂) with the
   Welch–Satterthwaite degrees of freedom
-  ν = (s₁²/n₁ + s₂²/n₂)² / ((s₁²/n₁)²/(n₁−1) + (s₂²/n₂)²/(n₂−1)).
+  ν = (s₁²/n₁ + s₂²/n₂)² / ((s₁²/n₁)²/(n₁−1) + (s₂²/n₂)²/(n₂−1)),
+  always (with one side constant it becomes the other side's n − 1; a
+  pooled n₁ + n₂ − 2 would be anti-conservative); both sides constant:
+  no test (p = 1, or 0 when the means differ).
 * Mann–Whitney U, exact two-sided p-value from the permutation
-  distribution of U (Mann & Whitney, 1947), normal approximation with tie
-  correction beyond 20 samples a side.
-* Ratio of means by the delta method on the log scale:
-  Var(ln(x̄₂/x̄₁)) ≈ s₁²/(n₁x̄₁²) + s₂²/(n₂x̄₂²), Welch–Satterthwaite ν.
+  distribution of U (Mann & Whitney, 1947) when there are no ties and at
+  most 20 samples a side; otherwise the normal approximation with tie
+  correction σ² = n₁n₂/12·((n+1) − Σ(t³−t)/(n(n−1))) and continuity
+  correction, as scipy.stats.mannwhitneyu does (the tests compare).
+* Ratio of medians: percentile bootstrap (Efron & Tibshirani, *An
+  Introduction to the Bootstrap*, 1993, ch. 13), 2000 resamples of each
+  side, seeded, so the same samples always give the same interval.
+
+One sample set describes a result: its median (the headline), its
+interval and its overhead are all computed from every sample. Outliers
+(modified Z-score) are flagged for people to see, never dropped.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 MAD_THRESHOLD = 3.5
 ALPHA = 0.05
+BOOTSTRAP = 2000
 
 
 # --- distributions -------------------------------------------------------------
@@ -124,9 +136,9 @@ def mean_ci(xs: list[float], confidence: float = 0.95) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Summary:
-    """A series of samples summarised. ``ci95`` is the t-interval of the mean
-    of the inliers; ``median`` is over all samples; outliers are reported,
-    not hidden."""
+    """A series of samples summarised, every figure from every sample:
+    ``median`` (the headline), ``ci95`` (the t-interval of the mean),
+    ``outliers`` (indices flagged by the modified Z-score, not dropped)."""
 
     n: int
     median: float
@@ -139,10 +151,15 @@ class Summary:
 
     @property
     def rel_half_width(self) -> float:
-        """CI half-width relative to the mean (0.03 = ±3 %)."""
-        if self.mean == 0:
+        """CI half-width relative to the median (0.03 = ±3 %)."""
+        if self.median == 0:
             return math.inf if self.ci95[1] != self.ci95[0] else 0.0
-        return (self.ci95[1] - self.ci95[0]) / 2 / abs(self.mean)
+        return (self.ci95[1] - self.ci95[0]) / 2 / abs(self.median)
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation: stdev / mean."""
+        return self.stdev / abs(self.mean) if self.mean else 0.0
 
     def to_dict(self) -> dict:
         return {"n": self.n, "median": self.median, "mean": self.mean, "stdev": self.stdev,
@@ -151,14 +168,13 @@ class Summary:
 
 
 def summarize(xs: list[float]) -> Summary:
-    """Median, mean, stdev and 95 % CI of ``xs``, MAD outliers excluded from the CI."""
+    """Median, mean, stdev and 95 % CI of every sample in ``xs``, with the
+    MAD outliers flagged (and kept)."""
     if not xs:
         raise ValueError("no samples")
-    out = mad_outliers(xs)
-    inliers = [x for i, x in enumerate(xs) if i not in out]
-    return Summary(n=len(xs), median=statistics.median(xs), mean=statistics.fmean(inliers),
-                   stdev=statistics.stdev(inliers) if len(inliers) > 1 else 0.0,
-                   ci95=mean_ci(inliers), outliers=tuple(out), minimum=min(xs), maximum=max(xs))
+    return Summary(n=len(xs), median=statistics.median(xs), mean=statistics.fmean(xs),
+                   stdev=statistics.stdev(xs) if len(xs) > 1 else 0.0, ci95=mean_ci(xs),
+                   outliers=tuple(mad_outliers(xs)), minimum=min(xs), maximum=max(xs))
 
 
 @dataclass(frozen=True)
@@ -197,7 +213,7 @@ def welch_p(a: list[float], b: list[float]) -> float:
     if va + vb == 0:
         return 1.0 if diff == 0 else 0.0
     t = diff / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if va and vb else na + nb - 2
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))     # Welch–Satterthwaite, always
     return 2.0 * (1.0 - t_cdf(abs(t), df))
 
 
@@ -230,13 +246,15 @@ def _u_counts(n1: int, n2: int) -> tuple[int, ...]:
 
 
 def mann_whitney_p(a: list[float], b: list[float]) -> float:
-    """Two-sided p-value of the Mann–Whitney U test."""
+    """Two-sided p-value of the Mann–Whitney U test: exact without ties (up to
+    20 a side), tie-corrected normal approximation otherwise."""
     n1, n2 = len(a), len(b)
     if n1 == 0 or n2 == 0:
         return 1.0
     u = _u_statistic(a, b)
     mu = n1 * n2 / 2.0
-    if max(n1, n2) <= 20:
+    tied = len(set(a + b)) < n1 + n2
+    if max(n1, n2) <= 20 and not tied:
         counts = _u_counts(n1, n2)
         total = sum(counts)
         extreme = abs(u - mu)
@@ -255,26 +273,27 @@ def mann_whitney_p(a: list[float], b: list[float]) -> float:
     return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
 
 
-def ratio_ci(a: list[float], b: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """mean(b)/mean(a) and its CI by the delta method on the log scale."""
-    ma, mb = statistics.fmean(a), statistics.fmean(b)
+def median_ratio_ci(a: list[float], b: list[float], confidence: float = 0.95,
+                    resamples: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float, float]:
+    """median(b)/median(a) and its percentile-bootstrap CI (seeded)."""
+    ma, mb = statistics.median(a), statistics.median(b)
     if ma <= 0 or mb <= 0:
         return (math.nan, math.nan, math.nan)
     ratio = mb / ma
-    na, nb = len(a), len(b)
-    va = statistics.variance(a) / (na * ma * ma) if na > 1 else 0.0
-    vb = statistics.variance(b) / (nb * mb * mb) if nb > 1 else 0.0
-    if va + vb == 0:
+    if len(set(a)) < 2 and len(set(b)) < 2:
         return (ratio, ratio, ratio)
-    terms = [v ** 2 / (n - 1) for v, n in ((va, na), (vb, nb)) if n > 1 and v > 0]
-    df = max(1.0, (va + vb) ** 2 / sum(terms))
-    half = t_quantile(0.5 + confidence / 2, df) * math.sqrt(va + vb)
-    return (ratio, ratio * math.exp(-half), ratio * math.exp(half))
+    rng = random.Random(seed)
+    ratios = sorted(statistics.median(rng.choices(b, k=len(b))) / statistics.median(rng.choices(a, k=len(a)))
+                    for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    lo = ratios[int(math.floor(tail * (resamples - 1)))]
+    hi = ratios[int(math.ceil((1 - tail) * (resamples - 1)))]
+    return (ratio, min(lo, ratio), max(hi, ratio))
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """``b`` against ``a``: the ratio of means with its CI and whether the
+    """``b`` against ``a``: the ratio of medians with its CI and whether the
     difference is significant. ``verdict`` is a sentence for people."""
 
     ratio: float
@@ -291,18 +310,20 @@ class Comparison:
 
 
 def compare(a: list[float], b: list[float], alpha: float = ALPHA) -> Comparison:
-    """Compare series ``b`` with ``a`` (the reference).
+    """Compare series ``b`` with ``a`` (the reference), on the same samples
+    that their medians and intervals come from.
 
-    Significant only when the ratio's CI excludes 1, Welch's p ≤ alpha,
-    and — once each side has ≥ 4 samples, the fewest with which the exact
-    test can reach 0.05 — Mann–Whitney's p ≤ alpha too. Otherwise the
-    honest answer is "no significant difference".
+    Significant only with at least two samples a side, when the bootstrap
+    CI of the ratio of medians excludes 1, and — once each side has ≥ 4 samples, the fewest with which the exact
+    test can reach 0.05 — Mann–Whitney's p ≤ alpha too. Welch's p is
+    reported. Otherwise the honest answer is "no significant difference".
     """
-    ratio, lo, hi = ratio_ci(a, b)
+    ratio, lo, hi = median_ratio_ci(a, b)
     pw, pm = welch_p(a, b), mann_whitney_p(a, b)
     excludes_one = not (lo <= 1.0 <= hi)
     mw_ok = pm <= alpha if min(len(a), len(b)) >= 4 else True
-    significant = bool(excludes_one and pw <= alpha and mw_ok and not math.isnan(ratio))
+    testable = min(len(a), len(b)) >= 2                     # one sample a side: nothing to test
+    significant = bool(testable and excludes_one and mw_ok and not math.isnan(ratio))
     if significant:
         verdict = f"{(ratio - 1) * 100:+.1f} % ({(lo - 1) * 100:+.1f} … {(hi - 1) * 100:+.1f} %)"
     else:

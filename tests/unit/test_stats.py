@@ -29,12 +29,17 @@ def test_mad_outlier():
     assert stats.mad_outliers([10, 10, 10]) == []
 
 
-def test_summary_reports_outlier_but_keeps_median_over_all():
-    s = stats.summarize([10, 11, 12, 10.5, 50])
+def test_one_sample_set_outliers_flagged_not_dropped():
+    """Median, mean and interval all come from every sample; the outlier is
+    shown, and it widens the interval instead of silently vanishing."""
+    xs = [10, 11, 12, 10.5, 50]
+    s = stats.summarize(xs)
     assert s.outliers == (4,)
-    assert s.median == 11
-    assert s.mean == pytest.approx(10.875)
-    assert s.n == 5
+    assert s.median == 11 and s.n == 5
+    assert s.mean == pytest.approx(sum(xs) / 5)
+    lo, hi = s.ci95
+    assert lo < 18.7 < hi and hi > 40                 # the interval of all five samples
+    assert s.rel_half_width == pytest.approx((hi - lo) / 2 / 11)
 
 
 def test_policy_stops_on_target_or_cap():
@@ -63,12 +68,54 @@ def test_compare_says_no_significant_difference():
 
 
 def test_compare_finds_a_real_difference():
-    c = stats.compare([100, 101, 99, 100], [90, 91, 89, 90])
+    c = stats.compare([100, 101, 99, 100, 100.5], [90, 91, 89, 90, 90.5])
     assert c.significant
-    assert c.ratio == pytest.approx(0.9)
-    assert c.ratio_ci95[0] < 0.9 < c.ratio_ci95[1] < 1
+    assert c.ratio == pytest.approx(0.9)                  # a ratio of medians
+    assert c.ratio_ci95[0] <= 0.9 <= c.ratio_ci95[1] < 1
 
 
-def test_three_samples_each_cannot_pass_mann_whitney_so_welch_and_ci_decide():
+def test_overhead_is_a_ratio_of_the_medians_the_table_shows():
+    a, b = [100, 102, 98, 300], [50, 51, 49, 52]          # one wild sample on the reference side
+    c = stats.compare(a, b)
+    assert c.ratio == pytest.approx(50.5 / 101)           # medians, not means (which give 0.34)
+    assert c.ratio_ci95 == stats.compare(a, b).ratio_ci95  # seeded: the same samples, the same interval
+
+
+def test_three_samples_each_cannot_pass_mann_whitney_so_the_interval_decides():
     c = stats.compare([100, 100.5, 99.5], [50, 50.5, 49.5])
     assert c.significant and c.p_mann_whitney == pytest.approx(0.1)
+
+
+# --- against scipy's reference implementations --------------------------------------
+
+scipy_stats = pytest.importorskip("scipy.stats")
+CASES = [
+    ([1, 2, 3, 4], [2, 3, 4, 5]),
+    ([100, 100, 100], [90, 91, 89]),                     # one side constant
+    ([5.0, 5.1, 4.9, 5.2, 5.0], [5.0, 5.0, 5.3, 4.8]),   # ties across the sides
+    ([1, 1, 2, 2, 3, 3], [2, 2, 3, 3, 4, 4]),            # many ties
+    ([10, 20, 30, 40, 50, 60, 70, 80, 90], [15, 25, 35, 45, 55, 65, 75, 85, 95, 105]),
+    (list(range(25)), [x + 7.5 for x in range(22)]),     # beyond the exact table
+]
+
+
+@pytest.mark.parametrize("a,b", CASES)
+def test_welch_matches_scipy(a, b):
+    expected = scipy_stats.ttest_ind(a, b, equal_var=False).pvalue
+    assert stats.welch_p(a, b) == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("a,b", CASES)
+def test_mann_whitney_matches_scipy(a, b):
+    tied = len(set(a + b)) < len(a) + len(b)
+    method = "asymptotic" if tied or max(len(a), len(b)) > 20 else "exact"
+    expected = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method=method,
+                                        use_continuity=True).pvalue
+    assert stats.mann_whitney_p(a, b) == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def test_the_old_welch_fallback_was_anti_conservative():
+    """With one constant side, pooled df (n1 + n2 − 2) gave a smaller p than Welch's."""
+    a, b = [100, 100, 100], [90, 95, 99]
+    pooled = 2 * (1 - stats.t_cdf(abs((100 - 94.6667) / ((stats.statistics.variance(b) / 3) ** 0.5)), 4))
+    assert stats.welch_p(a, b) > pooled
