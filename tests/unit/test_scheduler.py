@@ -28,6 +28,16 @@ def test_rounds_interleave_and_warmup_is_discarded():
     assert got == {"A": [100, 100, 100], "B": [50, 50, 50]}
 
 
+def test_a_stack_and_its_baselines_take_turns_going_first():
+    """Within a group the order rotates each round: A B C, B C A, C A B."""
+    log = []
+    jobs = [_job(n, log, [100] * 9, group="step") for n in "ABC"]
+    schedule(jobs, Policy(3, 3, 0.03, warmup=0))
+    assert log == list("ABC" "BCA" "CAB")
+    firsts = [log[i] for i in range(0, 9, 3)]
+    assert sorted(firsts) == ["A", "B", "C"]
+
+
 def test_a_stable_job_stops_while_a_noisy_one_goes_on():
     log = []
     jobs = [_job("A", log, [100] * 10), _job("B", log, [100, 140, 60, 120, 80, 100, 130, 70])]

@@ -4,7 +4,8 @@ A :class:`Job` is one measurement action (one program invocation) that
 yields a :class:`~cryptcost.model.Sample` for each of its series keys.
 :func:`schedule` runs round 1 of every job, then round 2 of every job that
 still has an unstable series, and so on (METHODOLOGY rule 2: A B A B, never
-A A B B), discarding each job's warm-up rounds (rule 12) and stopping a
+A A B B; within a group the order rotates each round), discarding each
+job's warm-up rounds (rule 12) and stopping a
 series when its CI target is met or the cap is reached (rule 10).
 
 Every sample is handed to ``on_sample`` the moment it exists, so the store
@@ -67,7 +68,7 @@ def schedule(jobs: list[Job], policy: Policy, *,
                     on_done(key, s)
 
     for rnd in range(rounds):
-        active = [j for j in jobs if _needs_more(j, jobs, series)]
+        active = rotate([j for j in jobs if _needs_more(j, jobs, series)], rnd)
         report_finished(active)
         if not active:
             break
@@ -97,6 +98,21 @@ def schedule(jobs: list[Job], policy: Policy, *,
     progress.finish()
     report_finished([])
     return series
+
+
+def rotate(jobs: list[Job], rnd: int) -> list[Job]:
+    """The jobs of round ``rnd``: each group's jobs rotated by one place per
+    round (A B C, then B C A, then C A B), so that no stack always runs
+    before its baselines, and drift or a cache warmed by the previous job
+    falls on each side in turn (rule 2)."""
+    groups: dict = {}
+    for j in jobs:
+        groups.setdefault(j.group if j.group is not None else id(j), []).append(j)
+    out: list[Job] = []
+    for members in groups.values():
+        k = rnd % len(members)
+        out += members[k:] + members[:k]
+    return out
 
 
 def _needs_more(job: Job, jobs: list[Job], series: dict[Hashable, Series]) -> bool:
