@@ -165,3 +165,18 @@ def test_every_real_plugin_declares_complete_facts():
             assert f["kind"] in ("storage", "network") and f["layer"] in ("kernel", "fuse", "userspace")
             if f["role"] == "measured":
                 assert f["use_case"] and f["security"] and f["baselines"], (name, variant)
+
+
+def test_stacks_whose_difference_is_noise_share_a_rank():
+    results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
+    for name, value, spread in (("fast", 300e6, 0.01), ("noisy", 290e6, 0.3), ("slow", 100e6, 0.01)):
+        for op in ("read", "write"):
+            r = _result(name, op, value, facts=NOVEL, baseline="plain",
+                        vs={"plain": {"overhead": 1 - value / 400e6, "significant": True}})
+            r["values"] = [value * (1 - spread), value, value * (1 + spread), value * (1 - spread / 2)]
+            results.append(r)
+    a = analyze(results, {"cpu": {}})
+    assert [(r["stack"], r["rank"], r["tie"]) for r in a.ranking] == [
+        ("fast", 1, False), ("noisy", 1, True), ("slow", 3, False)]
+    rec = next(r for r in a.recommendations if r["use_case"] == "any-filesystem")
+    assert "fast and noisy tie for the fastest" in rec["text"] and "is the fastest" not in rec["text"]

@@ -72,10 +72,14 @@ def _fuse_baseline(r: dict, index: dict) -> dict | None:
 
 def ranking(storage: list[dict]) -> list[dict]:
     """Encryption options (not baselines), fastest first relative to their
-    plaintext reference on 1 MiB sequential I/O."""
+    plaintext reference on 1 MiB sequential I/O; ``rank`` is shared by
+    stacks whose difference is not significant (``tie``)."""
     stacks = sorted({r["stack"] for r in storage if facts(r).get("use_case")})
-    rows = [{"stack": s, "relative_to_plain": recommend.score(storage, s)} for s in stacks]
-    return sorted(rows, key=lambda x: -(x["relative_to_plain"] or 0))
+    rows = sorted(({"stack": s, "relative_to_plain": recommend.score(storage, s)} for s in stacks),
+                  key=lambda x: -(x["relative_to_plain"] or 0))
+    for row, (rank, tie) in zip(rows, recommend.ranks(storage, [x["stack"] for x in rows])):
+        row.update(rank=rank, tie=tie)
+    return rows
 
 
 def _order(key: tuple) -> tuple:

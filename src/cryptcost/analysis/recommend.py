@@ -44,13 +44,32 @@ def score(results: list[dict], stack: str) -> float | None:
     return statistics.fmean(ratios) if ratios else None
 
 
-def _compare(results: list[dict], a: str, b: str) -> stats.Comparison | None:
-    """b against a on the main read cell."""
-    ra = next((r for r in _main_cells(results, a) if r["op"] == "read"), None)
-    rb = next((r for r in _main_cells(results, b) if r["op"] == "read"), None)
+def _compare(results: list[dict], a: str, b: str, op: str = "read") -> stats.Comparison | None:
+    """b against a on the main cell of ``op``."""
+    ra = next((r for r in _main_cells(results, a) if r["op"] == op), None)
+    rb = next((r for r in _main_cells(results, b) if r["op"] == op), None)
     if not ra or not rb or len(ra.get("values", [])) < 2 or len(rb.get("values", [])) < 2:
         return None
     return stats.compare(ra["values"], rb["values"])
+
+
+def tied(results: list[dict], a: str, b: str) -> bool:
+    """Whether two stacks cannot be ranked: neither their 1 MiB reads nor
+    their 1 MiB writes differ significantly (or cannot be compared)."""
+    return not any(c is not None and c.significant for c in (_compare(results, a, b, op)
+                                                             for op in ("read", "write")))
+
+
+def ranks(results: list[dict], ordered: list[str]) -> list[tuple[int, bool]]:
+    """(rank, tied with the one before) for stacks in score order: a stack
+    that ties with the previous one shares its rank."""
+    out: list[tuple[int, bool]] = []
+    for i, stack in enumerate(ordered):
+        if i and tied(results, ordered[i - 1], stack):
+            out.append((out[-1][0], True))
+        else:
+            out.append((i + 1, False))
+    return out
 
 
 def _describe(results: list[dict], stack: str) -> str:
@@ -78,7 +97,8 @@ def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], hos
         ranked = sorted(((score(storage, s), s) for s in mine), key=lambda x: -(x[0] or 0))
         text = _paragraph(use, ranked, storage, unavailable)
         out.append({"use_case": use, "title": title, "text": text,
-                    "ranking": [{"stack": s, "relative_to_plain": v} for v, s in ranked]})
+                    "ranking": [{"stack": s, "relative_to_plain": v, "rank": rk, "tie": tie}
+                                for (v, s), (rk, tie) in zip(ranked, ranks(storage, [s for _, s in ranked]))]})
     out.append({"use_case": "cipher", "title": "Cipher", "text": _cipher_paragraph(ciphers, host),
                 "ranking": []})
     out.append({"use_case": "network", "title": "Network share and VPN",
@@ -93,14 +113,16 @@ def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: list[di
         sentences.append("No stack for this use was measured in this run.")
     else:
         (_, best), rest = ranked[0], ranked[1:]
-        if rest:
+        if rest and tied(storage, best, rest[0][1]):
+            sentences.append(f"Measured here, {best} and {rest[0][1]} tie for the fastest (no significant "
+                             f"difference on 1 MiB reads or writes): {best}: {_describe(storage, best)}.")
+        elif rest:
             sentences.append(f"Measured here, {best} is the fastest: {_describe(storage, best)}.")
         else:
             sentences.append(f"Only {best} was measured for this use: {_describe(storage, best)}.")
         for sc, other in rest[:3]:
-            cmp = _compare(storage, best, other)
-            if cmp is not None and not cmp.significant:
-                sentences.append(f"{other} is not significantly different on 1 MiB reads "
+            if tied(storage, best, other):
+                sentences.append(f"{other} is not significantly different from {best} "
                                  f"({_describe(storage, other)}).")
             else:
                 sentences.append(f"{other}: {_describe(storage, other)}.")

@@ -36,7 +36,8 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
                  "governor": cpu.get("governor") or "not exposed",
                  "memory_gib": round((run.host.get("memory", {}).get("total") or 0) / 2**30, 1)},
         "recommendations": a.recommendations,
-        "ranking": [{"stack": x["stack"], "relative": units.pct(x["relative_to_plain"], signed=False)
+        "ranking": [{"stack": x["stack"], "rank": ("=" if x.get("tie") else "") + str(x.get("rank", "")),
+                     "relative": units.pct(x["relative_to_plain"], signed=False)
                      if x["relative_to_plain"] is not None else "—"} for x in a.ranking],
         "findings": a.findings, "tuning": a.tuning, "predictions": a.predictions,
         "target": label,

@@ -22,7 +22,9 @@ def render(doc: dict) -> str:
         lines += [f"**{rec['title']}.** {rec['text']}", ""]
     if doc["ranking"]:
         lines += ["## Ranking (1 MiB sequential, relative to plain)", ""]
-        lines += _table(["stack", "throughput relative to plain"], [[r["stack"], r["relative"]] for r in doc["ranking"]])
+        lines += _table(["rank", "stack", "throughput relative to plain"],
+                        [[r["rank"], r["stack"], r["relative"]] for r in doc["ranking"]])
+        lines += ["", "A rank shared (=) means no significant difference on 1 MiB reads or writes."]
         lines.append("")
     if doc["findings"]:
         lines += ["## Findings", ""] + [f"- {f}" for f in doc["findings"]] + [""]

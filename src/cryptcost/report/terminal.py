@@ -117,8 +117,8 @@ def summary_tables(doc: dict) -> list:
         t.add_column("#", justify="right")
         t.add_column("stack")
         t.add_column("relative to plain", justify="right")
-        for i, r in enumerate(doc["ranking"], 1):
-            t.add_row(str(i), r["stack"], r["relative"])
+        for r in doc["ranking"]:
+            t.add_row(r["rank"], r["stack"], r["relative"])
         out.append(t)
     measured = [r for r in doc["storage"] if r["role"] != "baseline"]
     if measured:
