@@ -180,3 +180,55 @@ def test_stacks_whose_difference_is_noise_share_a_rank():
         ("fast", 1, False), ("noisy", 1, True), ("slow", 3, False)]
     rec = next(r for r in a.recommendations if r["use_case"] == "any-filesystem")
     assert "fast and noisy tie for the fastest" in rec["text"] and "is the fastest" not in rec["text"]
+
+
+
+def _cipher(alg, accel, value, threads=1, size=4096):
+    return {"kind": "cipher", "engine": "openssl", "algorithm": alg, "accel": accel, "threads": threads,
+            "buffer_bytes": size, "median_bytes_per_s": value, "values": [value] * 3}
+
+
+KERNEL = {"kind": "storage", "layer": "kernel", "role": "measured", "use_case": "per-directory",
+          "baselines": ["plain"], "security": ["x"]}
+SOFT_HOST = {"cpu": {"cores": 2, "flags": {"aes": True}},
+             "crypto_drivers": {"xts(aes)": {"driver": "xts(ecb(aes-fixed-time))", "implementation": "software"}}}
+
+
+def _kernel_result(value, iodepth=1, cpus=None):
+    r = _result("kfs", "read", value, facts=KERNEL, baseline="plain", cpus=cpus,
+                vs={"plain": {"overhead": 0.9, "significant": True}})
+    r["iodepth"] = iodepth
+    r["params"]["cipher_ref"] = {"algorithm": "aes-256-xts", "where": "kernel", "unit": 4096, "exact": True}
+    return r
+
+
+def test_cipher_bound_needs_the_stack_to_reach_the_ceiling():
+    base = _result("plain", "read", 1000e6, facts=PLAIN)
+    ceiling = _cipher("aes-256-xts", False, 100e6)
+    near = analyze([base, _kernel_result(90e6), ceiling], SOFT_HOST).verdicts[1]
+    assert near["bottleneck"] == "cipher" and near["ceilings"]["ratio"]["cipher"] == pytest.approx(0.9)
+    assert "90% of the cipher ceiling" in near["explanation"] and "aes-fixed-time" in near["explanation"]
+    far = analyze([base, _kernel_result(30e6), ceiling], SOFT_HOST).verdicts[1]
+    assert far["bottleneck"] != "cipher"                         # a software driver alone proves nothing
+    none = analyze([base, _kernel_result(30e6)], SOFT_HOST).verdicts[1]
+    assert none["bottleneck"] != "cipher" and "?" not in none["explanation"]
+    assert "not measured" in none["explanation"]
+
+
+def test_the_cipher_ceiling_uses_the_threads_the_stack_can_use():
+    base = _result("plain", "read", 1000e6, facts=PLAIN)
+    one, two = _cipher("aes-256-xts", False, 100e6), _cipher("aes-256-xts", False, 150e6, threads=2)
+    qd32 = analyze([base, _kernel_result(140e6, iodepth=32, cpus=2), one, two], SOFT_HOST).verdicts[1]
+    assert qd32["ceilings"]["cipher"] == pytest.approx(150e6) and qd32["bottleneck"] == "cipher"
+    qd1 = analyze([base, _kernel_result(95e6), one, two], SOFT_HOST).verdicts[1]
+    assert qd1["ceilings"]["cipher"] == pytest.approx(100e6)
+
+
+def test_near_the_baseline_with_a_significant_overhead_is_not_called_free():
+    base = _result("plain", "read", 100e6, facts=PLAIN)
+    r = _result("kfs", "read", 90e6, facts=KERNEL, baseline="plain",
+                vs={"plain": {"overhead": 0.1, "significant": True}})
+    r["overhead_significant"] = True
+    v = analyze([base, r], {"cpu": {}}).verdicts[1]
+    assert v["bottleneck"] == "device" and "not the crypto" not in v["explanation"]
+    assert "significant 10.0 %" in v["explanation"]

@@ -41,9 +41,11 @@ def _value(r: dict) -> float | None:
     return r.get("median_bytes_per_s")
 
 
-def kernel_aes_is_software(host: dict) -> tuple[bool, str | None]:
-    """Whether the kernel's AES (what fscrypt and dm-crypt use) is software, and its driver."""
-    drivers = host.get("crypto_drivers", {})
+def kernel_aes_is_software(host: dict, r: dict | None = None) -> tuple[bool, str | None]:
+    """Whether the kernel's AES (what fscrypt and dm-crypt use) is software,
+    and its driver: the one read after the stack was set up (``r``'s
+    ``params.kernel_drivers``) where recorded, else the host's at probe time."""
+    drivers = {**host.get("crypto_drivers", {}), **((r or {}).get("params") or {}).get("kernel_drivers", {})}
     for name in ("xts(aes)", "aes"):
         d = drivers.get(name)
         if d:
@@ -51,11 +53,15 @@ def kernel_aes_is_software(host: dict) -> tuple[bool, str | None]:
     return False, None
 
 
-def cipher_ceiling(ref: dict | None, ciphers: list[dict], host: dict, iodepth: int) -> tuple[float | None, str]:
-    """(bytes/s, how it was obtained) for a stack's cipher reference."""
+def cipher_ceiling(ref: dict | None, ciphers: list[dict], host: dict, iodepth: int,
+                   r: dict | None = None) -> tuple[float | None, str]:
+    """(bytes/s, how it was obtained) for a stack's cipher reference: the
+    cipher table's cell at the stack's unit and with as many threads as the
+    stack can use in parallel (its CPUs, at most its queue depth); one
+    thread's speed × that parallelism where the table has no such cell."""
     if not ref:
-        return None, "no measured cipher matches this stack's cipher"
-    cores = host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
+        return None, "the stack names no cipher the engines measure"
+    cores = (r or {}).get("cpus") or host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
     parallel = 1 if iodepth <= 1 else min(cores, iodepth)
     want_engines = {"kernel": ["kernel", "openssl"], "go": ["go", "openssl"]}.get(ref["where"], ["openssl"])
     accel = True
@@ -67,24 +73,27 @@ def cipher_ceiling(ref: dict | None, ciphers: list[dict], host: dict, iodepth: i
             why.append(f"the kernel's AES is {driver}, a software driver, so OpenSSL without AES-NI "
                        "stands in (an upper bound)")
     pool = [c for c in ciphers if c["algorithm"] == ref["algorithm"] and c["accel"] == accel
-            and c["threads"] == 1 and c.get("median_bytes_per_s")]
+            and c["threads"] in (1, parallel) and c.get("median_bytes_per_s")]
     for engine in want_engines:
         mine = [c for c in pool if c["engine"] == engine]
         if mine:
-            best = min(mine, key=lambda c: abs(c["buffer_bytes"] - ref["unit"]))
+            best = min(mine, key=lambda c: (abs(c["buffer_bytes"] - ref["unit"]), c["threads"] != parallel))
+            times = parallel if best["threads"] == 1 else 1
             how = (f"{engine} {ref['algorithm']}{'' if accel else ' without acceleration'} at "
-                   f"{best['buffer_bytes']} B × {parallel}")
+                   f"{best['buffer_bytes']} B, {best['threads']} thread(s)" + (f" × {times}" if times > 1 else ""))
             if not ref.get("exact", True):
                 how += " (nearest measured algorithm)"
             if why:
                 how += "; " + why[0]
-            return best["median_bytes_per_s"] * parallel, how
+            return best["median_bytes_per_s"] * times, how
     return None, f"{ref['algorithm']} was not in this run's cipher table"
 
 
 def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict | None,
              ciphers: list[dict], host: dict) -> Verdict:
-    """The bottleneck of storage result ``r``.
+    """The bottleneck of storage result ``r``: the first rule that holds, in
+    the order of the module docstring. The verdict names the ceilings, the
+    ratio of the result to each, and the rule that decided.
 
     ``baseline``: its matched baseline's result for the same cell;
     ``large``: the same stack's 1 MiB result for the same op (small-block slope);
@@ -93,54 +102,60 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
     value = _value(r)
     label = f"{r['stack']} {r['op']} {_size(r['block_bytes'])}"
     ref = (r.get("params") or {}).get("cipher_ref")
-    cipher, cipher_how = cipher_ceiling(ref, ciphers, host, r.get("iodepth", 1))
+    cipher, cipher_how = cipher_ceiling(ref, ciphers, host, r.get("iodepth", 1), r)
     device = _value(baseline) if baseline else None
     ceilings = {"device": device, "cipher": cipher, "cipher_how": cipher_how}
     if value is None:
         return Verdict("unknown", f"{label}: not a throughput result", ceilings)
+    ceilings["ratio"] = {k: value / c for k, c in (("device", device), ("cipher", cipher)) if c}
+    shown_cipher = f"{rate(cipher)} ({cipher_how})" if cipher else f"not measured: {cipher_how}"
+    soft, driver = kernel_aes_is_software(host, r)
+    software = bool(ref and ref["where"] == "kernel" and soft and ref["algorithm"].startswith("aes"))
+    aside = f"; the kernel uses the software {driver} driver, not AES-NI" if software else ""
+
+    def verdict(kind: str, rule: str, sentence: str) -> Verdict:
+        return Verdict(kind, sentence + aside, {**ceilings, "rule": rule})
     busy = (r.get("cpu") or {}).get("max_core_busy") or 0
     if not r.get("baseline"):
-        return Verdict("device", f"{label} {rate(value)}: this is the plaintext baseline, the device "
-                       "ceiling the encrypted stacks are measured against", ceilings)
-    # 1. as fast as the plaintext twin: the medium and filesystem limit it
+        return verdict("device", "a plaintext baseline", f"{label} {rate(value)}: this is the plaintext "
+                       "baseline, the device ceiling the encrypted stacks are measured against")
     if device and value >= NEAR * device:
-        how = (f"is within {100 * (1 - value / device):.0f} % of" if value < device
-               else "is as fast as")
-        return Verdict("device", f"{label} {rate(value)} {how} its baseline {r.get('baseline')} "
-                       f"({rate(device)}): the device path limits it, not the crypto", ceilings)
-    # 2. at the cipher's speed: cipher-bound
+        share = f"{value / device:.0%} of its baseline {r.get('baseline')} ({rate(device)})"
+        if r.get("overhead_significant"):
+            tail = (f"the device path binds, and the crypto still costs a significant "
+                    f"{100 * (r.get('overhead') or 0):.1f} %")
+        else:
+            tail = "no significant difference from its baseline: the device path binds, not the crypto"
+        return verdict("device", f"throughput ≥ {NEAR:.0%} of the device ceiling",
+                       f"{label} {rate(value)} is {share}: {tail}")
     if cipher and value >= NEAR * cipher:
-        return Verdict("cipher", f"{label} {rate(value)} vs cipher ceiling {rate(cipher)} ({cipher_how}): "
-                       "cipher-bound", ceilings)
-    soft, driver = kernel_aes_is_software(host)
-    if ref and ref["where"] == "kernel" and soft and ref["algorithm"].startswith("aes"):
-        return Verdict("cipher", f"{label} {rate(value)} vs {rate(cipher) if cipher else '?'} "
-                       f"({cipher_how}): the kernel uses the software {driver} driver, not AES-NI; "
-                       "cipher-bound in the kernel", ceilings)
-    # 3. small blocks much slower than large ones: per-request cost
+        return verdict("cipher", f"throughput ≥ {NEAR:.0%} of the cipher ceiling",
+                       f"{label} {rate(value)} is {value / cipher:.0%} of the cipher ceiling "
+                       f"{shown_cipher}: cipher-bound")
     if large and r["block_bytes"] and r["block_bytes"] < LARGE and _value(large) and \
             value < 0.5 * _value(large) and r.get("iops"):
         per_req = (1 / r["iops"] - r["block_bytes"] / _value(large)) * 1e6
         ceilings["per_request_us"] = per_req
-        return Verdict("per-request", f"{label} {rate(value)} vs {rate(_value(large))} at 1 MiB: about "
-                       f"{per_req:.0f} µs per request beyond the bytes; per-request overhead "
-                       "(system calls, FUSE round trips, journalling) dominates", ceilings)
-    # 4. FUSE round trip: the passthrough is no faster
+        return verdict("per-request", "small blocks < 50 % of the 1 MiB throughput",
+                       f"{label} {rate(value)} vs {rate(_value(large))} at 1 MiB: about {per_req:.0f} µs "
+                       "per request beyond the bytes; per-request overhead (system calls, FUSE round "
+                       "trips, journalling) dominates")
     if fuse_base and _value(fuse_base) and value >= NEAR * _value(fuse_base):
-        return Verdict("fuse", f"{label} {rate(value)} ≈ FUSE passthrough {rate(_value(fuse_base))}: "
-                       "the FUSE round trip limits it, not the cipher", ceilings)
+        return verdict("fuse", f"throughput ≥ {NEAR:.0%} of the FUSE passthrough's",
+                       f"{label} {rate(value)} is {value / _value(fuse_base):.0%} of the FUSE passthrough "
+                       f"({rate(_value(fuse_base))}): the FUSE round trip limits it, not the cipher")
     if busy >= 0.9:
-        return Verdict("cpu", f"{label} {rate(value)}: one core was {busy * 100:.0f} % busy while the "
-                       f"cipher alone could do {rate(cipher) if cipher else '?'}: the stack's own code "
-                       "on one core is the limit (no parallelism)", ceilings)
+        return verdict("cpu", "the busiest core ≥ 90 % busy below every ceiling",
+                       f"{label} {rate(value)}: one core was {busy * 100:.0f} % busy while the device "
+                       f"({rate(device)}) and the cipher ({shown_cipher}) allow more: the stack's own "
+                       "code on one core is the limit (no parallelism)")
+    below = (f"below the device ({rate(device)}, {value / device:.0%}) and cipher ({shown_cipher}) "
+             "ceilings with no core saturated") if device else "with no core saturated"
     if r.get("iodepth", 1) <= 1:
-        return Verdict("latency", f"{label} {rate(value)}: below the device ({rate(device)}) and cipher "
-                       f"({rate(cipher) if cipher else 'not measured'}) ceilings with no core saturated: "
-                       "each request waits for the previous one (queue depth 1), so the stack's "
-                       "latency per request sets the speed", ceilings)
-    return Verdict("unknown", f"{label} {rate(value)}: below the device ({rate(device)}) and cipher "
-                   f"({rate(cipher) if cipher else 'not measured'}) ceilings with no core saturated",
-                   ceilings)
+        return verdict("latency", "below every ceiling at queue depth 1",
+                       f"{label} {rate(value)}: {below}: each request waits for the previous one "
+                       "(queue depth 1), so the stack's latency per request sets the speed")
+    return verdict("unknown", "no rule holds", f"{label} {rate(value)}: {below}")
 
 
 def _size(n: int) -> str:
