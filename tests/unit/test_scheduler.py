@@ -126,3 +126,34 @@ def test_one_sample_a_side_verifies_only_an_unmistakable_drop():
                         cpu_flags={"aes": True})
     off = next(r for r in small.results if not r.fields["accel"])
     assert off.metrics["accel_verified"] is None and "too few samples" in off.notes[-1]
+
+
+def test_the_cipher_table_holds_what_the_stacks_need():
+    """Every stack's cipher, at its own unit, is added to the run's cipher table;
+    without acceleration where the kernel's AES is software (the ceiling of
+    fscrypt and dm-crypt there)."""
+    from cryptcost.runner.storage import resolve
+    from cryptcost.runner.suite import ceiling_cells
+    from cryptcost.workloads.plan import Part, RunPlan
+    plan = RunPlan("t", parts=[Part("p", storage={"stacks": ["all"], "size": "256M"})])
+    host = {"crypto_drivers": {"aes": {"driver": "aes-fixed-time", "implementation": "software"}}}
+    cells = ceiling_cells(plan, host)
+    for stack, _ in resolve(["all"], "ext4")[0]:
+        ref = stack.cipher_ref()
+        if not ref:
+            continue
+        engine = "go" if ref["where"] == "go" else "openssl"
+        assert (engine, ref["algorithm"], ref["unit"], 1, True) in [tuple(vars(c).values()) for c in cells] \
+            or ref["algorithm"] not in __import__("cryptcost.engines", fromlist=["x"]).CIPHER_ENGINES[engine].algorithms
+        if ref["where"] == "kernel" and ref["algorithm"].startswith("aes"):
+            assert any(c.algorithm == ref["algorithm"] and not c.accel and c.buffer_bytes == ref["unit"]
+                       for c in cells)
+
+
+def test_extra_cells_are_measured_alongside_the_product():
+    from cryptcost.engines.base import Cell
+    extra = (Cell("openssl", "aes-256-xts", 512, 1, False),)
+    out = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-128-gcm",), extra_cells=extra),
+                      FakeExecutor(), Policy(2, 2, 0.03, 0), cpu_flags={"aes": True})
+    got = {(r.fields["algorithm"], r.fields["buffer_bytes"], r.fields["accel"]) for r in out.results}
+    assert ("aes-256-xts", 512, False) in got and ("aes-128-gcm", 4096, True) in got

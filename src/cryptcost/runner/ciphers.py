@@ -36,6 +36,7 @@ class CipherPlan:
     accel: tuple[bool, ...] = (True,)
     seconds: int = 1
     engines_explicit: bool = False
+    extra_cells: tuple[Cell, ...] = ()      # single cells beyond the product (the stacks' cipher ceilings)
 
     def validate(self) -> None:
         unknown = [e for e in self.engines if e not in CIPHER_ENGINES]
@@ -88,6 +89,13 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
                                             "threads": threads, "accel": accel, "reason": why})
                         else:
                             cells.append(cell)
+    for cell in plan.extra_cells:
+        if cell not in cells and cell.engine in plan.engines and not executor.unsupported(cell):
+            try:
+                executor.check_engine(cell.engine)
+            except Unavailable:
+                continue
+            cells.append(cell)
     return cells, skipped
 
 

@@ -15,13 +15,14 @@ from cryptcost.media import parse_medium
 from cryptcost.model import Result
 from cryptcost.stacks import parse_spec, unavailable_reason
 from cryptcost.units import parse_size
+from cryptcost.engines.base import Cell
 from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
 from cryptcost.runner.executor import Executor, RealExecutor
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import RunPlan
+from cryptcost.workloads.plan import Part, RunPlan
 
 DEFAULT_POLICY = {"min_samples": 3, "max_samples": 10, "ci_target": 3.0, "warmup": 1}
 
@@ -128,17 +129,49 @@ class SuiteOutcome:
     failed: list[str] = field(default_factory=list)
 
 
+def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
+    """The cipher cells the plan's storage stacks need for their cipher
+    ceilings (rule 8): each stack's algorithm at its own unit, in the engine
+    that runs it (OpenSSL stands in for the kernel and for other userspace
+    libraries), and without acceleration where the kernel's AES is software."""
+    soft_kernel_aes = any(d.get("implementation") == "software" for name, d in
+                          host.get("crypto_drivers", {}).items() if name in ("aes", "xts(aes)"))
+    cells = set()
+    for part in plan.parts:
+        for sp in storage_plans(part.storage) if part.storage else []:
+            for stack, _ in resolve(sp.stacks, sp.fs)[0]:
+                ref = stack.cipher_ref()
+                if not ref or not 16 <= ref["unit"] <= 64 << 20:
+                    continue
+                engine = "go" if ref["where"] == "go" else "openssl"
+                if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
+                    continue
+                cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, True))
+                if ref["where"] == "kernel" and soft_kernel_aes and ref["algorithm"].startswith("aes"):
+                    cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, False))
+    return tuple(sorted(cells))
+
+
 def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
              executor: Executor | None = None) -> SuiteOutcome:
-    """Run every part; a part that fails is recorded and the next one runs."""
+    """Run every part; a part that fails is recorded and the next one runs.
+    The first cipher table also measures what the storage stacks need for
+    their ceilings; without one, a table of just those cells runs first."""
     executor = executor or RealExecutor()
     policy = policy_of(plan)
+    needed = ceiling_cells(plan, host)
+    if needed and not any(p.ciphers is not None for p in plan.parts):
+        plan = replace(plan, parts=[Part("cipher ceilings", ciphers={"algorithms": sorted({c.algorithm for c in needed}),
+                                                                     "sizes": [], "threads": [1]})]
+                       + list(plan.parts))
     out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"], "install": c.get("install"),
                                  "part": c["part"]} for c in plan.cannot_run])
     for part in plan.parts:
         if part.ciphers is not None:
+            cp = replace(cipher_plan(part.ciphers), extra_cells=needed)
+            needed = ()                                  # once, with the first cipher table
             try:
-                co = run_ciphers(cipher_plan(part.ciphers), executor, policy, sink=sink,
+                co = run_ciphers(cp, executor, policy, sink=sink,
                                  progress=progress_factory(f"{part.label}: ciphers"),
                                  cpu_flags=host["cpu"]["flags"])
                 out.results += co.results
