@@ -32,8 +32,10 @@ class CpuSplit:
 
     @property
     def busy(self) -> float:
-        """CPU-seconds not idle and not waiting for I/O."""
-        return self.user + self.nice + self.system + self.irq + self.softirq + self.steal
+        """CPU-seconds this machine's CPUs worked: not idle, not waiting for
+        I/O, and not stolen by the hypervisor (steal is time the vCPU did
+        not run at all, so counting it would bill the stack for a neighbour)."""
+        return self.user + self.nice + self.system + self.irq + self.softirq
 
     def to_dict(self) -> dict:
         d = asdict(self)

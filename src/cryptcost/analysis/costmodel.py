@@ -9,8 +9,8 @@ On the RAM medium a stack reaches S and its baseline B; the stack adds
   ``1 / (1/D + 1/S − 1/B)``.
 
 The prediction is the range between the two, with the binding ceiling
-named. Where a result was measured on a real device or directory, the
-prediction is checked against it.
+named. It is a model, not yet a measured fact: nothing in cryptcost checks
+it against a throttled or real device so far, and the report says so.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def cpu_split(before: dict[str, list[int]], after: dict[str, list[int]],
             continue
         delta = [a - b for a, b in zip(ticks, before[name])]
         span = sum(delta)
-        idle = delta[3] + delta[4]
+        idle = delta[3] + delta[4] + (delta[7] if len(delta) > 7 else 0)     # idle, iowait, steal
         if span > 0:
             busiest = max(busiest, (span - idle) / span)
     return CpuSplit(**dict(zip(CPU_FIELDS, total)), daemons=daemons, max_core_busy=busiest)

@@ -3,8 +3,9 @@
 A device is used only when the user names it twice — ``--medium
 device:/dev/X`` and ``--destroy-data-on /dev/X`` — and it is refused when
 
-* it is mounted, or holds a mounted partition, or is in use as swap — even
-  with ``--force``;
+* it is mounted, or holds a mounted partition, or is in use as swap, or a
+  device-mapper, MD or loop device sits on it (``/sys/class/block/X/holders``,
+  also of its partitions) — even with ``--force``;
 * it carries a filesystem, RAID, LVM or partition-table signature, unless
   ``--force``.
 """
@@ -21,12 +22,14 @@ from cryptcost.media import Backing, Medium
 from cryptcost.lifecycle.resources import Resources
 
 
-def _holders(device: str) -> list[str]:
-    """Mounted sources that are this device or one of its partitions."""
+def _holders(device: str, sysfs: str = "/sys/class/block") -> list[str]:
+    """What uses this device or one of its partitions: mounts, swap, and the
+    kernel devices built on it (dm-crypt, LVM, MD, loop: its ``holders``)."""
     real = os.path.realpath(device)
     name = os.path.basename(real)
-    parts = {real} | {f"/dev/{p.name}" for p in Path(f"/sys/class/block/{name}").glob(f"{name}*")}
-    used = []
+    parts = {real} | {f"/dev/{p.name}" for p in Path(f"{sysfs}/{name}").glob(f"{name}*")}
+    used = [f"/dev/{h.name} (built on {os.path.basename(part)})"
+            for part in sorted(parts) for h in sorted(Path(f"{sysfs}/{os.path.basename(part)}/holders").glob("*"))]
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
             source = line.partition(" - ")[2].split()[1]
@@ -80,7 +83,7 @@ class DeviceMedium(Medium):
             raise UserError(f"{dev} is not a block device")
         held = _holders(dev)
         if held:
-            raise UserError(f"{dev} is in use ({', '.join(held)} mounted or swap): refused even "
+            raise UserError(f"{dev} is in use ({', '.join(held)}: mounted, swap or a device on top): refused even "
                             "with --force; unmount it first")
         found = signatures(dev)
         if found and not self.force:
