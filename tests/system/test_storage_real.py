@@ -47,6 +47,10 @@ def test_stack_measured_against_its_baseline(cli, tmp_path, stack):
         assert r["params"]["integrity"]["result"] == "identical"
         assert r["baseline"] == CASES[stack]
         assert r["params"]["facts"]["layer"] == get(stack).layer
+        ref = r["params"]["cipher_ref"]
+        if ref and ref["where"] == "kernel":          # the driver the stack really used, read after setup
+            mode = ref["algorithm"].split("-")[-1]
+            assert f"{mode}(aes)" in r["params"]["kernel_drivers"], r["params"].get("kernel_drivers")
         if CASES[stack]:
             assert r["overhead"] is not None and len(r["overhead_ci95"]) == 2
     state = str(tmp_path / "state")
@@ -141,3 +145,38 @@ def test_fscrypt_adiantum_is_measured_or_says_why(cli):
     if not measured:
         [why] = [s for s in out["skipped"] if s["stack"] == "fscrypt:adiantum"]
         assert "Adiantum" in why["reason"] and why["install"] == "a kernel with CONFIG_CRYPTO_ADIANTUM"
+
+
+@pytest.mark.root
+def test_rclone_writes_are_timed_until_the_ciphertext_is_on_the_lower_directory(state_dir):
+    """rclone encrypts after close: settle() returns only when the lower
+    directory holds the whole ciphertext, of the size rclone's format gives."""
+    _available("rclone-crypt")
+    import os
+
+    from cryptcost.lifecycle.resources import Resources
+    from cryptcost.media import RamMedium
+    from cryptcost.stacks.rclone_crypt import ciphertext_size
+    stack = get("rclone-crypt")()
+    sizes = (0, 1, 65536, 65537, (3 << 20) + 100)
+    with Resources() as res:
+        workdir = stack.setup(res, RamMedium().provide(res, 128 << 20))
+        for i, n in enumerate(sizes):
+            with open(workdir / f"f{i}", "wb") as fh:
+                fh.write(os.urandom(n))
+        waited = stack.settle()
+        lower = sorted(os.stat(os.path.join(d, f)).st_size for d, _, fs in os.walk(stack.lower) for f in fs)
+        assert lower == sorted(ciphertext_size(n) for n in sizes)
+        assert waited >= 0
+    assert ciphertext_size(0) == 32 and ciphertext_size(65537) == 32 + 65537 + 32
+
+
+@pytest.mark.root
+def test_every_write_is_timed_until_durable(cli):
+    """One clock: the same settle step follows the stack's and the baseline's writes."""
+    _available("gocryptfs")
+    proc = cli("storage", "--stacks", "gocryptfs", "--workloads", "seq-quick", "--size", "128M", *ONE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    writes = [r for r in json.loads(proc.stdout)["results"] if r["op"] == "write"]
+    assert {r["stack"] for r in writes} == {"gocryptfs:aes-gcm", "fuse-passthrough", "plain"}
+    assert all(r["timing"] == "fio's runtime + the time until durable on the medium" for r in writes)

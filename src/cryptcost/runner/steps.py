@@ -29,6 +29,7 @@ from cryptcost.workloads import storage as wl
 GiB = 1 << 30
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
 DBENCH_SECONDS = 10
+WRITES = ("write", "create", "randwrite")
 
 
 @dataclass
@@ -115,12 +116,14 @@ class StepRunner:
         harness = cpu.harness_cpu()
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
         if op.engine == "fio":
-            outcome, wall = fio.run(op.fio, inst.workdir, op.file or step.name)
+            outcome, _ = fio.run(op.fio, inst.workdir, op.file or step.name)
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
-            if inst.stack.writes_complete_on_close and op.op in ("write", "create", "randwrite"):
-                seconds = wall                      # the flush happens on close, after fio's clock
-                metrics["timing"] = "wall clock including close"
+            if op.op in WRITES:
+                # One clock for every stack: fio's, plus the time until the data is durable.
+                metrics["settle_s"] = inst.stack.settle()
+                seconds += metrics["settle_s"]
+                metrics["timing"] = "fio's runtime + the time until durable on the medium"
             count = outcome.total_ios
             metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
                            lat_p99_us=outcome.lat_p99_us, fio_version=outcome.extra.get("fio_version"))

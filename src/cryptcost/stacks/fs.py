@@ -6,22 +6,28 @@ the block device ``backing`` and returns the directory workloads run in;
 ``reset_cache(res)`` before every read phase makes the next read come from
 the medium and returns the cache mode it achieved.
 
+``settle()`` after every write returns once what was written is durable on
+the medium (ciphertext included, for a stack that encrypts after close):
+its time is added to the engine's clock, the same way for every stack.
+
 Storage facts, besides the common ones: ``filesystems`` it works on,
-``honours_direct`` (O_DIRECT reaches the medium), ``writes_complete_on_close``
-(the stack encrypts after close: the clock must wait for it).
+``honours_direct`` (O_DIRECT reaches the medium).
 
 Reference implementation: :mod:`cryptcost.stacks.plain`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import time
 from abc import abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
 from cryptcost import proc
 from cryptcost.errors import UserError
+from cryptcost.host import kernel
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Backing
 from cryptcost.stacks.base import Stack
@@ -30,6 +36,20 @@ FILESYSTEMS = ("ext4", "xfs", "btrfs")
 MKFS = {"ext4": ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
         "xfs": ["mkfs.xfs", "-f", "-q"],
         "btrfs": ["mkfs.btrfs", "-f", "-q"]}
+
+
+def syncfs(path: Path | str) -> None:
+    """syncfs(2) on the filesystem holding ``path``: its dirty data reaches the device."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _LIBC.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(path))
+    finally:
+        os.close(fd)
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def drop_caches() -> None:
@@ -66,7 +86,6 @@ class StorageStack(Stack):
     filesystems: ClassVar[tuple[str, ...]] = FILESYSTEMS
     # Whether O_DIRECT reaches the medium (otherwise: fsync and dropped caches).
     honours_direct: ClassVar[bool] = False
-    writes_complete_on_close: ClassVar[bool] = False
     remount_seconds: ClassVar[float] = 0.1       # a cache reset, for the time estimate
 
     def __init__(self, variant: str | None = None, fs: str = "ext4"):
@@ -85,8 +104,29 @@ class StorageStack(Stack):
         drop_caches()
         return "drop_caches"
 
+    def settle(self) -> float:
+        """Make what was written durable on the medium; return the seconds it took."""
+        start = time.perf_counter()
+        syncfs(self.workdir)
+        return time.perf_counter() - start
+
     def describe(self) -> dict:
-        return {**super().describe(), "fs": self.fs, "integrity": getattr(self, "integrity", None)}
+        d = {**super().describe(), "fs": self.fs, "integrity": getattr(self, "integrity", None)}
+        ref = self.cipher_ref()
+        if ref and ref["where"] == "kernel":
+            d["kernel_drivers"] = kernel_drivers(ref["algorithm"])
+        return d
+
+
+def kernel_drivers(algorithm: str) -> dict:
+    """The kernel's drivers for ``aes-256-xts`` and the like (``xts(aes)``,
+    ``aes``), read now: after setup, when the stack has made the kernel
+    build its transform, so the driver it really uses is there (rule 13)."""
+    parts = algorithm.split("-")
+    cipher, mode = parts[0], parts[-1] if len(parts) > 2 else None
+    drivers = kernel.crypto_drivers()
+    names = [f"{mode}({cipher})"] if mode else []
+    return {n: drivers[n] for n in names + [cipher] if n in drivers}
 
 
 class FuseStack(StorageStack):
@@ -143,6 +183,13 @@ class FuseStack(StorageStack):
         drop_caches()
         self._mount(res)
         return "remount"
+
+    def settle(self) -> float:
+        """The FUSE filesystem, then the lower filesystem holding its ciphertext."""
+        start = time.perf_counter()
+        syncfs(self.mnt)
+        syncfs(self.root)
+        return time.perf_counter() - start
 
     def daemon_pids(self) -> list[int]:
         return [self.daemon.pid] if getattr(self, "daemon", None) else []

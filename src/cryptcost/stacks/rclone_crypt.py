@@ -3,15 +3,23 @@ directory — how people encrypt a cloud-synced folder.
 
 rclone's VFS needs ``--vfs-cache-mode writes`` for random writes; its
 cache lives on the same medium. rclone uploads (here: encrypts into the
-lower directory) when a file is closed, so writes are timed wall-clock,
-including close (``writes_complete_on_close``).
+lower directory) after a file is closed: ``--vfs-write-back 0s`` starts
+the upload at close, and :meth:`RcloneCrypt.settle` waits until the lower
+directory holds the ciphertext of every plaintext byte (rclone's format:
+a 32-byte header, then each 64 KiB chunk plus a 16-byte tag), so that the
+encryption is inside the timed window.
 """
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 from cryptcost import proc
-from cryptcost.lifecycle.resources import Resources
+from cryptcost.errors import CryptcostError
 from cryptcost.host.tools import Tool
+from cryptcost.lifecycle.resources import Resources
 from cryptcost.stacks.base import ref
 from cryptcost.stacks.fs import FuseStack
 
@@ -22,10 +30,10 @@ class RcloneCrypt(FuseStack):
     tools = (Tool("rclone", "rclone", "rclone", ("rclone", "version")),
              Tool("fusermount3", "fusermount3", "fuse3", ("fusermount3", "--version")))
     variants = {"default": {"cipher": "XSalsa20-Poly1305", "vfs_cache_mode": "writes",
-                            "filename_encryption": "standard"}}
+                            "vfs_write_back": "0s", "filename_encryption": "standard"}}
     security = ("rclone crypt leaves file sizes (plus a fixed overhead) and the directory structure "
                 "visible; names are encrypted",)
-    writes_complete_on_close = True
+    settle_timeout = 600.0
 
     def cipher_ref(self) -> dict:
         # XSalsa20-Poly1305 (NaCl secretbox): ChaCha20-Poly1305 is its nearest measured relative
@@ -45,4 +53,31 @@ class RcloneCrypt(FuseStack):
     def mount_argv(self, res: Resources) -> list[str]:
         return ["rclone", "mount", "cc:", str(self.mnt), "--config", str(self.conf),
                 "--vfs-cache-mode", self.params["vfs_cache_mode"], "--cache-dir", str(self.cache),
+                "--vfs-write-back", self.params["vfs_write_back"],
                 "--log-level", "ERROR"]
+
+    def settle(self) -> float:
+        """Wait until the lower directory holds the ciphertext of everything
+        in the mount, then make it durable."""
+        start = time.perf_counter()
+        want = sum(ciphertext_size(n) for n in _sizes(self.mnt))
+        deadline = time.monotonic() + self.settle_timeout
+        while sum(_sizes(self.lower)) < want:
+            if time.monotonic() > deadline:
+                raise CryptcostError(f"rclone-crypt: the ciphertext did not reach the lower directory "
+                                     f"within {self.settle_timeout:.0f} s ({sum(_sizes(self.lower))} of "
+                                     f"{want} bytes)")
+            time.sleep(0.005)
+        return time.perf_counter() - start + super().settle()
+
+
+CHUNK, TAG, HEADER = 64 * 1024, 16, 32
+
+
+def ciphertext_size(plaintext: int) -> int:
+    """The size rclone crypt stores for a file of ``plaintext`` bytes."""
+    return HEADER + plaintext + TAG * -(-plaintext // CHUNK)
+
+
+def _sizes(root: Path) -> list[int]:
+    return [os.stat(os.path.join(d, f)).st_size for d, _, files in os.walk(root) for f in files]
