@@ -52,3 +52,12 @@ def test_corrupt_db(cli, tmp_path):
 def test_debug_shows_the_traceback(cli):
     proc = cli("show", "999", "--debug")
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_global_options_work_before_or_after_the_subcommand(cli, tmp_path):
+    db = tmp_path / "none.db"
+    for args in (("--db", str(db), "list"), ("list", "--db", str(db))):
+        proc = cli(*args)
+        assert proc.returncode == 2 and f"no result store at {db}" in proc.stderr, args
+    proc = cli("--debug", "--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("cryptcost ")

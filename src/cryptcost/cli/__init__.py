@@ -28,15 +28,23 @@ class Parser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message} (see --help)")
 
 
+def _global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    """--debug, -v and --db, accepted before or after the subcommand. Under a
+    subcommand they default to nothing, so a value given before it stands."""
+    keep = {} if defaults else {"default": argparse.SUPPRESS}
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and every command run", **keep)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each external command", **keep)
+    parser.add_argument("--db", metavar="PATH", help="result store (default: "
+                        "$XDG_DATA_HOME/cryptcost/results.db)", **({} if defaults else keep))
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="cryptcost", description="What encryption costs on this machine, "
                     "and which option to pick.")
     parser.add_argument("--version", action="version", version=f"cryptcost {__version__}")
+    _global_options(parser, defaults=True)
     common = Parser(add_help=False)
-    common.add_argument("--debug", action="store_true", help="show tracebacks and every command run")
-    common.add_argument("-v", "--verbose", action="store_true", help="log each external command")
-    common.add_argument("--db", metavar="PATH", help="result store (default: "
-                        "$XDG_DATA_HOME/cryptcost/results.db)")
+    _global_options(common, defaults=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for module in COMMANDS:
         module.add_parser(sub, common)
