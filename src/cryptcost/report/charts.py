@@ -48,7 +48,8 @@ def throughput_vs_baseline(storage: list[dict], workload: str = "seq", block: in
             and "median_bytes_per_s" in r and r["op"] in ("write", "read")]
     if not rows:
         return None
-    stacks = sorted({r["stack"] for r in rows}, key=lambda s: (s not in ("plain", "fuse-passthrough", "qemu-raw"), s))
+    baselines = {r["stack"] for r in rows if is_baseline(r)}
+    stacks = sorted({r["stack"] for r in rows}, key=lambda s: (s not in baselines, s))
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(stacks) + 1.2))
     height = 0.38
     for j, op in enumerate(("write", "read")):
@@ -77,7 +78,7 @@ def throughput_vs_baseline(storage: list[dict], workload: str = "seq", block: in
 
 def overhead(storage: list[dict]) -> str | None:
     """Overhead against the matched baseline, % (positive = slower), with CI."""
-    rows = [r for r in storage if r.get("overhead") is not None and r.get("role") != "baseline"
+    rows = [r for r in storage if r.get("overhead") is not None and not is_baseline(r)
             and r["op"] in ("write", "read")]
     if not rows:
         return None

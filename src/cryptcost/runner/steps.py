@@ -4,14 +4,25 @@ A step's operations run back to back (write, then read what was written),
 each timed by its engine and accounted with the whole system's CPU
 (rule 7): ``/proc/stat`` around the operation plus the rusage of the
 stack's daemons.
+
+A sample lasts at least :data:`MIN_SAMPLE_SECONDS` of measured time
+(rule 10), whatever the medium's size: it is as many *passes* of the
+operation as that takes, each on a fresh file (writes) or after a cache
+reset (reads), with what happens between passes outside the clock. The
+number of passes comes from the previous round of the same cell (the
+warm-up round is the first), and is capped by :data:`SAMPLE_BUDGET`
+seconds including the resets, so a stack whose reset is expensive
+(CryFS derives its key at every mount) says why its samples stay short.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import os
 import random
 import re
+import statistics
 import tarfile
 import time
 from dataclasses import dataclass
@@ -22,7 +33,7 @@ from cryptcost.engines import fio
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.model import Sample
+from cryptcost.model import CpuSplit, Sample
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -30,6 +41,9 @@ GiB = 1 << 30
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
 DBENCH_SECONDS = 10
 WRITES = ("write", "create", "randwrite")
+MIN_SAMPLE_SECONDS = 1.0     # measured time per sample
+SAMPLE_BUDGET = 3.0          # wall seconds one sample may take, passes and resets included
+MAX_PASSES = 32
 
 
 @dataclass
@@ -79,13 +93,45 @@ def _daemon_cpu(pids: list[int]) -> float:
     return total
 
 
+def combine(passes: list[Sample], op: wl.Op) -> Sample:
+    """The passes of one sample as one: bytes, operations, measured seconds
+    and CPU summed; latency figures are the passes' medians."""
+    if len(passes) == 1:
+        return passes[0]
+    seconds = sum(p.seconds for p in passes)
+    moved = sum(p.bytes_moved or 0 for p in passes)
+    cpus = [p.cpu for p in passes if p.cpu]
+    split = CpuSplit(**{f: sum(getattr(c, f) for c in cpus) for f in
+                        ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "daemons")},
+                     max_core_busy=max((c.max_core_busy for c in cpus), default=0.0))
+    metrics = dict(passes[-1].metrics)
+    for name in ("iops", "lat_p50_us", "lat_p99_us"):
+        values = [p.metrics[name] for p in passes if isinstance(p.metrics.get(name), (int, float))]
+        if values:
+            metrics[name] = statistics.median(values)
+    for name in ("settle_s", "harness_cpu_s"):
+        if any(name in p.metrics for p in passes):
+            metrics[name] = sum(p.metrics.get(name, 0.0) for p in passes)
+    count = sum(p.metrics.get("count", 0) for p in passes)
+    value = (count / seconds) if op.unit == "ops/s" else moved / seconds
+    if moved:
+        metrics["cpu_s_per_gib"] = split.busy / (moved / GiB)
+    if count:
+        metrics["cpu_us_per_op"] = split.busy / count * 1e6
+    return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
+
+
 class StepRunner:
     """Runs one workload step on one instance and turns it into samples."""
 
-    def __init__(self, res: Resources, archive: tuple[Path, int] | None, direct: bool):
+    def __init__(self, res: Resources, archive: tuple[Path, int] | None, direct: bool,
+                 min_seconds: float = MIN_SAMPLE_SECONDS, budget: float = SAMPLE_BUDGET):
         self.res = res
         self.archive = archive
         self.direct = direct
+        self.min_seconds = min_seconds
+        self.budget = budget
+        self.history: dict[tuple, tuple[float, float]] = {}   # cell → (seconds of one pass, between passes)
 
     def __call__(self, inst: Instance, step: wl.Step) -> dict[tuple, Sample]:
         workdir = inst.workdir
@@ -110,7 +156,63 @@ class StepRunner:
             self.clean(workdir, step)
         return out
 
+    def passes(self, key: tuple, op: wl.Op) -> tuple[int, str | None]:
+        """How many passes the next sample of ``key`` takes, and why it is
+        short when the budget, not the target, decided."""
+        if not self.repeatable(op) or key not in self.history:
+            return 1, None
+        one, between = self.history[key]
+        want = min(MAX_PASSES, max(1, math.ceil(self.min_seconds / max(one, 1e-3))))
+        fits = max(1, int(self.budget // max(one + between, 1e-3)))
+        if fits < want:
+            return fits, (f"{between:.1f} s between passes (cache reset or fresh file) left room for "
+                          f"{fits} pass(es) of {one * 1000:.0f} ms in the {self.budget:g} s budget")
+        return want, None
+
+    def repeatable(self, op: wl.Op) -> bool:
+        """A single-file fio operation can be repeated within one sample."""
+        return op.engine == "fio" and op.fio is not None and op.fio.nrfiles == 1 and \
+            op.op in ("write", "read", "randread", "randwrite")
+
+    def between(self, inst: Instance, op: wl.Op, step: wl.Step) -> float:
+        """Prepare the next pass, outside the clock; return the seconds it took."""
+        start = time.perf_counter()
+        if op.op == "write":
+            name = op.file or step.name
+            for path in inst.workdir.glob(f"{name}.*"):
+                path.unlink()
+            inst.stack.settle()
+        elif op.op in ("read", "randread") and not self.direct:
+            inst.stack.reset_cache(self.res)
+        return time.perf_counter() - start
+
     def measure(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:
+        """One sample: as many passes of ``op`` as fill the minimum time."""
+        key = (inst.label, op.key)
+        passes, short = self.passes(key, op)
+        samples, gaps = [], []
+        for i in range(passes):
+            if i:
+                gaps.append(self.between(inst, op, step))
+            samples.append(self.one_pass(inst, op, step, cache))
+        one = statistics.fmean(x.seconds for x in samples)
+        self.history[key] = (one, statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key))
+        sample = combine(samples, op)
+        sample.metrics.update(passes=passes, pass_seconds=one)
+        if short:
+            sample.metrics["short_because"] = short
+        return sample
+
+    def _known_gap(self, inst: Instance, op: wl.Op, key: tuple) -> float:
+        """The time between passes: as measured before, else the stack's estimate."""
+        known = self.history.get(key)
+        if known and known[1]:
+            return known[1]
+        if op.op in ("read", "randread") and not self.direct:
+            return inst.stack.remount_seconds
+        return 0.05 if op.op == "write" else 0.0
+
+    def one_pass(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:
         pids = inst.stack.daemon_pids()
         before, dbefore = cpu.stat_snapshot(), _daemon_cpu(pids)
         harness = cpu.harness_cpu()
@@ -144,6 +246,7 @@ class StepRunner:
             metrics["cpu_s_per_gib"] = split.busy / (moved / GiB)
         if count:
             metrics["cpu_us_per_op"] = split.busy / count * 1e6
+        metrics["count"] = count
         return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
 
     @staticmethod

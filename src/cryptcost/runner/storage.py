@@ -30,7 +30,7 @@ from cryptcost.runner import pairing
 from cryptcost.runner.integrity import check_pattern
 from cryptcost.runner.scheduler import Progress, Series, schedule
 from cryptcost.runner.sink import Sink
-from cryptcost.runner.steps import Instance, StepRunner, make_archive
+from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, make_archive
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -177,7 +177,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
                     if s.error and f"{inst.label} {op.workload}: {s.error}" not in outcome.failed:
                         outcome.failed.append(f"{inst.label} {op.workload}: {s.error}")
                     continue
-                result = _result(inst, op, s, series, plan)
+                result = _result(inst, op, s, series, plan, policy.target)
                 sink.result(result)
                 outcome.results.append(result)
     return outcome
@@ -204,7 +204,23 @@ def _median_metric(samples: list[Sample], name: str):
     return statistics.median(values) if values else None
 
 
-def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePlan) -> Result:
+def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample]) -> str:
+    """The most likely source of a result's spread, from what is known of it."""
+    short = next((x.metrics["short_because"] for x in samples if x.metrics.get("short_because")), None)
+    if short:
+        return f"samples shorter than {MIN_SAMPLE_SECONDS:g} s: {short}"
+    seconds = statistics.median(x.seconds for x in samples)
+    if seconds < MIN_SAMPLE_SECONDS:
+        return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
+    if inst.stack.layer == "fuse":
+        return "the FUSE daemon's threads competing with fio for 2 cores"
+    if op.op in ("write", "randwrite", "create") and inst.stack.layer == "kernel":
+        return "the RAM medium's writeback: the kernel flushes dirty pages at its own pace"
+    return "the machine itself (other work on its cores, the hypervisor)"
+
+
+def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePlan,
+            target: float = 0.03) -> Result:
     samples = s.samples
     cpu_mean = {k: statistics.fmean(getattr(x.cpu, k) for x in samples if x.cpu)
                 for k in ("user", "system", "iowait", "softirq", "irq", "daemons", "max_core_busy")}
@@ -223,6 +239,14 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         "engine": samples[-1].metrics.get("engine", "fio"),
     }
     notes = [s.error] if s.error else []
+    metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
+    metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
+    summary = stats.summarize(s.values())
+    if len(samples) > 1 and summary.rel_half_width > target:
+        metrics.update(unstable=True, cv=summary.cv, likely_cause=likely_cause(inst, op, samples))
+        notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {len(samples)} samples "
+                     f"(CV {summary.cv * 100:.1f} %), above the ±{target * 100:g} % target; likely "
+                     f"cause: {metrics['likely_cause']}")
     short = statistics.median(x.seconds for x in samples)
     if short < SHORT_SAMPLE:
         notes.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "
@@ -237,6 +261,6 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         return bs.values() if bs is not None and bs.samples else None
     paired, more = pairing.against_baselines(stack, op.key, s.values(), baseline_values)
     metrics.update(paired)
-    return Result(kind="storage", fields=_fields(inst, op, plan), summary=stats.summarize(s.values()),
+    return Result(kind="storage", fields=_fields(inst, op, plan), summary=summary,
                   stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
                   notes=tuple(notes + more))

@@ -38,7 +38,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
                 "sizes": ("list[int]", None), "threads": ("list[int]", None),
                 "accel": ("list[str]", ("on", "off")), "seconds": ("int", None)},
     "storage": {"stacks": ("list[str]", None), "medium": ("str", None),
-                "workloads": ("list[str]", tuple(WORKLOADS) + tuple(SETS) + ("seq-quick",)),
+                "workloads": ("list[str]", tuple(WORKLOADS) + tuple(SETS) + ("seq-quick", "seq-1m")),
                 "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
                 "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None)},
     "policy": {"min_samples": ("int", None), "max_samples": ("int", None), "ci_target": ("float", None),
@@ -150,12 +150,14 @@ R2_LUKS = ["aes-256-ecb", "aes-256-cbc-essiv", "aes-256-xts-plain64", "twofish-2
            "serpent-256-xts-plain64"]
 
 SUITE_PLANS: dict[str, dict] = {
-    # ≤ 3 minutes on 2 cores: the ciphers the stacks use, every stack once at two block sizes.
+    # ≤ 5 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the ranking
+    # and the recommendation read (1 MiB sequential write and read), each sample ≥ 1 s of
+    # measured time after a warm-up round: fewer cells rather than noisier ones.
     "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
                           "sizes": [4096], "threads": [1], "accel": ["on"]},
-              "storage": {"stacks": ["all"], "workloads": ["seq-quick"], "size": "256M",
-                          "seq_cap": "64M", "ops_cap": 8192},
-              "policy": {"min_samples": 3, "max_samples": 3, "warmup": 0}},
+              "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
+                          "seq_cap": "256M", "ops_cap": 8192},
+              "policy": {"min_samples": 3, "max_samples": 4, "warmup": 1}},
     "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2], "accel": ["on", "off"]},
                  "storage": {"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"],
                              "size": "512M"},

@@ -148,6 +148,7 @@ def _mixed(sizes: Sizes, direct: bool) -> list[Step]:
 BUILDERS = {
     "seq": lambda s, d: seq_steps(s, SEQ_SWEEP, d),
     "seq-quick": lambda s, d: _seq_together(s, (4 * KiB, MiB), d),
+    "seq-1m": lambda s, d: seq_steps(s, (MiB,), d),
     "rand4k": _rand4k,
     "bigfile": _bigfile,
     "smallfiles": _smallfiles,
@@ -158,7 +159,7 @@ SETS = {
     "seeds": ("seq", "bigfile", "smallfiles", "mixed"),
     "full": ("seq", "rand4k", "bigfile", "smallfiles", "mixed"),
 }
-WORKLOADS = tuple(n for n in BUILDERS if n != "seq-quick")
+WORKLOADS = tuple(n for n in BUILDERS if n not in ("seq-quick", "seq-1m"))
 
 
 def expand(names: list[str]) -> list[str]:
