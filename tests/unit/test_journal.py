@@ -99,3 +99,19 @@ def test_integrity_check_catches_corruption(tmp_path):
             fh.write(b"\xff")
     with pytest.raises(DataIntegrityError, match="first at offset 196608"):
         check_pattern(tmp_path, size=1 << 20, reset=corrupt)
+
+
+def test_the_interrupt_message_follows_the_journal(state_dir):
+    """'released' only when this process's journal has nothing pending."""
+    from cryptcost.cli import released_message
+    from cryptcost.lifecycle.journal import Journal
+    assert "everything this run set up was released" in released_message()
+    journal = Journal.create()
+    journal.add("mount", target="/nowhere")
+    journal.add("daemon", pid=1)
+    text = released_message()
+    assert text.startswith("2 resource(s) could not be released (daemon, mount)") and "cryptcost cleanup" in text
+    for e in journal.pending():
+        journal.mark_released(e)
+    journal.remove_if_done()
+    assert "everything this run set up was released" in released_message()

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from cryptcost import __version__
 from cryptcost.errors import CryptcostError, UserError
+from cryptcost.lifecycle.journal import Journal, journals
 from cryptcost.lifecycle.resources import Terminated
 
 from cryptcost.cli import ciphers, cleanup, compare, importing, listing, probe, report, run, storage
@@ -69,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except (KeyboardInterrupt, Terminated):
-        print("error: interrupted; everything set up was released "
-              "(run 'cryptcost cleanup' if in doubt)", file=sys.stderr)
+        print(f"error: interrupted; {released_message()}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 1
@@ -80,6 +81,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: internal error {type(exc).__name__}: {_one_line(str(exc))} "
               "(rerun with --debug for the traceback, and please report it)", file=sys.stderr)
         return 1
+
+
+def released_message() -> str:
+    """What this process's journals say was released: never more than they support."""
+    left = []
+    for path in journals():
+        try:
+            journal = Journal.load(path)
+        except OSError:
+            continue
+        if journal.owner_pid == os.getpid():
+            left += journal.pending()
+    if not left:
+        return "everything this run set up was released (its journal is empty)"
+    kinds = sorted({e.type for e in left})
+    return (f"{len(left)} resource(s) could not be released ({', '.join(kinds)}): "
+            "run 'cryptcost cleanup'")
 
 
 def _one_line(text: str) -> str:
