@@ -42,7 +42,7 @@ DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
 DBENCH_SECONDS = 10
 WRITES = ("write", "create", "randwrite")
 MIN_SAMPLE_SECONDS = 1.0     # measured time per sample
-SAMPLE_BUDGET = 3.0          # wall seconds one sample may take, passes and resets included
+SAMPLE_BUDGET = 2.0          # wall seconds one sample may take, passes and resets included
 MAX_PASSES = 32
 
 

@@ -20,6 +20,7 @@ from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
 from cryptcost.runner.executor import Executor, RealExecutor
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.sink import Sink
+from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import Part, RunPlan
@@ -116,10 +117,16 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                     remount = stack.remount_seconds
                     total += 3 + remount * 2                                # setup + integrity check
                     for step in steps:
-                        moved = sum(op.intended_bytes or 32 << 20 for op in step.ops)
-                        resets = sum(op.reset_before for op in step.ops)
-                        total += rounds * (moved / rate + resets * remount + 0.2 * len(step.ops))
+                        total += rounds * sum(_op_seconds(op, rate, remount) for op in step.ops)
     return total
+
+
+def _op_seconds(op: wl.Op, rate: float, remount: float) -> float:
+    """One sample of ``op``: at least a second of measured passes (see
+    runner.steps), within the sample budget, plus its cache reset and start-up."""
+    one = (op.intended_bytes or 32 << 20) / rate
+    measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))
+    return measured + op.reset_before * remount + 0.3
 
 
 @dataclass
