@@ -7,7 +7,7 @@ PKGS   := $(shell grep -v '^\s*\#' packaging/debian-packages.txt | grep -v '^\s*
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test deps debs venv clean bench
+.PHONY: run test deps debs venv gofuse clean bench
 
 run: deps
 	$(VENV)/bin/cryptcost run $(ARGS)
@@ -15,7 +15,17 @@ run: deps
 test: deps
 	$(VENV)/bin/python -m pytest $(ARGS)
 
-deps: debs venv
+deps: debs venv gofuse
+
+# gocryptfs's FUSE baseline: go-fuse's loopback, from the pinned module in
+# packaging/gofuse (the Go module proxy; Debian's golang-go when no go is on PATH).
+GOFUSE := $(VENV)/bin/cc-gofuse-loopback
+gofuse: $(GOFUSE)
+
+$(GOFUSE): packaging/gofuse/go.mod packaging/gofuse/go.sum | venv
+	@command -v go >/dev/null || { if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq golang-go; }
+	cd packaging/gofuse && go build -trimpath -o $(abspath $(GOFUSE)) github.com/hanwen/go-fuse/v2/example/loopback
 
 # apt-get only for what dpkg says is missing, so a second `make` is quick.
 debs:

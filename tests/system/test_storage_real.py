@@ -102,7 +102,7 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
     cells = {(r["stack"], r["workload"], r["op"], r["iodepth"]) for r in results}
-    for stack in ("fscrypt:aes-256-xts", "gocryptfs:aes-gcm", "plain", "fuse-passthrough"):
+    for stack in ("fscrypt:aes-256-xts", "gocryptfs:aes-gcm", "plain", "gofuse-passthrough"):
         for wanted in (("rand4k", "randread", 1), ("rand4k", "randread", 32), ("rand4k", "randwrite", 1),
                        ("rand4k", "randwrite", 32), ("bigfile-10M", "write", 1), ("bigfile-51M", "read", 1),
                        ("bigfile-102M", "write", 1), ("bigfile-102M", "read", 1),
@@ -178,5 +178,5 @@ def test_every_write_is_timed_until_durable(cli):
     proc = cli("storage", "--stacks", "gocryptfs", "--workloads", "seq-quick", "--size", "128M", *ONE)
     assert proc.returncode == 0, proc.stderr[-3000:]
     writes = [r for r in json.loads(proc.stdout)["results"] if r["op"] == "write"]
-    assert {r["stack"] for r in writes} == {"gocryptfs:aes-gcm", "fuse-passthrough", "plain"}
+    assert {r["stack"] for r in writes} == {"gocryptfs:aes-gcm", "gofuse-passthrough", "plain"}
     assert all(r["timing"] == "fio's runtime + the time until durable on the medium" for r in writes)

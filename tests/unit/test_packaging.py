@@ -19,6 +19,11 @@ def listed_packages() -> set[str]:
             if line.strip() and not line.startswith("#")}
 
 
+def built_by_make() -> set[str]:
+    """Tools whose 'package' says make builds them (from a pinned module in packaging/)."""
+    return {p for p in stacks.packages() if p.startswith("make:")}
+
+
 def ci_required() -> set[str]:
     text = (ROOT / ".ci/run").read_text()
     match = re.search(r'CRYPTCOST_REQUIRE:-([^}"]+)', text)
@@ -27,11 +32,20 @@ def ci_required() -> set[str]:
 
 def test_every_tool_package_is_installed_by_make():
     wanted = {t.package for t in TOOLS.values()} | set(stacks.packages())
-    assert wanted - NOT_IN_MAIN - listed_packages() == set()
+    assert wanted - NOT_IN_MAIN - built_by_make() - listed_packages() == set()
+
+
+def test_every_tool_make_builds_is_built_by_the_makefile():
+    makefile = (ROOT / "Makefile").read_text()
+    for name, cls in stacks.registry().items():
+        for t in cls.needed_tools():
+            if t.package.startswith("make:"):
+                assert Path(t.binary).name in makefile, f"{name}: the Makefile does not build {t.binary}"
+                assert "deps:" in makefile and "gofuse" in makefile.split("deps:")[1].splitlines()[0]
 
 
 def test_ci_requires_every_stack_this_kind_of_machine_can_run():
-    expected = set(stacks.expected_on(CI_KERNEL, listed_packages()))
+    expected = set(stacks.expected_on(CI_KERNEL, listed_packages() | built_by_make()))
     required = ci_required()
     assert expected - required == set(), "stacks CI must require (add them to .ci/run)"
     assert required - expected - CI_EXTRAS == set(), "names in .ci/run that are no stack CI can run"

@@ -17,12 +17,12 @@ def _series(values, moved=1 << 30):
 
 
 def _plan():
-    return StoragePlan(stacks=["gocryptfs"], medium=RamMedium())
+    return StoragePlan(stacks=["securefs"], medium=RamMedium())
 
 
 def test_overhead_against_the_matched_baseline_and_plain():
     op = wl.Op("seq", "read", 4096)
-    stack = get("gocryptfs")()
+    stack = get("securefs")()
     series = {("fuse-passthrough", op.key): _series([200e6, 202e6, 198e6]),
               ("plain", op.key): _series([400e6, 404e6, 396e6])}
     mine = _series([150e6, 151e6, 149e6])
@@ -39,7 +39,7 @@ def test_overhead_against_the_matched_baseline_and_plain():
 
 def test_noise_is_not_ranked():
     op = wl.Op("seq", "write", 4096)
-    stack = get("gocryptfs")()
+    stack = get("securefs")()
     series = {("fuse-passthrough", op.key): _series([100e6, 130e6, 80e6])}
     r = _result(Instance(stack, stack.label, "measured"), op, _series([105e6, 85e6, 120e6]),
                 series, _plan()).to_dict()
@@ -63,7 +63,7 @@ def test_baselines_are_added_and_explicit_specs_expand():
     resolved, _ = resolve(["gocryptfs:*"], "ext4")
     labels = {s.label: role for s, role in resolved}
     assert labels == {"gocryptfs:aes-gcm": "measured", "gocryptfs:xchacha": "measured",
-                      "gocryptfs:aes-siv": "measured", "fuse-passthrough": "baseline",
+                      "gocryptfs:aes-siv": "measured", "gofuse-passthrough": "baseline",
                       "plain": "baseline"}
 
 

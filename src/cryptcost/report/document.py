@@ -40,6 +40,14 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
                      "relative": units.pct(x["relative_to_plain"], signed=False)
                      if x["relative_to_plain"] is not None else "—"} for x in a.ranking],
         "findings": a.findings, "tuning": a.tuning, "predictions": a.predictions,
+        "fuse_split": [{"stack": x["stack"], "op": x["op"], "block": units.size(x["block_bytes"]),
+                        "chain": f"{x['reference']} {units.rate(x['reference_bytes_per_s'])} → "
+                                 f"{x['passthrough']} {units.rate(x['passthrough_bytes_per_s'])} → "
+                                 f"{units.rate(x['stack_bytes_per_s'])}",
+                        "total": units.pct(x["total"], signed=False), "fuse": units.pct(x["fuse"], signed=False)
+                        + ("" if x["fuse_significant"] else " (n.s.)"),
+                        "crypto": units.pct(x["crypto"], signed=False) + ("" if x["crypto_significant"] else " (n.s.)"),
+                        "note": x.get("note", "")} for x in a.fuse_split],
         "target": label,
         "storage": storage_rows, "ciphers": cipher_rows,
         "not_measured": [{"what": " ".join(str(s[k]) for k in ("part", "stack", "engine", "algorithm")

@@ -129,6 +129,14 @@ def summary_tables(doc: dict) -> list:
             t.add_row(r["stack"], r["workload"], r["op"], r["block"], r["median"], r["ci"], r["cpu_s_per_gib"],
                       r["vs"], r["bottleneck"])
         out.append(t)
+    if doc.get("fuse_split"):
+        t = Table(title="FUSE split: plain → passthrough → stack (share of the cost)", title_justify="left")
+        for col in ("stack", "op", "block", "plain → passthrough → stack", "total", "FUSE", "crypto"):
+            t.add_column(col)
+        for x in doc["fuse_split"]:
+            t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["fuse"],
+                      x["crypto"] if not x["note"] else "not meaningful")
+        out.append(t)
     if doc["ciphers"]:
         t = Table(title="Raw ciphers", title_justify="left")
         for col in ("engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI"):

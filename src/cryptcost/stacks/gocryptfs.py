@@ -24,6 +24,7 @@ class Gocryptfs(FuseStack):
                 "xchacha": {"cipher": "XChaCha20-Poly1305", "flag": "-xchacha"},
                 "aes-siv": {"cipher": "AES-256-SIV", "flag": "-aessiv"}}
     default_variants = ("aes-gcm",)
+    baselines = ("gofuse-passthrough", "plain")      # the same FUSE library: go-fuse
     security = (_LEAKS,)
 
     def cipher_ref(self) -> dict:
