@@ -144,3 +144,34 @@ def test_device_guard(cli, scratch_device):
     assert ok.returncode == 0, ok.stderr
     results = json.loads(ok.stdout)["results"]
     assert results and all(r["medium"] == f"device:{dev}" for r in results)
+
+
+def test_cleanup_ends_processes_whose_pid_never_reached_the_journal(tmp_path):
+    """kill -9 between spawning a daemon and journalling its pid, with a
+    workload still running: cleanup finds both by the run's token in their
+    environment, ends them, waits until they are gone, and is idempotent."""
+    state = tmp_path / "state"
+    env = {**os.environ, "CRYPTCOST_STATE_DIR": str(state)}
+    script = ("from cryptcost import proc\n"
+              "from cryptcost.lifecycle.resources import Resources\n"
+              "import time\nres = Resources()\n"
+              "res.journal.add('daemon', argv0='sleep', exe='sleep')\n"          # the pid never follows
+              "d = proc.spawn(['sleep', '600'])\n"
+              "w = proc.spawn(['sh', '-c', 'sleep 600 & wait'])\n"                 # a workload with a child
+              "print(d.pid, w.pid, flush=True)\ntime.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    pids = [int(p) for p in child.stdout.readline().split()]
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert all(os.path.exists(f"/proc/{p}") for p in pids)
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ended process" in done.stdout
+    time.sleep(0.2)
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
+             open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert alive == []
+    again = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+                           env=env, timeout=120)
+    assert again.returncode == 0 and "nothing to clean up" in again.stdout

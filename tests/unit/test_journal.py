@@ -6,15 +6,16 @@ import os
 import pytest
 
 from cryptcost.errors import DataIntegrityError
-from cryptcost.lifecycle import resources
+from cryptcost.lifecycle import release
 from cryptcost.runner.integrity import check_pattern
 from cryptcost.lifecycle.journal import journals
-from cryptcost.lifecycle.resources import Resources, cleanup
+from cryptcost.lifecycle.release import cleanup
+from cryptcost.lifecycle.resources import Resources
 
 RELEASED = []
 
 
-@resources.releaser("test-thing")
+@release.releaser("test-thing")
 def _release(data):
     RELEASED.append(data["name"])
 

@@ -8,7 +8,8 @@ from cryptcost.cli.common import (ConsoleProgress, probe_host, out, parse_accel,
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.units import parse_size
 from cryptcost.report.terminal import cipher_table, skipped_table
-from cryptcost.runner.ciphers import ALL_SIZES, CipherPlan, run_ciphers
+from cryptcost.engines.base import ALL_SIZES
+from cryptcost.runner.ciphers import CipherPlan, run_ciphers
 from cryptcost.runner.executor import RealExecutor
 
 

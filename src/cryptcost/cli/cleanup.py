@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cryptcost.cli.common import out, print_json
 from cryptcost.lifecycle.journal import state_dir
-from cryptcost.lifecycle.resources import cleanup
+from cryptcost.lifecycle.release import cleanup
 
 
 def add_parser(sub, common) -> None:

@@ -99,6 +99,11 @@ class Journal:
         finally:
             os.close(fd)
 
+    @property
+    def token(self) -> str:
+        """What marks this run's processes (``RUN_ENV`` in their environment)."""
+        return self.path.stem
+
     def add(self, type_: str, **data) -> Entry:
         """Record the intent to create a resource; call before creating it."""
         entry = Entry(max(self.entries, default=0) + 1, type_, dict(data))

@@ -1,15 +1,11 @@
-"""Creating and releasing resources, always through the journal.
+"""Creating resources, always through the journal.
 
-Stacks and media never mount, attach or spawn anything themselves: they
-ask :class:`Resources`, which journals the intent, creates the resource,
-and releases everything in reverse order when its ``with`` block ends —
-on success, on error, on Ctrl-C and on SIGTERM. After a crash,
-:func:`cleanup` replays the journal with the same releasers.
-
-A releaser is a function of the entry's ``data``, registered by type with
-:func:`releaser`; it must be idempotent (the resource may be half-made or
-already gone). A stack with a resource of its own registers its releaser
-in its own module.
+Stacks, media and links never mount, attach or spawn anything themselves:
+they ask :class:`Resources`, which journals the intent, creates the
+resource, and releases everything in reverse order when its ``with`` block
+ends — on success, on error, on Ctrl-C and on SIGTERM — with the releasers
+of :mod:`cryptcost.lifecycle.release`, which ``cleanup`` replays after a
+crash.
 """
 
 from __future__ import annotations
@@ -17,28 +13,17 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import shutil
 import signal
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable
 
 from cryptcost import proc
-from cryptcost.errors import CryptcostError, ProcessError
-from cryptcost.lifecycle.journal import Entry, Journal, journals
+from cryptcost.errors import CryptcostError
+from cryptcost.lifecycle.journal import Entry, Journal
+from cryptcost.lifecycle.release import RUN_ENV, end_processes, is_mounted, release_entry
 
 log = logging.getLogger("cryptcost.resources")
-
-RELEASERS: dict[str, Callable[[dict], None]] = {}
-
-
-def releaser(type_: str):
-    """Register the function that releases resources of ``type_``."""
-    def register(fn: Callable[[dict], None]):
-        RELEASERS[type_] = fn
-        return fn
-    return register
 
 
 class Terminated(BaseException):
@@ -53,136 +38,6 @@ def install_signal_handlers() -> None:
         signal.signal(sig, handler)
 
 
-# --- mount table ------------------------------------------------------------------
-
-def _unescape(path: str) -> str:
-    return path.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-
-
-def mounts() -> dict[str, str]:
-    """Mount points → filesystem type, from /proc/self/mountinfo."""
-    table = {}
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            left, _, right = line.partition(" - ")
-            table[_unescape(left.split()[4])] = right.split()[0]
-    return table
-
-
-def is_mounted(path: str | os.PathLike) -> bool:
-    return os.path.realpath(path) in mounts() or str(path) in mounts()
-
-
-# --- releasers ---------------------------------------------------------------------
-
-@releaser("mount")
-def release_mount(data: dict) -> None:
-    target = data["target"]
-    for attempt in range(20):
-        if not is_mounted(target):
-            return
-        done = proc.run(["umount", target], check=False, timeout=60)
-        if done.returncode == 0:
-            return
-        time.sleep(0.1 * (attempt + 1))
-    proc.run(["umount", "-l", target], check=False, timeout=60)
-    log.warning("%s was busy; detached lazily", target)
-
-
-@releaser("loop")
-def release_loop(data: dict) -> None:
-    device, backing = data.get("device"), os.path.realpath(data["backing"])
-    candidates = [device] if device else []
-    if not device:       # crashed between attach and journal update: find it by backing file
-        done = proc.run(["losetup", "-j", backing, "-O", "NAME", "-n"], check=False, timeout=30)
-        candidates = done.stdout.split()
-    for dev in candidates:
-        name = os.path.basename(dev)
-        try:
-            current = Path(f"/sys/block/{name}/loop/backing_file").read_text().strip()
-        except OSError:
-            continue                                   # already detached
-        if os.path.realpath(current.removesuffix(" (deleted)")) != backing:
-            continue                                   # reused by someone else: not ours
-        proc.run(["losetup", "-d", dev], check=False, timeout=30)
-
-
-def _process_matches(pid: int, started: float | None, exe_name: str | None) -> bool:
-    try:
-        import psutil
-        p = psutil.Process(pid)
-        if started is not None and abs(p.create_time() - started) > 1.0:
-            return False
-        return exe_name is None or os.path.basename(p.cmdline()[0]) == exe_name
-    except Exception:
-        return False
-
-
-@releaser("daemon")
-def release_daemon(data: dict) -> None:
-    """Stop our daemon by pid, after checking the pid was not reused.
-
-    A FUSE daemon whose mount is gone flushes its caches and exits by itself;
-    ``graceful`` gives it that long before it is signalled, since a signal
-    in the middle of the flush loses data (CryFS does this).
-    """
-    pid = data.get("pid")
-    if not pid or not _process_matches(pid, data.get("started"), data.get("exe")):
-        return
-    deadline = time.monotonic() + data.get("graceful", 0)
-    while time.monotonic() < deadline:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        if not _process_matches(pid, data.get("started"), data.get("exe")):
-            return
-        time.sleep(0.02)
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig) if data.get("group", True) else os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not _process_matches(pid, data.get("started"), data.get("exe")):
-                return
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            time.sleep(0.05)
-
-
-@releaser("dir")
-def release_dir(data: dict) -> None:
-    path = Path(data["path"])
-    if path.is_dir() and not is_mounted(path):
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@releaser("keyfile")
-def release_keyfile(data: dict) -> None:
-    """Overwrite the key with zeros before unlinking it."""
-    path = Path(data["path"])
-    try:
-        size = path.stat().st_size
-        with open(path, "r+b") as fh:
-            fh.write(b"\0" * size)
-            fh.flush()
-            os.fsync(fh.fileno())
-        path.unlink()
-    except FileNotFoundError:
-        pass
-
-
-def release_entry(entry: Entry) -> None:
-    fn = RELEASERS.get(entry.type)
-    if fn is None:
-        raise CryptcostError(f"internal: no releaser for resource type {entry.type!r}")
-    fn(entry.data)
-
-
 # --- the creator -------------------------------------------------------------------
 
 class Resources:
@@ -190,6 +45,7 @@ class Resources:
 
     def __init__(self, journal: Journal | None = None, base: str | None = None):
         self.journal = journal or Journal.create()
+        os.environ[RUN_ENV] = self.journal.token        # inherited by every process started from here on
         self.base = Path(base or tempfile.gettempdir())
         self._keydir: Path | None = None
         self.failures: list[str] = []
@@ -224,9 +80,14 @@ class Resources:
         self.journal.mark_released(entry)
 
     def release_all(self) -> None:
-        """Release every resource, newest first; never stops half-way."""
+        """Release every resource, newest first; never stops half-way. Then
+        end any process of this run still alive, and wait until it is gone."""
         for entry in self.journal.pending():
             self.release(entry)
+        left = end_processes(self.journal.token)
+        if left:
+            self.failures.append(f"processes {left} of this run did not end")
+            log.error("processes %s of this run did not end", left)
         self.journal.remove_if_done()
 
     # specific ----------------------------------------------------------------------
@@ -329,36 +190,3 @@ class Resources:
             self.release(entry)
             raise
         return path
-
-
-def cleanup(force: bool = False) -> list[str]:
-    """Release what killed runs left behind; returns what was done, line by line."""
-    report = []
-    for path in journals():
-        try:
-            journal = Journal.load(path)
-        except OSError as exc:
-            report.append(f"{path}: unreadable ({exc.strerror})")
-            continue
-        if journal.owner_alive() and not force:
-            report.append(f"{path.name}: run {journal.owner_pid} is still alive; left alone "
-                          "(stop it first, or pass --force)")
-            continue
-        for entry in journal.pending():
-            try:
-                release_entry(entry)
-                journal._append({"op": "release", "id": entry.id})
-                entry.released = True
-                report.append(f"released {entry.type} {_describe(entry)}")
-            except (CryptcostError, OSError, ProcessError) as exc:
-                report.append(f"FAILED to release {entry.type} {_describe(entry)}: {exc}")
-        if journal.remove_if_done():
-            report.append(f"{path.name}: done")
-    return report
-
-
-def _describe(entry: Entry) -> str:
-    d = entry.data
-    return d.get("target") or d.get("device") or d.get("path") or \
-        (f"pid {d.get('pid')} ({d.get('exe')})" if d.get("pid") else str(
-            {k: v for k, v in d.items() if not k.startswith("_")}))

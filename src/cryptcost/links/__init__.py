@@ -22,7 +22,8 @@ from typing import ClassVar
 
 from cryptcost import proc
 from cryptcost.errors import UserError
-from cryptcost.lifecycle.resources import Resources, releaser
+from cryptcost.lifecycle.release import releaser
+from cryptcost.lifecycle.resources import Resources
 
 MTUS = range(576, 65537)
 

@@ -13,7 +13,7 @@ from typing import Hashable
 
 from cryptcost import stats
 from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.engines.base import ALL_SIZES, Cell
+from cryptcost.engines.base import Cell
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.model import Result
 from cryptcost.runner.executor import Executor

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from cryptcost.errors import CryptcostError, Unavailable
 from cryptcost.media import Backing
-from cryptcost.lifecycle.resources import Resources, is_mounted, releaser
+from cryptcost.lifecycle.release import is_mounted, releaser
+from cryptcost.lifecycle.resources import Resources
 from cryptcost.stacks.base import ref
 from cryptcost.stacks.fs import StorageStack, make_fs
 

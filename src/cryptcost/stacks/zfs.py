@@ -10,7 +10,8 @@ from pathlib import Path
 
 from cryptcost import proc
 from cryptcost.media import Backing
-from cryptcost.lifecycle.resources import Resources, releaser
+from cryptcost.lifecycle.release import releaser
+from cryptcost.lifecycle.resources import Resources
 from cryptcost.host.tools import Tool
 from cryptcost.stacks.base import ref
 from cryptcost.stacks.fs import StorageStack
