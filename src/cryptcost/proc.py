@@ -140,6 +140,8 @@ class Daemon:
     can never block on a full pipe.
     """
 
+    entry = None            # its journal entry, when started through Resources
+
     def __init__(self, argv: Sequence[str], proc: subprocess.Popen, logfile: str | None):
         self.argv = list(argv)
         self._proc = proc

@@ -99,7 +99,15 @@ def _process_matches(pid: int, started: float | None, exe_name: str | None) -> b
         p = psutil.Process(pid)
         if started is not None and abs(p.create_time() - started) > 1.0:
             return False
-        return exe_name is None or os.path.basename(p.cmdline()[0]) == exe_name
+        if exe_name is None:
+            return True
+        # A daemon may rewrite its title (sshd, smbd): its binary or its comm still name it.
+        names = {os.path.basename(p.cmdline()[0]) if p.cmdline() else "", p.name()}
+        try:
+            names.add(os.path.basename(p.exe()))
+        except Exception:
+            pass
+        return exe_name in names or exe_name[:15] in names
     except Exception:
         return False
 

@@ -138,8 +138,19 @@ class Resources:
             except Exception:
                 started = None
             self.journal.update(entry, pid=d.pid, started=started)
+            d.entry = entry
             return d
-        return self.track("daemon", create, argv0=argv[0], exe=os.path.basename(argv[0]), graceful=graceful)
+        # `ip netns exec NS PROGRAM …` becomes PROGRAM: the pid check at release must expect that name.
+        program = argv[4] if list(argv[:3]) == ["ip", "netns", "exec"] and len(argv) > 4 else argv[0]
+        return self.track("daemon", create, argv0=program, exe=os.path.basename(program), graceful=graceful)
+
+    def stop(self, daemon: proc.Daemon, timeout: float = 10) -> int | None:
+        """Stop a daemon started by :meth:`daemon` before the scope ends; its entry is released."""
+        code = daemon.stop(timeout)
+        entry = getattr(daemon, "entry", None)
+        if entry is not None and not entry.released:
+            self.journal.mark_released(entry)
+        return code
 
     def fuse(self, argv: list[str], mountpoint: str | Path, *, env: dict | None = None,
              logfile: str | None = None, timeout: float = 60, cwd: str | None = None,
