@@ -92,3 +92,35 @@ def cpu_split(before: dict[str, list[int]], after: dict[str, list[int]],
         if span > 0:
             busiest = max(busiest, (span - idle) / span)
     return CpuSplit(**dict(zip(CPU_FIELDS, total)), daemons=daemons, max_core_busy=busiest)
+
+
+def process_cpu(pids: list[int]) -> dict[int, float]:
+    """CPU-seconds (user + system) of each process and all its descendants:
+    the live ones directly, the exited ones through their parent's
+    ``children_*`` times (a daemon that forks a child per connection, like
+    sshd or smbd, is counted whole). A process that is gone counts 0."""
+    import psutil
+    out = {}
+    for pid in pids:
+        total = 0.0
+        try:
+            root = psutil.Process(pid)
+            family = [root] + root.children(recursive=True)
+        except psutil.Error:
+            out[pid] = 0.0
+            continue
+        for p in family:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                pass
+        out[pid] = total
+    return out
+
+
+def children_cpu() -> float:
+    """CPU-seconds of this process's children that have exited and been waited for."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime

@@ -79,18 +79,7 @@ def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
 
 
 def _daemon_cpu(pids: list[int]) -> float:
-    total = 0.0
-    try:
-        import psutil
-        for pid in pids:
-            try:
-                t = psutil.Process(pid).cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                pass
-    except ImportError:
-        pass
-    return total
+    return sum(cpu.process_cpu(pids).values()) if pids else 0.0
 
 
 def combine(passes: list[Sample], op: wl.Op) -> Sample:
