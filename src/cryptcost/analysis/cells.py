@@ -5,7 +5,7 @@ from __future__ import annotations
 
 # The fields that identify one storage cell within a run: a result is paired
 # with its baseline, and grouped with its peers, only on all of them.
-CELL = ("workload", "op", "block_bytes", "iodepth", "cpus", "part", "medium", "fs", "size")
+CELL = ("workload", "op", "block_bytes", "iodepth", "cpus", "part", "medium", "fs", "size", "link", "mtu", "streams")
 
 
 def facts(r: dict) -> dict:

@@ -43,6 +43,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("openssl", "openssl", "openssl", ("openssl", "version")),
     Tool("fio", "fio", "fio", ("fio", "--version")),
     Tool("iperf3", "iperf3", "iperf3", ("iperf3", "--version")),
+    Tool("tcpdump", "tcpdump", "tcpdump", ("tcpdump", "--version"), r"tcpdump version (\d+(?:\.\d+)+)"),
+    Tool("ip", "ip", "iproute2", ("ip", "-V"), r"iproute2-(?:ss)?([\w.]+)"),
     Tool("cryptsetup", "cryptsetup", "cryptsetup-bin", ("cryptsetup", "--version")),
     Tool("gocryptfs", "gocryptfs", "gocryptfs", ("gocryptfs", "-version")),
     Tool("mkfs.ext4", "mkfs.ext4", "e2fsprogs", ("mkfs.ext4", "-V")),

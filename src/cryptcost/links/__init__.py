@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -43,11 +44,14 @@ class Link(ABC):
     name: ClassVar[str]
     a_addr: str
     b_addr: str
+    server_bind: ClassVar[str]         # where a service at end b listens
+    wire_checked: ClassVar[bool]       # whether captures of iface() see only what crosses the link
 
     def __init__(self, mtu: int = 1500):
         if mtu not in MTUS:
             raise UserError(f"bad --mtu {mtu}: use 576 … 65536 (1500 and 9000 are usual)")
         self.mtu = mtu
+        self.used_ports: set[int] = set()
 
     @abstractmethod
     def setup(self, res: Resources) -> None:
@@ -56,6 +60,29 @@ class Link(ABC):
     @abstractmethod
     def argv(self, end: str, argv: list[str]) -> list[str]:
         """``argv`` to run at end ``a`` or ``b``."""
+
+    @abstractmethod
+    def iface(self, end: str) -> str:
+        """The interface of ``end`` that the link's traffic crosses (for captures)."""
+
+    def port(self, default: int) -> int:
+        """A TCP/UDP port for a service on this link, never handed out twice:
+        ``default`` (or the next unused one) where the link's namespaces are
+        private to this run."""
+        port = default
+        while port in self.used_ports:
+            port += 1
+        self.used_ports.add(port)
+        return port
+
+    def listening(self, end: str, port: int) -> bool:
+        """Whether a TCP socket listens on ``port`` at ``end``."""
+        done = proc.run(self.argv(end, ["ss", "-Hltn", f"sport = :{port}"]), check=False, timeout=10)
+        return bool(done.stdout.strip())
+
+    def has_iface(self, end: str, dev: str) -> bool:
+        """Whether network interface ``dev`` exists at ``end``."""
+        return proc.run(self.argv(end, ["ip", "link", "show", dev]), check=False, timeout=10).returncode == 0
 
     def describe(self) -> dict:
         return {"link": self.name, "mtu": self.mtu}
@@ -66,6 +93,8 @@ class NetnsLink(Link):
 
     name = "netns"
     a_addr, b_addr = "10.203.0.1", "10.203.0.2"
+    server_bind = "0.0.0.0"            # inside namespace b only
+    wire_checked = True
 
     def setup(self, res: Resources) -> None:
         tag = secrets.token_hex(3)
@@ -85,6 +114,9 @@ class NetnsLink(Link):
 
     def argv(self, end: str, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.ns[end], *argv]
+
+    def iface(self, end: str) -> str:
+        return self.veth[end]
 
     def offloads(self, end: str) -> dict[str, str]:
         """GSO/GRO/TSO state of an end's veth (ethtool -k), where ethtool is installed."""
@@ -108,12 +140,27 @@ class LoopbackLink(Link):
 
     name = "loopback"
     a_addr = b_addr = "127.0.0.1"
+    server_bind = "127.0.0.1"
+    wire_checked = False               # lo also carries a forwarder's plaintext leg to the service
 
     def setup(self, res: Resources) -> None:
         return None
 
     def argv(self, end: str, argv: list[str]) -> list[str]:
         return list(argv)
+
+    def iface(self, end: str) -> str:
+        return "lo"
+
+    def port(self, default: int) -> int:
+        """A port the kernel says is free on 127.0.0.1 (others may use the default)."""
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in self.used_ports:
+                self.used_ports.add(port)
+                return port
 
 
 LINKS = {cls.name: cls for cls in (NetnsLink, LoopbackLink)}

@@ -86,7 +86,7 @@ def against_baselines(stack: Stack, key: Hashable, values: list[float],
     ``series(label, key)`` returns a baseline's values for the same cell, or
     None. Returns (metrics: ``baseline``, ``overhead``, ``overhead_ci95``,
     ``overhead_significant``, ``vs``), notes)."""
-    bases = baseline_labels(stack)
+    bases = [b for b in baseline_labels(stack) if b != stack.label]     # a baseline variant is no twin of itself
     metrics: dict = {"baseline": bases[0] if bases else None, "overhead": None, "overhead_ci95": None}
     notes: list[str] = []
     vs = {}

@@ -2,22 +2,48 @@
 two ends of a :class:`~cryptcost.links.Link`.
 
 The runner sets the link up once (:meth:`~cryptcost.links.Link.setup`), so
-that every stack and its baseline share it. Call order, after the common
-ones: ``setup(res, link, service)`` builds the
-stack so that a client at end ``a`` reaches ``service`` — a TCP port a
-workload (iperf3, smbd) listens on at end ``b`` — and returns the
-:class:`Endpoint` the client must connect to. A tunnel returns its inner
-address; a TLS or SSH forwarder the local port of its client side.
-``verify(res)`` reads back what was negotiated (cipher suite, proposal).
+that every stack and its baseline share it, and starts the service the
+traffic goes to at end ``b`` (an iperf3 server on ``service``). Call order,
+after the common ones:
+
+``setup(res, link, service)``
+    Build the stack so that a client at end ``a`` reaches ``service`` at
+    end ``b``; return the :class:`Endpoint` the client connects to. A
+    tunnel returns the inner address of ``b``; a TLS or SSH forwarder the
+    local port of its client side. Daemons are started with :meth:`start`,
+    which remembers the end each runs at (CPU per end, rule 7).
+``verify(res)``
+    Read back what was negotiated (cipher suite, proposal, which
+    implementation ran) from the stack itself; raise
+    :class:`~cryptcost.errors.CryptcostError` when it is not what was asked.
+``leak(packet, service)``
+    The wire check: why a captured packet of the link shows plaintext, or
+    None. The default refuses any packet to or from the service's port.
+
+Network facts, besides the common ones: ``traffic`` (``stream``: iperf3
+through the endpoint; ``files``: the stack's own file transfer, see
+:class:`FileShareStack`), ``links`` (the links it can be built on),
+``transport`` (what carries it on the wire, e.g. "UDP 51820"),
+``exclusive`` (it claims fixed ports, addresses or routes in the namespaces:
+the runner gives each instance a link of its own, identical to the shared
+one, with its own iperf3 server).
 
 Reference implementation: :mod:`cryptcost.stacks.tcp`.
 """
 
 from __future__ import annotations
 
+import os
 from abc import abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
+from cryptcost import proc
+from cryptcost.engines.tcpdump import Packet
+from cryptcost.host import tools as host_tools
+from cryptcost.host.tools import Tool
+from cryptcost.errors import CryptcostError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 from cryptcost.stacks.base import Stack
@@ -36,6 +62,24 @@ class NetworkStack(Stack):
 
     kind = "network"
     features = ("netns", "veth")
+    traffic: ClassVar[str] = "stream"
+    links: ClassVar[tuple[str, ...]] = ("netns", "loopback")
+    transport: ClassVar[str] = "TCP"
+    exclusive: ClassVar[bool] = False       # needs the link's namespaces to itself (fixed ports, routes)
+
+    # What every network stack's measurement uses: the link, the traffic and the wire check.
+    COMMON_TOOLS: ClassVar[tuple[str, ...]] = ("ip", "iperf3", "tcpdump")
+
+    @classmethod
+    def needed_tools(cls) -> list[Tool]:
+        own = super().needed_tools()
+        return [host_tools.tool(t) for t in cls.COMMON_TOOLS if t not in {x.name for x in own}] + own
+
+    def __init__(self, variant: str | None = None):
+        super().__init__(variant)
+        self.ends: dict[str, list[proc.Daemon]] = {"a": [], "b": []}
+        self.link: Link | None = None
+        self.negotiated: dict = {}
 
     @abstractmethod
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
@@ -44,3 +88,69 @@ class NetworkStack(Stack):
     def verify(self, res: Resources) -> dict:
         """What was negotiated, read back from the stack (empty: nothing to read)."""
         return {}
+
+    def start(self, res: Resources, end: str, argv: list[str], *, name: str, env: dict | None = None,
+              logdir: Path | None = None) -> proc.Daemon:
+        """Start a daemon of this stack at ``end``, journalled, its output in ``logdir``."""
+        logfile = str(logdir / f"{name}.log") if logdir else None
+        daemon = res.daemon(self.link.argv(end, argv), env=env, logfile=logfile)
+        self.ends[end].append(daemon)
+        return daemon
+
+    def end_pids(self) -> dict[str, list[int]]:
+        """The stack's processes at each end (their CPU is that end's)."""
+        return {end: [d.pid for d in ds] for end, ds in self.ends.items()}
+
+    def daemon_pids(self) -> list[int]:
+        return [pid for pids in self.end_pids().values() for pid in pids]
+
+    def dead(self) -> str | None:
+        """Why the stack no longer works (a daemon exited), or None."""
+        for end, daemons in self.ends.items():
+            for d in daemons:
+                if not d.alive():
+                    return (f"{os.path.basename(d.argv[4] if d.argv[:3] == ['ip', 'netns', 'exec'] else d.argv[0])}"
+                            f" at end {end} exited ({d.returncode}) during the measurement")
+        return None
+
+    def leak(self, packet: Packet, service: int) -> str | None:
+        """Why ``packet`` shows plaintext, or None (see the module docstring)."""
+        if packet.proto in (6, 17) and service in (packet.sport, packet.dport):
+            return f"a packet to or from the plaintext service port {service}"
+        return None
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d["traffic"], d["transport"] = self.traffic, self.transport
+        if self.link is not None:
+            d["link"] = self.link.describe()
+        if self.negotiated:
+            d["negotiated"] = dict(self.negotiated)
+        return d
+
+    @staticmethod
+    def expect(what: str, got: str | None, wanted: str) -> None:
+        """Refuse a stack whose negotiated ``what`` is not the one asked for."""
+        if got is None or got.lower() != wanted.lower():
+            raise CryptcostError(f"{what}: asked for {wanted}, the stack negotiated {got or 'nothing it reports'}")
+
+
+class FileShareStack(NetworkStack):
+    """A network file share (SMB3, NFS): the workload copies files to and
+    from a share served at end ``b``, from a client at end ``a``.
+
+    ``setup`` returns the server's endpoint; ``share`` is the directory the
+    server exports (on this host, so that every transfer is checked
+    against its checksum); ``put``/``get`` copy files and return the
+    client's CPU-seconds."""
+
+    traffic = "files"
+    share: Path
+
+    @abstractmethod
+    def put(self, res: Resources, files: list[Path], remote_dir: str) -> None:
+        """Copy local ``files`` into ``remote_dir`` of the share, from end ``a``."""
+
+    @abstractmethod
+    def get(self, res: Resources, names: list[str], local_dir: Path) -> None:
+        """Copy ``names`` (relative to the share) into ``local_dir``, from end ``a``."""

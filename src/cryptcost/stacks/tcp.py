@@ -7,12 +7,9 @@ at the server end's own address.
 
 from __future__ import annotations
 
-from cryptcost.host.tools import Tool
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 from cryptcost.stacks.net import Endpoint, NetworkStack
-
-IP = Tool("ip", "ip", "iproute2", ("ip", "-V"), r"iproute2-(?:ss)?([\w.]+)")
 
 
 class Tcp(NetworkStack):
@@ -20,7 +17,7 @@ class Tcp(NetworkStack):
     description = "plain TCP between the link's ends (network baseline)"
     layer = "kernel"
     role = "baseline"
-    tools = (IP, "iperf3")
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
+        self.link = link
         return Endpoint(link.b_addr, service)

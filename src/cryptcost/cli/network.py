@@ -1,0 +1,63 @@
+"""``cryptcost network``: network stacks × workloads on a link, each against plain TCP."""
+
+from __future__ import annotations
+
+from cryptcost.cli.ciphers import add_policy_options, policy_from
+from cryptcost.cli.common import ConsoleProgress, err, out, parse_list, print_json, probe_host, recorded_run
+from cryptcost.cli.storage import report_failures
+from cryptcost.lifecycle.resources import Resources, install_signal_handlers
+from cryptcost.links import LINKS
+from cryptcost.report.terminal import network_table, skipped_table
+from cryptcost.runner.network import NetworkPlan, describe_plan, run_network, validate
+from cryptcost.units import parse_size
+from cryptcost.workloads.network import SETS, WORKLOADS
+
+
+def add_parser(sub, common) -> None:
+    p = sub.add_parser("network", parents=[common], help="network stacks against plain TCP on the same link")
+    p.add_argument("--stacks", default="all", metavar="LIST",
+                   help="stacks, e.g. tls,ssh:chacha20-poly1305,wireguard, or all (default: all available)")
+    p.add_argument("--link", default="netns", help=f"{', '.join(LINKS)} (default: netns, two namespaces "
+                   "joined by veth)")
+    p.add_argument("--mtu", type=int, default=1500, help="the link's MTU (default: 1500; 9000 for jumbo frames)")
+    p.add_argument("--streams", type=int, default=4, help="parallel streams of the 'streams' workload (default: 4)")
+    p.add_argument("--workloads", default="quick", metavar="LIST",
+                   help=f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)} (default: quick)")
+    p.add_argument("--seconds", type=float, default=2.0, help="seconds per stream sample (default: 2)")
+    p.add_argument("--file-size", default="256M", help="size of the file-share workloads' large file "
+                   "(default: 256M)")
+    add_policy_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object with a results list")
+    p.set_defaults(func=run)
+
+
+def plan_from(args) -> NetworkPlan:
+    from cryptcost.errors import UserError
+    size = parse_size(args.file_size, "--file-size")
+    if not 1 << 20 <= size <= 8 << 30:
+        raise UserError(f"--file-size {args.file_size}: use 1M … 8G")
+    return NetworkPlan(stacks=parse_list(args.stacks, "stack"), link=args.link, mtu=args.mtu,
+                       workloads=parse_list(args.workloads, "workload"), streams=args.streams,
+                       seconds=args.seconds, file_bytes=size)
+
+
+def run(args) -> int:
+    plan = plan_from(args)
+    policy = policy_from(args)
+    resolved, skipped = validate(plan)          # refuse bad input before a run is recorded
+    for line in describe_plan(plan, resolved, skipped):
+        err.print(line)
+    host = probe_host()
+    install_signal_handlers()
+    with recorded_run(args, "network", host) as (store, run_id, sink):
+        with Resources() as res:
+            outcome = run_network(plan, policy, res=res, sink=sink, progress=ConsoleProgress())
+    if args.json:
+        print_json({"run": run_id, "link": plan.link, "mtu": plan.mtu, "failed": outcome.failed,
+                    "results": [r.to_dict() for r in outcome.results], "skipped": outcome.skipped})
+    else:
+        out.print(network_table([r.to_dict() for r in outcome.results]))
+        if outcome.skipped:
+            out.print(skipped_table(outcome.skipped))
+        out.print(f"run {run_id} stored in {store.path}")
+    return report_failures(outcome.failed)

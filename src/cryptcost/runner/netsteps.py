@@ -1,0 +1,273 @@
+"""One network operation on one stack instance, turned into a sample.
+
+Every sample is timed by the workload's own clock (iperf3's receiver, or
+the file copy's wall time), captured on the wire (:mod:`runner.wire`) and
+accounted for CPU three ways (rule 7): the whole system's split from
+``/proc/stat`` (user, system, softirq …), each end's processes (iperf3's
+own figures or the client's rusage, plus the stack's daemons at that end,
+children included), and what no process accounts for (kernel threads and
+softirq: where a kernel tunnel's crypto runs). Both ends of a ``netns``
+link share this machine's CPUs, so CPU-seconds per GB per end is the
+figure that carries over to real hosts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.engines import iperf3
+from cryptcost.errors import CryptcostError, DataIntegrityError
+from cryptcost.host import cpu
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.links import Link
+from cryptcost.model import CpuSplit, Sample
+from cryptcost.runner.wire import CANARY, Capture, PlaintextOnWire, judge
+from cryptcost.stacks.net import Endpoint, FileShareStack, NetworkStack
+from cryptcost.workloads.network import NetOp
+
+GB = 1e9
+CHUNK = 1 << 20
+MIN_SAMPLE_SECONDS = 1.0
+MAX_PASSES = 16
+
+
+@dataclass
+class NetInstance:
+    """One network stack built on the run's link."""
+
+    stack: NetworkStack
+    label: str
+    role: str
+    link: Link | None = None             # the run's shared link, or one of its own (``exclusive`` stacks)
+    service: int | None = None           # iperf3's port at end b of that link
+    endpoint: Endpoint | None = None
+    error: str | None = None
+    canary: dict | None = None
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class FileSource:
+    """Random files on a private tmpfs for the file-share workloads, with
+    their checksums: one large file, many small ones, and a pattern file
+    for the canary."""
+
+    def __init__(self, res: Resources, file_bytes: int, small: int, small_bytes: int):
+        self.root = res.tmpdir("cryptcost-netfiles-")
+        res.tmpfs(self.root, 2 * file_bytes + 2 * small * small_bytes + (64 << 20), "0700")
+        self.big = self.root / "cc-big.bin"
+        _random_file(self.big, file_bytes)
+        self.small_dir = self.root / "small"
+        self.small_dir.mkdir()
+        self.small = []
+        for i in range(small):
+            path = self.small_dir / f"cc-small-{i:04d}.bin"
+            _random_file(path, small_bytes)
+            self.small.append(path)
+        self.sums = {p.name: sha256(p) for p in [self.big, *self.small]}
+        self.canary = self.root / "cc-canary.txt"
+        self.canary.write_bytes(CANARY * (CHUNK // len(CANARY)))
+        self.inbox = self.root / "inbox"
+        self.inbox.mkdir()
+
+
+def _random_file(path: Path, size: int) -> None:
+    with open(path, "wb") as fh:
+        left = size
+        while left:
+            n = min(left, CHUNK)
+            fh.write(os.urandom(n))
+            left -= n
+
+
+class NetRunner:
+    """Measures one operation on one instance; see the module docstring."""
+
+    def __init__(self, res: Resources, workdir: Path, seconds: float, files: FileSource | None = None):
+        self.res, self.workdir = res, workdir
+        self.seconds, self.files = seconds, files
+
+    # --- the canary ---------------------------------------------------------------
+    def canary(self, inst: NetInstance) -> dict:
+        """Send the repeating pattern through the stack once, captured; an
+        encryption stack whose wire shows it fails here, before any sample."""
+        stack = inst.stack
+        with self._capture(inst) as cap:
+            if isinstance(stack, FileShareStack):
+                stack.put(self.res, [self.files.canary], "")
+                (stack.share / self.files.canary.name).unlink(missing_ok=True)
+            else:
+                self._iperf(inst, 1, NetOp("send", "stream"), repeating=True)
+        if cap is None:
+            return {"verdict": "not checked", "reasons": [f"a {inst.link.name} link carries the plaintext leg "
+                                                          "between a forwarder and the service too"]}
+        wire = judge(cap.packets(), stack.leak, self._port(inst), canary=True)
+        if stack.variant_role() == "measured" and wire["verdict"] == "plaintext":
+            raise PlaintextOnWire(f"{inst.label}: the canary crossed the wire in plaintext: "
+                                  + "; ".join(wire["reasons"]))
+        return wire
+
+    # --- one sample -----------------------------------------------------------------
+    def __call__(self, inst: NetInstance, op: NetOp) -> dict[tuple, Sample]:
+        stack = inst.stack
+        why = stack.dead()
+        if why:
+            raise CryptcostError(why)
+        meter = Meter(stack.end_pids())
+        try:
+            with self._capture(inst) as cap:
+                if op.traffic == "stream":
+                    with meter.window():
+                        moved, seconds, ends = self._stream(inst, op)
+                else:
+                    moved, seconds, ends = self._files(inst, op, meter)
+        except CryptcostError as exc:
+            why = stack.dead()
+            raise CryptcostError(why or str(exc)) from None
+        for end in ("a", "b"):
+            ends[end] += meter.end(end)
+        split = meter.split
+        daemons = meter.daemon.values()
+        metrics = {"unit": "bytes/s", "engine": "iperf3" if op.traffic == "stream" else "file copy",
+                   "cpu_a": ends["a"], "cpu_b": ends["b"], **ends.get("extra", {}),
+                   "busiest_daemon_core": max(daemons, default=0.0) / seconds if meter.daemon else None}
+        gb = moved / GB
+        metrics["cpu_s_per_gb_a"], metrics["cpu_s_per_gb_b"] = ends["a"] / gb, ends["b"] / gb
+        metrics["cpu_s_per_gb_system"] = split.busy / gb
+        metrics["cpu_s_per_gb_unattributed"] = max(0.0, split.busy - ends["a"] - ends["b"]) / gb
+        if cap is not None:
+            wire = judge(cap.packets(), stack.leak, self._port(inst))
+            metrics["wire"] = wire
+            if stack.variant_role() == "measured" and wire["verdict"] == "plaintext":
+                raise PlaintextOnWire(f"{inst.label} {op.workload}: " + "; ".join(wire["reasons"]))
+        return {(inst.label, op.key): Sample(value=moved / seconds, seconds=seconds, bytes_moved=moved,
+                                             cpu=split, metrics=metrics)}
+
+    def _capture(self, inst: NetInstance):
+        if not inst.link.wire_checked:
+            return _NoCapture()
+        return Capture(self.res, inst.link, self.workdir)
+
+    @staticmethod
+    def _port(inst: NetInstance) -> int:
+        """The plaintext port the wire must not show: the share's own for a file share."""
+        return getattr(inst.stack, "service_port", inst.service)
+
+    # --- streams ----------------------------------------------------------------------
+    def _iperf(self, inst: NetInstance, seconds: float, op: NetOp, repeating: bool = False) -> iperf3.IperfOutcome:
+        argv = iperf3.client_argv(inst.endpoint.host, inst.endpoint.port, seconds, streams=op.streams,
+                                  reverse=op.reverse, repeating=repeating)
+        done = proc.run(inst.link.argv("a", argv), timeout=seconds + 60, check=False)
+        return iperf3.parse(done.stdout, reverse=op.reverse)
+
+    def _stream(self, inst: NetInstance, op: NetOp) -> tuple[int, float, dict]:
+        out = self._iperf(inst, self.seconds, op)
+        return out.bytes, out.seconds, {"a": out.client_cpu, "b": out.server_cpu,
+                                        "extra": {"retransmits": out.retransmits, "iperf3_version": out.version}}
+
+    # --- files ----------------------------------------------------------------------------
+    def _files(self, inst: NetInstance, op: NetOp, meter: "Meter") -> tuple[int, float, dict]:
+        """As many copies as fill :data:`MIN_SAMPLE_SECONDS` of measured time
+        (at most :data:`MAX_PASSES`), each checked and cleared between passes,
+        outside the clock."""
+        stack: FileShareStack = inst.stack
+        src = self.files
+        moved, seconds, client, passes = 0, 0.0, 0.0, 0
+        while seconds < MIN_SAMPLE_SECONDS and passes < MAX_PASSES:
+            if op.workload == "get" and not (stack.share / src.big.name).exists():
+                _copy(src.big, stack.share / src.big.name)
+            client_before = cpu.children_cpu()
+            with meter.window():
+                start = time.perf_counter()
+                if op.workload == "put":
+                    stack.put(self.res, [src.big], "")
+                elif op.workload == "smallfiles":
+                    stack.put(self.res, src.small, "")
+                else:
+                    stack.get(self.res, [src.big.name], src.inbox)
+                seconds += time.perf_counter() - start
+            client += cpu.children_cpu() - client_before
+            moved += self._check(stack, op)
+            passes += 1
+        return moved, seconds, {"a": client, "b": 0.0,
+                                "extra": {"files_per_s": op.files * passes / seconds, "passes": passes,
+                                          "timing": "the client's whole run (connect, authenticate, copy, "
+                                                    "close), each pass checked outside the clock"}}
+
+    def _check(self, stack: FileShareStack, op: NetOp) -> int:
+        """Every byte arrived intact (rule 5); then clear the target, outside the clock."""
+        src = self.files
+        if op.workload == "get":
+            targets = [src.inbox / src.big.name]
+        elif op.workload == "put":
+            targets = [stack.share / src.big.name]
+        else:
+            targets = [stack.share / p.name for p in src.small]
+        moved = 0
+        for path in targets:
+            if not path.exists() or sha256(path) != src.sums[path.name]:
+                raise DataIntegrityError(f"{stack.label} {op.workload}: {path.name} arrived "
+                                         + ("changed" if path.exists() else "missing"))
+            moved += path.stat().st_size
+            path.unlink()
+        return moved
+
+
+class Meter:
+    """CPU over the measured windows of one sample only (not the checks
+    between passes): the system-wide split, and each process's own."""
+
+    def __init__(self, pids: dict[str, list[int]]):
+        self.pids = pids
+        self.every = [p for ps in pids.values() for p in ps]
+        self.daemon = {pid: 0.0 for pid in self.every}
+        self.split: CpuSplit | None = None
+
+    @contextmanager
+    def window(self):
+        before, dbefore = cpu.stat_snapshot(), cpu.process_cpu(self.every)
+        yield
+        after, dafter = cpu.stat_snapshot(), cpu.process_cpu(self.every)
+        for pid in self.every:
+            self.daemon[pid] += max(0.0, dafter.get(pid, 0.0) - dbefore.get(pid, 0.0))
+        split = cpu.cpu_split(before, after)
+        if self.split is not None:
+            split = CpuSplit(**{f: getattr(split, f) + getattr(self.split, f) for f in CpuSplit.__dataclass_fields__
+                                if f != "max_core_busy"}, max_core_busy=max(split.max_core_busy,
+                                                                            self.split.max_core_busy))
+        self.split = replace(split, daemons=sum(self.daemon.values()))
+
+    def end(self, end: str) -> float:
+        return sum(self.daemon[p] for p in self.pids.get(end, []))
+
+
+class _NoCapture:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _copy(src: Path, dst: Path) -> None:
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        for block in iter(lambda: fi.read(CHUNK), b""):
+            fo.write(block)
+
+
+def median(samples: list[Sample], name: str):
+    values = [s.metrics[name] for s in samples if isinstance(s.metrics.get(name), (int, float))]
+    return statistics.median(values) if values else None

@@ -1,0 +1,259 @@
+"""Network measurement: stacks × workloads on one link, each stack against
+its matched baseline (plain TCP, or the same file share unencrypted),
+interleaved.
+
+Flow: :func:`validate` refuses bad input before anything exists;
+:func:`run_network` builds the link (two namespaces joined by veth, or
+loopback), starts iperf3's server at end ``b``, builds every stack on the
+link, sends the wire check's canary through it and reads back what it
+negotiated, then turns each workload into one job per instance (all
+instances of one workload in one group, rotated each round: rule 2), and
+summarises each series with its overhead against the baselines.
+Everything is released by the ``Resources`` scope, in reverse order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+from dataclasses import dataclass, field
+
+from cryptcost import proc, stats
+from cryptcost.engines import iperf3
+from cryptcost.errors import CryptcostError, Unavailable, UserError
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.links import Link, parse_link
+from cryptcost.model import Job, Result
+from cryptcost.runner import pairing
+from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner, median
+from cryptcost.runner.scheduler import Progress, Series, schedule
+from cryptcost.runner.sink import Sink
+from cryptcost.stacks.net import NetworkStack
+from cryptcost.workloads import network as wl
+
+log = logging.getLogger("cryptcost.network")
+
+
+@dataclass
+class NetworkPlan:
+    stacks: list[str]                    # specs: name, name:variant, name:*, or "all"
+    link: str = "netns"
+    mtu: int = 1500
+    workloads: list[str] = field(default_factory=lambda: ["quick"])
+    streams: int = 4                     # for the "streams" workload
+    seconds: float = 2.0                 # per stream sample
+    file_bytes: int = 256 << 20          # per large-file copy
+    small_files: int = 512
+    part: str | None = None
+
+
+@dataclass
+class NetworkOutcome:
+    results: list[Result] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def resolve(specs: list[str], link: str) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
+    def fits(cls) -> str | None:
+        return None if link in cls.links else f"runs only on a {' or '.join(cls.links)} link, not --link {link}"
+    return pairing.resolve(specs, "network", lambda cls, variant: cls(variant), fits=fits)
+
+
+def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
+    """Everything that can be refused before anything is created or recorded."""
+    parse_link(plan.link, plan.mtu)
+    wl.expand(plan.workloads)
+    if not 1 <= plan.streams <= 128:
+        raise UserError(f"bad --streams {plan.streams}: use 1 … 128")
+    if not 1 <= plan.seconds <= 600:
+        raise UserError(f"bad --seconds {plan.seconds:g}: use 1 … 600")
+    resolved, skipped = resolve(plan.stacks, plan.link)
+    for stack, _ in resolved:
+        if plan.link not in stack.links:
+            raise UserError(f"stack {stack.name} runs only on a {' or '.join(stack.links)} link, "
+                            f"not --link {plan.link}")
+    if not any(role == "measured" for _, role in resolved):
+        raise UserError("no network stack to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
+    if os.geteuid() != 0:
+        raise UserError("network stacks need root (namespaces, tunnels, daemons): run with sudo")
+    return resolved, skipped
+
+
+def describe_plan(plan: NetworkPlan, resolved, skipped) -> list[str]:
+    measured = [s.label for s, role in resolved if role == "measured"]
+    baselines = [s.label for s, role in resolved if role == "baseline"]
+    lines = [f"network stacks: {', '.join(measured)}" + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
+             f"workloads: {', '.join(wl.expand(plan.workloads))}; link: {plan.link}, MTU {plan.mtu}; "
+             f"{plan.seconds:g} s per stream sample, each repeated until stable"]
+    if plan.link == "netns":
+        lines.append("both ends of the link share this machine's CPUs: read CPU-s/GB per end, not Gbit/s, "
+                     "as what carries over to real hosts")
+    for s in skipped:
+        lines.append(f"not measured: {s['stack']}: {s['reason']}" + (f" (install: {s['install']})" if s.get("install") else ""))
+    return lines
+
+
+def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
+                progress: Progress | None = None) -> NetworkOutcome:
+    """Set up, verify, measure, compare. Teardown happens when ``res`` is released."""
+    resolved, skipped = validate(plan)
+    workdir = res.tmpdir("cryptcost-net-")
+    shared: list = []
+
+    def link_for(stack: NetworkStack) -> tuple[Link, int]:
+        """The run's shared link; a link of its own for a stack that needs the namespaces to itself."""
+        if not stack.exclusive and shared:
+            return shared[0]
+        link = parse_link(plan.link, plan.mtu)
+        link.setup(res)
+        service = link.port(iperf3.PORT)
+        server = res.daemon(link.argv("b", iperf3.server_argv(link.server_bind, service)),
+                            logfile=str(workdir / f"iperf3-server-{service}-{len(shared)}.log"))
+        proc.wait_for(lambda: link.listening("b", service), timeout=20, daemon=server,
+                      what="iperf3 server listening")
+        if not stack.exclusive:
+            shared.append((link, service))
+        return link, service
+
+    names = wl.expand(plan.workloads)
+    files = None
+    if any(s.traffic == "files" for s, _ in resolved) and wl.ops(names, "files"):
+        files = FileSource(res, plan.file_bytes, plan.small_files, wl.SMALL_FILE)
+    runner = NetRunner(res, workdir, plan.seconds, files)
+    out = NetworkOutcome(skipped=skipped)
+    ready: list[NetInstance] = []
+    for stack, role in resolved:
+        inst = NetInstance(stack, stack.label, role)
+        try:
+            inst.link, inst.service = link_for(stack)
+            stack.link = inst.link
+            inst.endpoint = stack.setup(res, inst.link, inst.service)
+            if files is not None or stack.traffic == "stream":
+                inst.canary = runner.canary(inst)
+            stack.verify(res)
+            ready.append(inst)
+        except (CryptcostError, OSError) as exc:
+            exc = CryptcostError(stack.dead()) if stack.dead() else exc      # the daemon's death is the cause
+            inst.error = str(exc)
+            out.skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
+                                "install": getattr(exc, "install", None), "kind": "network"})
+            if role == "measured" and not isinstance(exc, Unavailable):
+                out.failed.append(f"{inst.label}: {exc}")
+            log.warning("%s: setup failed: %s", inst.label, exc)
+    ops = {i.label: wl.ops(names, i.stack.traffic, streams=plan.streams, file_bytes=plan.file_bytes,
+                           small_files=plan.small_files) for i in ready}
+    jobs = [Job(label=f"{i.label}: {op.workload}", keys=((i.label, op.key),),
+                measure=lambda i=i, op=op: runner(i, op), group=("network", op.key), est_seconds=plan.seconds + 1)
+            for op in _ordered(ops) for i in ready if op in ops[i.label]]
+    sink = sink or Sink()
+    series = schedule(jobs, policy, progress=progress, on_sample=lambda job, key, n, s: sink.sample(
+        "network", _fields(_inst(ready, key[0]), _op(ops, key), plan), n, s))
+    for inst in ready:
+        for op in ops[inst.label]:
+            s = series.get((inst.label, op.key))
+            if s is None:
+                continue
+            if not s.samples:
+                out.skipped.append({"stack": inst.label, "workload": op.workload, "kind": "network",
+                                    "reason": s.error or "no samples"})
+                if s.error:
+                    out.failed.append(f"{inst.label} {op.workload}: {s.error}")
+                continue
+            result = _result(inst, op, s, series, plan, policy.target)
+            sink.result(result)
+            out.results.append(result)
+    return out
+
+
+
+def _ordered(ops: dict[str, list[wl.NetOp]]) -> list[wl.NetOp]:
+    seen: list[wl.NetOp] = []
+    for lst in ops.values():
+        seen += [op for op in lst if op not in seen]
+    return seen
+
+
+def _inst(instances: list[NetInstance], label: str) -> NetInstance:
+    return next(i for i in instances if i.label == label)
+
+
+def _op(ops: dict[str, list[wl.NetOp]], key: tuple) -> wl.NetOp:
+    return next(op for op in ops[key[0]] if op.key == key[1])
+
+
+def _fields(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> dict:
+    link = inst.link
+    fields = {"stack": inst.label, "variant": inst.stack.variant, "params": inst.stack.describe(),
+              "link": link.name, "mtu": link.mtu, "workload": op.workload, "op": op.op,
+              "streams": op.streams, "size": op.file_bytes}
+    if plan.part:
+        fields["part"] = plan.part
+    return fields
+
+
+def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: NetworkPlan,
+            target: float) -> Result:
+    samples = s.samples
+    summary = stats.summarize(s.values())
+    cpu_mean = {k: statistics.fmean(getattr(x.cpu, k) for x in samples if x.cpu)
+                for k in ("user", "system", "softirq", "irq", "iowait", "daemons", "max_core_busy")}
+    wires = [x.metrics["wire"] for x in samples if x.metrics.get("wire")]
+    metrics = {
+        "unit": "bytes/s", "role": inst.stack.variant_role(), "engine": samples[-1].metrics.get("engine"),
+        "gbit_per_s": summary.median * 8 / 1e9,
+        "retransmits": median(samples, "retransmits"),
+        "files_per_s": median(samples, "files_per_s"),
+        "cpu": cpu_mean,
+        "cpu_s_per_gb": {end: median(samples, f"cpu_s_per_gb_{end}")
+                         for end in ("a", "b", "system", "unattributed")},
+        "busiest_daemon_core": median(samples, "busiest_daemon_core"),
+        "bytes_moved": samples[-1].bytes_moved,
+        "bytes_moved_per_sample": [x.bytes_moved for x in samples],
+        "sample_seconds": statistics.median(x.seconds for x in samples),
+        "wire": _wire_summary(wires, inst.canary),
+        "timing": samples[-1].metrics.get("timing") or "iperf3's receiver clock",
+        "shared_cpus": inst.link.name in ("netns", "loopback"),
+    }
+    notes = [s.error] if s.error else []
+    if len(samples) > 1 and summary.rel_half_width > target:
+        metrics.update(unstable=True, cv=summary.cv, likely_cause=_likely_cause(inst, samples))
+        notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {len(samples)} samples "
+                     f"(CV {summary.cv * 100:.1f} %), above the ±{target * 100:g} % target; likely cause: "
+                     f"{metrics['likely_cause']}")
+    if inst.stack.security:
+        metrics["security"] = list(inst.stack.security)
+
+    def baseline_values(label: str, key) -> list[float] | None:
+        bs = series.get((label, key))
+        return bs.values() if bs is not None and bs.samples else None
+    paired, more = pairing.against_baselines(inst.stack, op.key, s.values(), baseline_values)
+    metrics.update(paired)
+    return Result(kind="network", fields=_fields(inst, op, plan), summary=summary,
+                  stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
+                  notes=tuple(notes + more))
+
+
+def _wire_summary(wires: list[dict], canary: dict | None) -> dict:
+    if not wires:
+        return {"verdict": "not checked", "canary": canary}
+    last = wires[-1]
+    return {"verdict": "plaintext" if any(w["verdict"] == "plaintext" for w in wires) else "encrypted",
+            "packets": sum(w["packets"] for w in wires),
+            "median_packet_bytes": statistics.median(w["median_packet_bytes"] for w in wires
+                                                     if w["median_packet_bytes"] is not None),
+            "max_packet_bytes": max(w["max_packet_bytes"] or 0 for w in wires),
+            "entropy_bits_per_byte": last["entropy_bits_per_byte"], "protocols": last["protocols"],
+            "plaintext_packets": sum(w["plaintext_packets"] for w in wires),
+            "reasons": sorted({r for w in wires for r in w["reasons"]}), "canary": canary}
+
+
+def _likely_cause(inst: NetInstance, samples) -> str:
+    retrans = [x.metrics.get("retransmits") or 0 for x in samples]
+    if statistics.median(retrans) > 100:
+        return (f"TCP retransmits ({statistics.median(retrans):.0f} per sample): the tunnel drops packets "
+                "when its queue overflows, and TCP's recovery varies")
+    if inst.stack.daemon_pids():
+        return "the tunnel's daemons and iperf3 competing for this machine's cores"
+    return "the machine itself (other work on its cores, the hypervisor)"

@@ -1,0 +1,97 @@
+"""The wire check: a few hundred packets captured on the link during a
+measurement, and what they show.
+
+Every network sample captures :data:`~cryptcost.engines.tcpdump.COUNT`
+packets at end ``b``'s interface. For an encryption stack they must show
+no plaintext — no packet the stack's :meth:`leak` rule flags (by default:
+a packet to or from the service's own port) — and their payload must
+have a ciphertext's entropy. Before its first sample each stack also
+carries a *canary*: iperf3's repeating digit pattern (or a file of it),
+which must not appear on the wire. A tunnel that quietly falls back to
+plaintext fails its measurement instead of reporting a fast result. The
+baselines are captured the same way; their plaintext is the check's own
+positive control. The packet sizes give the size on the wire: plain TCP
+sends 64 KB GSO frames, most tunnels MTU-sized packets.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.engines import tcpdump
+from cryptcost.engines.tcpdump import Packet
+from cryptcost.errors import CryptcostError
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.links import Link
+
+CANARY = b"0123456789" * 2           # iperf3 --repeating-payload's pattern, twice in a row
+MIN_ENTROPY = 7.0                    # bits per byte; random data gives ~7.99, text ~4–5, the canary 3.3
+MIN_PAYLOAD = 128                    # bytes: packets with less (ACKs, handshakes) say little
+
+
+class PlaintextOnWire(CryptcostError):
+    """An encryption stack's traffic showed plaintext."""
+
+
+def entropy(data: bytes) -> float:
+    """Shannon entropy in bits per byte."""
+    if not data:
+        return 0.0
+    n = len(data)
+    return -sum(c / n * math.log2(c / n) for c in Counter(data).values())
+
+
+def judge(packets: list[Packet], leak, service: int, *, canary: bool = False) -> dict:
+    """What ``packets`` show. ``leak(packet, service)`` is the stack's rule."""
+    leaks = [why for p in packets for why in [leak(p, service)] if why]
+    data = [p.payload for p in packets if len(p.payload) >= MIN_PAYLOAD]
+    blob = b"".join(data)
+    bits = entropy(blob) if blob else None
+    pattern = sum(1 for p in packets if CANARY in p.payload)
+    protos = Counter({6: "tcp", 17: "udp", 50: "esp"}.get(p.proto, "other") for p in packets)
+    sizes = [p.length for p in packets if len(p.payload) >= MIN_PAYLOAD]     # data, not ACKs
+    reasons = []
+    if leaks:
+        reasons.append(f"{len(leaks)} of {len(packets)} packets in plaintext: {leaks[0]}")
+    if canary and pattern:
+        reasons.append(f"{pattern} packets carry the canary pattern in plaintext")
+    if bits is not None and bits < MIN_ENTROPY and not canary:
+        reasons.append(f"the payload's entropy is {bits:.2f} bits/byte, below a ciphertext's {MIN_ENTROPY:g}")
+    if not packets:
+        reasons.append("no packet was captured")
+    return {"packets": len(packets), "payload_bytes": len(blob),
+            "median_packet_bytes": int(statistics.median(sizes)) if sizes else None,     # of data packets
+            "max_packet_bytes": max(sizes) if sizes else None, "protocols": dict(protos),
+            "entropy_bits_per_byte": round(bits, 3) if bits is not None else None,
+            "plaintext_packets": len(leaks), "canary_packets": pattern,
+            "verdict": "plaintext" if reasons else "encrypted", "reasons": reasons}
+
+
+class Capture:
+    """tcpdump at one end of a link for the duration of a ``with`` block."""
+
+    def __init__(self, res: Resources, link: Link, workdir: Path, end: str = "b"):
+        self.res, self.link, self.end = res, link, end
+        self.path = workdir / "wire.pcap"
+        self.log = workdir / "tcpdump.log"
+
+    def __enter__(self) -> "Capture":
+        self.path.unlink(missing_ok=True)
+        self.log.write_text("")
+        argv = tcpdump.argv(self.link.iface(self.end), self.path)
+        self.daemon = self.res.daemon(self.link.argv(self.end, argv), logfile=str(self.log))
+        proc.wait_for(lambda: "listening on" in self.log.read_text(errors="replace"), timeout=15,
+                      daemon=self.daemon, what="tcpdump listening")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        time.sleep(0.05)                # the last packets reach tcpdump's socket
+        self.res.stop(self.daemon, timeout=5)
+
+    def packets(self) -> list[Packet]:
+        return tcpdump.read_pcap(self.path) if self.path.exists() else []

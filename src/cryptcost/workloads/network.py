@@ -1,0 +1,79 @@
+"""Network workloads: what crosses a network stack, as data.
+
+Stream stacks (TCP, TLS, SSH, tunnels) carry iperf3:
+
+* ``send`` — one stream from end ``a`` to end ``b``;
+* ``receive`` — one stream from ``b`` to ``a`` (iperf3 ``-R``);
+* ``streams`` — N parallel streams from ``a`` to ``b``.
+
+File-share stacks (SMB3, NFS) copy files, each checked by its checksum:
+
+* ``put`` — one large file from ``a`` to the share at ``b``;
+* ``get`` — one large file from the share to ``a``;
+* ``smallfiles`` — many 64 KiB files from ``a`` to the share.
+
+Sets: ``quick`` (send; put), ``standard`` and ``full`` (all of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cryptcost.errors import UserError
+
+STREAM_WORKLOADS = ("send", "receive", "streams")
+FILE_WORKLOADS = ("put", "get", "smallfiles")
+WORKLOADS = STREAM_WORKLOADS + FILE_WORKLOADS
+SETS = {"quick": ("send", "put"), "standard": WORKLOADS, "full": WORKLOADS}
+SMALL_FILE = 64 << 10
+
+
+@dataclass(frozen=True)
+class NetOp:
+    """One measured operation. ``key`` identifies it within a run."""
+
+    workload: str
+    traffic: str                  # stream or files
+    streams: int = 1
+    reverse: bool = False
+    files: int = 1
+    file_bytes: int | None = None
+
+    @property
+    def op(self) -> str:
+        return self.workload
+
+    @property
+    def key(self) -> tuple:
+        return (self.workload, self.streams, self.file_bytes)
+
+
+def expand(names: list[str]) -> list[str]:
+    """Workload names and sets → workload names, in order, once each."""
+    out: list[str] = []
+    for name in names:
+        if name in SETS:
+            out += [n for n in SETS[name] if n not in out]
+        elif name in WORKLOADS:
+            if name not in out:
+                out.append(name)
+        else:
+            raise UserError(f"unknown network workload {name!r}; choose from {', '.join(WORKLOADS)} "
+                            f"or a set: {', '.join(SETS)}")
+    return out
+
+
+def ops(names: list[str], traffic: str, *, streams: int = 4, file_bytes: int = 256 << 20,
+        small_files: int = 512) -> list[NetOp]:
+    """The operations of ``names`` that a stack carrying ``traffic`` runs."""
+    out = []
+    for name in expand(names):
+        if traffic == "stream" and name in STREAM_WORKLOADS:
+            out.append(NetOp(name, "stream", streams=streams if name == "streams" else 1,
+                             reverse=name == "receive"))
+        elif traffic == "files" and name in FILE_WORKLOADS:
+            if name == "smallfiles":
+                out.append(NetOp(name, "files", files=small_files, file_bytes=SMALL_FILE))
+            else:
+                out.append(NetOp(name, "files", file_bytes=file_bytes))
+    return out
