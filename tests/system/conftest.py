@@ -9,6 +9,30 @@ import subprocess
 import pytest
 
 STACK_DAEMONS = ("gocryptfs", "cryfs", "securefs", "encfs", "rclone", "qemu-storage-d", "bindfs")
+# Network stacks' daemons carry no "cryptcost-" path in every argv: they are found by the run token in
+# their environment instead (every process a run starts inherits CRYPTCOST_RUN).
+RUN_ENV = b"CRYPTCOST_RUN="
+
+
+def _ours(pid: str) -> bool:
+    """A process a cryptcost run started (not this test process or its ancestors)."""
+    if int(pid) in _ancestors():
+        return False
+    try:
+        return RUN_ENV in open(f"/proc/{pid}/environ", "rb").read()
+    except OSError:
+        return False
+
+
+def _ancestors() -> set[int]:
+    out, pid = set(), os.getpid()
+    while pid > 1:
+        out.add(pid)
+        try:
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
 
 
 def leftovers(state_dirs: list[str]) -> list[str]:
@@ -25,9 +49,11 @@ def leftovers(state_dirs: list[str]) -> list[str]:
                 cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
             except OSError:
                 continue
-            if cmd and cmd[0] and os.path.basename(cmd[0].decode(errors="replace")) in STACK_DAEMONS \
-                    and any(b"cryptcost-" in c for c in cmd):
+            if cmd and cmd[0] and (os.path.basename(cmd[0].decode(errors="replace")) in STACK_DAEMONS
+                                   and any(b"cryptcost-" in c for c in cmd) or _ours(pid)):
                 found.append(f"process {pid} {b' '.join(cmd).decode(errors='replace')[:120]}")
+    if os.path.isdir("/run/netns"):
+        found += [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith("cc-")]
     for d in state_dirs:
         if os.path.isdir(d):
             found += [f"journal {d}/{j}" for j in os.listdir(d) if j.startswith("journal-")]

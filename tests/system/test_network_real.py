@@ -1,0 +1,187 @@
+"""Every network stack, for real as root: built between two namespaces,
+measured against its baseline, its negotiated suite read back, every sample
+checked on the wire, and nothing left behind. Plus the faults: a tunnel
+daemon killed mid-measurement, and `kill -9` followed by `cleanup`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from cryptcost import stacks
+from cryptcost.stacks import get, unavailable_reason
+from tests.conftest import skip_or_fail
+from tests.system.conftest import leftovers, need_root
+
+# Every measured network stack in the registry, with the workload it is checked on.
+CASES = {name: ("put" if cls.traffic == "files" else "send")
+         for name, cls in stacks.of_kind("network").items() if cls.role == "measured"}
+DAEMONS = ("stunnel4", "sshd", "ssh", "wireguard-go", "charon-systemd", "smbd", "iperf3", "tcpdump")
+
+
+def _available(name: str) -> None:
+    need_root()
+    exc = unavailable_reason(get(name))
+    if exc:
+        skip_or_fail(name, f"{name} unavailable: {exc}")
+
+
+def _namespaces() -> set[str]:
+    return {n for n in os.listdir("/run/netns") if n.startswith("cc-")} if os.path.isdir("/run/netns") else set()
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("stack", sorted(CASES))
+def test_network_stack_measured_verified_and_released(cli, tmp_path, stack):
+    _available(stack)
+    workload = CASES[stack]
+    before = set(leftovers([]))
+    done = cli("network", "--stacks", stack, "--workloads", workload, "--seconds", "1", "--file-size", "32M",
+               "--min-samples", "2", "--max-samples", "2", "--json", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    mine = [r for r in out["results"] if r["stack"].split(":")[0] == stack and r["role"] == "measured"]
+    base = [r for r in out["results"] if r["role"] == "baseline"]
+    assert mine and base, out
+    r = mine[0]
+    assert r["kind"] == "network" and r["workload"] == workload and r["samples"] == 2
+    assert r["median_bytes_per_s"] > 0 and len(r["values"]) == 2 and all(r["bytes_moved_per_sample"])
+    assert r["overhead"] is not None and r["baseline"] == base[0]["stack"] and r["vs"]
+    per_gb = r["cpu_s_per_gb"]
+    assert per_gb["a"] > 0 and per_gb["b"] >= 0 and per_gb["system"] > 0
+    assert r["params"]["negotiated"], "the stack read back nothing it negotiated"
+    assert r["params"]["facts"]["kind"] == "network" and r["params"]["facts"]["use_case"]
+    # the wire check: encrypted on every sample, and the canary never seen in plaintext …
+    assert r["wire"]["verdict"] == "encrypted", r["wire"]
+    assert r["wire"]["packets"] >= 300 and r["wire"]["entropy_bits_per_byte"] > 7
+    assert r["wire"]["canary"]["verdict"] == "encrypted" and r["wire"]["canary"]["canary_packets"] == 0
+    # … while the same check sees the baseline's plaintext (it can fail)
+    assert base[0]["wire"]["verdict"] == "plaintext" and base[0]["wire"]["canary"]["verdict"] == "plaintext"
+    assert r["link"] == "netns" and r["params"]["link"]["offloads"]["a"]
+    time.sleep(0.5)
+    assert set(leftovers([str(tmp_path / "state")])) - before == set()
+
+
+@pytest.mark.root
+def test_ssh_negotiates_exactly_the_cipher_and_mac_asked_for(cli):
+    _available("ssh")
+    done = cli("network", "--stacks", "ssh:aes128-ctr-sha256", "--seconds", "1", "--min-samples", "1",
+               "--max-samples", "1", "--warmup", "0", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [r] = [r for r in json.loads(done.stdout)["results"] if r["stack"].startswith("ssh")]
+    assert r["params"]["negotiated"]["cipher"] == "aes128-ctr"
+    assert r["params"]["negotiated"]["mac"] == "hmac-sha2-256-etm@openssh.com"
+
+
+@pytest.mark.root
+def test_smb3_checks_every_file_it_moves(cli):
+    _available("smb3")
+    done = cli("network", "--stacks", "smb3:aes-256-gcm", "--workloads", "get,smallfiles", "--file-size", "16M",
+               "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(done.stdout)["results"]
+    enc = {r["workload"]: r for r in results if r["stack"] == "smb3:aes-256-gcm"}
+    assert set(enc) == {"get", "smallfiles"}
+    assert enc["get"]["params"]["negotiated"]["cipher"] == "AES-256-GCM"
+    assert enc["smallfiles"]["files_per_s"] > 0 and enc["smallfiles"]["bytes_moved"] % (64 << 10) == 0
+    off = [r for r in results if r["stack"] == "smb3:off"]
+    assert off and all(r["wire"]["verdict"] == "plaintext" for r in off)
+
+
+def _pids(name: str, pattern: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").replace("\0", " ")
+            except OSError:
+                continue
+            if cmd.split(" ")[0].endswith(name) and pattern in cmd:
+                found.append(int(pid))
+    return found
+
+
+@pytest.mark.root
+def test_a_tunnel_daemon_killed_mid_measurement_fails_its_configuration_only(tmp_path):
+    _available("tls")
+    _available("ssh")
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "network", "--stacks", "tls,ssh", "--seconds", "1",
+                              "--min-samples", "6", "--max-samples", "6", "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(child.stderr.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    killed = None
+    while time.monotonic() < deadline and killed is None:
+        measuring = any("measuring:" in line for line in lines)       # setup and canaries are done
+        victims = _pids("stunnel4", "stunnel-b.conf") if measuring and _pids("iperf3", "-J -c") else []
+        if victims:
+            os.kill(victims[0], signal.SIGKILL)
+            killed = victims[0]
+        time.sleep(0.05)
+    out = child.stdout.read()
+    child.wait(timeout=600)
+    reader.join(timeout=10)
+    err = "".join(lines)
+    assert killed, "never saw the measurement start"
+    assert child.returncode == 1, err[-2000:]
+    data = json.loads(out)
+    assert any(f.startswith("tls") and "stunnel4 at end b exited" in f for f in data["failed"]), data["failed"]
+    assert [r for r in data["results"] if r["stack"].startswith("ssh") and r["samples"] == 6], "ssh did not go on"
+    assert set(leftovers([str(tmp_path / "state")])) <= set(leftovers([]))
+
+
+@pytest.mark.root
+def test_kill_9_of_a_network_run_then_cleanup_leaves_nothing(tmp_path):
+    _available("wireguard")
+    _available("tls")
+    before_ns = _namespaces()
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "network", "--stacks", "wireguard,tls",
+                              "--seconds", "2", "--min-samples", "5", "--max-samples", "5"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (_pids("wireguard-go", "") and _pids("stunnel4", "cryptcost-")):
+        time.sleep(0.1)
+    time.sleep(1)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert _namespaces() - before_ns, "the run had built no namespaces before it was killed"
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _namespaces() == before_ns
+    assert not _pids("wireguard-go", "") and not _pids("stunnel4", "cryptcost-")
+    assert set(leftovers([str(tmp_path / "state")])) <= set(leftovers([]))
+    again = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+                           env=env, timeout=120)
+    assert again.returncode == 0 and "nothing to clean up" in again.stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--stacks", "ssh:rc4"], "stack ssh has no variant 'rc4'; choose from aes128-gcm, aes256-gcm"),
+    (["--stacks", "tls", "--mtu", "70000"], "bad --mtu 70000"),
+    (["--stacks", "tls", "--mtu", "100"], "bad --mtu 100"),
+    (["--stacks", "tls", "--link", "wifi"], "bad --link 'wifi'"),
+    (["--stacks", "tls", "--link", "peer:10.0.0.9"], "not built yet"),
+    (["--stacks", "gocryptfs"], "gocryptfs is a storage stack, not a network stack"),
+    (["--stacks", "tls", "--workloads", "upload"], "unknown network workload 'upload'"),
+    (["--stacks", "tls", "--streams", "0"], "bad --streams 0"),
+    (["--stacks", "tls", "--file-size", "10k"], "--file-size 10k"),
+    (["--stacks", "wireguard", "--link", "loopback"], "runs only on a netns link"),
+])
+def test_bad_network_input_is_one_line_and_exit_2(cli, argv, message):
+    done = cli("network", *argv)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
