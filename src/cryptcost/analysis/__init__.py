@@ -52,7 +52,13 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
         base = index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
         large = index.get(cell_key(r, block_bytes=1 << 20))
         a.verdicts[i] = bottleneck.classify(r, base, large, _fuse_baseline(r, index), ciphers, host).to_dict()
-    a.findings = findings(storage, ciphers)
+    network = [r for r in results if r.get("kind") == "network"]
+    net_index = {cell_key(r): r for r in network}
+    for i, r in enumerate(results):
+        if r.get("kind") == "network":
+            base = net_index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
+            a.verdicts[i] = bottleneck.classify_network(r, base, ciphers, host).to_dict()
+    a.findings = findings(storage, ciphers) + network_findings(network)
     a.tuning = tuning(storage)
     if target:
         a.predictions = costmodel.predict(storage, target, target_label or rate(target), a.verdicts)
@@ -148,6 +154,20 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
         out.append(f"{n} results ({', '.join(short)}) come from samples shorter than 0.5 s, where fio's "
                    "1 ms timer and start-up weigh several percent; a larger --size (or the standard "
                    "suite) measures them more precisely")
+    return out
+
+
+def network_findings(network: list[dict]) -> list[str]:
+    """What the network results show that a Gbit/s figure hides."""
+    out = []
+    if network and any(r.get("shared_cpus") for r in network):
+        out.append("both ends of every network link ran on this host's CPUs: Gbit/s here is not what two "
+                   "hosts would see; CPU-seconds per GB at each end is the figure that carries over")
+    for r in network:
+        canary = (r.get("wire") or {}).get("canary") or {}
+        if facts(r).get("role") == "baseline" and canary.get("verdict") == "encrypted":
+            out.append(f"the wire check saw no plaintext on the baseline {r['stack']}: it cannot be trusted "
+                       "on this link")
     return out
 
 

@@ -161,3 +161,63 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
 def _size(n: int) -> str:
     from cryptcost.units import size
     return size(n) if n else ""
+
+
+def classify_network(r: dict, baseline: dict | None, ciphers: list[dict], host: dict) -> Verdict:
+    """The bottleneck of network result ``r``, first rule that holds:
+
+    * ``link`` — within 15 % of plain TCP on the same link (the link ceiling);
+    * ``cipher`` — within 15 % of the cipher ceiling: the negotiated AEAD's
+      raw speed at the stack's record size, × its parallel streams;
+    * ``daemon`` — one of the stack's processes (ssh, stunnel,
+      wireguard-go, charon) used ≥ 85 % of one core: a single-threaded
+      daemon is the limit;
+    * ``per-packet`` — the tunnel sends MTU-sized packets where plain TCP
+      sends GSO frames of many times that, so it pays per-packet costs
+      (encapsulation, TUN reads, system calls) the baseline does not;
+    * ``cpu`` — the busiest core ≥ 90 %; else ``unknown``.
+    """
+    value = _value(r)
+    label = f"{r['stack']} {r['workload']}" + (f" ×{r['streams']}" if (r.get("streams") or 1) > 1 else "")
+    ref = (r.get("params") or {}).get("cipher_ref")
+    cipher, cipher_how = cipher_ceiling(ref, ciphers, host, r.get("streams") or 1, r)
+    link = _value(baseline) if baseline else None
+    ceilings = {"link": link, "cipher": cipher, "cipher_how": cipher_how}
+    if value is None:
+        return Verdict("unknown", f"{label}: not a throughput result", ceilings)
+    ceilings["ratio"] = {k: value / c for k, c in (("link", link), ("cipher", cipher)) if c}
+    shown_cipher = f"{rate(cipher)} ({cipher_how})" if cipher else f"not measured: {cipher_how}"
+    daemon = r.get("busiest_daemon_core") or 0
+    wire, base_wire = r.get("wire") or {}, (baseline or {}).get("wire") or {}
+    mtu = r.get("mtu") or 1500
+
+    def verdict(kind: str, rule: str, sentence: str) -> Verdict:
+        return Verdict(kind, sentence, {**ceilings, "rule": rule})
+    if not r.get("baseline"):
+        return verdict("link", "a plaintext baseline", f"{label} {rate(value)}: the plaintext baseline on this "
+                       "link, the ceiling the encrypted stacks are measured against")
+    if link and value >= NEAR * link:
+        return verdict("link", f"throughput ≥ {NEAR:.0%} of the link ceiling",
+                       f"{label} {rate(value)} is {value / link:.0%} of plain {r['baseline']} ({rate(link)}): "
+                       "the link binds, not the crypto")
+    if cipher and value >= NEAR * cipher:
+        return verdict("cipher", f"throughput ≥ {NEAR:.0%} of the cipher ceiling",
+                       f"{label} {rate(value)} is {value / cipher:.0%} of the cipher ceiling {shown_cipher}: "
+                       "cipher-bound")
+    ratio = f"{value / link:.0%} of plain {r['baseline']} ({rate(link)})" if link else "no link ceiling measured"
+    if daemon >= NEAR:
+        return verdict("daemon", f"a stack process ≥ {NEAR:.0%} of one core",
+                       f"{label} {rate(value)}, {ratio}: its busiest process used {daemon:.0%} of one core "
+                       f"while the cipher allows {shown_cipher}: a single-threaded daemon is the limit")
+    size, base_size = wire.get("median_packet_bytes"), base_wire.get("median_packet_bytes")
+    if size and base_size and size <= mtu + 100 and base_size >= 4 * size:
+        return verdict("per-packet", "MTU-sized packets where the baseline sends GSO frames",
+                       f"{label} {rate(value)}, {ratio}: it sends {size:.0f}-byte packets where plain TCP "
+                       f"sends {base_size:.0f}-byte GSO frames, so it pays per-packet costs (encapsulation, "
+                       "TUN reads, system calls) far more often than the cipher's ceiling suggests")
+    busy = (r.get("cpu") or {}).get("max_core_busy") or 0
+    if busy >= 0.9:
+        return verdict("cpu", "the busiest core ≥ 90 % busy below every ceiling",
+                       f"{label} {rate(value)}, {ratio}: a core was {busy:.0%} busy; both ends share this "
+                       "host's CPUs")
+    return verdict("unknown", "no rule holds", f"{label} {rate(value)}, {ratio}, cipher ceiling {shown_cipher}")

@@ -3,7 +3,8 @@ measured cost and the security facts. Two options whose difference is
 noise are never ranked.
 
 Use cases: whole disk, per-directory, any filesystem / cloud-synced
-folder, the cipher itself, and (not measured yet) network share and VPN.
+folder, file sharing, site-to-site tunnel, remote access, service-to-service
+TLS (each stack declares its own), and the cipher itself.
 """
 
 from __future__ import annotations
@@ -15,15 +16,20 @@ from cryptcost.analysis.cells import facts, is_baseline
 from cryptcost.stacks.base import USE_CASES
 from cryptcost.units import pct, rate
 
-# The cell every stack is judged on first: large sequential reads and writes.
+# The cells every stack is judged on first: large sequential reads and writes (storage);
+# one stream each way, or one large file each way (network).
 MAIN = ("seq", 1 << 20)
+MAIN_OPS = ("write", "read", "send", "receive", "put", "get")
 
-STORAGE_USES = [(use, title) for use, (kind, title) in USE_CASES.items() if kind == "storage"]
+
+def is_main(r: dict) -> bool:
+    if r.get("kind") == "network":
+        return r["workload"] in MAIN_OPS and (r.get("streams") or 1) == 1
+    return r["workload"] == MAIN[0] and r.get("block_bytes") == MAIN[1]
 
 
 def _main_cells(results: list[dict], stack: str) -> list[dict]:
-    return [r for r in results if r["stack"] == stack and r["workload"] == MAIN[0]
-            and r["block_bytes"] == MAIN[1] and r.get("median_bytes_per_s")]
+    return [r for r in results if r["stack"] == stack and is_main(r) and r.get("median_bytes_per_s")]
 
 
 def reference(r: dict) -> str | None:
@@ -54,10 +60,11 @@ def _compare(results: list[dict], a: str, b: str, op: str = "read") -> stats.Com
 
 
 def tied(results: list[dict], a: str, b: str) -> bool:
-    """Whether two stacks cannot be ranked: neither their 1 MiB reads nor
-    their 1 MiB writes differ significantly (or cannot be compared)."""
+    """Whether two stacks cannot be ranked: none of their main cells (1 MiB
+    reads and writes; one stream or one file each way) differ significantly
+    (or they cannot be compared)."""
     return not any(c is not None and c.significant for c in (_compare(results, a, b, op)
-                                                             for op in ("read", "write")))
+                                                             for op in MAIN_OPS))
 
 
 def ranks(results: list[dict], ordered: list[str]) -> list[tuple[int, bool]]:
@@ -75,47 +82,57 @@ def ranks(results: list[dict], ordered: list[str]) -> list[tuple[int, bool]]:
 def _describe(results: list[dict], stack: str) -> str:
     cells = {r["op"]: r for r in _main_cells(results, stack)}
     parts = []
-    for op in ("write", "read"):
+    for op in MAIN_OPS:
         r = cells.get(op)
         if r:
             ref = reference(r)
             vs = (r.get("vs") or {}).get(ref)
+            per_gb = r.get("cpu_s_per_gb") or {}
+            cpu = (f", {per_gb['a']:.2f} + {per_gb['b']:.2f} CPU-s/GB at the two ends"
+                   if per_gb.get("a") is not None and per_gb.get("b") is not None else "")
             parts.append(f"{op}s {rate(r['median_bytes_per_s'])}" +
-                         (f" ({pct(-vs['overhead'])} vs {ref})" if vs else ""))
-    return ", ".join(parts) or "not measured on 1 MiB sequential I/O"
+                         (f" ({pct(-vs['overhead'])} vs {ref}{cpu})" if vs else cpu and f" ({cpu[2:]})"))
+    return ", ".join(parts) or "not measured on its main cells"
 
 
 def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], host: dict) -> list[dict]:
     """Paragraphs: ``{use_case, title, text, ranking}``."""
-    storage = [r for r in results if r.get("kind") == "storage"]
-    use_of = {r["stack"]: facts(r).get("use_case") for r in storage if facts(r).get("use_case")}
+    measured = [r for r in results if r.get("kind") in ("storage", "network")]
+    use_of = {r["stack"]: facts(r).get("use_case") for r in measured if facts(r).get("use_case")}
     stacks = sorted(use_of)
+    network_seen = any(r.get("kind") == "network" for r in results) or \
+        any(s.get("kind") == "network" for s in skipped)
     out = []
-    for use, title in STORAGE_USES:
+    for use, (kind, title) in USE_CASES.items():
+        if kind == "network" and not network_seen:
+            continue
         mine = [s for s in stacks if use_of[s] == use]
         unavailable = [s for s in skipped if s.get("use_case") == use]
-        ranked = sorted(((score(storage, s), s) for s in mine), key=lambda x: -(x[0] or 0))
-        text = _paragraph(use, ranked, storage, unavailable)
+        ranked = sorted(((score(measured, s), s) for s in mine), key=lambda x: -(x[0] or 0))
+        text = _paragraph(use, ranked, measured, unavailable)
         out.append({"use_case": use, "title": title, "text": text,
                     "ranking": [{"stack": s, "relative_to_plain": v, "rank": rk, "tie": tie}
-                                for (v, s), (rk, tie) in zip(ranked, ranks(storage, [s for _, s in ranked]))]})
+                                for (v, s), (rk, tie) in zip(ranked, ranks(measured, [s for _, s in ranked]))]})
     out.append({"use_case": "cipher", "title": "Cipher", "text": _cipher_paragraph(ciphers, host),
                 "ranking": []})
-    out.append({"use_case": "network", "title": "Network share and VPN",
-                "text": "Not measured by this version of cryptcost: no network stacks are implemented yet.",
-                "ranking": []})
+    if not network_seen:
+        out.append({"use_case": "network", "title": "Network share and VPN",
+                    "text": "Not measured in this run: `cryptcost network` (or a plan with a [network] "
+                            "table) measures TLS, SSH, WireGuard, IPsec and SMB3 against plain TCP.",
+                    "ranking": []})
     return out
 
 
 def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: list[dict]) -> str:
     sentences = []
+    cells = "1 MiB reads or writes" if USE_CASES[use][0] == "storage" else "a stream or a file either way"
     if not ranked:
         sentences.append("No stack for this use was measured in this run.")
     else:
         (_, best), rest = ranked[0], ranked[1:]
         if rest and tied(storage, best, rest[0][1]):
             sentences.append(f"Measured here, {best} and {rest[0][1]} tie for the fastest (no significant "
-                             f"difference on 1 MiB reads or writes): {best}: {_describe(storage, best)}.")
+                             f"difference on {cells}): {best}: {_describe(storage, best)}.")
         elif rest:
             sentences.append(f"Measured here, {best} is the fastest: {_describe(storage, best)}.")
         else:

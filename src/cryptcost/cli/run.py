@@ -56,6 +56,10 @@ def announce(plan, seconds: float) -> None:
             s = part.storage
             what.append(f"storage {', '.join(s.get('stacks', ['all']))} × {', '.join(s.get('workloads', ['quick']))}"
                         + (f" on {s['cpus']} CPU(s)" if s.get("cpus") else ""))
+        if part.network:
+            n = part.network
+            what.append(f"network {', '.join(n.get('stacks', ['all']))} × {', '.join(n.get('workloads', ['quick']))} "
+                        f"over {n.get('link', 'netns')}")
         err.print(f"  {part.label}: " + "; ".join(what))
     for c in plan.cannot_run:
         err.print(f"  cannot run {c['part']} {c['what']}: {c['reason']}"

@@ -197,8 +197,54 @@ def _block(n: int) -> str:
     return f"{n // (1 << 20)} MiB" if n >= 1 << 20 else f"{n // 1024} KiB" if n >= 1024 else f"{n} B"
 
 
+def network_throughput(network: list[dict]) -> str | None:
+    """Gbit/s per network stack and workload (one stream or file), baselines in grey, CI whiskers."""
+    rows = [r for r in network if r.get("median_bytes_per_s") and (r.get("streams") or 1) == 1]
+    if not rows:
+        return None
+    labels = [f"{r['stack']} {r['workload']}" for r in rows]
+    vals = [r["median_bytes_per_s"] * 8 / 1e9 for r in rows]
+    errs = [[max(0.0, (r["median_bytes_per_s"] - (r.get("ci95") or [r["median_bytes_per_s"]] * 2)[0]) * 8 / 1e9)
+             for r in rows],
+            [max(0.0, ((r.get("ci95") or [0, r["median_bytes_per_s"]])[1] - r["median_bytes_per_s"]) * 8 / 1e9)
+             for r in rows]]
+    colours = [BASE_COLOUR if is_baseline(r) else COLOURS[0] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1.2))
+    ax.barh(range(len(rows)), vals, xerr=errs, color=colours, capsize=2)
+    ax.set_yticks(range(len(rows)), labels)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("throughput, Gbit/s, log scale (both ends on this host's CPUs; whiskers: 95 % CI)")
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color=COLOURS[0], label="encrypted"), Patch(color=BASE_COLOUR, label="baseline")],
+              loc="lower right")
+    return _svg(fig)
+
+
+def network_cpu(network: list[dict]) -> str | None:
+    """CPU-seconds per GB at each end (and what no process accounts for), per network result."""
+    rows = [r for r in network if (r.get("cpu_s_per_gb") or {}).get("a") is not None
+            and (r.get("streams") or 1) == 1]
+    if not rows:
+        return None
+    labels = [f"{r['stack']} {r['workload']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1.2))
+    left = [0.0] * len(rows)
+    for j, (key, name) in enumerate((("a", "end a (client)"), ("b", "end b (server)"),
+                                     ("unattributed", "kernel, softirq (no process)"))):
+        vals = [(r["cpu_s_per_gb"].get(key) or 0) for r in rows]
+        ax.barh(range(len(rows)), vals, left=left, color=COLOURS[j], label=name)
+        left = [x + v for x, v in zip(left, vals)]
+    ax.set_yticks(range(len(rows)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("CPU-seconds per GB moved, by end (the figure that carries over to real hosts)")
+    ax.legend(loc="lower right")
+    return _svg(fig)
+
+
 def all_charts(results: list[dict]) -> dict[str, str]:
     storage = [r for r in results if r.get("kind") == "storage"]
+    network = [r for r in results if r.get("kind") == "network"]
     cipher_rows = [r for r in results if r.get("kind") == "cipher"]
     charts = {
         "throughput": throughput_vs_baseline(storage),
@@ -208,5 +254,7 @@ def all_charts(results: list[dict]) -> dict[str, str]:
         "block_sizes": block_size_curves(storage),
         "ciphers": ciphers(cipher_rows),
         "core_scaling": core_scaling(cipher_rows),
+        "network": network_throughput(network),
+        "network_cpu": network_cpu(network),
     }
     return {k: v for k, v in charts.items() if v}

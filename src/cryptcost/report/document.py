@@ -18,10 +18,12 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
     target, label = target_of(model or {})
     skipped = run.extra.get("skipped", [])
     a: Analysis = analyze(results, run.host, skipped, target=target, target_label=label)
-    storage_rows, cipher_rows = [], []
+    storage_rows, cipher_rows, network_rows = [], [], []
     for i, r in enumerate(results):
         if r.get("kind") == "storage":
             storage_rows.append(storage_row(r, a.verdicts.get(i), a.cycles_per_byte.get(i)))
+        elif r.get("kind") == "network":
+            network_rows.append(network_row(r, a.verdicts.get(i)))
         elif r.get("kind") == "cipher":
             cipher_rows.append(cipher_row(r))
     cpu = run.host.get("cpu", {})
@@ -49,7 +51,7 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
                         "crypto": units.pct(x["crypto"], signed=False) + ("" if x["crypto_significant"] else " (n.s.)"),
                         "note": x.get("note", "")} for x in a.fuse_split],
         "target": label,
-        "storage": storage_rows, "ciphers": cipher_rows,
+        "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "not_measured": [{"what": " ".join(str(s[k]) for k in ("part", "stack", "engine", "algorithm")
                                            if s.get(k)),
                           "why": s.get("reason", ""), "install": s.get("install") or ""} for s in skipped],
@@ -62,10 +64,7 @@ def storage_row(r: dict, verdict: dict | None = None, cpb: float | None = None) 
     """One storage result formatted for people (terminal and reports alike)."""
     ops = "median_ops_per_s" in r
     median = r.get("median_ops_per_s") if ops else r.get("median_bytes_per_s")
-    vs = "—"
-    if r.get("overhead") is not None:
-        vs = (f"{units.pct(-r['overhead'])} vs {r['baseline']}" if r.get("overhead_significant")
-              else f"n.s. vs {r['baseline']}")
+    vs = _vs(r)
     return {"stack": r["stack"], "role": r.get("role", "measured"), "workload": r["workload"], "op": r["op"],
             "block": units.size(r["block_bytes"]) if r["block_bytes"] else "—", "qd": r["iodepth"],
             "cpus": r.get("cpus"),
@@ -78,6 +77,35 @@ def storage_row(r: dict, verdict: dict | None = None, cpb: float | None = None) 
             "bottleneck": verdict["bottleneck"] if verdict else "",
             "explanation": verdict["explanation"] if verdict else "",
             "notes": r.get("notes", [])}
+
+
+def _vs(r: dict) -> str:
+    if r.get("overhead") is None:
+        return "—"
+    return (f"{units.pct(-r['overhead'])} vs {r['baseline']}" if r.get("overhead_significant")
+            else f"n.s. vs {r['baseline']}")
+
+
+def network_row(r: dict, verdict: dict | None = None) -> dict:
+    """One network result formatted for people (terminal and reports alike)."""
+    per_gb = r.get("cpu_s_per_gb") or {}
+    wire = r.get("wire") or {}
+
+    def cpu(end: str) -> str:
+        return f"{per_gb[end]:.2f}" if per_gb.get(end) is not None else "—"
+    median = r.get("median_bytes_per_s")
+    return {"stack": r["stack"], "role": r.get("role", "measured"), "workload": r["workload"],
+            "streams": r.get("streams") or 1, "link": f"{r.get('link')} MTU {r.get('mtu')}",
+            "median": units.rate(median), "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
+            "ci": units.ci(r.get("ci95"), median), "n": r["samples"],
+            "cpu_a": cpu("a"), "cpu_b": cpu("b"), "cpu_system": cpu("system"),
+            "retransmits": f"{r['retransmits']:,.0f}" if r.get("retransmits") is not None else "—",
+            "packet": f"{wire['median_packet_bytes']:,.0f} B" if wire.get("median_packet_bytes") else "—",
+            "wire": wire.get("verdict", "not checked"), "vs": _vs(r),
+            "negotiated": ", ".join(f"{k} {v}" for k, v in ((r.get("params") or {}).get("negotiated") or {}).items()
+                                    if k != "from"),
+            "bottleneck": verdict["bottleneck"] if verdict else "",
+            "explanation": verdict["explanation"] if verdict else "", "notes": r.get("notes", [])}
 
 
 def cipher_row(r: dict) -> dict:

@@ -55,6 +55,18 @@ def render(doc: dict) -> str:
         lines += ["", "### Bottlenecks", ""]
         lines += [f"- {r['explanation']}" for r in doc["storage"] if r["explanation"]]
         lines.append("")
+    if doc.get("network"):
+        lines += ["## Network stacks", "", "Both ends of the link ran on this host's CPUs: compare CPU-s/GB per end, "
+                  "not Gbit/s.", ""]
+        lines += _table(["stack", "workload", "link", "median", "95 % CI", "n", "CPU-s/GB a", "CPU-s/GB b",
+                         "CPU-s/GB all", "retransmits", "packet", "wire", "negotiated", "vs baseline", "bottleneck"],
+                        [[r["stack"], r["workload"] + (f" ×{r['streams']}" if r["streams"] > 1 else ""), r["link"],
+                          f"{r['median']} ({r['gbit']})", r["ci"], r["n"], r["cpu_a"], r["cpu_b"], r["cpu_system"],
+                          r["retransmits"], r["packet"], r["wire"], r["negotiated"], r["vs"], r["bottleneck"]]
+                         for r in doc["network"]])
+        lines += ["", "### Bottlenecks", ""]
+        lines += [f"- {r['explanation']}" for r in doc["network"] if r["explanation"]]
+        lines.append("")
     if doc["ciphers"]:
         lines += ["## Raw ciphers", ""]
         lines += _table(["engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI", "n", "warning"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from cryptcost.report.document import cipher_row, storage_row
+from cryptcost.report.document import cipher_row, network_row, storage_row
 
 
 def probe_tables(info: dict) -> list:
@@ -90,6 +90,9 @@ def result_tables(results: list[dict]) -> list:
     storage = [r for r in results if r.get("kind") == "storage"]
     if storage:
         tables.append(storage_table(storage))
+    network = [r for r in results if r.get("kind") == "network"]
+    if network:
+        tables.append(network_table(network))
     return tables
 
 
@@ -105,6 +108,23 @@ def storage_table(results: list[dict], title: str = "Storage stacks against thei
         row = storage_row(r)
         table.add_row(row["stack"], row["workload"], row["op"], row["block"], str(row["qd"]), row["median"],
                       row["ci"], row["iops"], row["cpu_s_per_gib"], row["vs"], str(row["n"]), row["cache"])
+    return table
+
+
+def network_table(results: list[dict], title: str = "Network stacks against their baselines",
+                  rows: list[dict] | None = None) -> Table:
+    """One row per network result: throughput, CPU-seconds per GB at each end, the wire check."""
+    table = Table(title=title, title_justify="left")
+    for col, just in (("stack", "left"), ("workload", "left"), ("median", "right"), ("95 % CI", "right"),
+                      ("CPU-s/GB a", "right"), ("CPU-s/GB b", "right"), ("CPU-s/GB all", "right"),
+                      ("retrans", "right"), ("packet", "right"), ("wire", "left"), ("vs baseline", "right"),
+                      ("n", "right")):
+        table.add_column(col, justify=just)
+    for row in rows if rows is not None else [network_row(r) for r in results]:
+        workload = row["workload"] + (f" ×{row['streams']}" if row["streams"] > 1 else "")
+        table.add_row(row["stack"], workload, f"{row['median']} ({row['gbit']})", row["ci"], row["cpu_a"],
+                      row["cpu_b"], row["cpu_system"], row["retransmits"], row["packet"], row["wire"], row["vs"],
+                      str(row["n"]))
     return table
 
 
@@ -137,6 +157,13 @@ def summary_tables(doc: dict) -> list:
             t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["fuse"],
                       x["crypto"] if not x["note"] else "not meaningful")
         out.append(t)
+    if doc.get("network"):
+        out.append(network_table([], title="Network: each stack against plain TCP on the same link "
+                                 "(both ends share this host's CPUs: compare CPU-s/GB, not Gbit/s)",
+                                 rows=doc["network"]))
+        verdicts = [r for r in doc["network"] if r["role"] != "baseline" and r["explanation"]]
+        for r in verdicts:
+            out.append(f"• {r['stack']} {r['workload']}: {r['explanation']}")
     if doc["ciphers"]:
         t = Table(title="Raw ciphers", title_justify="left")
         for col in ("engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI"):

@@ -1,6 +1,7 @@
 """Running a :class:`~cryptcost.workloads.plan.RunPlan`: its parts in order
-(cipher tables, storage comparisons, once per CPU count), all into one run
-of the store, then one analysis of everything measured.
+(cipher tables, storage comparisons once per CPU count, network
+comparisons), all into one run of the store, then one analysis of
+everything measured.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from cryptcost.runner.executor import Executor, RealExecutor
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET
+from cryptcost.runner.network import NetworkPlan, run_network
+from cryptcost.runner import network as netrun
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import Part, RunPlan
@@ -53,6 +56,25 @@ def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
             for cpus in (s.get("cpus") or [None])]
 
 
+def network_plan(n: dict, part: str | None = None) -> NetworkPlan:
+    return NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"), mtu=n.get("mtu", 1500),
+                       workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
+                       seconds=n.get("seconds", 2), file_bytes=parse_size(str(n.get("file_size", "256M")),
+                                                                           "network.file_size"), part=part)
+
+
+def _available(specs: list[str], kind: str, label: str, cannot: list[dict]) -> list[str]:
+    """The specs of ``kind`` this host can run; the others go to ``cannot`` with their reasons."""
+    keep = []
+    for spec in specs:
+        exc = None if spec == "all" else unavailable_reason(parse_spec(spec, kind)[0][0])
+        if exc:
+            cannot.append({"part": label, "what": spec, "reason": exc.reason, "install": exc.install})
+        else:
+            keep.append(spec)
+    return keep
+
+
 def for_this_host(plan: RunPlan) -> RunPlan:
     """The plan with what this host cannot run moved to ``cannot_run``, each
     with its reason: storage without root, stacks that are unavailable here."""
@@ -65,17 +87,19 @@ def for_this_host(plan: RunPlan) -> RunPlan:
                            "reason": "they need root (loop devices, mounts, FUSE)", "install": "run with sudo"})
             storage = None
         if storage:
-            keep = []
-            for spec in storage.get("stacks", ["all"]):
-                exc = None if spec == "all" else unavailable_reason(parse_spec(spec, "storage")[0][0])
-                if exc:
-                    cannot.append({"part": part.label, "what": spec, "reason": exc.reason,
-                                   "install": exc.install})
-                else:
-                    keep.append(spec)
+            keep = _available(storage.get("stacks", ["all"]), "storage", part.label, cannot)
             storage = {**storage, "stacks": keep} if keep else None
-        if storage is not None or part.ciphers is not None:
-            parts.append(replace(part, storage=storage))
+        network = part.network
+        if network and os.geteuid() != 0:
+            cannot.append({"part": part.label, "what": "network stacks",
+                           "reason": "they need root (namespaces, tunnels, daemons)", "install": "run with sudo"})
+            network = None
+        if network:
+            keep = _available(network.get("stacks", ["all"]), "network", part.label, cannot)
+            network = {**network, "stacks": keep} if keep else None
+        kept = replace(part, storage=storage, network=network)
+        if not kept.empty():
+            parts.append(kept)
     if not parts:
         raise UserError(f"suite {plan.name}: nothing to run on this host: "
                         + "; ".join(f"{c['what']}: {c['reason']}" for c in cannot[:3]))
@@ -90,6 +114,8 @@ def validate_plan(plan: RunPlan) -> None:
         if part.storage:
             for sp in storage_plans(part.storage):
                 validate(sp)
+        if part.network:
+            netrun.validate(network_plan(part.network))
 
 
 def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
@@ -118,6 +144,14 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                     total += 3 + remount * 2                                # setup + integrity check
                     for step in steps:
                         total += rounds * sum(_op_seconds(op, rate, remount) for op in step.ops)
+        if part.network:
+            np_ = network_plan(part.network)
+            resolved, _ = netrun.resolve(np_.stacks, np_.link)
+            names = netrun.wl.expand(np_.workloads)
+            for stack, _ in resolved:
+                total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
+                ops = netrun.wl.ops(names, stack.traffic)
+                total += rounds * len(ops) * (np_.seconds + 1.5 if stack.traffic == "stream" else 2.5)
     return total
 
 
@@ -145,17 +179,23 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
                           host.get("crypto_drivers", {}).items() if name in ("aes", "xts(aes)"))
     cells = set()
     for part in plan.parts:
-        for sp in storage_plans(part.storage) if part.storage else []:
-            for stack, _ in resolve(sp.stacks, sp.fs)[0]:
-                ref = stack.cipher_ref()
-                if not ref or not 16 <= ref["unit"] <= 64 << 20:
-                    continue
-                engine = "go" if ref["where"] == "go" else "openssl"
-                if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
-                    continue
-                cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, True))
-                if ref["where"] == "kernel" and soft_kernel_aes and ref["algorithm"].startswith("aes"):
-                    cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, False))
+        stacks = [s for sp in (storage_plans(part.storage) if part.storage else [])
+                  for s, _ in resolve(sp.stacks, sp.fs)[0]]
+        if part.network:
+            np_ = network_plan(part.network)
+            stacks += [s for s, _ in netrun.resolve(np_.stacks, np_.link)[0]]
+        for stack in stacks:
+            ref = stack.cipher_ref()
+            if not ref or not 16 <= ref["unit"] <= 64 << 20:
+                continue
+            engine = "go" if ref["where"] == "go" else "openssl"
+            if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
+                engine = "openssl"                  # the nearest: OpenSSL's implementation
+            if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
+                continue
+            cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, True))
+            if ref["where"] == "kernel" and soft_kernel_aes and ref["algorithm"].startswith("aes"):
+                cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, False))
     return tuple(sorted(cells))
 
 
@@ -197,4 +237,16 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                 out.results += so.results
                 out.skipped += [{**s, "part": part.label} for s in so.skipped]
                 out.failed += so.failed
+        if part.network:
+            what = f"{part.label}: network"
+            try:
+                with Resources() as res:
+                    no = run_network(network_plan(part.network, part.label), policy, res=res, sink=sink,
+                                     progress=progress_factory(what))
+            except CryptcostError as exc:
+                out.failed.append(f"{what}: {exc}")
+                continue
+            out.results += no.results
+            out.skipped += [{**s, "part": part.label} for s in no.skipped]
+            out.failed += no.failed
     return out

@@ -5,10 +5,12 @@ A plan has up to five tables; every key is optional::
     [run]      label = "nas-2026"                 suite = "quick"   (a base to start from)
     [ciphers]  engines, algorithms, sizes, threads, accel = ["on", "off"], seconds
     [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2]
+    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds, file_size = "256M"
     [policy]   min_samples, max_samples, ci_target (percent), warmup
     [model]    device_speed = "3GB/s", link = "1GbE"
 
-``ciphers = false`` or ``storage = false`` (top level) leaves a part out.
+``ciphers = false``, ``storage = false`` or ``network = false`` (top level)
+leaves a part out.
 Built-in suites are plans too, checked by the same :func:`validate`; a
 mistake gives one line naming the key and the allowed values.
 """
@@ -26,6 +28,7 @@ from cryptcost.units import target_of
 from cryptcost.engines.base import ALL_SIZES
 from cryptcost.stacks import parse_spec
 from cryptcost.stacks.fs import FILESYSTEMS
+from cryptcost.workloads import network as netwl
 from cryptcost.workloads.storage import SETS, WORKLOADS
 
 SUITES = ("quick", "standard", "seeds", "full")
@@ -41,6 +44,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
                 "workloads": ("list[str]", tuple(WORKLOADS) + tuple(SETS) + ("seq-quick", "seq-1m")),
                 "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
                 "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None)},
+    "network": {"stacks": ("list[str]", None), "link": ("str", ("netns", "loopback")), "mtu": ("int", None),
+                "workloads": ("list[str]", tuple(netwl.WORKLOADS) + tuple(netwl.SETS)), "streams": ("int", None),
+                "seconds": ("int", None), "file_size": ("size", None)},
     "policy": {"min_samples": ("int", None), "max_samples": ("int", None), "ci_target": ("float", None),
                "warmup": ("int", None)},
     "model": {"device_speed": ("str", None), "link": ("str", None)},
@@ -50,11 +56,15 @@ TOP = tuple(SCHEMA)
 
 @dataclass
 class Part:
-    """One matrix of a run: a cipher table and/or a storage comparison."""
+    """One matrix of a run: a cipher table, a storage and/or a network comparison."""
 
     label: str
     ciphers: dict | None = None
     storage: dict | None = None
+    network: dict | None = None
+
+    def empty(self) -> bool:
+        return self.ciphers is None and self.storage is None and self.network is None
 
 
 @dataclass
@@ -92,7 +102,7 @@ def validate(data: dict, where: str = "plan") -> dict:
     if not isinstance(data, dict):
         raise UserError(f"{where}: a plan is a TOML table")
     for top, value in data.items():
-        if top in ("ciphers", "storage") and value is False:
+        if top in ("ciphers", "storage", "network") and value is False:
             continue
         if top not in SCHEMA:
             raise UserError(f"{where}: unknown table [{top}]; allowed: {', '.join(TOP)}")
@@ -122,6 +132,13 @@ def _check_numbers(data: dict, where: str) -> None:
             raise UserError(f"{where}: thread and cpu counts must be 1 … 1024, not {t}")
     if "seconds" in c and not 1 <= c["seconds"] <= 600:
         raise UserError(f"{where}: ciphers.seconds must be 1 … 600, not {c['seconds']}")
+    n = data.get("network") or {}
+    if "mtu" in n and not 576 <= n["mtu"] <= 65536:
+        raise UserError(f"{where}: network.mtu must be 576 … 65536 (1500 and 9000 are usual), not {n['mtu']}")
+    if "streams" in n and not 1 <= n["streams"] <= 128:
+        raise UserError(f"{where}: network.streams must be 1 … 128, not {n['streams']}")
+    if "seconds" in n and not 1 <= n["seconds"] <= 600:
+        raise UserError(f"{where}: network.seconds must be 1 … 600, not {n['seconds']}")
     lo, hi = p.get("min_samples", 3), p.get("max_samples", max(10, p.get("min_samples", 3)))
     if not 1 <= lo <= hi <= 1000:
         raise UserError(f"{where}: need 1 <= policy.min_samples <= policy.max_samples <= 1000")
@@ -157,13 +174,17 @@ SUITE_PLANS: dict[str, dict] = {
                           "sizes": [4096], "threads": [1], "accel": ["on"]},
               "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
                           "seq_cap": "256M", "ops_cap": 8192},
+              "network": {"stacks": ["tls", "ssh", "wireguard"], "workloads": ["send"], "seconds": 2},
               "policy": {"min_samples": 3, "max_samples": 3, "warmup": 1}},
     "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2], "accel": ["on", "off"]},
                  "storage": {"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"],
                              "size": "512M"},
+                 "network": {"stacks": ["tls:*", "ssh:*", "wireguard", "ipsec", "smb3:*"],
+                             "workloads": ["standard"]},
                  "policy": {"min_samples": 3, "max_samples": 6, "warmup": 1}},
     "full": {"ciphers": {"sizes": list(ALL_SIZES), "threads": [1, 2], "accel": ["on", "off"]},
              "storage": {"stacks": ["all"], "workloads": ["full"], "size": "1024M"},
+             "network": {"stacks": ["tls:*", "ssh:*", "wireguard", "ipsec:*", "smb3:*"], "workloads": ["full"]},
              "policy": {"min_samples": 3, "max_samples": 10, "warmup": 1}},
 }
 
@@ -183,7 +204,10 @@ def seeds_plans() -> list[dict]:
                       "sizes": [512, 1024, 4096, 16384, 65536], "threads": [1, 2], "accel": ["on", "off"]},
           "storage": {"stacks": ["plain", "luks-userspace", "luks", "luks:generic-aes-xts"],
                       "workloads": ["seq"], "size": "512M", "cpus": [1, 2]}}
-    return [r1, r2, r3]
+    r5 = {"run": {"label": "R5 IPsec cipher/auth matrix, both directions"},
+          "ciphers": False, "storage": False,
+          "network": {"stacks": ["ipsec:*"], "workloads": ["send", "receive"]}}
+    return [r1, r2, r3, r5]
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -198,11 +222,13 @@ def _part(data: dict, label: str) -> Part:
     """One part of the plan, as data; unknown stack names are refused here,
     what this host cannot run is decided by the runner."""
     storage = None if data.get("storage") is False else data.get("storage")
-    for spec in (storage or {}).get("stacks", []):
-        if spec != "all":
-            parse_spec(spec, "storage")
+    network = None if data.get("network") is False else data.get("network")
+    for kind, table in (("storage", storage), ("network", network)):
+        for spec in (table or {}).get("stacks", []):
+            if spec != "all":
+                parse_spec(spec, kind)
     ciphers = None if data.get("ciphers") is False else data.get("ciphers")
-    return Part(label=label, ciphers=ciphers, storage=storage)
+    return Part(label=label, ciphers=ciphers, storage=storage, network=network)
 
 
 def load(suite: str | None, plan_file: str | None) -> RunPlan:
@@ -218,10 +244,9 @@ def load(suite: str | None, plan_file: str | None) -> RunPlan:
     cannot: list[dict] = []
     if suite == "seeds":
         bases = seeds_plans()
-        cannot += [{"part": "R4", "what": "NFS 3/4/krb5p with iozone and dbench",
-                    "reason": "network stacks are not implemented in this version", "install": None},
-                   {"part": "R5", "what": "IPsec ESP cipher/auth matrix with nuttcp",
-                    "reason": "network stacks are not implemented in this version", "install": None}]
+        cannot += [{"part": "R4", "what": "NFS 3/4 with Kerberos sec=sys/krb5/krb5i/krb5p, iozone and dbench",
+                    "reason": "no nfs stack in this version (it needs a kernel NFS server and client and a KDC)",
+                    "install": None}]
     else:
         bases = [SUITE_PLANS.get(suite, {})]
     parts, policy, model = [], {}, {}
@@ -232,8 +257,8 @@ def load(suite: str | None, plan_file: str | None) -> RunPlan:
         policy = {**merged.get("policy", {})}
         model = {**merged.get("model", {})}
     target_of(model)                                   # a bad device speed or link is a plan error
-    parts = [p for p in parts if p.ciphers is not None or p.storage is not None]
+    parts = [p for p in parts if not p.empty()]
     if not parts:
-        raise UserError(f"{where}: the plan has neither a [ciphers] nor a [storage] table: nothing to measure")
+        raise UserError(f"{where}: the plan has no [ciphers], [storage] or [network] table: nothing to measure")
     return RunPlan(name=suite, label=(data.get("run") or {}).get("label"), parts=parts,
                    policy=policy, model=model, cannot_run=cannot)
