@@ -6,12 +6,13 @@ from __future__ import annotations
 from cryptcost import stats
 
 IDENTITY = ("kind", "engine", "algorithm", "buffer_bytes", "threads", "accel", "stack", "workload", "op",
-            "block_bytes", "iodepth", "cpus", "medium")
+            "block_bytes", "iodepth", "cpus", "medium", "link", "mtu", "streams", "size")
 
 
 def key(r: dict) -> tuple:
-    """The identity of a result across runs (a storage result's engine is fio or dbench, not identity)."""
-    skip = {"engine"} if r.get("kind") == "storage" else set()
+    """The identity of a result across runs (the engine of a storage or network result — fio or
+    dbench, iperf3 or a file copy — is how it was measured, not what)."""
+    skip = {"engine"} if r.get("kind") in ("storage", "network") else set()
     return tuple((k, r.get(k)) for k in IDENTITY if k in r and k not in skip)
 
 
@@ -47,7 +48,8 @@ def compare_runs(results_a: list[dict], results_b: list[dict]) -> list[dict]:
             continue
         va, vb = ra.get("values") or [ra[metric]], rb.get("values") or [rb[metric]]
         cmp = stats.compare(va, vb)
-        label = " ".join(str(v) for k, v in key(rb) if k not in ("kind", "medium") and v is not None)
+        shown = [str(v) for k, v in key(rb) if k not in ("kind", "medium") and v is not None]
+        label = " ".join(v for i, v in enumerate(shown) if not i or v != shown[i - 1])
         rows.append({"result": label, "a": ra[metric], "b": rb[metric], "unit": metric.split("_")[1] + "/s",
                      "ratio": cmp.ratio, "ratio_ci95": list(cmp.ratio_ci95), "significant": cmp.significant,
                      "verdict": cmp.verdict})

@@ -174,7 +174,7 @@ SUITE_PLANS: dict[str, dict] = {
                           "sizes": [4096], "threads": [1], "accel": ["on"]},
               "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
                           "seq_cap": "256M", "ops_cap": 8192},
-              "network": {"stacks": ["tls", "ssh", "wireguard"], "workloads": ["send"], "seconds": 2},
+              "network": {"stacks": ["tls", "ssh", "wireguard"], "workloads": ["send"], "seconds": 1},
               "policy": {"min_samples": 3, "max_samples": 3, "warmup": 1}},
     "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2], "accel": ["on", "off"]},
                  "storage": {"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"],

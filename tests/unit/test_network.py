@@ -1,0 +1,192 @@
+"""The network part's pure pieces: iperf3's JSON, pcap decoding, the wire
+check's verdicts, workloads, the network bottleneck rules, plans."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pytest
+
+from cryptcost.analysis import bottleneck, recommend
+from cryptcost.engines import iperf3, tcpdump
+from cryptcost.errors import ProcessError, UserError
+from cryptcost.runner.wire import CANARY, entropy, judge
+from cryptcost.stacks import get
+from cryptcost.workloads import network as wl
+from cryptcost.workloads.plan import load, validate
+
+
+# --- iperf3 ---------------------------------------------------------------------------
+
+def test_iperf3_send_and_receive_from_real_output(fixture_text):
+    send = iperf3.parse(fixture_text("iperf3_send.json"))
+    data = json.loads(fixture_text("iperf3_send.json"))["end"]
+    assert send.bytes == data["sum_received"]["bytes"] and send.seconds == pytest.approx(data["sum_received"]["seconds"])
+    assert send.retransmits == data["sum_sent"]["retransmits"]
+    wall = data["sum_sent"]["seconds"]
+    assert send.client_cpu == pytest.approx(data["cpu_utilization_percent"]["host_total"] / 100 * wall)
+    assert send.server_cpu == pytest.approx(data["cpu_utilization_percent"]["remote_total"] / 100 * wall)
+    assert send.version and send.bytes_per_s > 1e6
+    recv = iperf3.parse(fixture_text("iperf3_receive.json"), reverse=True)
+    assert recv.bytes > 0 and recv.client_cpu > 0
+
+
+def test_iperf3_errors_are_process_errors():
+    with pytest.raises(ProcessError, match="unable to connect"):
+        iperf3.parse(json.dumps({"error": "unable to connect to server: Connection refused"}))
+    with pytest.raises(ProcessError, match="no JSON"):
+        iperf3.parse("iperf3: error - the server is busy")
+    with pytest.raises(ProcessError, match="no bytes"):
+        iperf3.parse(json.dumps({"end": {"sum_received": {"bytes": 0, "seconds": 1}}}))
+
+
+def test_iperf3_argv():
+    argv = iperf3.client_argv("10.0.0.2", 5201, 2, streams=4, reverse=True, repeating=True)
+    assert argv[:3] == ["iperf3", "-J", "-c"] and "-R" in argv and "--repeating-payload" in argv
+    assert argv[argv.index("-P") + 1] == "4" and argv[argv.index("-t") + 1] == "2"
+
+
+# --- pcap ---------------------------------------------------------------------------------
+
+def _pcap(frames: list[bytes], order: str = "<") -> bytes:
+    out = struct.pack(order + "IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    for f in frames:
+        out += struct.pack(order + "IIII", 0, 0, len(f), len(f) + 1000) + f
+    return out
+
+
+def _frame(proto: int, sport: int, dport: int, payload: bytes) -> bytes:
+    eth = b"\x00" * 12 + b"\x08\x00"
+    if proto == 6:
+        l4 = struct.pack("!HHIIBBHHH", sport, dport, 0, 0, 5 << 4, 0, 0, 0, 0)
+    else:
+        l4 = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4) + len(payload), 0, 0, 64, proto, 0,
+                     bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+    return eth + ip + l4 + payload
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_pcap_decodes_tcp_and_udp_in_either_byte_order(tmp_path, order):
+    path = tmp_path / "x.pcap"
+    path.write_bytes(_pcap([_frame(6, 40000, 5201, b"hello"), _frame(17, 51820, 51820, b"x" * 200)], order))
+    tcp, udp = tcpdump.read_pcap(path)
+    assert (tcp.proto, tcp.sport, tcp.dport, tcp.payload) == (6, 40000, 5201, b"hello")
+    assert (udp.proto, udp.dport, len(udp.payload)) == (17, 51820, 200)
+    assert tcp.length == len(_frame(6, 40000, 5201, b"hello")) + 1000       # the length on the wire
+
+
+def test_pcap_decodes_a_real_capture(tmp_path):
+    from pathlib import Path
+    packets = tcpdump.read_pcap(Path(__file__).parents[1] / "fixtures/tools/tcp_5201.pcap")
+    assert len(packets) >= 20 and any(5201 in (p.sport, p.dport) for p in packets)
+
+
+# --- the wire check -----------------------------------------------------------------------
+
+def test_entropy_of_random_text_and_pattern():
+    assert entropy(os.urandom(1 << 16)) > 7.9
+    assert 3.2 < entropy(CANARY * 1000) < 3.4
+    assert entropy(b"") == 0.0
+
+
+def _packets(payloads, sport=40000, dport=5443, proto=6):
+    return [tcpdump.Packet(len(p) + 54, proto, sport, dport, p) for p in payloads]
+
+
+def test_judge_accepts_ciphertext_and_refuses_the_service_port_and_the_canary():
+    leak = get("tls")("tls13-aes128-gcm").leak
+    good = judge(_packets([os.urandom(1400) for _ in range(50)]), leak, 5201)
+    assert good["verdict"] == "encrypted" and good["plaintext_packets"] == 0 and good["median_packet_bytes"] == 1454
+    port = judge(_packets([os.urandom(1400)] * 5, dport=5201), leak, 5201)
+    assert port["verdict"] == "plaintext" and "port 5201" in port["reasons"][0]
+    canary = judge(_packets([CANARY * 70] * 5), leak, 5201, canary=True)
+    assert canary["verdict"] == "plaintext" and canary["canary_packets"] == 5
+    text = judge(_packets([b"GET / HTTP/1.1 " * 100] * 5), leak, 5201)
+    assert text["verdict"] == "plaintext" and "entropy" in text["reasons"][0]
+    assert judge([], leak, 5201)["verdict"] == "plaintext"
+
+
+def test_smb3_leak_rule_spots_a_plaintext_write_not_a_transform():
+    leak = get("smb3")("aes-128-gcm").leak
+    header = b"\x00\x00\x10\x00" + b"\xfeSMB" + struct.pack("<HHIH", 64, 1, 0, 0x0009) + b"\x00" * 50
+    assert "WRITE" in leak(tcpdump.Packet(1500, 6, 40000, 445, header), 445)
+    transform = b"\x00\x00\x10\x00" + b"\xfdSMB" + os.urandom(60)
+    assert leak(tcpdump.Packet(1500, 6, 40000, 445, transform), 445) is None
+
+
+# --- workloads and plans ------------------------------------------------------------------
+
+def test_network_workloads_per_traffic():
+    assert wl.expand(["quick"]) == ["send", "put"]
+    assert [op.workload for op in wl.ops(["standard"], "stream")] == ["send", "receive", "streams"]
+    assert [op.workload for op in wl.ops(["standard"], "files")] == ["put", "get", "smallfiles"]
+    streams = wl.ops(["streams"], "stream", streams=8)[0]
+    assert streams.streams == 8 and not streams.reverse and wl.ops(["receive"], "stream")[0].reverse
+    with pytest.raises(UserError, match="unknown network workload 'upload'"):
+        wl.expand(["upload"])
+
+
+def test_quick_suite_has_a_network_part_and_seeds_has_r5():
+    quick = load("quick", None)
+    assert quick.parts[0].network["stacks"] == ["tls", "ssh", "wireguard"]
+    seeds = load("seeds", None)
+    r5 = [p for p in seeds.parts if p.label.startswith("R5")]
+    assert r5 and r5[0].network["stacks"] == ["ipsec:*"] and r5[0].storage is None
+    assert any(c["part"] == "R4" for c in seeds.cannot_run)
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"network": {"mtu": 50}}, "network.mtu must be 576"),
+    ({"network": {"streams": 0}}, "network.streams must be 1"),
+    ({"network": {"link": "wifi"}}, "network.link has 'wifi'"),
+    ({"network": {"workloads": ["upload"]}}, "network.workloads has 'upload'"),
+    ({"network": {"colour": "red"}}, "unknown key network.colour"),
+])
+def test_bad_network_tables_are_refused(table, message):
+    with pytest.raises(UserError, match=message):
+        validate(table)
+
+
+# --- analysis -------------------------------------------------------------------------------
+
+def _net(stack: str, value: float, *, role="measured", daemon=0.0, packet=1494, baseline="tcp", cipher=None):
+    return {"kind": "network", "stack": stack, "workload": "send", "op": "send", "streams": 1, "mtu": 1500,
+            "link": "netns", "median_bytes_per_s": value, "values": [value * 0.99, value, value * 1.01],
+            "baseline": baseline if role == "measured" else None, "busiest_daemon_core": daemon,
+            "wire": {"median_packet_bytes": packet}, "cpu": {"max_core_busy": 0.5},
+            "cpu_s_per_gb": {"a": 1.0, "b": 2.0},
+            "params": {"cipher_ref": cipher, "facts": {"role": role, "use_case": None if role == "baseline"
+                                                        else "site-to-site", "baselines": ["tcp"]}}}
+
+
+def test_network_bottleneck_rules():
+    base = _net("tcp", 3e9, role="baseline", packet=65226)
+    assert bottleneck.classify_network(base, None, [], {}).bottleneck == "link"
+    near = bottleneck.classify_network(_net("x", 2.9e9), base, [], {})
+    assert near.bottleneck == "link" and near.ceilings["rule"].startswith("throughput ≥ 85%")
+    gcm = {"algorithm": "aes-128-gcm", "where": "userspace", "unit": 16384, "exact": True}
+    table = [{"engine": "openssl", "algorithm": "aes-128-gcm", "accel": True, "threads": 1,
+              "buffer_bytes": 16384, "median_bytes_per_s": 1e9}]
+    cipher = bottleneck.classify_network(_net("x", 0.9e9, cipher=gcm), base, table, {})
+    assert cipher.bottleneck == "cipher" and cipher.ceilings["ratio"]["cipher"] == pytest.approx(0.9)
+    daemon = bottleneck.classify_network(_net("x", 0.3e9, daemon=0.97, cipher=gcm), base, table, {})
+    assert daemon.bottleneck == "daemon" and "97%" in daemon.sentence
+    packets = bottleneck.classify_network(_net("x", 0.05e9, daemon=0.5), base, table, {})
+    assert packets.bottleneck == "per-packet" and "1494-byte" in packets.sentence
+
+
+def test_network_recommendation_names_ties_and_security_facts():
+    base = _net("tcp", 3e9, role="baseline")
+    a = _net("wireguard", 50e6)
+    b = _net("ipsec:aes128gcm16", 49.9e6)
+    for r in (a, b):
+        r["vs"] = {"tcp": {"overhead": 1 - r["median_bytes_per_s"] / 3e9, "significant": True}}
+        r["params"]["facts"]["security"] = [f"{r['stack']} fact"]
+    recs = {x["use_case"]: x for x in recommend.recommend([base, a, b], [], [], {})}
+    site = recs["site-to-site"]
+    assert [x["tie"] for x in site["ranking"]] == [False, True]
+    assert "tie for the fastest" in site["text"] and "Wireguard fact" in site["text"]
+    assert "CPU-s/GB" in site["text"] and "network" not in recs
