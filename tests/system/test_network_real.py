@@ -185,3 +185,16 @@ def test_bad_network_input_is_one_line_and_exit_2(cli, argv, message):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.root
+def test_accel_off_through_openssl_makes_tls_slower_and_is_verified(cli):
+    _available("tls")
+    done = cli("network", "--stacks", "tls", "--accel", "on,off", "--seconds", "1", "--min-samples", "4",
+               "--max-samples", "4", "--json", timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    by = {r["stack"]: r for r in json.loads(done.stdout)["results"]}
+    on, off = by["tls:tls13-aes128-gcm"], by["tls:tls13-aes128-gcm/accel-off"]
+    assert on["accel"] is True and off["accel"] is False and off["accel_env"] == ["OPENSSL_ia32cap"]
+    assert off["accel_verified"] is True, off["notes"]
+    assert off["accel_speedup"] > 1.2 and off["median_bytes_per_s"] < on["median_bytes_per_s"]

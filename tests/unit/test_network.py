@@ -190,3 +190,49 @@ def test_network_recommendation_names_ties_and_security_facts():
     assert [x["tie"] for x in site["ranking"]] == [False, True]
     assert "tie for the fastest" in site["text"] and "Wireguard fact" in site["text"]
     assert "CPU-s/GB" in site["text"] and "network" not in recs
+
+
+# --- acceleration off ---------------------------------------------------------------------
+
+def test_accel_off_twins_carry_their_library_switch_or_say_why_not():
+    from cryptcost.runner.network import resolve
+    from cryptcost.stacks import unavailable_reason
+    if unavailable_reason(get("tls")) or unavailable_reason(get("ssh")):
+        pytest.skip("tls and ssh are not installed here")
+    resolved, skipped = resolve(["tls", "ssh"], "netns", (True, False))
+    labels = {s.label: s for s, _ in resolved}
+    off = labels["tls:tls13-aes128-gcm/accel-off"]
+    assert off.accel is False and off.accel_env() == {"OPENSSL_ia32cap": "~0x200000200000000:~0x60020000000"}
+    assert labels["tls:tls13-aes128-gcm"].accel_env() == {} and "tcp/accel-off" not in labels
+    assert off.describe()["accel"] is False and off.facts()["crypto_library"] == "openssl"
+    assert not skipped
+
+
+def test_a_library_without_a_switch_is_never_reported_off():
+    from cryptcost.stacks.base import Stack
+
+    class NoSwitch(get("tls")):
+        crypto_library = "crypto++"
+    stack = NoSwitch()
+    assert "cannot be switched off for crypto++" in stack.accel_switch()
+    assert isinstance(stack, Stack)
+
+
+def _result(stack: str, values: list[float], accel: bool):
+    from cryptcost.model import Result, Sample
+    from cryptcost.stats import summarize
+    return Result("network", {"stack": stack, "workload": "send", "streams": 1, "accel": accel, "params": {}},
+                  summarize(values), "cap_reached", tuple(Sample(v, 1.0) for v in values))
+
+
+def test_accel_off_counts_only_when_it_is_significantly_slower():
+    from cryptcost.runner.network import verify_accel
+    on = _result("tls:x", [100.0, 101, 99, 100, 100.5], True)
+    slower = _result("tls:x/accel-off", [40.0, 41, 39, 40, 40.5], False)
+    same = _result("ssh:y/accel-off", [100.0, 101, 99, 100, 100.5], False)
+    ssh_on = _result("ssh:y", [100.2, 100.8, 99.1, 100, 100.4], True)
+    out = {r.fields["stack"]: r for r in verify_accel([on, slower, same, ssh_on])}
+    assert out["tls:x/accel-off"].metrics["accel_verified"] is True
+    assert out["tls:x/accel-off"].metrics["accel_speedup"] == pytest.approx(2.5, rel=0.05)
+    assert out["ssh:y/accel-off"].metrics["accel_verified"] is False
+    assert "NOT verified" in out["ssh:y/accel-off"].notes[-1]

@@ -164,6 +164,12 @@ def network_findings(network: list[dict]) -> list[str]:
         out.append("both ends of every network link ran on this host's CPUs: Gbit/s here is not what two "
                    "hosts would see; CPU-seconds per GB at each end is the figure that carries over")
     for r in network:
+        if r.get("accel") is False and r.get("accel_verified") is not None:
+            speedup = r.get("accel_speedup")
+            out.append(f"{r['stack'].removesuffix('/accel-off')} {r['workload']}: hardware acceleration is worth "
+                       f"{speedup:.1f}× here" if r["accel_verified"] and speedup else
+                       f"{r['stack']} {r['workload']}: switching acceleration off ({', '.join(r.get('accel_env') or [])})"
+                       " did not make it slower: the switch does not reach this stack's crypto")
         canary = (r.get("wire") or {}).get("canary") or {}
         if facts(r).get("role") == "baseline" and canary.get("verdict") == "encrypted":
             out.append(f"the wire check saw no plaintext on the baseline {r['stack']}: it cannot be trusted "

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import ConsoleProgress, err, out, parse_list, print_json, probe_host, recorded_run
+from cryptcost.cli.common import (ConsoleProgress, err, out, parse_accel, parse_list, print_json, probe_host,
+                                  recorded_run)
 from cryptcost.cli.storage import report_failures
 from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.links import LINKS
@@ -24,6 +25,8 @@ def add_parser(sub, common) -> None:
     p.add_argument("--workloads", default="quick", metavar="LIST",
                    help=f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)} (default: quick)")
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per stream sample (default: 2)")
+    p.add_argument("--accel", default="on", help="on (default), or on,off: each measured stack also with "
+                   "its crypto library's hardware acceleration off, verified by the speed drop")
     p.add_argument("--file-size", default="256M", help="size of the file-share workloads' large file "
                    "(default: 256M)")
     add_policy_options(p)
@@ -38,7 +41,7 @@ def plan_from(args) -> NetworkPlan:
         raise UserError(f"--file-size {args.file_size}: use 1M … 8G")
     return NetworkPlan(stacks=parse_list(args.stacks, "stack"), link=args.link, mtu=args.mtu,
                        workloads=parse_list(args.workloads, "workload"), streams=args.streams,
-                       seconds=args.seconds, file_bytes=size)
+                       seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)))
 
 
 def run(args) -> int:

@@ -190,8 +190,10 @@ class Resources:
 
     def secret_file(self, content: bytes, name: str | None = None) -> Path:
         """``content`` (a key, or a config that holds one) in a new 0600 file on
-        the key tmpfs, journalled so it is zeroed and removed at release."""
-        path = self.keydir() / (name or f"key-{secrets.token_hex(4)}")
+        the key tmpfs, journalled so it is zeroed and removed at release.
+        ``name`` is a readable suffix; the path returned is unique."""
+        token = secrets.token_hex(4)
+        path = self.keydir() / (f"{token}-{name}" if name else f"key-{token}")     # never two at one path
         entry = self.journal.add("keyfile", path=str(path))
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -94,7 +94,9 @@ def network_row(r: dict, verdict: dict | None = None) -> dict:
     def cpu(end: str) -> str:
         return f"{per_gb[end]:.2f}" if per_gb.get(end) is not None else "—"
     median = r.get("median_bytes_per_s")
-    return {"stack": r["stack"], "role": r.get("role", "measured"), "workload": r["workload"],
+    accel = "" if r.get("accel", True) else {True: " (verified)", False: " (NOT verified)"}.get(
+        r.get("accel_verified"), " (unverified)")
+    return {"stack": r["stack"] + accel, "role": r.get("role", "measured"), "workload": r["workload"],
             "streams": r.get("streams") or 1, "link": f"{r.get('link')} MTU {r.get('mtu')}",
             "median": units.rate(median), "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
             "ci": units.ci(r.get("ci95"), median), "n": r["samples"],

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cryptcost import proc, stats
 from cryptcost.engines import iperf3
@@ -45,6 +45,7 @@ class NetworkPlan:
     seconds: float = 2.0                 # per stream sample
     file_bytes: int = 256 << 20          # per large-file copy
     small_files: int = 512
+    accel: tuple[bool, ...] = (True,)     # (True, False): each measured stack also with acceleration off
     part: str | None = None
 
 
@@ -55,10 +56,28 @@ class NetworkOutcome:
     failed: list[str] = field(default_factory=list)
 
 
-def resolve(specs: list[str], link: str) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
+def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
+            ) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
+    """Instances to build: the stacks asked for, their baselines, and with
+    ``accel`` (True, False) a twin of each measured stack with hardware
+    acceleration off — or, where its library cannot be switched, a skip
+    that says so (never an unverified "off")."""
     def fits(cls) -> str | None:
         return None if link in cls.links else f"runs only on a {' or '.join(cls.links)} link, not --link {link}"
-    return pairing.resolve(specs, "network", lambda cls, variant: cls(variant), fits=fits)
+    resolved, skipped = pairing.resolve(specs, "network", lambda cls, variant: cls(variant), fits=fits)
+    if False in accel:
+        for stack, role in list(resolved):
+            if role != "measured":
+                continue
+            why = stack.accel_switch()
+            if why:
+                skipped.append({"stack": f"{stack.label}/accel-off", "reason": why, "kind": "network",
+                                "accel": "cannot be switched off"})
+                continue
+            twin = type(stack)(stack.variant)
+            twin.accel = False
+            resolved.append((twin, "measured"))
+    return resolved, skipped
 
 
 def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
@@ -69,7 +88,9 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
         raise UserError(f"bad --streams {plan.streams}: use 1 … 128")
     if not 1 <= plan.seconds <= 600:
         raise UserError(f"bad --seconds {plan.seconds:g}: use 1 … 600")
-    resolved, skipped = resolve(plan.stacks, plan.link)
+    if not plan.accel or set(plan.accel) - {True, False}:
+        raise UserError("bad --accel: use on, off or on,off")
+    resolved, skipped = resolve(plan.stacks, plan.link, (True,) + tuple(a for a in plan.accel if not a))
     for stack, _ in resolved:
         if plan.link not in stack.links:
             raise UserError(f"stack {stack.name} runs only on a {' or '.join(stack.links)} link, "
@@ -161,9 +182,36 @@ def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink
                 if s.error:
                     out.failed.append(f"{inst.label} {op.workload}: {s.error}")
                 continue
-            result = _result(inst, op, s, series, plan, policy.target)
-            sink.result(result)
-            out.results.append(result)
+            out.results.append(_result(inst, op, s, series, plan, policy.target))
+    out.results = verify_accel(out.results)
+    for result in out.results:
+        sink.result(result)
+    return out
+
+
+def verify_accel(results: list[Result]) -> list[Result]:
+    """An acceleration-off result counts only if it is significantly slower
+    than the same stack and cell with acceleration on (rule 14)."""
+    on = {(r.fields["stack"], r.fields["workload"], r.fields["streams"]): r for r in results
+          if r.fields.get("accel", True)}
+    out = []
+    for r in results:
+        if r.fields.get("accel", True):
+            out.append(r)
+            continue
+        twin = on.get((r.fields["stack"].removesuffix("/accel-off"), r.fields["workload"], r.fields["streams"]))
+        if twin is None or len(twin.samples) < 2 or len(r.samples) < 2:
+            out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
+                               notes=r.notes + ("acceleration off is unverified: no comparable result with it on",)))
+            continue
+        cmp = stats.compare([x.value for x in twin.samples], [x.value for x in r.samples])
+        verified = bool(cmp.significant and cmp.ratio < 1)
+        note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× the speed "
+                f"with it on ({cmp.verdict})" + ("" if verified else "; the switch did not reach this stack's "
+                                                 "crypto, so this is no acceleration-off figure"))
+        out.append(replace(r, metrics={**r.metrics, "accel_verified": verified,
+                                       "accel_speedup": 1 / cmp.ratio if cmp.ratio else None},
+                           notes=r.notes + (note,)))
     return out
 
 
@@ -185,7 +233,8 @@ def _op(ops: dict[str, list[wl.NetOp]], key: tuple) -> wl.NetOp:
 
 def _fields(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> dict:
     link = inst.link
-    fields = {"stack": inst.label, "variant": inst.stack.variant, "params": inst.stack.describe(),
+    fields = {"stack": inst.label, "variant": inst.stack.variant, "accel": inst.stack.accel,
+              "params": inst.stack.describe(),
               "link": link.name, "mtu": link.mtu, "workload": op.workload, "op": op.op,
               "streams": op.streams, "size": op.file_bytes}
     if plan.part:
@@ -217,6 +266,8 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         "shared_cpus": inst.link.name in ("netns", "loopback"),
     }
     notes = [s.error] if s.error else []
+    if not inst.stack.accel:
+        metrics["accel_env"] = sorted(inst.stack.accel_env())
     if len(samples) > 1 and summary.rel_half_width > target:
         metrics.update(unstable=True, cv=summary.cv, likely_cause=_likely_cause(inst, samples))
         notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {len(samples)} samples "
@@ -255,5 +306,5 @@ def _likely_cause(inst: NetInstance, samples) -> str:
         return (f"TCP retransmits ({statistics.median(retrans):.0f} per sample): the tunnel drops packets "
                 "when its queue overflows, and TCP's recovery varies")
     if inst.stack.daemon_pids():
-        return "the tunnel's daemons and iperf3 competing for this machine's cores"
+        return "the stack's daemons and the traffic generator competing for this machine's 2 cores"
     return "the machine itself (other work on its cores, the hypervisor)"

@@ -60,7 +60,8 @@ def network_plan(n: dict, part: str | None = None) -> NetworkPlan:
     return NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"), mtu=n.get("mtu", 1500),
                        workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
                        seconds=n.get("seconds", 2), file_bytes=parse_size(str(n.get("file_size", "256M")),
-                                                                           "network.file_size"), part=part)
+                                                                           "network.file_size"),
+                       accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part)
 
 
 def _available(specs: list[str], kind: str, label: str, cannot: list[dict]) -> list[str]:
@@ -146,7 +147,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                         total += rounds * sum(_op_seconds(op, rate, remount) for op in step.ops)
         if part.network:
             np_ = network_plan(part.network)
-            resolved, _ = netrun.resolve(np_.stacks, np_.link)
+            resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel)
             names = netrun.wl.expand(np_.workloads)
             for stack, _ in resolved:
                 total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify

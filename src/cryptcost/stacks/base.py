@@ -35,6 +35,13 @@ Facts (checked by :func:`problems` when the registry loads):
     package) and kernel features it needs.
 ``cipher_ref()``
     The raw cipher it runs (see :func:`ref`).
+``crypto_library``
+    Whose code does its crypto: a key of :data:`ACCEL_SWITCHES` (``openssl``,
+    ``go``, ``gnutls``) when that library's hardware acceleration can be
+    switched off from the environment, else a name (``kernel``,
+    ``crypto++``) for which it cannot; None for a baseline. An instance
+    with ``accel = False`` runs its processes with :meth:`accel_env`; the
+    runner counts the switch only if the stack really got slower.
 
 Call order: ``check()`` (touches nothing; raises
 :class:`~cryptcost.errors.Unavailable` naming what is missing and how to get
@@ -53,6 +60,7 @@ from __future__ import annotations
 from abc import ABC
 from typing import ClassVar
 
+from cryptcost.engines.openssl import ACCEL_OFF_MASK
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import kernel, tools
 from cryptcost.host.tools import Tool
@@ -90,6 +98,14 @@ FEATURE_HINTS = {
 }
 
 
+# How each library's hardware acceleration is switched off from the environment (rule 14).
+ACCEL_SWITCHES: dict[str, dict[str, str]] = {
+    "openssl": {"OPENSSL_ia32cap": ACCEL_OFF_MASK},                    # AES-NI, PCLMULQDQ, VAES, AVX…
+    "go": {"GODEBUG": "cpu.aes=off,cpu.pclmulqdq=off,cpu.avx2=off,cpu.avx=off,cpu.ssse3=off,cpu.sse41=off"},
+    "gnutls": {"GNUTLS_CPUID_OVERRIDE": "0x1"},                         # GnuTLS and Nettle: generic C code
+}
+
+
 def ref(algorithm: str, where: str, unit: int = 4096, exact: bool = True) -> dict:
     """A :meth:`Stack.cipher_ref` value."""
     return {"algorithm": algorithm, "where": where, "unit": unit, "exact": exact}
@@ -112,6 +128,7 @@ class Stack(ABC):
     features: ClassVar[tuple[str, ...]] = ()
     variants: ClassVar[dict[str, dict]] = {"default": {}}
     default_variants: ClassVar[tuple[str, ...]] = ("default",)
+    crypto_library: ClassVar[str | None] = None
 
     def __init__(self, variant: str | None = None):
         variant = variant or self.default_variants[0]
@@ -120,10 +137,25 @@ class Stack(ABC):
                             f"{', '.join(self.variants)}")
         self.variant = variant
         self.params = dict(self.variants[variant])
+        self.accel = True
 
     @property
     def label(self) -> str:
-        return self.name if self.variant == "default" else f"{self.name}:{self.variant}"
+        base = self.name if self.variant == "default" else f"{self.name}:{self.variant}"
+        return base if self.accel else f"{base}/accel-off"
+
+    def accel_switch(self) -> str | None:
+        """Why hardware acceleration cannot be switched off for this stack, or None when it can."""
+        lib = self.crypto_library
+        if lib in ACCEL_SWITCHES:
+            return None
+        return f"acceleration cannot be switched off for {lib or 'this stack'}'s crypto from userspace"
+
+    def accel_env(self) -> dict[str, str]:
+        """The environment of this instance's processes: acceleration off when ``accel`` is False."""
+        if self.accel:
+            return {}
+        return dict(ACCEL_SWITCHES[self.crypto_library])
 
     @classmethod
     def needed_tools(cls) -> list[Tool]:
@@ -158,7 +190,7 @@ class Stack(ABC):
     def facts(self) -> dict:
         """The declared facts of this instance, stored with every result."""
         role = self.variant_role()
-        return {"kind": self.kind, "layer": self.layer, "role": role,
+        return {"kind": self.kind, "layer": self.layer, "role": role, "crypto_library": self.crypto_library,
                 "use_case": None if role == "baseline" else self.use_case,
                 "baselines": list(self.baselines), "security": list(self.security),
                 "advice": self.advice or None,
@@ -167,7 +199,7 @@ class Stack(ABC):
 
     def describe(self) -> dict:
         """Exact parameters, tool versions and facts, stored with every result."""
-        return {"stack": self.name, "variant": self.variant, **self.params,
+        return {"stack": self.name, "variant": self.variant, **self.params, "accel": self.accel,
                 "versions": {t.name: tools.version(t) for t in self.needed_tools()},
                 "cipher_ref": self.cipher_ref(), "facts": self.facts()}
 

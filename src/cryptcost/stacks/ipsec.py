@@ -71,6 +71,13 @@ class Ipsec(NetworkStack):
     exclusive = True
     variants = {name: {"esp": p[0], "expect": p[1], "algorithm": p[2]} for name, p in PROPOSALS.items()}
     default_variants = ("aes128gcm16",)
+    crypto_library = "openssl"
+
+    def accel_switch(self) -> str | None:
+        if _kernel_esp(kernel.features()):
+            return ("acceleration cannot be switched off for kernel ESP from userspace "
+                    "(it needs a kernel booted with the AES-NI drivers blacklisted)")
+        return None
 
     @classmethod
     def check(cls) -> None:
@@ -102,6 +109,10 @@ class Ipsec(NetworkStack):
         psk = base64.b64encode(secrets.token_bytes(32)).decode()
         # kernel-libipsec must come before kernel-netlink, so that it, not the kernel, gets the SAs
         load = LOAD.format(kernel="kernel-netlink" if kernel_esp else "kernel-libipsec kernel-netlink")
+        if not self.accel:
+            # strongSwan's own C plugins (aes, gcm, chapoly …) instead of OpenSSL's; OpenSSL is switched off too
+            load = load.replace("openssl ", "")
+            self.params["plugins"] = "no openssl plugin, OPENSSL_ia32cap off"
         self.vici = {}
         for end, peer in (("a", "b"), ("b", "a")):
             d = self.dir / end
@@ -119,7 +130,7 @@ class Ipsec(NetworkStack):
                     f" esp_proposals = {self.params['esp']}\n start_action = none }} }} }} }}\n")
             secret = f"secrets {{ ike-cc {{ id-a = {link.a_addr}\n id-b = {link.b_addr}\n secret = 0s{psk} }} }}\n"
             (d / "swanctl.conf").write_text(conf + f"include {res.secret_file(secret.encode(), name=f'ipsec-{end}-{secrets.token_hex(3)}.conf')}\n")
-            env = {**os.environ, "STRONGSWAN_CONF": str(d / "strongswan.conf")}
+            env = {"STRONGSWAN_CONF": str(d / "strongswan.conf")}
             daemon = self.start(res, end, ["charon-systemd"], name=f"charon-{end}", env=env, logdir=self.dir)
             proc.wait_for(lambda d=d: (d / "charon.vici").exists(), timeout=30, daemon=daemon,
                           what="charon's VICI socket")

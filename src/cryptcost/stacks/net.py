@@ -93,6 +93,8 @@ class NetworkStack(Stack):
               logdir: Path | None = None) -> proc.Daemon:
         """Start a daemon of this stack at ``end``, journalled, its output in ``logdir``."""
         logfile = str(logdir / f"{name}.log") if logdir else None
+        if not self.accel:
+            env = {**(env or {}), **self.accel_env()}
         daemon = res.daemon(self.link.argv(end, argv), env=env, logfile=logfile)
         self.ends[end].append(daemon)
         return daemon

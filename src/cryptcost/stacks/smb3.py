@@ -43,6 +43,7 @@ class Smb3(FileShareStack):
     security = ("SMB3 encryption protects data in transit only; the share's files are plaintext on the "
                 "server, and without it SMB3 signs at best, so anyone on the path reads every file",)
     tools = (SMBD, SMBCLIENT, SMBPASSWD)
+    crypto_library = "gnutls"           # Samba's SMB3 ciphers come from GnuTLS (Nettle underneath)
     variants = {"off": {"encrypt": "off", "cipher": None},
                 "aes-128-ccm": {"encrypt": "required", "cipher": "AES-128-CCM"},
                 "aes-128-gcm": {"encrypt": "required", "cipher": "AES-128-GCM"},
@@ -95,7 +96,8 @@ class Smb3(FileShareStack):
                 "-s", str(self.client_conf)]
         if stdin is None:
             argv += ["-c", commands]
-        done = proc.run(self.link.argv("a", argv), input=stdin, timeout=timeout, check=False)
+        done = proc.run(self.link.argv("a", argv), input=stdin, timeout=timeout, check=False,
+                        env=self.accel_env() or None)
         if done.returncode != 0 or "NT_STATUS" in done.stdout + done.stderr:
             raise CryptcostError(f"smbclient failed ({done.returncode}): "
                                  f"{(done.stderr.strip() or done.stdout.strip())[-300:]}")
@@ -121,8 +123,11 @@ class Smb3(FileShareStack):
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and session is None:
                 done = proc.run(self.link.argv("b", ["smbstatus", "-s", str(self.conf), "--json"]), timeout=30)
-                sessions = (json.loads(done.stdout).get("sessions") or {}).values()
-                session = next(iter(sessions), None)
+                status = json.loads(done.stdout)
+                # a session is listed while it is still being set up; once the share is connected, its
+                # dialect and encryption are final
+                if status.get("tcons"):
+                    session = next(iter((status.get("sessions") or {}).values()), None)
                 time.sleep(0.2)
         finally:
             res.stop(held)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 
 from cryptcost import proc
 from cryptcost.errors import CryptcostError
@@ -34,6 +35,7 @@ class Ssh(NetworkStack):
     security = ("an SSH tunnel runs in one process per connection: its cipher work uses one core "
                 "for each direction",)
     tools = (SSH, SSHD, SSH_KEYGEN)
+    crypto_library = "openssl"          # AES-GCM and AES-CTR; chacha20-poly1305 is OpenSSH's own code
     variants = {
         "aes128-gcm": {"cipher": "aes128-gcm@openssh.com", "mac": None, "aead": "aes-128-gcm"},
         "aes256-gcm": {"cipher": "aes256-gcm@openssh.com", "mac": None, "aead": "aes-256-gcm"},
@@ -54,7 +56,7 @@ class Ssh(NetworkStack):
         self.link = link
         self.dir = res.tmpdir("cryptcost-ssh-")
         keys = res.keydir()
-        tag = f"ssh-{self.variant}-{os.getpid()}"
+        tag = f"ssh-{self.variant}-{secrets.token_hex(3)}"
         host_key, client_key = keys / f"{tag}-host", keys / f"{tag}-client"
         for path in (host_key, client_key):
             res.track("keyfile", path=str(path) + ".pub")

@@ -30,6 +30,7 @@ class Tls(NetworkStack):
     security = ("stunnel's TLS protects each connection, not the host: what reaches the forwarder's "
                 "local port at either end travels in plaintext there",)
     tools = (STUNNEL, "openssl")
+    crypto_library = "openssl"
     variants = {
         "tls13-aes128-gcm": {"protocol": "TLSv1.3", "suite": "TLS_AES_128_GCM_SHA256", "aead": "aes-128-gcm"},
         "tls13-aes256-gcm": {"protocol": "TLSv1.3", "suite": "TLS_AES_256_GCM_SHA384", "aead": "aes-256-gcm"},

@@ -10,7 +10,6 @@ Keys are fresh: each end's private key is 32 random bytes (base64) in a
 from __future__ import annotations
 
 import base64
-import os
 import secrets
 
 from cryptcost import proc
@@ -44,6 +43,13 @@ class Wireguard(NetworkStack):
     links = ("netns",)
     exclusive = True
     transport = f"UDP {PORT}"
+    crypto_library = "go"
+
+    def accel_switch(self) -> str | None:
+        if kernel.features()["wireguard"]["present"]:
+            return ("acceleration cannot be switched off for the kernel's WireGuard from userspace "
+                    "(it needs a kernel booted without the SIMD ChaCha20 drivers)")
+        return None
 
     @classmethod
     def check(cls) -> None:
@@ -80,7 +86,7 @@ class Wireguard(NetworkStack):
         kernel_wg = kernel.features()["wireguard"]["present"]
         self.params["implementation"] = "kernel" if kernel_wg else "wireguard-go"
         self.layer = "kernel" if kernel_wg else "userspace"
-        env = {**os.environ, "WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD": "1"}
+        env = {"WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD": "1"}
         self.ifaces = {}
         for end in ("a", "b"):
             dev = f"ccwg{tag}{end}"
