@@ -97,7 +97,9 @@ def test_integrity_check_catches_corruption(tmp_path):
     def corrupt():
         with open(tmp_path / ".cryptcost-integrity", "r+b") as fh:
             fh.seek(3 * 65536 + 17)
-            fh.write(b"\xff")
+            byte = fh.read(1)[0]
+            fh.seek(3 * 65536 + 17)
+            fh.write(bytes([byte ^ 0xFF]))          # always a different byte (the data is random)
     with pytest.raises(DataIntegrityError, match="first at offset 196608"):
         check_pattern(tmp_path, size=1 << 20, reset=corrupt)
 

@@ -127,3 +127,22 @@ class ConsoleProgress(Progress):
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
+
+
+def print_outcome(args, store, run_id: int, outcome, table, **head) -> int:
+    """A storage or network command's results: one JSON object, or a table,
+    what was not measured, and where the run is stored. Exit 1 when a stack
+    the user asked for failed (each failure on its own line)."""
+    from cryptcost.report.terminal import skipped_table
+    if args.json:
+        print_json({"run": run_id, **head, "failed": outcome.failed,
+                    "results": [r.to_dict() for r in outcome.results], "skipped": outcome.skipped})
+    else:
+        out.print(table([r.to_dict() for r in outcome.results]))
+        if outcome.skipped:
+            out.print(skipped_table(outcome.skipped))
+        out.print(f"run {run_id} stored in {store.path}")
+    for line in outcome.failed:
+        err.print(f"error: setup failed: {line}")
+    return 1 if outcome.failed else 0
+

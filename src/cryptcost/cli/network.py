@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (ConsoleProgress, err, out, parse_accel, parse_list, print_json, probe_host,
+from cryptcost.cli.common import (ConsoleProgress, err, parse_accel, parse_list, print_outcome, probe_host,
                                   recorded_run)
-from cryptcost.cli.storage import report_failures
 from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.links import LINKS
-from cryptcost.report.terminal import network_table, skipped_table
+from cryptcost.report.terminal import network_table
 from cryptcost.runner.network import NetworkPlan, describe_plan, run_network, validate
 from cryptcost.units import parse_size
 from cryptcost.workloads.network import SETS, WORKLOADS
@@ -55,12 +54,4 @@ def run(args) -> int:
     with recorded_run(args, "network", host) as (store, run_id, sink):
         with Resources() as res:
             outcome = run_network(plan, policy, res=res, sink=sink, progress=ConsoleProgress())
-    if args.json:
-        print_json({"run": run_id, "link": plan.link, "mtu": plan.mtu, "failed": outcome.failed,
-                    "results": [r.to_dict() for r in outcome.results], "skipped": outcome.skipped})
-    else:
-        out.print(network_table([r.to_dict() for r in outcome.results]))
-        if outcome.skipped:
-            out.print(skipped_table(outcome.skipped))
-        out.print(f"run {run_id} stored in {store.path}")
-    return report_failures(outcome.failed)
+    return print_outcome(args, store, run_id, outcome, network_table, link=plan.link, mtu=plan.mtu)

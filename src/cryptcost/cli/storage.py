@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import probe_host, ConsoleProgress, out, parse_list, print_json, recorded_run
+from cryptcost.cli.common import ConsoleProgress, parse_list, print_outcome, probe_host, recorded_run
 from cryptcost.media import parse_medium
 from cryptcost.units import parse_size
-from cryptcost.report.terminal import skipped_table, storage_table
+from cryptcost.report.terminal import storage_table
 from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.runner.storage import StoragePlan, run_storage, validate
 from cryptcost.stacks.fs import FILESYSTEMS
@@ -65,20 +65,4 @@ def run(args) -> int:
     host = probe_host()
     with recorded_run(args, "storage", host) as (store, run_id, sink):
         outcome = measure(args, sink, plan)
-    if args.json:
-        print_json({"run": run_id, "cache_mode": outcome.cache_mode, "failed": outcome.failed,
-                    "results": [r.to_dict() for r in outcome.results], "skipped": outcome.skipped})
-    else:
-        out.print(storage_table([r.to_dict() for r in outcome.results]))
-        if outcome.skipped:
-            out.print(skipped_table(outcome.skipped))
-        out.print(f"run {run_id} stored in {store.path}")
-    return report_failures(outcome.failed)
-
-
-def report_failures(failed: list[str]) -> int:
-    """Exit 1 when a stack the user asked for could not be set up."""
-    from cryptcost.cli.common import err
-    for line in failed:
-        err.print(f"error: setup failed: {line}")
-    return 1 if failed else 0
+    return print_outcome(args, store, run_id, outcome, storage_table, cache_mode=outcome.cache_mode)

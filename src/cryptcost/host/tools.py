@@ -12,6 +12,7 @@ package named here or by a stack; a test checks that they agree.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,6 +33,10 @@ class Tool:
     version_re: str = r"(\d+(?:\.\d+)+[\w.+~-]*)"
 
     def path(self) -> str | None:
+        """Where the tool is; a ``binary`` given as an absolute path is a file
+        that must exist (a plugin), not a program on PATH."""
+        if os.path.isabs(self.binary):
+            return self.binary if os.path.exists(self.binary) else None
         return proc.which(self.binary)
 
     def require(self) -> str:

@@ -200,6 +200,18 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
     return tuple(sorted(cells))
 
 
+def _comparisons(part: Part, policy: stats.Policy, sink: Sink, progress_factory):
+    """(what, measure(res)) for each stack comparison of a part: storage once per CPU count, then network."""
+    for sp in storage_plans(part.storage, part.label) if part.storage else []:
+        what = f"{part.label}: storage" + (f" on {sp.cpus} CPU(s)" if sp.cpus else "")
+        yield what, lambda res, sp=sp, what=what: run_storage(sp, policy, res=res, sink=sink,
+                                                               progress=progress_factory(what))
+    if part.network:
+        what = f"{part.label}: network"
+        yield what, lambda res: run_network(network_plan(part.network, part.label), policy, res=res, sink=sink,
+                                            progress=progress_factory(what))
+
+
 def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
              executor: Executor | None = None) -> SuiteOutcome:
     """Run every part; a part that fails is recorded and the next one runs.
@@ -226,28 +238,14 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                 out.skipped += [{**s, "part": part.label} for s in co.skipped]
             except UserError as exc:
                 out.skipped.append({"part": part.label, "stack": "ciphers", "reason": str(exc)})
-        if part.storage:
-            for sp in storage_plans(part.storage, part.label):
-                what = f"{part.label}: storage" + (f" on {sp.cpus} CPU(s)" if sp.cpus else "")
-                try:
-                    with Resources() as res:
-                        so = run_storage(sp, policy, res=res, sink=sink, progress=progress_factory(what))
-                except CryptcostError as exc:
-                    out.failed.append(f"{what}: {exc}")
-                    continue
-                out.results += so.results
-                out.skipped += [{**s, "part": part.label} for s in so.skipped]
-                out.failed += so.failed
-        if part.network:
-            what = f"{part.label}: network"
+        for what, measure in _comparisons(part, policy, sink, progress_factory):
             try:
                 with Resources() as res:
-                    no = run_network(network_plan(part.network, part.label), policy, res=res, sink=sink,
-                                     progress=progress_factory(what))
+                    got = measure(res)
             except CryptcostError as exc:
                 out.failed.append(f"{what}: {exc}")
                 continue
-            out.results += no.results
-            out.skipped += [{**s, "part": part.label} for s in no.skipped]
-            out.failed += no.failed
+            out.results += got.results
+            out.skipped += [{**s, "part": part.label} for s in got.skipped]
+            out.failed += got.failed
     return out

@@ -95,6 +95,10 @@ FEATURE_HINTS = {
     "netns": ("the kernel has no network namespaces", "a kernel with CONFIG_NET_NS"),
     "veth": ("the kernel has no veth pairs", "a kernel with CONFIG_VETH"),
     "tun": ("the kernel has no TUN devices (/dev/net/tun missing)", "a kernel with CONFIG_TUN"),
+    "wireguard": ("the kernel has no WireGuard module", "a kernel with CONFIG_WIREGUARD"),
+    "esp": ("the kernel has no IPsec ESP (no esp4 module)", "a kernel with CONFIG_INET_ESP"),
+    "xfrm": ("the kernel has no xfrm (IPsec SA and policy) interface", "a kernel with CONFIG_XFRM_USER"),
+    "nfs": ("the kernel has no NFS", "a kernel with CONFIG_NFS_FS and CONFIG_NFSD"),
 }
 
 

@@ -12,25 +12,23 @@ back with ``swanctl --list-sas``.
 from __future__ import annotations
 
 import base64
-import os
 import re
 import secrets
 
 from cryptcost import proc
-from cryptcost.errors import CryptcostError, Unavailable
-from cryptcost.host import kernel
+from cryptcost.errors import CryptcostError
 from cryptcost.host.tools import Tool
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
-from cryptcost.stacks.base import FEATURE_HINTS, ref
+from cryptcost.stacks.base import ref
 from cryptcost.stacks.net import Endpoint, NetworkStack
 
 CHARON = Tool("charon-systemd", "charon-systemd", "charon-systemd", ())
+LIBIPSEC_SO = "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so"
 SWANCTL = Tool("swanctl", "swanctl", "strongswan-swanctl", ("swanctl", "--version"), r"strongSwan (\d+(?:\.\d+)+)")
 PLUGINS = Tool("strongswan-plugins", "charon-systemd", "libstrongswan-standard-plugins", ())
-LIBIPSEC = Tool("kernel-libipsec", "charon-systemd", "libcharon-extra-plugins", ())
+LIBIPSEC = Tool("kernel-libipsec", LIBIPSEC_SO, "libcharon-extra-plugins", ())
 EXTRA = Tool("strongswan-extra", "charon-systemd", "libstrongswan-extra-plugins", ())
-LIBIPSEC_SO = "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so"
 INNER = {"a": "10.205.0.1", "b": "10.205.0.2"}
 LOAD = ("kdf random nonce openssl aes sha1 sha2 md5 hmac xcbc cmac ctr gcm ccm chapoly curve25519 "
         "pem pkcs1 x509 pubkey {kernel} socket-default vici updown")
@@ -66,35 +64,14 @@ class Ipsec(NetworkStack):
                 "strongSwan's kernel-libipsec, the fallback where the kernel lacks ESP, runs ESP in userspace "
                 "over TUN, always inside UDP 4500")
     tools = (CHARON, SWANCTL, PLUGINS, LIBIPSEC, EXTRA)
-    features = ("netns", "veth")
+    kernel_features = ("esp", "xfrm")
+    userspace_tools = (LIBIPSEC,)
+    userspace_features = ("tun",)
     links = ("netns",)
     exclusive = True
     variants = {name: {"esp": p[0], "expect": p[1], "algorithm": p[2]} for name, p in PROPOSALS.items()}
     default_variants = ("aes128gcm16",)
     crypto_library = "openssl"
-
-    def accel_switch(self) -> str | None:
-        if _kernel_esp(kernel.features()):
-            return ("acceleration cannot be switched off for kernel ESP from userspace "
-                    "(it needs a kernel booted with the AES-NI drivers blacklisted)")
-        return None
-
-    @classmethod
-    def check(cls) -> None:
-        for t in cls.needed_tools():
-            if t not in (PLUGINS, LIBIPSEC, EXTRA) and not t.path():
-                raise Unavailable(f"{t.binary} is not installed", t.package)
-        present = kernel.features()
-        for feat in ("netns", "veth"):
-            if not present.get(feat, {}).get("present"):
-                raise Unavailable(*FEATURE_HINTS[feat])
-        if _kernel_esp(present):
-            return
-        if not os.path.exists(LIBIPSEC_SO):
-            raise Unavailable("the kernel has no ESP (CONFIG_INET_ESP, CONFIG_XFRM_USER) and strongSwan's "
-                              "kernel-libipsec plugin is not installed", "libcharon-extra-plugins")
-        if not present.get("tun", {}).get("present"):
-            raise Unavailable(*FEATURE_HINTS["tun"])
 
     def cipher_ref(self) -> dict | None:
         alg = self.params["algorithm"]
@@ -103,7 +80,7 @@ class Ipsec(NetworkStack):
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
         self.dir = res.tmpdir("cryptcost-ipsec-")
-        kernel_esp = _kernel_esp(kernel.features())
+        kernel_esp = self.in_kernel()
         self.params["implementation"] = "kernel ESP" if kernel_esp else "kernel-libipsec"
         self.layer = "kernel" if kernel_esp else "userspace"
         psk = base64.b64encode(secrets.token_bytes(32)).decode()
@@ -164,8 +141,4 @@ class Ipsec(NetworkStack):
         if self.variant in WEAK:
             self.params["warning"] = WEAK[self.variant]
         return self.negotiated
-
-
-def _kernel_esp(present: dict) -> bool:
-    return present.get("esp", {}).get("present") and present.get("xfrm", {}).get("present")
 

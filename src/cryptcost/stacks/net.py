@@ -41,12 +41,14 @@ from typing import ClassVar
 
 from cryptcost import proc
 from cryptcost.engines.tcpdump import Packet
+from cryptcost.errors import Unavailable
+from cryptcost.host import kernel
 from cryptcost.host import tools as host_tools
 from cryptcost.host.tools import Tool
 from cryptcost.errors import CryptcostError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
-from cryptcost.stacks.base import Stack
+from cryptcost.stacks.base import FEATURE_HINTS, Stack
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,10 @@ class NetworkStack(Stack):
     links: ClassVar[tuple[str, ...]] = ("netns", "loopback")
     transport: ClassVar[str] = "TCP"
     exclusive: ClassVar[bool] = False       # needs the link's namespaces to itself (fixed ports, routes)
+    # A stack the kernel can run itself (WireGuard, ESP), with a userspace fallback where it cannot:
+    kernel_features: ClassVar[tuple[str, ...]] = ()          # all present: the kernel path
+    userspace_tools: ClassVar[tuple[Tool, ...]] = ()         # needed only for the fallback
+    userspace_features: ClassVar[tuple[str, ...]] = ()
 
     # What every network stack's measurement uses: the link, the traffic and the wire check.
     COMMON_TOOLS: ClassVar[tuple[str, ...]] = ("ip", "iperf3", "tcpdump")
@@ -74,6 +80,43 @@ class NetworkStack(Stack):
     def needed_tools(cls) -> list[Tool]:
         own = super().needed_tools()
         return [host_tools.tool(t) for t in cls.COMMON_TOOLS if t not in {x.name for x in own}] + own
+
+    @classmethod
+    def in_kernel(cls) -> bool:
+        """Whether this host's kernel runs the stack itself (see ``kernel_features``)."""
+        present = kernel.features()
+        return bool(cls.kernel_features) and all(present.get(f, {}).get("present") for f in cls.kernel_features)
+
+    @classmethod
+    def check(cls) -> None:
+        """The common tools and features; then the kernel path, or else the userspace fallback's."""
+        for t in cls.needed_tools():
+            if t not in cls.userspace_tools and not t.path():
+                raise Unavailable(f"{t.binary} is not installed", t.package)
+        present = kernel.features()
+        for feat in cls.features:
+            if not present.get(feat, {}).get("present"):
+                raise Unavailable(*FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None)))
+        if not cls.kernel_features or cls.in_kernel():
+            return
+        missing = [FEATURE_HINTS.get(f, (f"the kernel lacks {f}", f"a kernel with {f}"))
+                   for f in cls.kernel_features if not present.get(f, {}).get("present")]
+        lacks = "; ".join(reason for reason, _ in missing)
+        kernel_fix = " and ".join(fix.removeprefix("a kernel with ") for _, fix in missing)
+        for t in cls.userspace_tools:
+            if not t.path():
+                raise Unavailable(f"{lacks}, and the userspace fallback ({t.name}) is not installed",
+                                  f"{t.package}, or a kernel with {kernel_fix}")
+        for feat in cls.userspace_features:
+            if not present.get(feat, {}).get("present"):
+                reason, install = FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None))
+                raise Unavailable(f"{lacks}, and the userspace fallback needs what is missing: {reason}", install)
+
+    def accel_switch(self) -> str | None:
+        if self.in_kernel():
+            return (f"acceleration cannot be switched off from userspace for {self.name} in the kernel "
+                    "(it needs a kernel booted with its SIMD crypto drivers blacklisted)")
+        return super().accel_switch()
 
     def __init__(self, variant: str | None = None):
         super().__init__(variant)

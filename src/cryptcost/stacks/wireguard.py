@@ -13,12 +13,11 @@ import base64
 import secrets
 
 from cryptcost import proc
-from cryptcost.errors import CryptcostError, Unavailable
-from cryptcost.host import kernel
+from cryptcost.errors import CryptcostError
 from cryptcost.host.tools import Tool
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
-from cryptcost.stacks.base import FEATURE_HINTS, ref
+from cryptcost.stacks.base import ref
 from cryptcost.stacks.net import Endpoint, NetworkStack
 
 WG = Tool("wg", "wg", "wireguard-tools", ())
@@ -39,35 +38,13 @@ class Wireguard(NetworkStack):
                 "wireguard-go, the fallback where the kernel lacks the module, runs in userspace "
                 "over a TUN device and costs more CPU per packet than the kernel module")
     tools = (WG, WG_GO)
-    features = ("netns", "veth", "tun")
+    kernel_features = ("wireguard",)
+    userspace_tools = (WG_GO,)
+    userspace_features = ("tun",)
     links = ("netns",)
     exclusive = True
     transport = f"UDP {PORT}"
     crypto_library = "go"
-
-    def accel_switch(self) -> str | None:
-        if kernel.features()["wireguard"]["present"]:
-            return ("acceleration cannot be switched off for the kernel's WireGuard from userspace "
-                    "(it needs a kernel booted without the SIMD ChaCha20 drivers)")
-        return None
-
-    @classmethod
-    def check(cls) -> None:
-        """The kernel module, or else wireguard-go and TUN; wg in both cases."""
-        for t in cls.needed_tools():
-            if t is not WG_GO and not t.path():
-                raise Unavailable(f"{t.binary} is not installed", t.package)
-        present = kernel.features()
-        for feat in ("netns", "veth"):
-            if not present.get(feat, {}).get("present"):
-                raise Unavailable(*FEATURE_HINTS[feat])
-        if present["wireguard"]["present"]:
-            return
-        if not WG_GO.path():
-            raise Unavailable("the kernel has no WireGuard module (CONFIG_WIREGUARD) and wireguard-go is "
-                              "not installed", "wireguard-go, or a kernel with CONFIG_WIREGUARD")
-        if not present["tun"]["present"]:
-            raise Unavailable("no WireGuard module and no TUN device for wireguard-go", "a kernel with CONFIG_TUN")
 
     def cipher_ref(self) -> dict:
         return ref("chacha20-poly1305", "kernel" if self.params.get("implementation") == "kernel" else "go",
@@ -83,7 +60,7 @@ class Wireguard(NetworkStack):
                                         name=f"wg-{tag}-{end}.key")
             with open(keys[end], "rb") as fh:
                 pubs[end] = proc.run(["wg", "pubkey"], input=fh.read(), timeout=10).stdout.strip()
-        kernel_wg = kernel.features()["wireguard"]["present"]
+        kernel_wg = self.in_kernel()
         self.params["implementation"] = "kernel" if kernel_wg else "wireguard-go"
         self.layer = "kernel" if kernel_wg else "userspace"
         env = {"WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD": "1"}
