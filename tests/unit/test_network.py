@@ -185,8 +185,11 @@ def test_network_recommendation_names_ties_and_security_facts():
     for r in (a, b):
         r["vs"] = {"tcp": {"overhead": 1 - r["median_bytes_per_s"] / 3e9, "significant": True}}
         r["params"]["facts"]["security"] = [f"{r['stack']} fact"]
-    recs = {x["use_case"]: x for x in recommend.recommend([base, a, b], [], [], {})}
+    twin = {**_net("wireguard/accel-off", 40e6), "accel": False}
+    recs = {x["use_case"]: x for x in recommend.recommend([base, a, b, twin], [], [], {})}
     site = recs["site-to-site"]
+    assert "whole-disk" not in recs, "a network-only run says nothing of storage use cases"
+    assert [x["stack"] for x in site["ranking"]] == ["wireguard", "ipsec:aes128gcm16"], "a twin is no option"
     assert [x["tie"] for x in site["ranking"]] == [False, True]
     assert "tie for the fastest" in site["text"] and "Wireguard fact" in site["text"]
     assert "CPU-s/GB" in site["text"] and "network" not in recs

@@ -97,14 +97,16 @@ def _describe(results: list[dict], stack: str) -> str:
 
 def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], host: dict) -> list[dict]:
     """Paragraphs: ``{use_case, title, text, ranking}``."""
-    measured = [r for r in results if r.get("kind") in ("storage", "network")]
+    # Options are compared as they are deployed: an acceleration-off twin is a measurement, not an option.
+    measured = [r for r in results if r.get("kind") in ("storage", "network") and r.get("accel", True)]
     use_of = {r["stack"]: facts(r).get("use_case") for r in measured if facts(r).get("use_case")}
     stacks = sorted(use_of)
-    network_seen = any(r.get("kind") == "network" for r in results) or \
-        any(s.get("kind") == "network" for s in skipped)
+    seen = {kind for kind in ("storage", "network")
+            if any(r.get("kind") == kind for r in results) or any(s.get("kind") == kind for s in skipped)}
+    network_seen = "network" in seen
     out = []
     for use, (kind, title) in USE_CASES.items():
-        if kind == "network" and not network_seen:
+        if kind not in seen and (kind == "network" or seen):
             continue
         mine = [s for s in stacks if use_of[s] == use]
         unavailable = [s for s in skipped if s.get("use_case") == use]

@@ -238,7 +238,7 @@ def network_cpu(network: list[dict]) -> str | None:
     ax.set_yticks(range(len(rows)), labels)
     ax.invert_yaxis()
     ax.set_xlabel("CPU-seconds per GB moved, by end (the figure that carries over to real hosts)")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return _svg(fig)
 
 
