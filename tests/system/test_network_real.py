@@ -60,6 +60,8 @@ def test_network_stack_measured_verified_and_released(cli, tmp_path, stack):
     assert r["overhead"] is not None and r["baseline"] == base[0]["stack"] and r["vs"]
     per_gb = r["cpu_s_per_gb"]
     assert per_gb["a"] > 0 and per_gb["b"] >= 0 and per_gb["system"] > 0
+    if stack != "tcp":
+        assert r["daemon_cpu_s_per_gb"] and all(n.endswith(("@a", "@b")) for n in r["daemon_cpu_s_per_gb"])
     assert r["params"]["negotiated"], "the stack read back nothing it negotiated"
     assert r["params"]["facts"]["kind"] == "network" and r["params"]["facts"]["use_case"]
     # the wire check: encrypted on every sample, and the canary never seen in plaintext …

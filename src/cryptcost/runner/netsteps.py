@@ -145,6 +145,8 @@ class NetRunner:
                    "cpu_a": ends["a"], "cpu_b": ends["b"], **ends.get("extra", {}),
                    "busiest_daemon_core": max(daemons, default=0.0) / seconds if meter.daemon else None}
         gb = moved / GB
+        names = stack.daemon_names()
+        metrics["daemon_cpu_s_per_gb"] = {names.get(pid, str(pid)): cpu_s / gb for pid, cpu_s in meter.daemon.items()}
         metrics["cpu_s_per_gb_a"], metrics["cpu_s_per_gb_b"] = ends["a"] / gb, ends["b"] / gb
         metrics["cpu_s_per_gb_system"] = split.busy / gb
         metrics["cpu_s_per_gb_unattributed"] = max(0.0, split.busy - ends["a"] - ends["b"]) / gb

@@ -51,6 +51,11 @@ from cryptcost.links import Link
 from cryptcost.stacks.base import FEATURE_HINTS, Stack
 
 
+def _program(d: proc.Daemon) -> str:
+    """The program a daemon runs, behind ``ip netns exec NS``."""
+    return os.path.basename(d.argv[4] if d.argv[:3] == ["ip", "netns", "exec"] else d.argv[0])
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where a client at end ``a`` connects: ``host``:``port``."""
@@ -149,13 +154,16 @@ class NetworkStack(Stack):
     def daemon_pids(self) -> list[int]:
         return [pid for pids in self.end_pids().values() for pid in pids]
 
+    def daemon_names(self) -> dict[int, str]:
+        """Each daemon's pid → ``program@end`` (its CPU is reported under that name)."""
+        return {d.pid: f"{_program(d)}@{end}" for end, daemons in self.ends.items() for d in daemons}
+
     def dead(self) -> str | None:
         """Why the stack no longer works (a daemon exited), or None."""
         for end, daemons in self.ends.items():
             for d in daemons:
                 if not d.alive():
-                    return (f"{os.path.basename(d.argv[4] if d.argv[:3] == ['ip', 'netns', 'exec'] else d.argv[0])}"
-                            f" at end {end} exited ({d.returncode}) during the measurement")
+                    return f"{_program(d)} at end {end} exited ({d.returncode}) during the measurement"
         return None
 
     def leak(self, packet: Packet, service: int) -> str | None:
