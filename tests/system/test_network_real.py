@@ -287,3 +287,26 @@ def test_the_key_scan_finds_a_key_in_any_of_its_forms(tmp_path):
     assert raw in wg and raw.hex().encode() in wg and base64.b64encode(raw) in wg
     password = (tmp_path / "smb.auth").read_text().split("password = ")[1].strip().encode()
     assert any(s in b"debug: run: smbclient -U root%" + password for s in smb)
+
+
+@pytest.mark.root
+def test_loopback_link_measures_forwarders_and_says_the_wire_is_not_checked(cli):
+    _available("tls")
+    done = cli("network", "--stacks", "tls", "--link", "loopback", "--seconds", "1", "--min-samples", "2",
+               "--max-samples", "2", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    by = {r["stack"]: r for r in json.loads(done.stdout)["results"]}
+    r = by["tls:tls13-aes128-gcm"]
+    assert r["link"] == "loopback" and r["wire"]["verdict"] == "not checked"
+    assert "plaintext leg" in r["wire"]["canary"]["reasons"][0] and r["params"]["negotiated"]["suite"]
+
+
+@pytest.mark.root
+def test_jumbo_frames_carry_through_the_tunnel(cli):
+    _available("wireguard")
+    done = cli("network", "--stacks", "wireguard", "--mtu", "9000", "--seconds", "1", "--min-samples", "2",
+               "--max-samples", "2", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [r] = [r for r in json.loads(done.stdout)["results"] if r["stack"] == "wireguard"]
+    assert r["mtu"] == 9000 and r["params"]["tunnel_mtu"] == 8920
+    assert 1500 < r["wire"]["median_packet_bytes"] <= 9000 + 14, r["wire"]
