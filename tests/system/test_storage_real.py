@@ -180,3 +180,19 @@ def test_every_write_is_timed_until_durable(cli):
     writes = [r for r in json.loads(proc.stdout)["results"] if r["op"] == "write"]
     assert {r["stack"] for r in writes} == {"gocryptfs:aes-gcm", "gofuse-passthrough", "plain"}
     assert all(r["timing"] == "fio's runtime + the time until durable on the medium" for r in writes)
+
+
+@pytest.mark.root
+def test_accel_off_is_verified_for_gocryptfs(cli):
+    """R3's question per stack: OpenSSL's and Go's switches reach gocryptfs: it gets slower, so the
+    acceleration-off result counts (a stack without a switch is refused: tests/unit/test_network.py)."""
+    _available("gocryptfs")
+    proc = cli("storage", "--stacks", "gocryptfs", "--accel", "on,off", "--workloads", "seq-1m",
+               "--min-samples", "3", "--max-samples", "3", "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    off = [r for r in out["results"] if r["stack"] == "gocryptfs:aes-gcm/accel-off"]
+    assert {r["op"] for r in off} == {"write", "read"}
+    for r in off:
+        assert r["accel"] is False and r["accel_verified"] is True, r["notes"]
+        assert r["accel_speedup"] > 1.3 and r["params"]["facts"]["crypto_library"] == "openssl+go"

@@ -211,6 +211,18 @@ def test_accel_off_twins_carry_their_library_switch_or_say_why_not():
     assert not skipped
 
 
+def test_storage_stacks_without_a_switch_are_refused_not_measured_off():
+    from cryptcost.runner.storage import resolve
+    from cryptcost.stacks import unavailable_reason
+    if unavailable_reason(get("cryfs")) or unavailable_reason(get("gocryptfs")):
+        pytest.skip("cryfs and gocryptfs are not installed here")
+    resolved, skipped = resolve(["cryfs", "gocryptfs"], "ext4", (True, False))
+    labels = {s.label for s, _ in resolved}
+    assert "gocryptfs:aes-gcm/accel-off" in labels and not any(l.startswith("cryfs") and "off" in l for l in labels)
+    [why] = [s for s in skipped if s["stack"] == "cryfs:aes-256-gcm/accel-off"]
+    assert "crypto++" in why["reason"] and why["accel"] == "cannot be switched off"
+
+
 def test_a_library_without_a_switch_is_never_reported_off():
     from cryptcost.stacks.base import Stack
 
@@ -229,7 +241,7 @@ def _result(stack: str, values: list[float], accel: bool):
 
 
 def test_accel_off_counts_only_when_it_is_significantly_slower():
-    from cryptcost.runner.network import verify_accel
+    from cryptcost.runner.pairing import verify_accel
     on = _result("tls:x", [100.0, 101, 99, 100, 100.5], True)
     slower = _result("tls:x/accel-off", [40.0, 41, 39, 40, 40.5], False)
     same = _result("ssh:y/accel-off", [100.0, 101, 99, 100, 100.5], False)

@@ -64,7 +64,7 @@ def cipher_ceiling(ref: dict | None, ciphers: list[dict], host: dict, iodepth: i
     cores = (r or {}).get("cpus") or host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
     parallel = 1 if iodepth <= 1 else min(cores, iodepth)
     want_engines = {"kernel": ["kernel", "openssl"], "go": ["go", "openssl"]}.get(ref["where"], ["openssl"])
-    accel = True
+    accel = (r or {}).get("accel", True)              # an acceleration-off twin meets the cipher without it
     why = []
     if ref["where"] == "kernel" and not any(c["engine"] == "kernel" for c in ciphers):
         soft, driver = kernel_aes_is_software(host)

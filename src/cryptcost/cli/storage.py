@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import ConsoleProgress, parse_list, print_outcome, probe_host, recorded_run
+from cryptcost.cli.common import ConsoleProgress, parse_accel, parse_list, print_outcome, probe_host, recorded_run
 from cryptcost.media import parse_medium
 from cryptcost.units import parse_size
 from cryptcost.report.terminal import storage_table
@@ -33,6 +33,8 @@ def add_options(p) -> None:
     p.add_argument("--size", default=None, help="medium size per stack instance (default: chosen from "
                    "free memory or space, 128M … 512M)")
     p.add_argument("--fs", default="ext4", choices=FILESYSTEMS, help="filesystem (default: ext4)")
+    p.add_argument("--accel", default="on", help="on (default), or on,off: each measured stack also with "
+                   "its crypto library's hardware acceleration off, verified by the speed drop")
 
 
 def plan_from(args) -> StoragePlan:
@@ -44,7 +46,7 @@ def plan_from(args) -> StoragePlan:
         raise UserError(f"--size {args.size} is too small: at least 64M")
     medium = parse_medium(args.medium, destroy=args.destroy_data_on, force=args.force)
     return StoragePlan(stacks=parse_list(args.stacks, "stack"), medium=medium, workloads=workloads,
-                       size=size, fs=args.fs)
+                       size=size, fs=args.fs, accel=tuple(parse_accel(args.accel)))
 
 
 def measure(args, sink, plan: StoragePlan | None = None):

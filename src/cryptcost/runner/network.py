@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from cryptcost import proc, stats
 from cryptcost.engines import iperf3
@@ -64,19 +64,10 @@ def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
     that says so (never an unverified "off")."""
     def fits(cls) -> str | None:
         return None if link in cls.links else f"runs only on a {' or '.join(cls.links)} link, not --link {link}"
-    resolved, skipped = pairing.resolve(specs, "network", lambda cls, variant: cls(variant), fits=fits)
-    if False in accel:
-        for stack, role in list(resolved):
-            if role != "measured":
-                continue
-            why = stack.accel_switch()
-            if why:
-                skipped.append({"stack": f"{stack.label}/accel-off", "reason": why, "kind": "network",
-                                "accel": "cannot be switched off"})
-                continue
-            twin = type(stack)(stack.variant)
-            twin.accel = False
-            resolved.append((twin, "measured"))
+    def make(cls, variant: str) -> NetworkStack:
+        return cls(variant)
+    resolved, skipped = pairing.resolve(specs, "network", make, fits=fits)
+    pairing.add_accel_twins(resolved, skipped, make, accel)
     return resolved, skipped
 
 
@@ -183,37 +174,10 @@ def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink
                     out.failed.append(f"{inst.label} {op.workload}: {s.error}")
                 continue
             out.results.append(_result(inst, op, s, series, plan, policy.target))
-    out.results = verify_accel(out.results)
+    out.results = pairing.verify_accel(out.results)
     for result in out.results:
         sink.result(result)
     return out
-
-
-def verify_accel(results: list[Result]) -> list[Result]:
-    """An acceleration-off result counts only if it is significantly slower
-    than the same stack and cell with acceleration on (rule 14)."""
-    on = {(r.fields["stack"], r.fields["workload"], r.fields["streams"]): r for r in results
-          if r.fields.get("accel", True)}
-    out = []
-    for r in results:
-        if r.fields.get("accel", True):
-            out.append(r)
-            continue
-        twin = on.get((r.fields["stack"].removesuffix("/accel-off"), r.fields["workload"], r.fields["streams"]))
-        if twin is None or len(twin.samples) < 2 or len(r.samples) < 2:
-            out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
-                               notes=r.notes + ("acceleration off is unverified: no comparable result with it on",)))
-            continue
-        cmp = stats.compare([x.value for x in twin.samples], [x.value for x in r.samples])
-        verified = bool(cmp.significant and cmp.ratio < 1)
-        note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× the speed "
-                f"with it on ({cmp.verdict})" + ("" if verified else "; the switch did not reach this stack's "
-                                                 "crypto, so this is no acceleration-off figure"))
-        out.append(replace(r, metrics={**r.metrics, "accel_verified": verified,
-                                       "accel_speedup": 1 / cmp.ratio if cmp.ratio else None},
-                           notes=r.notes + (note,)))
-    return out
-
 
 
 def _ordered(ops: dict[str, list[wl.NetOp]]) -> list[wl.NetOp]:

@@ -9,9 +9,11 @@ overhead = 1 − stack/baseline, with its interval and significance.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Hashable
 
 from cryptcost import stats
+from cryptcost.model import Result
 from cryptcost.errors import UserError
 from cryptcost.stacks import get, of_kind, parse_spec, unavailable_reason
 from cryptcost.stacks.base import Stack
@@ -104,3 +106,56 @@ def against_baselines(stack: Stack, key: Hashable, values: list[float],
                        overhead_significant=first["significant"])
     metrics["vs"] = vs
     return metrics, notes
+
+
+def add_accel_twins(resolved: list[tuple[Stack, str]], skipped: list[dict], make: Make,
+                    accel: tuple[bool, ...]) -> None:
+    """With acceleration off asked for (``False`` in ``accel``), a twin of each
+    measured stack whose processes run with its crypto library's switch — or,
+    where the library cannot be switched, a skip that says so (never an
+    unverified "off"). In place."""
+    if False not in accel:
+        return
+    for stack, role in list(resolved):
+        if role != "measured":
+            continue
+        why = stack.accel_switch()
+        if why:
+            skipped.append({"stack": f"{stack.label}/accel-off", "reason": why, "kind": stack.kind,
+                            "accel": "cannot be switched off"})
+            continue
+        twin = make(type(stack), stack.variant)
+        twin.accel = False
+        resolved.append((twin, "measured"))
+
+
+def _cell(r: Result) -> tuple:
+    skip = {"stack", "params", "accel", "variant"}
+    return (r.fields["stack"].removesuffix("/accel-off"),) + tuple(
+        sorted((k, str(v)) for k, v in r.fields.items() if k not in skip))
+
+
+def verify_accel(results: list[Result]) -> list[Result]:
+    """An acceleration-off result counts only if it is significantly slower
+    than the same stack and cell with acceleration on (rule 14)."""
+    on = {_cell(r): r for r in results if r.fields.get("accel", True)}
+    out = []
+    for r in results:
+        if r.fields.get("accel", True):
+            out.append(r)
+            continue
+        twin = on.get(_cell(r))
+        if twin is None or len(twin.samples) < 2 or len(r.samples) < 2:
+            out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
+                               notes=r.notes + ("acceleration off is unverified: no comparable result with it on",)))
+            continue
+        cmp = stats.compare([x.value for x in twin.samples], [x.value for x in r.samples])
+        verified = bool(cmp.significant and cmp.ratio < 1)
+        note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× the speed "
+                f"with it on ({cmp.verdict})" + ("" if verified else "; the switch did not reach this stack's "
+                                                 "crypto, so this is no acceleration-off figure"))
+        out.append(replace(r, metrics={**r.metrics, "accel_verified": verified,
+                                       "accel_speedup": 1 / cmp.ratio if cmp.ratio else None},
+                           notes=r.notes + (note,)))
+    return out
+

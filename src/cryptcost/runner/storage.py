@@ -49,6 +49,7 @@ class StoragePlan:
     sizes: wl.Sizes | None = None
     cpus: int | None = None          # restrict fio and the stacks' daemons to this many CPUs (rule 15)
     part: str | None = None          # the run plan's part this belongs to (results are paired within it)
+    accel: tuple[bool, ...] = (True,)   # (True, False): each measured stack also with acceleration off
 
 
 @dataclass
@@ -59,18 +60,25 @@ class StorageOutcome:
     failed: list[str] = field(default_factory=list)      # measured stacks whose setup failed
 
 
-def resolve(specs: list[str], fs: str) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
-    """Storage stack instances to build (measured ones and their baselines)
-    and the stacks skipped because they are unavailable here."""
+def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,)
+            ) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
+    """Storage stack instances to build (measured ones and their baselines,
+    and acceleration-off twins when asked) and the stacks skipped because
+    they are unavailable here."""
     def fits(cls) -> str | None:
         return None if fs in cls.filesystems else f"works only on {', '.join(cls.filesystems)}, not --fs {fs}"
-    return pairing.resolve(specs, "storage", lambda cls, variant: cls(variant, fs), fits=fits)
+
+    def make(cls, variant: str) -> StorageStack:
+        return cls(variant, fs)
+    resolved, skipped = pairing.resolve(specs, "storage", make, fits=fits)
+    pairing.add_accel_twins(resolved, skipped, make, accel)
+    return resolved, skipped
 
 
 def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
     """Everything that can be refused before anything is created or recorded."""
     names = wl.expand(plan.workloads)
-    resolved, skipped = resolve(plan.stacks, plan.fs)
+    resolved, skipped = resolve(plan.stacks, plan.fs, plan.accel)
     if not any(role == "measured" for _, role in resolved):
         raise UserError("no stack to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
     if os.geteuid() != 0:
@@ -177,9 +185,10 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
                     if s.error and f"{inst.label} {op.workload}: {s.error}" not in outcome.failed:
                         outcome.failed.append(f"{inst.label} {op.workload}: {s.error}")
                     continue
-                result = _result(inst, op, s, series, plan, policy.target)
-                sink.result(result)
-                outcome.results.append(result)
+                outcome.results.append(_result(inst, op, s, series, plan, policy.target))
+    outcome.results = pairing.verify_accel(outcome.results)
+    for result in outcome.results:
+        sink.result(result)
     return outcome
 
 
@@ -188,7 +197,7 @@ def _inst(instances: list[Instance], label: str) -> Instance:
 
 
 def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
-    fields = {"stack": inst.label, "params": inst.stack.describe(),
+    fields = {"stack": inst.label, "accel": inst.stack.accel, "params": inst.stack.describe(),
               "medium": plan.medium.describe()["medium"], "fs": inst.stack.fs, "workload": op.workload,
               "op": op.op, "block_bytes": op.block_bytes, "iodepth": op.iodepth, "size": plan.size}
     if plan.part:

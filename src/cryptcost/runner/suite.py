@@ -52,7 +52,8 @@ def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
     medium = parse_medium(s.get("medium", "ram"))
     return [StoragePlan(stacks=list(s.get("stacks", ["all"])), medium=medium,
                         workloads=list(s.get("workloads", ["quick"])), size=size, fs=s.get("fs", "ext4"),
-                        sizes=sizes, cpus=cpus, part=part)
+                        sizes=sizes, cpus=cpus, part=part,
+                        accel=tuple(a == "on" for a in s.get("accel", ["on"])))
             for cpus in (s.get("cpus") or [None])]
 
 
@@ -136,7 +137,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                 total += rounds * sum(j.est_seconds for j in jobs)
         if part.storage:
             for sp in storage_plans(part.storage):
-                resolved, _ = resolve(sp.stacks, sp.fs)
+                resolved, _ = resolve(sp.stacks, sp.fs, sp.accel)
                 steps = wl.steps(wl.expand(sp.workloads), sp.sizes, False)
                 for stack, _ in resolved:
                     plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
@@ -181,10 +182,10 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
     cells = set()
     for part in plan.parts:
         stacks = [s for sp in (storage_plans(part.storage) if part.storage else [])
-                  for s, _ in resolve(sp.stacks, sp.fs)[0]]
+                  for s, _ in resolve(sp.stacks, sp.fs, sp.accel)[0]]
         if part.network:
             np_ = network_plan(part.network)
-            stacks += [s for s, _ in netrun.resolve(np_.stacks, np_.link)[0]]
+            stacks += [s for s, _ in netrun.resolve(np_.stacks, np_.link, np_.accel)[0]]
         for stack in stacks:
             ref = stack.cipher_ref()
             if not ref or not 16 <= ref["unit"] <= 64 << 20:
@@ -194,7 +195,7 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
                 engine = "openssl"                  # the nearest: OpenSSL's implementation
             if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
                 continue
-            cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, True))
+            cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, stack.accel))
             if ref["where"] == "kernel" and soft_kernel_aes and ref["algorithm"].startswith("aes"):
                 cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, False))
     return tuple(sorted(cells))

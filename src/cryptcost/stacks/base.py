@@ -106,7 +106,7 @@ FEATURE_HINTS = {
 ACCEL_SWITCHES: dict[str, dict[str, str]] = {
     "openssl": {"OPENSSL_ia32cap": ACCEL_OFF_MASK},                    # AES-NI, PCLMULQDQ, VAES, AVX…
     "go": {"GODEBUG": "cpu.aes=off,cpu.pclmulqdq=off,cpu.avx2=off,cpu.avx=off,cpu.ssse3=off,cpu.sse41=off"},
-    "gnutls": {"GNUTLS_CPUID_OVERRIDE": "0x1"},                         # GnuTLS and Nettle: generic C code
+    "gnutls": {"GNUTLS_CPUID_OVERRIDE": "0x1", "NETTLE_FAT_OVERRIDE": "none"},   # GnuTLS and Nettle: C code
 }
 
 
@@ -149,17 +149,22 @@ class Stack(ABC):
         return base if self.accel else f"{base}/accel-off"
 
     def accel_switch(self) -> str | None:
-        """Why hardware acceleration cannot be switched off for this stack, or None when it can."""
-        lib = self.crypto_library
-        if lib in ACCEL_SWITCHES:
+        """Why hardware acceleration cannot be switched off for this stack, or None when it can.
+        ``crypto_library`` may name several (``openssl+go``): every one needs a switch."""
+        libs = (self.crypto_library or "").split("+")
+        if all(lib in ACCEL_SWITCHES for lib in libs):
             return None
-        return f"acceleration cannot be switched off for {lib or 'this stack'}'s crypto from userspace"
+        if self.crypto_library == "kernel":
+            return ("acceleration cannot be switched off for the kernel's crypto from userspace (it needs a "
+                    "kernel booted with its AES-NI drivers blacklisted)")
+        return (f"acceleration cannot be switched off for {self.crypto_library or 'this stack'}'s crypto "
+                "from userspace: the library has no switch")
 
     def accel_env(self) -> dict[str, str]:
         """The environment of this instance's processes: acceleration off when ``accel`` is False."""
         if self.accel:
             return {}
-        return dict(ACCEL_SWITCHES[self.crypto_library])
+        return {k: v for lib in self.crypto_library.split("+") for k, v in ACCEL_SWITCHES[lib].items()}
 
     @classmethod
     def needed_tools(cls) -> list[Tool]:

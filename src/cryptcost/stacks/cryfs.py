@@ -21,6 +21,7 @@ from cryptcost.stacks.fs import FuseStack
 class Cryfs(FuseStack):
     name = "cryfs"
     description = "CryFS FUSE filesystem: encrypted fixed-size blocks (hides sizes and structure)"
+    crypto_library = "crypto++"
     tools = (Tool("cryfs", "cryfs", "cryfs", ("cryfs", "--version")),)
     variants = {"aes-256-gcm": {"cipher": "aes-256-gcm"},
                 "xchacha20-poly1305": {"cipher": "xchacha20-poly1305"}}

@@ -13,6 +13,7 @@ from cryptcost.stacks.fs import FuseStack
 class Encfs(FuseStack):
     name = "encfs"
     description = "EncFS FUSE overlay (historical)"
+    crypto_library = "openssl"
     tools = (Tool("encfs", "encfs", "encfs", ("encfs", "--version")),)
     variants = {"standard": {"mode": "--standard", "cipher": "AES-192, 1 KiB blocks"},
                 "paranoia": {"mode": "--paranoia", "cipher": "AES-256, 1 KiB blocks, block MACs"}}

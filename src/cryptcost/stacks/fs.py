@@ -156,8 +156,9 @@ class FuseStack(StorageStack):
         return self.mnt
 
     def env(self) -> dict[str, str]:
+        """The FUSE daemon's environment: a private home, and the crypto library's switch when accel is off."""
         return {"HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config"),
-                "XDG_CACHE_HOME": str(self.home / ".cache")}
+                "XDG_CACHE_HOME": str(self.home / ".cache"), **self.accel_env()}
 
     def init(self, res: Resources) -> None:
         """Create the encrypted directory in ``self.lower`` (nothing by default)."""

@@ -91,6 +91,7 @@ def release_key(data: dict) -> None:
 class Fscrypt(StorageStack):
     name = "fscrypt"
     description = "ext4 native encryption of one directory (v2 policy, raw key)"
+    crypto_library = "kernel"
     layer = "kernel"
     baselines = ("plain",)
     use_case = "per-directory"

@@ -19,6 +19,7 @@ _LEAKS = ("gocryptfs (like every FUSE overlay) leaves file sizes, timestamps, pe
 class Gocryptfs(FuseStack):
     name = "gocryptfs"
     description = "gocryptfs FUSE overlay, 4 KiB authenticated blocks"
+    crypto_library = "openssl+go"      # AES-GCM through OpenSSL, the other modes in Go
     tools = ("gocryptfs",)
     variants = {"aes-gcm": {"cipher": "AES-256-GCM", "flag": None},
                 "xchacha": {"cipher": "XChaCha20-Poly1305", "flag": "-xchacha"},

@@ -66,6 +66,7 @@ def open_mapping(res: Resources, argv_tail: list[str], name: str, via: str = "cr
 class Luks(StorageStack):
     name = "luks"
     description = "dm-crypt via cryptsetup (LUKS2 or plain), in the kernel"
+    crypto_library = "kernel"
     layer = "kernel"
     baselines = ("plain",)
     use_case = "whole-disk"

@@ -55,6 +55,7 @@ def parse_luks_dump(text: str) -> dict:
 class LuksUserspace(QemuExportStack):
     name = "luks-userspace"
     description = "LUKS1 decrypted by qemu-storage-daemon, exported via FUSE + loop + filesystem"
+    crypto_library = "gnutls"         # qemu-storage-daemon links GnuTLS and Nettle
     baselines = ("qemu-raw", "plain")
     use_case = "whole-disk"
     tools = (QSD, QEMU_IMG, "mkfs.ext4")

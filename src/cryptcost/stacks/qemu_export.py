@@ -47,7 +47,8 @@ class QemuExportStack(StorageStack):
                 *fmt_args,
                 "--export", f"type=fuse,id=exp0,node-name=fmt0,mountpoint={export},writable=on"]
         # qemu-storage-daemon outlives its export's unmount: stop it straight away.
-        self.daemon = res.fuse(argv, export, logfile=str(work / "qsd.log"), exits_on_unmount=False)
+        self.daemon = res.fuse(argv, export, logfile=str(work / "qsd.log"), exits_on_unmount=False,
+                               env=self.accel_env() or None)
         loop = res.loop(export, direct_io=False)          # never direct: see module docstring
         mnt = make_fs(res, loop, self.fs)
         self.workdir = mnt / "data"

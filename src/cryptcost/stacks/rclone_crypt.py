@@ -27,6 +27,7 @@ from cryptcost.stacks.fs import FuseStack
 class RcloneCrypt(FuseStack):
     name = "rclone-crypt"
     description = "rclone mount of a crypt remote (NaCl secretbox, XSalsa20-Poly1305, 64 KiB chunks)"
+    crypto_library = "go"
     tools = (Tool("rclone", "rclone", "rclone", ("rclone", "version")),
              Tool("fusermount3", "fusermount3", "fuse3", ("fusermount3", "--version")))
     variants = {"default": {"cipher": "XSalsa20-Poly1305", "vfs_cache_mode": "writes",

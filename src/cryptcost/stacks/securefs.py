@@ -13,6 +13,7 @@ from cryptcost.stacks.fs import FuseStack
 class Securefs(FuseStack):
     name = "securefs"
     description = "securefs FUSE overlay (AES-GCM per 4 KiB block)"
+    crypto_library = "crypto++"
     tools = (Tool("securefs", "securefs", "securefs", ()),)      # prints no version of its own
     variants = {"lite": {"format": 4}, "full": {"format": 2}}
     default_variants = ("lite",)

@@ -27,6 +27,7 @@ def release_zpool(data: dict) -> None:
 class Zfs(StorageStack):
     name = "zfs"
     description = "ZFS dataset with native encryption (compression off)"
+    crypto_library = "kernel"
     layer = "kernel"
     baselines = ("zfs:off",)
     baseline_variants = ("off",)

@@ -4,8 +4,8 @@ A plan has up to five tables; every key is optional::
 
     [run]      label = "nas-2026"                 suite = "quick"   (a base to start from)
     [ciphers]  engines, algorithms, sizes, threads, accel = ["on", "off"], seconds
-    [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2]
-    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds, file_size = "256M"
+    [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2], accel = ["on", "off"]
+    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds, file_size, accel
     [policy]   min_samples, max_samples, ci_target (percent), warmup
     [model]    device_speed = "3GB/s", link = "1GbE"
 
@@ -43,7 +43,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "storage": {"stacks": ("list[str]", None), "medium": ("str", None),
                 "workloads": ("list[str]", tuple(WORKLOADS) + tuple(SETS) + ("seq-quick", "seq-1m")),
                 "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
-                "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None)},
+                "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None),
+                "accel": ("list[str]", ("on", "off"))},
     "network": {"stacks": ("list[str]", None), "link": ("str", ("netns", "loopback")), "mtu": ("int", None),
                 "workloads": ("list[str]", tuple(netwl.WORKLOADS) + tuple(netwl.SETS)), "streams": ("int", None),
                 "seconds": ("int", None), "file_size": ("size", None), "accel": ("list[str]", ("on", "off"))},
