@@ -168,15 +168,10 @@ def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink
             if s is None:
                 continue
             if not s.samples:
-                out.skipped.append({"stack": inst.label, "workload": op.workload, "kind": "network",
-                                    "reason": s.error or "no samples"})
-                if s.error:
-                    out.failed.append(f"{inst.label} {op.workload}: {s.error}")
+                pairing.no_samples(out, inst.label, op.workload, s.error, "network")
                 continue
             out.results.append(_result(inst, op, s, series, plan, policy.target))
-    out.results = pairing.verify_accel(out.results)
-    for result in out.results:
-        sink.result(result)
+    out.results = pairing.store_results(out.results, sink)
     return out
 
 

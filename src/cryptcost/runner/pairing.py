@@ -159,3 +159,18 @@ def verify_accel(results: list[Result]) -> list[Result]:
                            notes=r.notes + (note,)))
     return out
 
+
+def no_samples(outcome, label: str, workload: str, error: str | None, kind: str) -> None:
+    """A series that ended with no sample: skipped, and failed with its error."""
+    outcome.skipped.append({"stack": label, "workload": workload, "kind": kind, "reason": error or "no samples"})
+    if error and f"{label} {workload}: {error}" not in outcome.failed:
+        outcome.failed.append(f"{label} {workload}: {error}")
+
+
+def store_results(results: list[Result], sink) -> list[Result]:
+    """The results of a run's stacks, acceleration-off twins verified, each handed to the sink."""
+    results = verify_accel(results)
+    for result in results:
+        sink.result(result)
+    return results
+

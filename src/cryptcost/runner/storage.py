@@ -180,15 +180,10 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
                 if s is None:
                     continue
                 if not s.samples:
-                    outcome.skipped.append({"stack": inst.label, "workload": op.workload,
-                                            "reason": s.error or "no samples"})
-                    if s.error and f"{inst.label} {op.workload}: {s.error}" not in outcome.failed:
-                        outcome.failed.append(f"{inst.label} {op.workload}: {s.error}")
+                    pairing.no_samples(outcome, inst.label, op.workload, s.error, "storage")
                     continue
                 outcome.results.append(_result(inst, op, s, series, plan, policy.target))
-    outcome.results = pairing.verify_accel(outcome.results)
-    for result in outcome.results:
-        sink.result(result)
+    outcome.results = pairing.store_results(outcome.results, sink)
     return outcome
 
 

@@ -28,6 +28,8 @@ from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import Part, RunPlan
 
+NEEDS_ROOT = {"storage": "they need root (loop devices, mounts, FUSE)",
+              "network": "they need root (namespaces, tunnels, daemons)"}
 DEFAULT_POLICY = {"min_samples": 3, "max_samples": 10, "ci_target": 3.0, "warmup": 1}
 
 
@@ -83,23 +85,17 @@ def for_this_host(plan: RunPlan) -> RunPlan:
     cannot = list(plan.cannot_run)
     parts = []
     for part in plan.parts:
-        storage = part.storage
-        if storage and os.geteuid() != 0:
-            cannot.append({"part": part.label, "what": "storage stacks",
-                           "reason": "they need root (loop devices, mounts, FUSE)", "install": "run with sudo"})
-            storage = None
-        if storage:
-            keep = _available(storage.get("stacks", ["all"]), "storage", part.label, cannot)
-            storage = {**storage, "stacks": keep} if keep else None
-        network = part.network
-        if network and os.geteuid() != 0:
-            cannot.append({"part": part.label, "what": "network stacks",
-                           "reason": "they need root (namespaces, tunnels, daemons)", "install": "run with sudo"})
-            network = None
-        if network:
-            keep = _available(network.get("stacks", ["all"]), "network", part.label, cannot)
-            network = {**network, "stacks": keep} if keep else None
-        kept = replace(part, storage=storage, network=network)
+        tables = {}
+        for kind, why in NEEDS_ROOT.items():
+            table = getattr(part, kind)
+            if table and os.geteuid() != 0:
+                cannot.append({"part": part.label, "what": f"{kind} stacks", "reason": why, "install": "run with sudo"})
+                table = None
+            if table:
+                keep = _available(table.get("stacks", ["all"]), kind, part.label, cannot)
+                table = {**table, "stacks": keep} if keep else None
+            tables[kind] = table
+        kept = replace(part, **tables)
         if not kept.empty():
             parts.append(kept)
     if not parts:
