@@ -251,3 +251,16 @@ def test_accel_off_counts_only_when_it_is_significantly_slower():
     assert out["tls:x/accel-off"].metrics["accel_speedup"] == pytest.approx(2.5, rel=0.05)
     assert out["ssh:y/accel-off"].metrics["accel_verified"] is False
     assert "NOT verified" in out["ssh:y/accel-off"].notes[-1]
+
+
+def test_accel_findings_name_what_acceleration_is_worth_per_stack():
+    from cryptcost.analysis import accel_findings
+    rows = [{"stack": "gocryptfs:aes-gcm/accel-off", "workload": "seq", "op": "read", "block_bytes": 1 << 20,
+             "accel": False, "accel_verified": True, "accel_speedup": 2.84},
+            {"stack": "rclone-crypt/accel-off", "workload": "seq", "op": "write", "block_bytes": 1 << 20,
+             "accel": False, "accel_verified": False, "accel_speedup": 0.99},
+            {"stack": "plain", "workload": "seq", "op": "read", "block_bytes": 1 << 20}]
+    got = accel_findings(rows)
+    assert got[0].startswith("gocryptfs:aes-gcm seq read 1 MiB: hardware acceleration is worth 2.8×")
+    assert "did not make it slower" in got[1] and len(got) == 2
+

@@ -58,7 +58,7 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
         if r.get("kind") == "network":
             base = net_index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
             a.verdicts[i] = bottleneck.classify_network(r, base, ciphers, host).to_dict()
-    a.findings = findings(storage, ciphers) + network_findings(network)
+    a.findings = findings(storage, ciphers) + network_findings(network) + accel_findings(storage + network)
     a.tuning = tuning(storage)
     if target:
         a.predictions = costmodel.predict(storage, target, target_label or rate(target), a.verdicts)
@@ -157,19 +157,28 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
     return out
 
 
+def accel_findings(results: list[dict]) -> list[str]:
+    """What hardware acceleration is worth to each stack whose twin ran with it off (R3's question)."""
+    out = []
+    for r in results:
+        if r.get("accel") is not False or r.get("accel_verified") is None:
+            continue
+        what = f"{r['stack'].removesuffix('/accel-off')} {r['workload']} {r['op']}"
+        what += f" {size(r['block_bytes'])}" if r.get("block_bytes") else ""
+        if r["accel_verified"] and r.get("accel_speedup"):
+            out.append(f"{what}: hardware acceleration is worth {r['accel_speedup']:.1f}× here")
+        else:
+            out.append(f"{what}: switching acceleration off did not make it slower: the switch does not reach "
+                       "this stack's crypto (or it does not use AES-NI)")
+    return out
+
+
 def network_findings(network: list[dict]) -> list[str]:
     """What the network results show that a Gbit/s figure hides."""
     out = []
     if network and any(r.get("shared_cpus") for r in network):
         out.append("both ends of every network link ran on this host's CPUs: Gbit/s here is not what two "
                    "hosts would see; CPU-seconds per GB at each end is the figure that carries over")
-    for r in network:
-        if r.get("accel") is False and r.get("accel_verified") is not None:
-            speedup = r.get("accel_speedup")
-            out.append(f"{r['stack'].removesuffix('/accel-off')} {r['workload']}: hardware acceleration is worth "
-                       f"{speedup:.1f}× here" if r["accel_verified"] and speedup else
-                       f"{r['stack']} {r['workload']}: switching acceleration off ({', '.join(r.get('accel_env') or [])})"
-                       " did not make it slower: the switch does not reach this stack's crypto")
         canary = (r.get("wire") or {}).get("canary") or {}
         if facts(r).get("role") == "baseline" and canary.get("verdict") == "encrypted":
             out.append(f"the wire check saw no plaintext on the baseline {r['stack']}: it cannot be trusted "
