@@ -264,3 +264,14 @@ def test_accel_findings_name_what_acceleration_is_worth_per_stack():
     assert got[0].startswith("gocryptfs:aes-gcm seq read 1 MiB: hardware acceleration is worth 2.8×")
     assert "did not make it slower" in got[1] and len(got) == 2
 
+
+def test_network_findings_say_cpus_are_shared_and_distrust_a_silent_wire_check():
+    from cryptcost.analysis import network_findings
+    base = {**_net("tcp", 3e9, role="baseline"), "shared_cpus": True,
+            "wire": {"canary": {"verdict": "encrypted"}}}
+    tunnel = {**_net("wireguard", 50e6), "shared_cpus": True, "wire": {"canary": {"verdict": "encrypted"}}}
+    got = network_findings([base, tunnel])
+    assert "ran on this host's CPUs" in got[0]
+    assert len(got) == 2 and "no plaintext on the baseline tcp" in got[1]
+    assert network_findings([]) == []
+

@@ -179,6 +179,7 @@ def network_findings(network: list[dict]) -> list[str]:
     if network and any(r.get("shared_cpus") for r in network):
         out.append("both ends of every network link ran on this host's CPUs: Gbit/s here is not what two "
                    "hosts would see; CPU-seconds per GB at each end is the figure that carries over")
+    for r in network:
         canary = (r.get("wire") or {}).get("canary") or {}
         if facts(r).get("role") == "baseline" and canary.get("verdict") == "encrypted":
             out.append(f"the wire check saw no plaintext on the baseline {r['stack']}: it cannot be trusted "
