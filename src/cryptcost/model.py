@@ -65,6 +65,13 @@ class Sample:
         return cls(d["value"], d["seconds"], d.get("bytes_moved"), cpu, d.get("metrics") or {})
 
 
+def metric_median(samples: "list[Sample] | tuple[Sample, ...]", name: str) -> float | None:
+    """The median of a per-sample metric over the samples that carry it (None when none does)."""
+    import statistics
+    values = [s.metrics[name] for s in samples if isinstance(s.metrics.get(name), (int, float))]
+    return statistics.median(values) if values else None
+
+
 @dataclass(frozen=True)
 class Result:
     """A series summarised.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -269,7 +268,3 @@ def _copy(src: Path, dst: Path) -> None:
         for block in iter(lambda: fi.read(CHUNK), b""):
             fo.write(block)
 
-
-def median(samples: list[Sample], name: str):
-    values = [s.metrics[name] for s in samples if isinstance(s.metrics.get(name), (int, float))]
-    return statistics.median(values) if values else None

@@ -24,9 +24,9 @@ from cryptcost.engines import iperf3
 from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
-from cryptcost.model import Job, Result
+from cryptcost.model import Job, Result, metric_median as median
 from cryptcost.runner import pairing
-from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner, median
+from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
 from cryptcost.runner.scheduler import Progress, Series, schedule
 from cryptcost.runner.sink import Sink
 from cryptcost.stacks.net import NetworkStack

@@ -25,7 +25,7 @@ from cryptcost import proc, stats
 from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
-from cryptcost.model import Job, Result, Sample
+from cryptcost.model import Job, Result, Sample, metric_median as median
 from cryptcost.runner import pairing
 from cryptcost.runner.integrity import check_pattern
 from cryptcost.runner.scheduler import Progress, Series, schedule
@@ -203,11 +203,6 @@ def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
     return fields
 
 
-def _median_metric(samples: list[Sample], name: str):
-    values = [s.metrics.get(name) for s in samples if isinstance(s.metrics.get(name), (int, float))]
-    return statistics.median(values) if values else None
-
-
 def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample]) -> str:
     """The most likely source of a result's spread, from what is known of it."""
     short = next((x.metrics["short_because"] for x in samples if x.metrics.get("short_because")), None)
@@ -231,12 +226,12 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     stack = inst.stack
     metrics = {
         "unit": op.unit, "role": stack.variant_role(),
-        "iops": _median_metric(samples, "iops"),
-        "lat_p50_us": _median_metric(samples, "lat_p50_us"),
-        "lat_p99_us": _median_metric(samples, "lat_p99_us"),
-        "cpu_s_per_gib": _median_metric(samples, "cpu_s_per_gib"),
-        "cpu_us_per_op": _median_metric(samples, "cpu_us_per_op"),
-        "files_per_s": _median_metric(samples, "files_per_s"),
+        "iops": median(samples, "iops"),
+        "lat_p50_us": median(samples, "lat_p50_us"),
+        "lat_p99_us": median(samples, "lat_p99_us"),
+        "cpu_s_per_gib": median(samples, "cpu_s_per_gib"),
+        "cpu_us_per_op": median(samples, "cpu_us_per_op"),
+        "files_per_s": median(samples, "files_per_s"),
         "cpu": cpu_mean,
         "bytes_moved": samples[-1].bytes_moved,
         "cache_mode": samples[-1].metrics.get("cache_mode"),
