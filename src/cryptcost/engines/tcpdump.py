@@ -26,11 +26,13 @@ class Packet:
     payload: bytes = b""          # what follows the transport header, as far as captured
 
 
-def argv(iface: str, path: str | Path, count: int = COUNT, snaplen: int = SNAPLEN) -> list[str]:
+def argv(iface: str, path: str | Path, count: int = COUNT, snaplen: int = SNAPLEN,
+         direction: str | None = None) -> list[str]:
     """Capture ``count`` packets of ``iface`` into ``path``, then exit.
-    ``-Z root`` keeps the file ours; ``-U`` writes each packet at once."""
+    ``-Z root`` keeps the file ours; ``-U`` writes each packet at once;
+    ``direction`` (in, out) keeps only the packets going that way."""
     return ["tcpdump", "-i", iface, "-n", "--immediate-mode", "-c", str(count), "-s", str(snaplen), "-U", "-Z", "root",
-            "-w", str(path)]
+            *(["-Q", direction] if direction else []), "-w", str(path)]
 
 
 def read_pcap(path: str | Path) -> list[Packet]:

@@ -1,8 +1,11 @@
 """The wire check: a few hundred packets captured on the link during a
 measurement, and what they show.
 
-Every network sample captures :data:`~cryptcost.engines.tcpdump.COUNT`
-packets at end ``b``'s interface. For an encryption stack they must show
+Every network sample captures up to :data:`~cryptcost.engines.tcpdump.COUNT`
+packets leaving each end's interface: what one end sends is what is on the
+wire. (Not what arrives: a kernel that decrypts ESP in tunnel mode hands
+the decrypted packet to the interface's taps a second time, as incoming
+traffic, and that copy never crossed the wire.) For an encryption stack they must show
 no plaintext — no packet the stack's :meth:`leak` rule flags (by default:
 a packet to or from the service's own port) — and their payload must
 have a ciphertext's entropy. Before its first sample each stack also
@@ -73,25 +76,33 @@ def judge(packets: list[Packet], leak, service: int, *, canary: bool = False) ->
 
 
 class Capture:
-    """tcpdump at one end of a link for the duration of a ``with`` block."""
+    """tcpdump of the packets each end sends, for the duration of a ``with``
+    block: one capture per end, or one where both ends are the same
+    interface (loopback)."""
 
-    def __init__(self, res: Resources, link: Link, workdir: Path, end: str = "b"):
-        self.res, self.link, self.end = res, link, end
-        self.path = workdir / "wire.pcap"
-        self.log = workdir / "tcpdump.log"
+    def __init__(self, res: Resources, link: Link, workdir: Path):
+        self.res, self.link = res, link
+        ends = ["a", "b"]
+        if link.argv("a", ["x"]) == link.argv("b", ["x"]) and link.iface("a") == link.iface("b"):
+            ends = ["a"]
+        self.ends = {end: (workdir / f"wire-{end}.pcap", workdir / f"tcpdump-{end}.log") for end in ends}
+        self.daemons = []
 
     def __enter__(self) -> "Capture":
-        self.path.unlink(missing_ok=True)
-        self.log.write_text("")
-        argv = tcpdump.argv(self.link.iface(self.end), self.path)
-        self.daemon = self.res.daemon(self.link.argv(self.end, argv), logfile=str(self.log))
-        proc.wait_for(lambda: "listening on" in self.log.read_text(errors="replace"), timeout=15,
-                      daemon=self.daemon, what="tcpdump listening")
+        for end, (path, log) in self.ends.items():
+            path.unlink(missing_ok=True)
+            log.write_text("")
+            argv = tcpdump.argv(self.link.iface(end), path, direction="out")
+            daemon = self.res.daemon(self.link.argv(end, argv), logfile=str(log))
+            self.daemons.append(daemon)
+            proc.wait_for(lambda log=log: "listening on" in log.read_text(errors="replace"), timeout=15,
+                          daemon=daemon, what="tcpdump listening")
         return self
 
     def __exit__(self, *exc) -> None:
         time.sleep(0.05)                # the last packets reach tcpdump's socket
-        self.res.stop(self.daemon, timeout=5)
+        for daemon in reversed(self.daemons):
+            self.res.stop(daemon, timeout=5)
 
     def packets(self) -> list[Packet]:
-        return tcpdump.read_pcap(self.path) if self.path.exists() else []
+        return [p for path, _ in self.ends.values() if path.exists() for p in tcpdump.read_pcap(path)]
