@@ -6,10 +6,12 @@ variant forcing the kernel's software AES via a ``capi:`` spec (rule 14).
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
 from cryptcost import proc
+from cryptcost.errors import CryptcostError
 from cryptcost.media import Backing
 from cryptcost.lifecycle.release import releaser
 from cryptcost.lifecycle.resources import Resources
@@ -58,9 +60,14 @@ def release_dm(data: dict) -> None:
 
 
 def open_mapping(res: Resources, argv_tail: list[str], name: str, via: str = "cryptsetup") -> str:
-    """Journal, then create, a device-mapper mapping; return its device path."""
+    """Journal, then create, a device-mapper mapping; return its device path.
+    Where no udev runs (a container, ``cryptcost vm``'s guest), dmsetup makes
+    no /dev/mapper node by itself: ``dmsetup mknodes`` does."""
     res.track("dm", lambda e: proc.run([via] + argv_tail, timeout=120), name=name)
-    return f"/dev/mapper/{name}"
+    device = f"/dev/mapper/{name}"
+    if not Path(device).exists():
+        proc.run(["dmsetup", "mknodes", name], timeout=60)
+    return device
 
 
 class Luks(StorageStack):
@@ -70,7 +77,7 @@ class Luks(StorageStack):
     layer = "kernel"
     baselines = ("plain",)
     use_case = "whole-disk"
-    tools = ("cryptsetup", "mkfs.ext4")
+    tools = ("cryptsetup", DMSETUP, "mkfs.ext4")
     features = ("dm-crypt",)
     honours_direct = True
     variants = VARIANTS
@@ -86,6 +93,37 @@ class Luks(StorageStack):
             return ref(f"aes-{bits}-{spec.split('-')[1]}", "kernel", self.params["sector_size"])
         return None
 
+    def read_back(self, device: str, name: str) -> dict:
+        """What the kernel and the header really hold — cipher, key size,
+        sector size, perf flags — from ``cryptsetup status`` (and, for
+        LUKS2, ``luksDump``); a mismatch with the variant fails the setup."""
+        p = self.params
+        status = proc.run(["cryptsetup", "status", name], timeout=30).stdout
+        got = {k.strip(): v.strip() for k, v in
+               (line.split(":", 1) for line in status.splitlines() if ":" in line)}
+        seen = {"cipher": got.get("cipher"), "key_size": int(got.get("keysize", "0").split()[0] or 0),
+                "sector_size": int(got.get("sector size", "512").split()[0]),
+                "flags": sorted(got.get("flags", "").split()), "from": "cryptsetup status"}
+        if p["type"] == "luks2":
+            dump = proc.run(["cryptsetup", "luksDump", device], timeout=30).stdout
+            version = re.search(r"^Version:\s*(\d+)", dump, re.M)
+            header_cipher = re.search(r"^\s*cipher:\s*(\S+)", dump, re.M)
+            seen["header"] = {"version": int(version.group(1)) if version else None,
+                              "cipher": header_cipher.group(1) if header_cipher else None}
+            seen["from"] += ", cryptsetup luksDump"
+            if seen["header"]["version"] != 2 or seen["header"]["cipher"] != p["cipher"]:
+                raise CryptcostError(f"{self.label}: the LUKS header holds {seen['header']}, "
+                                     f"not LUKS2 with {p['cipher']}")
+        want_flags = sorted(f.removeprefix("--perf-") for f in p["perf"])
+        expect = {"cipher": p["cipher"], "key_size": p["key_size"], "sector_size": p["sector_size"]}
+        wrong = {k: (seen[k], v) for k, v in expect.items() if seen[k] != v}
+        if not set(want_flags) <= set(seen["flags"]):
+            wrong["flags"] = (seen["flags"], want_flags)
+        if wrong:
+            raise CryptcostError(f"{self.label}: the mapping is not what was asked for: "
+                                 + ", ".join(f"{k} {a} instead of {b}" for k, (a, b) in wrong.items()))
+        return seen
+
     def setup(self, res: Resources, backing: Backing) -> Path:
         p = self.params
         keyfile, _ = res.keyfile(p["key_size"] // 8 if p["type"] == "plain" else 64)
@@ -100,6 +138,7 @@ class Luks(StorageStack):
             tail = ["open", "--type", "plain", *common, "--sector-size", str(p["sector_size"]),
                     *p["perf"], backing.device, name]
         device = open_mapping(res, tail, name)
+        self.params["verified"] = self.read_back(backing.device, name)
         mnt = make_fs(res, device, self.fs)
         self.workdir = mnt / "data"
         self.workdir.mkdir()
