@@ -18,9 +18,9 @@ from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.journal import Journal, journals
 from cryptcost.lifecycle.resources import Terminated
 
-from cryptcost.cli import ciphers, cleanup, compare, importing, listing, network, probe, report, run, storage
+from cryptcost.cli import ciphers, cleanup, compare, importing, listing, network, probe, report, run, storage, vm
 
-COMMANDS = [probe, ciphers, storage, network, run, listing, report, compare, importing, cleanup]
+COMMANDS = [probe, ciphers, storage, network, run, vm, listing, report, compare, importing, cleanup]
 
 
 class Parser(argparse.ArgumentParser):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from cryptcost.cli.common import open_store, out, print_json
+from cryptcost.errors import UserError
 from cryptcost.report.compare import compare_runs, environment_diff
 from cryptcost.units import rate
 
@@ -20,6 +21,10 @@ def add_parser(sub, common) -> None:
 def run(args) -> int:
     store = open_store(args, create=False)
     a, b = store.run(args.run_a), store.run(args.run_b)
+    if bool(a.host.get("emulated")) != bool(b.host.get("emulated")):
+        emu, real = (a, b) if a.host.get("emulated") else (b, a)
+        raise UserError(f"run {emu.id} was measured in an emulated guest (cryptcost vm) and run {real.id} "
+                        "on real hardware: their speeds cannot be compared")
     rows = compare_runs(store.results(a.id), store.results(b.id))
     env = environment_diff(a.host, b.host)
     if args.json:

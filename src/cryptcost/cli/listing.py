@@ -25,6 +25,7 @@ def list_runs(args) -> int:
     if args.json:
         print_json([{"id": r.id, "started": r.started, "finished": r.finished, "command": r.command,
                      "status": r.status, "host": r.host.get("hostname"),
+                     "emulated": bool(r.host.get("emulated")),
                      "results": store.counts(r.id)[0]} for r in runs])
         return 0
     table = Table(title=f"Runs in {store.path}", title_justify="left")
@@ -32,8 +33,8 @@ def list_runs(args) -> int:
         table.add_column(col)
     for r in runs:
         n_res, n_smp = store.counts(r.id)
-        table.add_row(str(r.id), r.started, r.command, r.status, r.host.get("hostname", "?"),
-                      str(n_res), str(n_smp))
+        table.add_row(str(r.id), r.started, r.command, r.status, r.host.get("hostname", "?")
+                      + (" (emulated)" if r.host.get("emulated") else ""), str(n_res), str(n_smp))
     out.print(table)
     return 0
 
@@ -51,6 +52,8 @@ def show_run(args) -> int:
     from cryptcost.report.terminal import result_tables
     out.print(f"run {run.id}: {run.command}, {run.status}, started {run.started} "
               f"on {run.host.get('hostname', '?')} ({run.host.get('cpu', {}).get('model', '?')})")
+    if run.host.get("emulated"):
+        out.print(f"emulated: {run.host['emulated'].get('why', '')}")
     for table in result_tables(results):
         out.print(table)
     if not results:

@@ -7,6 +7,7 @@ and their environment differences named.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
@@ -35,6 +36,9 @@ def probe(extra_tools: tuple = ()) -> dict:
         "features": kernel.features(),
         "tools": tools.versions(extra_tools),
     }
+    emulated = os.environ.get("CRYPTCOST_EMULATED")        # set by ``cryptcost vm`` in its guest
+    if emulated:
+        info["emulated"] = json.loads(emulated)
     info["notes"] = notes(info)
     return info
 
@@ -61,6 +65,8 @@ def notes(info: dict) -> list[str]:
     if gov is None:
         out.append("CPU frequency scaling is not visible (virtual machine?): the clock is "
                    "unknown to cryptcost, so cycles/byte use the nominal MHz")
+    if info.get("emulated"):
+        out.append(info["emulated"]["why"])
     if not info["root"]:
         out.append("not running as root: storage and network stacks need root (sudo cryptcost …)")
     return out

@@ -57,7 +57,18 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
                           "why": s.get("reason", ""), "install": s.get("install") or ""} for s in skipped],
         "environment": _environment(run.host),
         "notes": run.host.get("notes", []),
+        "emulated": emulated_why(run.host),
     }
+
+
+def emulated_why(host: dict) -> str | None:
+    """Why a run's speeds are not real hardware's (``cryptcost vm``), or None."""
+    emulated = host.get("emulated")
+    if not emulated:
+        return None
+    return (f"Emulated: {emulated.get('why', 'measured in a virtual machine')} "
+            f"(kernel {emulated.get('kernel', '?')}, {emulated.get('cpus', '?')} virtual CPUs). "
+            "Read it for what works and how stacks relate within this run.")
 
 
 def storage_row(r: dict, verdict: dict | None = None, cpb: float | None = None) -> dict:

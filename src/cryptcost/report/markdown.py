@@ -17,6 +17,8 @@ def render(doc: dict) -> str:
              f"{doc['run']['command']} ({doc['run']['suite'] or 'custom'}), {doc['run']['status']}, "
              f"started {doc['run']['started']} on {h['hostname']}: {h['cpu']}, {h['cores']} cores, "
              f"kernel {h['kernel']}.", ""]
+    if doc.get("emulated"):
+        lines += [f"> **{doc['emulated']}**", ""]
     lines += ["## Recommendation", ""]
     for rec in doc["recommendations"]:
         lines += [f"**{rec['title']}.** {rec['text']}", ""]

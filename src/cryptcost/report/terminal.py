@@ -131,7 +131,7 @@ def network_table(results: list[dict], title: str = "Network stacks against thei
 def summary_tables(doc: dict) -> list:
     """The terminal summary of a run: ranking, recommendation, findings, bottlenecks."""
     from rich.panel import Panel
-    out = []
+    out = [f"[bold]{doc['emulated']}[/bold]"] if doc.get("emulated") else []
     if doc["ranking"]:
         t = Table(title="Ranking: 1 MiB sequential throughput relative to plain", title_justify="left")
         t.add_column("#", justify="right")

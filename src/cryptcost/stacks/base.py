@@ -101,6 +101,9 @@ FEATURE_HINTS = {
     "nfs": ("the kernel has no NFS", "a kernel with CONFIG_NFS_FS and CONFIG_NFSD"),
 }
 
+# What Debian's stock kernel has, so that ``cryptcost vm`` can run it (emulated).
+IN_STOCK_KERNEL = frozenset({"dm-crypt", "device-mapper", "af_alg", "ecryptfs", "wireguard", "esp", "xfrm",
+                             "nfs", "fscrypt", "fuse", "loop", "netns", "veth", "tun"})
 
 # How each library's hardware acceleration is switched off from the environment (rule 14).
 ACCEL_SWITCHES: dict[str, dict[str, str]] = {
@@ -179,7 +182,11 @@ class Stack(ABC):
         present = kernel.features()
         for feat in cls.features:
             if not present.get(feat, {}).get("present"):
-                raise Unavailable(*FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None)))
+                why, how = FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None))
+                if feat in IN_STOCK_KERNEL:
+                    how = (f"{how}; or emulated, under Debian's stock kernel in a qemu guest: "
+                           f"cryptcost vm -- {cls.kind} --stacks {cls.name}")
+                raise Unavailable(why, how)
 
     def variant_role(self) -> str:
         """``baseline`` for a plaintext reference (the class or this variant)."""

@@ -1,0 +1,103 @@
+"""``cryptcost vm [options] -- COMMAND …``: run ``cryptcost COMMAND …`` under
+Debian's stock kernel in a qemu guest, for the stacks this host's kernel
+lacks (dm-crypt, AF_ALG, kernel ESP, kernel WireGuard).
+
+The guest command's stdout, stderr and exit code come back unchanged;
+what it measured is imported into this host's store as runs marked
+``emulated``, which are never ranked against or compared with runs on
+real hardware.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cryptcost.cli.common import open_store, parse_list
+from cryptcost.errors import UserError
+from cryptcost.lifecycle.resources import Resources, install_signal_handlers
+from cryptcost.report.export import run_dict
+from cryptcost.runner.vm import VmOptions, run_guest
+from cryptcost.store.db import Store
+
+HELP_TAIL = ("The numbers are emulated: under TCG the guest's CPU is software, so its speeds say "
+             "what works and roughly how stacks relate, never what real hardware does.")
+
+
+def add_parser(sub, common) -> None:
+    p = sub.add_parser("vm", parents=[common], help="run a cryptcost command under Debian's stock kernel "
+                       "in a qemu guest (emulated numbers)", epilog=HELP_TAIL)
+    p.add_argument("--timeout", type=float, default=1800, metavar="S",
+                   help="kill the guest after S seconds (default 1800)")
+    p.add_argument("--memory", type=int, default=2048, metavar="MIB", help="guest memory (default 2048)")
+    p.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+                   help="guest CPUs (default 2, at most this host's)")
+    p.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
+                   help="tcg (software, the default: works everywhere) or kvm")
+    p.add_argument("--kernel", metavar="VERSION", help="a kernel under /boot (default: the newest "
+                   "with modules installed)")
+    p.add_argument("--blacklist", metavar="MODULES", help="kernel modules the guest must not load, "
+                   "e.g. aesni_intel (acceleration off for the kernel's ciphers)")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND …")
+    p.set_defaults(func=run)
+
+
+def guest_argv(argv: list[str]) -> list[str]:
+    """The command for the guest, checked here so that bad input costs no boot."""
+    from cryptcost.cli import build_parser               # the same parser the guest will use
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        raise UserError("cryptcost vm needs a command after --, e.g. "
+                        "'cryptcost vm -- storage --stacks luks,dm-null'")
+    if any(a == "--db" or a.startswith("--db=") for a in argv):
+        raise UserError("the guest keeps its own store; give --db before 'vm' to choose where "
+                        "its results are imported")
+    if not any(a in ("-h", "--help", "--version") for a in argv):
+        inner = build_parser().parse_args(argv)
+        if inner.command == "vm":
+            raise UserError("cryptcost vm cannot run inside itself")
+        if inner.command in ("cleanup", "import"):
+            raise UserError(f"'{inner.command}' has no meaning inside the guest")
+    return argv
+
+
+def run(args) -> int:
+    argv = guest_argv(args.argv)
+    opts = VmOptions(timeout=args.timeout, memory_mib=args.memory, cpus=args.cpus, accel=args.accel,
+                     kernel=args.kernel,
+                     blacklist=tuple(parse_list(args.blacklist, "module")) if args.blacklist else ())
+    opts.validate()
+    if os.geteuid() != 0:
+        raise UserError("cryptcost vm needs root: the guest reads this host's root filesystem as root")
+    store = open_store(args)
+    install_signal_handlers()
+    with Resources() as res:
+        outcome = run_guest(res, argv, opts, Path(store.path).parent / "vm-logs")
+    imported = import_guest_runs(store, outcome.store, outcome.emulated)
+    print(f"vm: kernel {outcome.kernel.version} ({opts.accel}), {outcome.seconds:.0f} s, exit code "
+              f"{outcome.returncode}; console log {outcome.console}"
+              + (f"; imported as emulated run(s) {', '.join(map(str, imported))}" if imported else ""),
+              file=sys.stderr)
+    return outcome.returncode
+
+
+def import_guest_runs(store: Store, guest_store: Path | None, emulated: dict) -> list[int]:
+    """Copy every run of the guest's store into ``store``, marked emulated."""
+    if guest_store is None:
+        return []
+    guest = Store.open(guest_store, create=False)
+    ids = []
+    try:
+        for run in guest.runs():
+            data = run_dict(run, guest.results(run.id))
+            data["host"] = {**data["host"], "emulated": emulated}
+            data["run"]["extra"] = {**data["run"]["extra"], "emulated": emulated}
+            ids.append(store.import_run(data))
+    finally:
+        guest.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{guest_store}{suffix}").unlink(missing_ok=True)
+    return ids

@@ -1,0 +1,215 @@
+"""A cryptcost command run under Debian's stock kernel, in a qemu guest.
+
+The host's kernel may lack what users' servers have (dm-crypt, AF_ALG,
+ESP, the WireGuard module). The guest boots ``linux-image-amd64``'s kernel
+with a busybox initramfs built here (:mod:`cryptcost.runner.vmimage`),
+sees the host's root filesystem read-only over virtio-9p with a writable
+overlay on a scratch disk, and runs ``cryptcost COMMAND …`` as root.
+
+What comes back, through a second (writable) 9p share:
+- the command's stdout and stderr, relayed as they grow;
+- its exit code;
+- its result store, whose runs the caller imports marked ``emulated``.
+
+The console log is kept next to the host's store whatever happens; a
+guest that fails to boot, or hangs past its timeout, is killed and named
+in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.errors import CryptcostError, UserError
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.runner.vmimage import GuestKernel, build_initrd, find_kernel
+
+GUEST_DB = "/var/lib/cryptcost-guest/results.db"
+XCHG = "/cc-xchg"                     # the writable share, inside the guest
+
+
+@dataclass
+class VmOptions:
+    timeout: float = 1800
+    memory_mib: int = 2048
+    cpus: int = 2
+    accel: str = "tcg"
+    kernel: str | None = None                        # a version under /boot; the newest by default
+    blacklist: tuple[str, ...] = ()                   # kernel modules the guest must not load
+    scratch_gib: int = 8
+
+    def validate(self) -> None:
+        if self.accel not in ("tcg", "kvm"):
+            raise UserError(f"--accel must be tcg or kvm, not {self.accel!r}")
+        if self.accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
+            raise UserError("--accel kvm needs a usable /dev/kvm (use --accel tcg)")
+        if not 1 <= self.cpus <= 64:
+            raise UserError(f"--cpus must be between 1 and 64, not {self.cpus}")
+        if not 256 <= self.memory_mib <= 1 << 20:
+            raise UserError(f"--memory must be at least 256 MiB, not {self.memory_mib}")
+        if self.timeout <= 0:
+            raise UserError("--timeout must be positive")
+        for name in self.blacklist:
+            if not re.fullmatch(r"[\w-]+", name):
+                raise UserError(f"--blacklist takes kernel module names, not {name!r}")
+
+
+@dataclass
+class GuestOutcome:
+    returncode: int
+    kernel: GuestKernel
+    console: Path                                    # the kept log
+    store: Path | None                               # the guest's result store, copied out
+    seconds: float
+    emulated: dict = field(default_factory=dict)
+
+
+def emulation(opts: VmOptions, kernel: GuestKernel) -> dict:
+    """What every result measured in the guest carries: how it was emulated."""
+    return {"emulator": "qemu-system-x86_64", "accel": opts.accel, "kernel": kernel.version,
+            "cpus": opts.cpus, "memory_mib": opts.memory_mib, "blacklist": list(opts.blacklist),
+            "why": ("measured in a qemu guest" + (" under TCG (software CPU emulation)"
+                    if opts.accel == "tcg" else " under KVM") + ": its speeds are not those of "
+                    "real hardware and are never ranked against, or compared with, them")}
+
+
+def guest_script(argv: list[str], cwd: str, emulated: dict) -> str:
+    """The guest's PID 1 after switch_root: private /run, modules, the command, its store."""
+    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "cryptcost", "--db", GUEST_DB, *argv])
+    return f"""#!/bin/sh
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 TERM=dumb COLUMNS=120
+export CRYPTCOST_EMULATED={shlex.quote(json.dumps(emulated))}
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
+hostname cc-guest
+ip link set lo up
+for m in loop dm_mod fuse tun; do modprobe -q $m; done
+mkdir -p {os.path.dirname(GUEST_DB)}
+echo "cc-guest: running" > /dev/console
+cd {shlex.quote(cwd)} 2>/dev/null || cd /
+{cmd} > {XCHG}/stdout 2> {XCHG}/stderr
+echo $? > {XCHG}/rc.tmp
+for f in {GUEST_DB} {GUEST_DB}-wal {GUEST_DB}-shm; do [ -e "$f" ] && cp "$f" {XCHG}/; done
+mv {XCHG}/rc.tmp {XCHG}/rc
+sync
+echo "cc-guest: done" > /dev/console
+echo o > /proc/sysrq-trigger
+sleep 60
+"""
+
+
+def qemu_argv(opts: VmOptions, kernel: GuestKernel, initrd: Path, scratch: Path, xchg: Path,
+              console: Path) -> list[str]:
+    append = ["console=ttyS0", "quiet", "panic=-1", "rdinit=/init"]
+    if opts.blacklist:
+        append.append("modprobe.blacklist=" + ",".join(opts.blacklist))
+    return ["qemu-system-x86_64", "-accel", opts.accel, "-cpu", "max" if opts.accel == "tcg" else "host",
+            "-m", str(opts.memory_mib), "-smp", str(opts.cpus), "-display", "none", "-nodefaults",
+            "-no-reboot", "-serial", f"file:{console}", "-kernel", str(kernel.image), "-initrd", str(initrd),
+            "-append", " ".join(append),
+            "-drive", f"file={scratch},format=raw,if=virtio,cache=unsafe",
+            "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+            "-virtfs", f"local,path={xchg},mount_tag=xchg,security_model=none"]
+
+
+class _Relay:
+    """Copies what a guest file gained since the last look to a host stream."""
+
+    def __init__(self, path: Path, stream):
+        self.path, self.stream, self.offset = path, stream, 0
+
+    def pump(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return
+        if data:
+            self.offset += len(data)
+            self.stream.write(data)
+            self.stream.flush()
+
+
+def failure_cause(console: str) -> str:
+    """The first line of a guest's console that names why it failed."""
+    for pattern in (r"cc-init: FAILED[^\n]*", r"Kernel panic[^\n]*", r"qemu-system-x86_64: [^\n]*",
+                    r"BUG: [^\n]*"):
+        m = re.search(pattern, console)
+        if m:
+            return m.group(0).strip()
+    return "the guest stopped without reporting an exit code"
+
+
+def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
+              stdout=None, stderr=None) -> GuestOutcome:
+    """Boot the guest, run ``cryptcost ARGV`` in it, relay its output, and
+    return its exit code and result store. Raise :class:`CryptcostError`
+    (console log kept) when it does not boot, or does not finish in time."""
+    opts.validate()
+    kernel = find_kernel(opts.kernel)
+    proc.require("qemu-system-x86_64", "qemu-system-x86")
+    initrd = build_initrd(kernel)
+    work = res.tmpdir("cryptcost-vm-")
+    xchg = work / "xchg"
+    xchg.mkdir()
+    scratch = work / "scratch.img"
+    with open(scratch, "wb") as fh:
+        fh.truncate(opts.scratch_gib << 30)
+    proc.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1", str(scratch)], timeout=120)
+    emulated = emulation(opts, kernel)
+    (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))
+    console = work / "console.log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    kept = log_dir / f"vm-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    relays = [_Relay(xchg / "stdout", stdout or sys.stdout.buffer),
+              _Relay(xchg / "stderr", stderr or sys.stderr.buffer)]
+    start = time.monotonic()
+    qemu = res.daemon(qemu_argv(opts, kernel, initrd, scratch, xchg, console), logfile=str(work / "qemu.log"))
+    try:
+        while qemu.alive() and time.monotonic() - start < opts.timeout:
+            for r in relays:
+                r.pump()
+            time.sleep(0.2)
+        timed_out = qemu.alive()
+        res.stop(qemu, timeout=5)
+    finally:
+        for r in relays:
+            r.pump()
+        _keep_log(kept, console, work / "qemu.log")
+    seconds = time.monotonic() - start
+    if timed_out:
+        raise CryptcostError(f"the guest did not finish within {opts.timeout:g} s and was killed "
+                             f"(console log: {kept})")
+    rc = xchg / "rc"
+    if not rc.exists():
+        raise CryptcostError(f"the guest failed: {failure_cause(kept.read_text(errors='replace'))} "
+                             f"(console log: {kept})")
+    store = xchg / os.path.basename(GUEST_DB)
+    keep_store = None
+    if store.exists():
+        keep_store = log_dir / f"{kept.stem}.db"
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(f"{store}{suffix}")
+            if src.exists():
+                os.replace(src, f"{keep_store}{suffix}")
+    return GuestOutcome(int(rc.read_text().strip() or 1), kernel, kept, keep_store, seconds, emulated)
+
+
+def _keep_log(kept: Path, console: Path, qemu_log: Path) -> None:
+    parts = []
+    for path in (console, qemu_log):
+        try:
+            parts.append(path.read_text(errors="replace"))
+        except OSError:
+            pass
+    kept.write_text("\n".join(parts))

@@ -1,0 +1,153 @@
+"""The kernel's own stacks, for real, under Debian's stock kernel in a qemu
+guest (`cryptcost vm`): LUKS2 and dm-null through a full storage
+measurement with the integrity check, the kernel cipher engine, kernel
+ESP and kernel WireGuard — one boot — with the results imported into the
+host's store marked emulated. Plus a guest that hangs, and bad input that
+must cost no boot.
+
+The full matrices (R2's ciphers, every perf flag, R5's proposals, the
+AES-NI driver blacklisted) are marked ``vm_matrix``: CI runs them in a
+second step.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.conftest import skip_or_fail
+from tests.system.conftest import leftovers, need_root
+
+PLAN = """
+[ciphers]
+engines = ["kernel"]
+algorithms = ["aes-256-xts"]
+sizes = [65536]
+seconds = 1
+
+[storage]
+stacks = ["luks:aes-xts-plain64", "dm-null"]
+workloads = ["seq-1m"]
+size = "128M"
+
+[network]
+stacks = ["wireguard", "ipsec:aes128gcm16"]
+workloads = ["send"]
+seconds = 1
+
+[policy]
+min_samples = 2
+max_samples = 2
+warmup = 0
+"""
+
+
+def _vm_ready() -> None:
+    need_root()
+    from cryptcost.runner.vmimage import kernels
+    missing = [t for t in ("qemu-system-x86_64", "cpio", "modprobe") if not shutil.which(t)]
+    if not os.path.exists("/bin/busybox"):
+        missing.append("busybox")
+    if not kernels():
+        missing.append("a kernel under /boot with its modules (linux-image-amd64)")
+    if missing:
+        skip_or_fail("vm", "cryptcost vm cannot run here: missing " + ", ".join(missing))
+
+
+def _by(results: list[dict], kind: str, stack: str | None = None) -> list[dict]:
+    return [r for r in results if r["kind"] == kind and (stack is None or r.get("stack") == stack)]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
+    _vm_ready()
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    before = set(leftovers([]))
+    done = cli("vm", "--timeout", "900", "--", "run", "--plan", str(plan), "--no-report", "--json", timeout=1000)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)                       # the guest's stdout, unchanged: one JSON object
+    assert out["failed"] == [] and out["skipped"] == [], out["skipped"]
+    results = out["results"]
+
+    # LUKS2 through a full measurement: both ops, the data read back identical, the header read back
+    luks = _by(results, "storage", "luks:aes-xts-plain64")
+    assert {r["op"] for r in luks} == {"write", "read"}
+    for r in luks:
+        assert r["params"]["integrity"]["result"] == "identical"
+        seen = r["params"]["verified"]
+        assert seen["header"] == {"version": 2, "cipher": "aes-xts-plain64"}
+        assert seen["cipher"] == "aes-xts-plain64" and seen["key_size"] == 512
+        assert r["params"]["kernel_drivers"]["xts(aes)"]["driver"]
+        assert r["baseline"] == "plain" and r["overhead"] is not None and len(r["values"]) == 2
+    nulls = _by(results, "storage", "dm-null")
+    assert {r["op"] for r in nulls} == {"write", "read"}
+    assert all(r["params"]["integrity"]["result"] == "identical" for r in nulls)
+
+    # the kernel cipher engine (cryptsetup benchmark through AF_ALG) ran in the guest
+    kernel = [r for r in _by(results, "cipher") if r["engine"] == "kernel"]
+    assert kernel and kernel[0]["algorithm"] == "aes-256-xts" and kernel[0]["median_bytes_per_s"] > 0
+
+    # kernel WireGuard and kernel ESP, each checked on the wire
+    wg = _by(results, "network", "wireguard")
+    assert wg and wg[0]["params"]["negotiated"]["implementation"] == "kernel"
+    esp = _by(results, "network", "ipsec:aes128gcm16")
+    assert esp and esp[0]["params"]["negotiated"]["implementation"] == "kernel ESP"
+    assert esp[0]["params"]["negotiated"]["esp"] == "AES_GCM_16-128"
+    for r in wg + esp:
+        assert r["wire"]["verdict"] == "encrypted" and r["wire"]["plaintext_packets"] == 0
+
+    # the guest's progress reached stderr, then the import into the host's store, marked emulated
+    assert "measuring:" in done.stderr and "imported as emulated run(s)" in done.stderr
+    listed = json.loads(cli("list", "--json").stdout)
+    assert len(listed) == 1 and listed[0]["emulated"] and listed[0]["host"] == "cc-guest"
+    report = cli("report", "latest", "--format", "md", "-o", str(tmp_path / "r.md"))
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "r.md").read_text()
+    assert "Emulated: measured in a qemu guest under TCG" in text
+    assert "luks:aes-xts-plain64" in text
+    assert set(leftovers([])) - before == set()
+    assert not list((tmp_path / "state").glob("journal-*"))
+
+
+@pytest.mark.root
+def test_a_guest_that_hangs_is_killed_and_its_log_kept(cli, tmp_path):
+    _vm_ready()
+    before, dirs = set(leftovers([])), set(glob.glob("/tmp/cryptcost-vm-*"))
+    done = cli("vm", "--timeout", "3", "--", "probe", timeout=120)
+    assert done.returncode == 1, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: the guest did not finish within 3 s and was killed (console log: ")
+    log = line.split("console log: ")[1].rstrip(")")
+    assert os.path.exists(log) and log.startswith(str(tmp_path))
+    assert "cc-init" not in open(log).read() or "FAILED" not in open(log).read()
+    assert set(leftovers([])) - before == set()                       # qemu ended, by its pid
+    assert set(glob.glob("/tmp/cryptcost-vm-*")) - dirs == set()      # scratch disk and share removed
+    assert not list((tmp_path / "state").glob("journal-*"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "needs a command after --"),
+    (["--"], "needs a command after --"),
+    (["--", "vm", "--", "probe"], "cannot run inside itself"),
+    (["--", "storage", "--db", "/tmp/x.db"], "keeps its own store"),
+    (["--", "cleanup"], "no meaning inside the guest"),
+    (["--", "storage", "--bogus"], "unrecognized arguments: --bogus"),
+    (["--", "frobnicate"], "invalid choice: 'frobnicate'"),
+    (["--accel", "hvf", "--", "probe"], "invalid choice: 'hvf'"),
+    (["--cpus", "0", "--", "probe"], "--cpus must be between 1 and 64"),
+    (["--memory", "64", "--", "probe"], "--memory must be at least 256 MiB"),
+    (["--timeout", "-1", "--", "probe"], "--timeout must be positive"),
+    (["--blacklist", "aes;rm", "--", "probe"], "--blacklist takes kernel module names"),
+    (["--kernel", "0.0-none", "--", "probe"], "no guest kernel 0.0-none"),
+])
+def test_bad_input_is_one_line_and_costs_no_boot(cli, argv, message):
+    done = cli("vm", *argv, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
