@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOT_IN_MAIN = {"zfsutils-linux (contrib, with zfs-dkms)"}     # named, not installed: needs a module build
 # What the CI machine's kernel has (the brief): FUSE, loop devices, ext4 with fscrypt, netns, veth, TUN.
 CI_KERNEL = {"fuse", "loop", "fscrypt", "netns", "veth", "tun"}
-CI_EXTRAS = {"chromium"}                                        # required checks that are not stacks
+CI_EXTRAS = {"chromium", "vm"}                                        # required checks that are not stacks
 
 
 def listed_packages() -> set[str]:
