@@ -86,13 +86,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run(argv: Sequence[str], *, timeout: float = 120, env: Mapping[str, str] | None = None,
-        input: str | bytes | None = None, check: bool = True, cwd: str | None = None,
-        secrets: Sequence[str] = (), binary: bool = False) -> Completed:
+        input: str | bytes | list[bytes] | None = None, check: bool = True, cwd: str | None = None,
+        secrets: Sequence[str] = (), binary: bool = False, pause: float = 0.5) -> Completed:
     """Run ``argv`` to completion and return its output.
 
     ``secrets`` are strings (passwords) that must never reach a log or an
     error message; they are replaced wherever they occur in the argv or
-    the captured output. ``binary`` returns undecoded stdout.
+    the captured output. ``binary`` returns undecoded stdout. ``input`` as
+    a list is typed answer by answer, ``pause`` seconds apart, for a
+    program that reads each prompt's answer on its own (tcplay).
     """
     argv = [str(a) for a in argv]
     shown = _shown(argv, secrets)
@@ -109,6 +111,12 @@ def run(argv: Sequence[str], *, timeout: float = 120, env: Mapping[str, str] | N
     if isinstance(input, str):
         input = input.encode()
     try:
+        if isinstance(input, list):
+            for answer in input:
+                proc.stdin.write(answer)
+                proc.stdin.flush()
+                time.sleep(pause)
+            input = None
         out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)

@@ -1,6 +1,7 @@
 """The kernel's own stacks, for real, under Debian's stock kernel in a qemu
-guest (`cryptcost vm`): LUKS2 and dm-null through a full storage
-measurement with the integrity check, the kernel cipher engine, kernel
+guest (`cryptcost vm`): LUKS2, dm-null, eCryptfs and a TrueCrypt container
+through a full storage measurement with the integrity check, the kernel
+cipher engine, kernel
 ESP and kernel WireGuard — one boot — with the results imported into the
 host's store marked emulated. Plus a guest that hangs, and bad input that
 must cost no boot.
@@ -30,7 +31,7 @@ sizes = [65536]
 seconds = 1
 
 [storage]
-stacks = ["luks:aes-xts-plain64", "dm-null"]
+stacks = ["luks:aes-xts-plain64", "dm-null", "ecryptfs", "tcrypt"]
 workloads = ["seq-1m"]
 size = "128M"
 
@@ -85,9 +86,16 @@ def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
         assert seen["cipher"] == "aes-xts-plain64" and seen["key_size"] == 512
         assert r["params"]["kernel_drivers"]["xts(aes)"]["driver"]
         assert r["baseline"] == "plain" and r["overhead"] is not None and len(r["values"]) == 2
-    nulls = _by(results, "storage", "dm-null")
-    assert {r["op"] for r in nulls} == {"write", "read"}
-    assert all(r["params"]["integrity"]["result"] == "identical" for r in nulls)
+    for name in ("dm-null", "ecryptfs:aes-128", "tcrypt:aes-xts"):
+        rs = _by(results, "storage", name)
+        assert {r["op"] for r in rs} == {"write", "read"}, name
+        assert all(r["params"]["integrity"]["result"] == "identical" for r in rs), name
+    # eCryptfs: cipher and key size from /proc/mounts, and a pattern absent from the lower file
+    ecr = _by(results, "storage", "ecryptfs:aes-128")[0]["params"]["verified"]
+    assert ecr["cipher"] == "aes" and ecr["key_bytes"] == 16 and ecr["lower_file"] == "ciphertext"
+    # a TrueCrypt container made by tcplay, opened by dm-crypt
+    tc = _by(results, "storage", "tcrypt:aes-xts")[0]["params"]["verified"]
+    assert tc["type"] == "TCRYPT" and tc["cipher"].startswith("aes-xts")
 
     # the kernel cipher engine (cryptsetup benchmark through AF_ALG) ran in the guest
     kernel = [r for r in _by(results, "cipher") if r["engine"] == "kernel"]

@@ -30,12 +30,14 @@ def _guest(cli, *argv, timeout=3000):
 
 def test_r2_dm_crypt_matrix_and_every_perf_flag(cli, tmp_path):
     _vm_ready()
-    out, _ = _guest(cli, "--", "storage", "--stacks", "luks:*,dm-null", "--workloads", "seq-1m",
+    out, _ = _guest(cli, "--memory", "8192", "--", "storage", "--stacks", "luks:*,tcrypt:*,dm-null", "--workloads", "seq-1m",
                     "--size", "128M", *FAST, "--json")
     variants = set(get("luks").variants)
     measured = {r["stack"].split(":", 1)[1] for r in _by(out["results"], "storage")
                 if r["stack"].startswith("luks:")}
     assert measured == variants, out.get("skipped")
+    chains = {r["stack"].split(":", 1)[1] for r in _by(out["results"], "storage") if r["stack"].startswith("tcrypt:")}
+    assert chains == set(get("tcrypt").variants), out.get("skipped")
     for r in _by(out["results"], "storage"):
         assert r["params"]["integrity"]["result"] == "identical", r["stack"]
         if r["stack"].startswith("luks:"):

@@ -78,6 +78,14 @@ def open_mapping(res: Resources, argv_tail: list[str], name: str, via: str = "cr
     return device
 
 
+def table_cipher(name: str) -> str | None:
+    """The cipher field of a crypt mapping's table, as given to the kernel (a
+    ``capi:`` spec too, which ``cryptsetup status`` rewrites). Only that
+    field is kept: dmsetup masks the key, and the rest is not read."""
+    fields = proc.run(["dmsetup", "table", name], timeout=30).stdout.split()
+    return fields[3] if len(fields) > 3 and fields[2] == "crypt" else None
+
+
 class Luks(StorageStack):
     name = "luks"
     description = "dm-crypt via cryptsetup (LUKS2 or plain), in the kernel"
@@ -109,9 +117,9 @@ class Luks(StorageStack):
         status = proc.run(["cryptsetup", "status", name], timeout=30).stdout
         got = {k.strip(): v.strip() for k, v in
                (line.split(":", 1) for line in status.splitlines() if ":" in line)}
-        seen = {"cipher": got.get("cipher"), "key_size": int(got.get("keysize", "0").split()[0] or 0),
+        seen = {"cipher": table_cipher(name), "key_size": int(got.get("keysize", "0").split()[0] or 0),
                 "sector_size": int(got.get("sector size", "512").split()[0]),
-                "flags": sorted(got.get("flags", "").split()), "from": "cryptsetup status"}
+                "flags": sorted(got.get("flags", "").split()), "from": "dmsetup table, cryptsetup status"}
         if p["type"] == "luks2":
             dump = proc.run(["cryptsetup", "luksDump", device], timeout=30).stdout
             version = re.search(r"^Version:\s*(\d+)", dump, re.M)
