@@ -275,3 +275,21 @@ def test_network_findings_say_cpus_are_shared_and_distrust_a_silent_wire_check()
     assert len(got) == 2 and "no plaintext on the baseline tcp" in got[1]
     assert network_findings([]) == []
 
+
+
+def test_a_variant_that_does_not_encrypt_by_design_is_recorded_not_failed():
+    from types import SimpleNamespace
+
+    from cryptcost.runner.netsteps import NetRunner
+    from cryptcost.runner.wire import PlaintextOnWire
+    from cryptcost.stacks import get
+
+    null, gcm = get("ipsec")("null-sha256"), get("ipsec")("aes128gcm16")
+    assert isinstance(null.confidential(), str) and gcm.confidential() is True
+    wire = {"verdict": "plaintext", "reasons": ["a packet to or from the plaintext service port 5201"]}
+    kept = NetRunner._enforce(SimpleNamespace(stack=null, label="ipsec:null-sha256"), wire, "x: ")
+    assert kept["expected"].startswith("plaintext by design: null encryption")
+    with pytest.raises(PlaintextOnWire, match="x: a packet to or from"):
+        NetRunner._enforce(SimpleNamespace(stack=gcm, label="ipsec:aes128gcm16"), wire, "x: ")
+    encrypted = {"verdict": "encrypted", "reasons": []}
+    assert NetRunner._enforce(SimpleNamespace(stack=gcm), encrypted, "x: ") is encrypted

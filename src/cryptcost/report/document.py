@@ -114,7 +114,8 @@ def network_row(r: dict, verdict: dict | None = None) -> dict:
             "cpu_a": cpu("a"), "cpu_b": cpu("b"), "cpu_system": cpu("system"),
             "retransmits": f"{r['retransmits']:,.0f}" if r.get("retransmits") is not None else "—",
             "packet": f"{wire['median_packet_bytes']:,.0f} B" if wire.get("median_packet_bytes") else "—",
-            "wire": wire.get("verdict", "not checked"), "vs": _vs(r),
+            "wire": wire.get("verdict", "not checked") + (" (by design)" if wire.get("expected") else ""),
+            "vs": _vs(r),
             "negotiated": ", ".join(f"{k} {v}" for k, v in ((r.get("params") or {}).get("negotiated") or {}).items()
                                     if k != "from"),
             "bottleneck": verdict["bottleneck"] if verdict else "",

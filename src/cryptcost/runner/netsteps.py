@@ -114,10 +114,7 @@ class NetRunner:
             return {"verdict": "not checked", "reasons": [f"a {inst.link.name} link carries the plaintext leg "
                                                           "between a forwarder and the service too"]}
         wire = judge(cap.packets(), stack.leak, self._port(inst), canary=True)
-        if stack.variant_role() == "measured" and wire["verdict"] == "plaintext":
-            raise PlaintextOnWire(f"{inst.label}: the canary crossed the wire in plaintext: "
-                                  + "; ".join(wire["reasons"]))
-        return wire
+        return self._enforce(inst, wire, f"{inst.label}: the canary crossed the wire in plaintext: ")
 
     # --- one sample -----------------------------------------------------------------
     def __call__(self, inst: NetInstance, op: NetOp) -> dict[tuple, Sample]:
@@ -150,12 +147,23 @@ class NetRunner:
         metrics["cpu_s_per_gb_system"] = split.busy / gb
         metrics["cpu_s_per_gb_unattributed"] = max(0.0, split.busy - ends["a"] - ends["b"]) / gb
         if cap is not None:
-            wire = judge(cap.packets(), stack.leak, self._port(inst))
-            metrics["wire"] = wire
-            if stack.variant_role() == "measured" and wire["verdict"] == "plaintext":
-                raise PlaintextOnWire(f"{inst.label} {op.workload}: " + "; ".join(wire["reasons"]))
+            metrics["wire"] = self._enforce(inst, judge(cap.packets(), stack.leak, self._port(inst)),
+                                            f"{inst.label} {op.workload}: ")
         return {(inst.label, op.key): Sample(value=moved / seconds, seconds=seconds, bytes_moved=moved,
                                              cpu=split, metrics=metrics)}
+
+    @staticmethod
+    def _enforce(inst: NetInstance, wire: dict, prefix: str) -> dict:
+        """Fail a measured stack whose wire shows plaintext — unless its
+        variant does not encrypt by design (IPsec's null cipher), which the
+        wire verdict then says."""
+        stack = inst.stack
+        if stack.variant_role() != "measured" or wire["verdict"] != "plaintext":
+            return wire
+        hidden = stack.confidential()
+        if hidden is True:
+            raise PlaintextOnWire(prefix + "; ".join(wire["reasons"]))
+        return {**wire, "expected": f"plaintext by design: {hidden}"}
 
     def _capture(self, inst: NetInstance):
         if not inst.link.wire_checked:

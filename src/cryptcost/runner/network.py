@@ -259,7 +259,8 @@ def _wire_summary(wires: list[dict], canary: dict | None) -> dict:
             "max_packet_bytes": max(w["max_packet_bytes"] or 0 for w in wires),
             "entropy_bits_per_byte": last["entropy_bits_per_byte"], "protocols": last["protocols"],
             "plaintext_packets": sum(w["plaintext_packets"] for w in wires),
-            "reasons": sorted({r for w in wires for r in w["reasons"]}), "canary": canary}
+            "reasons": sorted({r for w in wires for r in w["reasons"]}), "canary": canary,
+            **({"expected": last["expected"]} if last.get("expected") else {})}
 
 
 def _likely_cause(inst: NetInstance, samples) -> str:

@@ -37,7 +37,7 @@ LOAD = ("kdf random nonce openssl aes sha1 sha2 md5 hmac xcbc cmac ctr gcm ccm c
 PROPOSALS = {
     "aes128gcm16": ("aes128gcm16", "AES_GCM_16-128", "aes-128-gcm"),
     "aes256gcm16": ("aes256gcm16", "AES_GCM_16-256", "aes-256-gcm"),
-    "chacha20poly1305": ("chacha20poly1305", "CHACHA20_POLY1305-256", "chacha20-poly1305"),
+    "chacha20poly1305": ("chacha20poly1305", "CHACHA20_POLY1305", "chacha20-poly1305"),
     "aes128-sha256": ("aes128-sha256", "AES_CBC-128/HMAC_SHA2_256_128", "aes-128-cbc"),
     "aes256-sha256": ("aes256-sha256", "AES_CBC-256/HMAC_SHA2_256_128", "aes-256-cbc"),
     "aes128-sha1": ("aes128-sha1", "AES_CBC-128/HMAC_SHA1_96", "aes-128-cbc"),
@@ -72,6 +72,9 @@ class Ipsec(NetworkStack):
     variants = {name: {"esp": p[0], "expect": p[1], "algorithm": p[2]} for name, p in PROPOSALS.items()}
     default_variants = ("aes128gcm16",)
     crypto_library = "openssl"
+
+    def confidential(self) -> bool | str:
+        return WEAK[self.variant] if self.params["esp"].startswith("null") else True
 
     def cipher_ref(self) -> dict | None:
         alg = self.params["algorithm"]
@@ -132,6 +135,8 @@ class Ipsec(NetworkStack):
         if not m:
             raise CryptcostError("swanctl lists no installed CHILD_SA")
         mode, proposal = m.group(1).rstrip(","), m.group(2).rstrip(",")
+        # ChaCha20-Poly1305's key is always 256 bits: strongSwan names the size with libipsec only
+        proposal = proposal.replace("CHACHA20_POLY1305-256", "CHACHA20_POLY1305")
         self.expect("ESP proposal", proposal, self.params["expect"])
         counts = [int(x) for x in re.findall(r"(?:in|out)\s+\S+,\s+(\d+) bytes", text)]
         if not counts or min(counts) == 0:

@@ -181,6 +181,11 @@ class NetworkStack(Stack):
             d["negotiated"] = dict(self.negotiated)
         return d
 
+    def confidential(self) -> bool | str:
+        """True when this variant must hide its payload on the wire; else
+        why it does not (a variant that authenticates without encrypting)."""
+        return True
+
     @staticmethod
     def expect(what: str, got: str | None, wanted: str) -> None:
         """Refuse a stack whose negotiated ``what`` is not the one asked for."""
