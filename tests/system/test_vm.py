@@ -100,6 +100,7 @@ def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
     # the kernel cipher engine (cryptsetup benchmark through AF_ALG) ran in the guest
     kernel = [r for r in _by(results, "cipher") if r["engine"] == "kernel"]
     assert kernel and kernel[0]["algorithm"] == "aes-256-xts" and kernel[0]["median_bytes_per_s"] > 0
+    assert kernel[0]["kernel_drivers"]["xts(aes)"]["driver"]          # which driver served, from /proc/crypto
 
     # kernel WireGuard and kernel ESP, each checked on the wire
     wg = _by(results, "network", "wireguard")

@@ -64,6 +64,7 @@ def test_aesni_blacklisted_in_the_guest_changes_the_kernel_driver(cli, tmp_path)
         kernel = [r for r in _by(out["results"], "cipher") if r["engine"] == "kernel"]
         assert luks and kernel
         runs[label] = (luks[0]["params"]["kernel_drivers"]["xts(aes)"], kernel[0]["median_bytes_per_s"])
+        assert kernel[0]["kernel_drivers"]["xts(aes)"]["driver"] == runs[label][0]["driver"]
     assert runs["on"][0]["module"] == "aesni_intel", runs
     assert runs["off"][0]["module"] != "aesni_intel" and "aesni" not in runs["off"][0]["driver"], runs
     listed = json.loads(cli("list", "--json").stdout)

@@ -82,7 +82,8 @@ class KernelEngine(CipherEngine):
             enc, dec = parse_benchmark(done.stdout + done.stderr)[(spec, bits)]
         except (ValueError, KeyError) as exc:
             raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr, why=str(exc)) from None
-        return Sample(value=enc, seconds=done.seconds, metrics={"decrypt_bytes_per_s": dec})
+        return Sample(value=enc, seconds=done.seconds,
+                      metrics={"decrypt_bytes_per_s": dec, "kernel_drivers": kernel.drivers_for(cell.algorithm)})
 
     def jobs(self, cells: list[Cell], seconds: int) -> list[Job]:
         return [Job(label=f"cryptsetup benchmark {c.algorithm}", keys=(c,), est_seconds=3.0,

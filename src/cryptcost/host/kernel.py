@@ -145,6 +145,17 @@ def features() -> dict[str, dict]:
     }
 
 
+def drivers_for(algorithm: str) -> dict:
+    """The kernel's drivers for ``aes-256-xts`` and the like (``xts(aes)``,
+    ``aes``), read now: after a stack or benchmark has made the kernel build
+    its transform, so the driver really used is listed (rule 13)."""
+    parts = algorithm.split("-")
+    cipher, mode = parts[0], parts[-1] if len(parts) > 2 else None
+    drivers = crypto_drivers()
+    names = [f"{mode}({cipher})"] if mode else []
+    return {n: drivers[n] for n in names + [cipher] if n in drivers}
+
+
 def kernel_info() -> dict:
     uname = os.uname()
     return {"release": uname.release, "version": uname.version, "machine": uname.machine}

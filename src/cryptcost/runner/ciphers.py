@@ -145,6 +145,9 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
     notes = [series.error] if series.error else []
     if alg.warning:
         metrics["warning"] = alg.warning
+    drivers = [s.metrics["kernel_drivers"] for s in series.samples if s.metrics.get("kernel_drivers")]
+    if drivers:
+        metrics["kernel_drivers"] = drivers[-1]        # which driver /proc/crypto shows once it served
     saw = {s.metrics.get("engine_saw_accel") for s in series.samples} - {None}
     if saw:
         metrics["engine_saw_accel"] = saw.pop()

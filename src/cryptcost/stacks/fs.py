@@ -114,19 +114,8 @@ class StorageStack(Stack):
         d = {**super().describe(), "fs": self.fs, "integrity": getattr(self, "integrity", None)}
         ref = self.cipher_ref()
         if ref and ref["where"] == "kernel":
-            d["kernel_drivers"] = kernel_drivers(ref["algorithm"])
+            d["kernel_drivers"] = kernel.drivers_for(ref["algorithm"])
         return d
-
-
-def kernel_drivers(algorithm: str) -> dict:
-    """The kernel's drivers for ``aes-256-xts`` and the like (``xts(aes)``,
-    ``aes``), read now: after setup, when the stack has made the kernel
-    build its transform, so the driver it really uses is there (rule 13)."""
-    parts = algorithm.split("-")
-    cipher, mode = parts[0], parts[-1] if len(parts) > 2 else None
-    drivers = kernel.crypto_drivers()
-    names = [f"{mode}({cipher})"] if mode else []
-    return {n: drivers[n] for n in names + [cipher] if n in drivers}
 
 
 class FuseStack(StorageStack):
