@@ -293,3 +293,6 @@ def test_a_variant_that_does_not_encrypt_by_design_is_recorded_not_failed():
         NetRunner._enforce(SimpleNamespace(stack=gcm, label="ipsec:aes128gcm16"), wire, "x: ")
     encrypted = {"verdict": "encrypted", "reasons": []}
     assert NetRunner._enforce(SimpleNamespace(stack=gcm), encrypted, "x: ") is encrypted
+    # random iperf3 payload through a null cipher looks encrypted: it is not, and the verdict says so
+    looks = NetRunner._enforce(SimpleNamespace(stack=null), encrypted, "x: ")
+    assert looks["verdict"] == "plaintext" and looks["expected"].startswith("plaintext by design")

@@ -154,16 +154,18 @@ class NetRunner:
 
     @staticmethod
     def _enforce(inst: NetInstance, wire: dict, prefix: str) -> dict:
-        """Fail a measured stack whose wire shows plaintext — unless its
-        variant does not encrypt by design (IPsec's null cipher), which the
-        wire verdict then says."""
+        """Fail a measured stack whose wire shows plaintext. A variant that
+        does not encrypt by design (IPsec's null cipher) is plaintext
+        whatever its random payload looks like: the verdict says so, and why."""
         stack = inst.stack
-        if stack.variant_role() != "measured" or wire["verdict"] != "plaintext":
+        if stack.variant_role() != "measured":
             return wire
         hidden = stack.confidential()
-        if hidden is True:
+        if hidden is not True:
+            return {**wire, "verdict": "plaintext", "expected": f"plaintext by design: {hidden}"}
+        if wire["verdict"] == "plaintext":
             raise PlaintextOnWire(prefix + "; ".join(wire["reasons"]))
-        return {**wire, "expected": f"plaintext by design: {hidden}"}
+        return wire
 
     def _capture(self, inst: NetInstance):
         if not inst.link.wire_checked:
