@@ -95,3 +95,26 @@ def test_compare_same_run_is_no_significant_difference(stored):
     assert sig and all(r["ratio"] == pytest.approx(1.5, rel=0.01) for r in sig)
     assert environment_diff(run.host, {**run.host, "kernel": {"release": "7.0"}}) == [
         {"what": "kernel", "a": run.host["kernel"]["release"], "b": "7.0"}]
+
+
+def test_an_emulated_run_says_so_and_is_never_compared_with_real_hardware(tmp_path, capsys):
+    from cryptcost.cli import main
+    data = json.loads(RUN.read_text())
+    why = "measured in a qemu guest under TCG (software CPU emulation): not real hardware"
+    emulated = {**data, "host": {**data["host"], "emulated": {"why": why, "kernel": "6.1.0-56-amd64", "cpus": 2}}}
+    store = Store.open(tmp_path / "r.db")
+    real_id, emu_id = store.import_run(data), store.import_run(emulated)
+    emu = store.run(emu_id)
+    md = render("md", emu, store.results(emu_id))
+    assert f"> **Emulated: {why} (kernel 6.1.0-56-amd64, 2 virtual CPUs)." in md
+    assert "Emulated" in render("html", emu, store.results(emu_id))
+    assert "Emulated" not in render("md", store.run(real_id), store.results(real_id))
+    db = str(tmp_path / "r.db")
+    assert main(["--db", db, "compare", str(real_id), str(emu_id)]) == 2
+    err = capsys.readouterr().err
+    assert f"run {emu_id} was measured in an emulated guest" in err and "cannot be compared" in err
+    assert main(["--db", db, "compare", str(emu_id), str(emu_id)]) == 0          # emulated with emulated: fine
+    capsys.readouterr()
+    assert main(["--db", db, "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["emulated"] for r in listed] == [False, True]
