@@ -154,8 +154,13 @@ def test_a_guest_that_hangs_is_killed_and_its_log_kept(cli, tmp_path):
     (["--timeout", "-1", "--", "probe"], "--timeout must be positive"),
     (["--blacklist", "aes;rm", "--", "probe"], "--blacklist takes kernel module names"),
     (["--kernel", "0.0-none", "--", "probe"], "no guest kernel 0.0-none"),
+    (["--", "run", "--plan", "/nonexistent/plan.toml"], "cannot read plan /nonexistent/plan.toml"),
+    (["--", "run", "--plan", "{bad_plan}"], "storage.workloads has 'tpcc'"),
 ])
-def test_bad_input_is_one_line_and_costs_no_boot(cli, argv, message):
+def test_bad_input_is_one_line_and_costs_no_boot(cli, tmp_path, argv, message):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[storage]\nworkloads = ["tpcc"]\n')
+    argv = [a.replace("{bad_plan}", str(bad)) for a in argv]
     done = cli("vm", *argv, timeout=60)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -21,6 +21,7 @@ from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.report.export import run_dict
 from cryptcost.runner.vm import VmOptions, run_guest
 from cryptcost.store.db import Store
+from cryptcost.workloads.plan import load
 
 HELP_TAIL = ("The numbers are emulated: under TCG the guest's CPU is software, so its speeds say "
              "what works and roughly how stacks relate, never what real hardware does.")
@@ -61,6 +62,8 @@ def guest_argv(argv: list[str]) -> list[str]:
             raise UserError("cryptcost vm cannot run inside itself")
         if inner.command in ("cleanup", "import"):
             raise UserError(f"'{inner.command}' has no meaning inside the guest")
+        if inner.command == "run":
+            load(inner.suite, inner.plan)                    # a bad plan costs no boot either
     return argv
 
 
