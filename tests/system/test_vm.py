@@ -17,6 +17,10 @@ import glob
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -137,6 +141,44 @@ def test_a_guest_that_hangs_is_killed_and_its_log_kept(cli, tmp_path):
     assert "cc-init" not in open(log).read() or "FAILED" not in open(log).read()
     assert set(leftovers([])) - before == set()                       # qemu ended, by its pid
     assert set(glob.glob("/tmp/cryptcost-vm-*")) - dirs == set()      # scratch disk and share removed
+    assert not list((tmp_path / "state").glob("journal-*"))
+
+
+def _qemu_pids(marker: str) -> list[int]:
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if cmd.startswith("qemu-system-x86_64") and marker in cmd:
+            pids.append(int(pid))
+    return pids
+
+
+@pytest.mark.root
+def test_kill_9_of_a_vm_run_then_cleanup_ends_qemu_and_removes_its_files(tmp_path):
+    _vm_ready()
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+    dirs = set(glob.glob("/tmp/cryptcost-vm-*"))
+    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "vm", "--timeout", "600", "--", "probe"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline, mine = time.monotonic() + 60, set()
+    while time.monotonic() < deadline and not mine:
+        mine = set(glob.glob("/tmp/cryptcost-vm-*")) - dirs
+        time.sleep(0.1)
+    assert mine, "the vm run made no work directory"
+    work = mine.pop()
+    while time.monotonic() < deadline and not _qemu_pids(work):
+        time.sleep(0.1)
+    assert _qemu_pids(work), "qemu never started"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert _qemu_pids(work), "qemu should outlive a kill -9 of cryptcost, for cleanup to end"
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not _qemu_pids(work) and not os.path.exists(work), done.stdout
     assert not list((tmp_path / "state").glob("journal-*"))
 
 
