@@ -67,11 +67,15 @@ def release_dm(data: dict) -> None:
             proc.run(["dmsetup", "remove", "--retry", name], check=False, timeout=60)
 
 
-def open_mapping(res: Resources, argv_tail: list[str], name: str, via: str = "cryptsetup") -> str:
+def open_mapping(res: Resources, argv_tail: list[str], name: str, via: str = "cryptsetup",
+                 passphrase: bytes | None = None) -> str:
     """Journal, then create, a device-mapper mapping; return its device path.
-    Where no udev runs (a container, ``cryptcost vm``'s guest), dmsetup makes
-    no /dev/mapper node by itself: ``dmsetup mknodes`` does."""
-    res.track("dm", lambda e: proc.run([via] + argv_tail, timeout=120), name=name)
+    ``passphrase`` goes to stdin, never to a log. Where no udev runs (a
+    container, ``cryptcost vm``'s guest), dmsetup makes no /dev/mapper node
+    by itself: ``dmsetup mknodes`` does."""
+    hidden = [passphrase.decode()] if passphrase else []
+    res.track("dm", lambda e: proc.run([via] + argv_tail, timeout=300, secrets=hidden,
+                                       input=passphrase + b"\n" if passphrase else None), name=name)
     device = f"/dev/mapper/{name}"
     if not Path(device).exists():
         proc.run(["dmsetup", "mknodes", name], timeout=60)

@@ -20,7 +20,7 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Backing
 from cryptcost.stacks.base import ref
 from cryptcost.stacks.fs import StorageStack, make_fs
-from cryptcost.stacks.luks import DMSETUP, table_cipher
+from cryptcost.stacks.luks import DMSETUP, open_mapping, table_cipher
 
 TCPLAY = Tool("tcplay", "tcplay", "tcplay", ("tcplay", "-v"))
 
@@ -59,11 +59,7 @@ class Tcrypt(StorageStack):
         proc.run(["tcplay", "-c", "-d", backing.device, "-b", p["chain"], "-a", p["prf"], "-z", "-w"],
                  input=[typed, typed, b"y\n"], timeout=300, secrets=[passphrase.decode()])
         name = f"cc-tcrypt-{secrets.token_hex(4)}"
-        res.track("dm", lambda e: proc.run(["cryptsetup", "open", "--type", "tcrypt", backing.device, name],
-                                          input=typed, timeout=300, secrets=[passphrase.decode()]), name=name)
-        device = f"/dev/mapper/{name}"
-        if not Path(device).exists():
-            proc.run(["dmsetup", "mknodes", name], timeout=60)
+        device = open_mapping(res, ["open", "--type", "tcrypt", backing.device, name], name, passphrase=passphrase)
         self.params["verified"] = self.read_back(name)
         mnt = make_fs(res, device, self.fs)
         self.workdir = mnt / "data"
