@@ -77,7 +77,9 @@ def test_a_live_owner_is_left_alone(state_dir):
 
 
 def test_keyfiles_are_private_wiped_and_never_journalled(state_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(Resources, "keydir", lambda self: tmp_path)
+    keys = tmp_path / "cryptcost-keys-test"
+    keys.mkdir()
+    monkeypatch.setattr(Resources, "keydir", lambda self: keys)
     res = Resources()
     path, key = res.keyfile(32)
     assert os.stat(path).st_mode & 0o777 == 0o600
@@ -118,3 +120,38 @@ def test_the_interrupt_message_follows_the_journal(state_dir):
         journal.mark_released(e)
     journal.remove_if_done()
     assert "everything this run set up was released" in released_message()
+
+
+@pytest.mark.parametrize("path", ["", ".", "..", "relative/dir", "/tmp", "/", "/tmp/cryptcost-x/../.."])
+def test_release_never_removes_what_cryptcost_did_not_make(state_dir, tmp_path, monkeypatch, path):
+    """A dir or key entry whose path is empty (journalled, killed before it was made),
+    relative or not ours is left alone: ``Path("")`` is the current directory, and removing
+    it once wiped a checkout. Replayed by cleanup as after kill -9, from a directory holding
+    a file that must survive."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "precious").write_text("keep")
+    monkeypatch.chdir(work)
+    res = Resources(base=str(tmp_path))
+    res.journal.add("dir", path=path)
+    res.journal.add("keyfile", path=path)
+    journal = res.journal.path
+    journal.write_text(journal.read_text().replace(f'"pid": {os.getpid()}', '"pid": 999999999'))
+    cleanup()
+    assert (work / "precious").read_text() == "keep"
+    assert os.path.isdir("/tmp") and not journal.exists()
+
+
+def test_a_directory_is_journalled_with_its_full_path_before_it_exists(state_dir, tmp_path, monkeypatch):
+    seen = []
+    real_add = Resources.track
+
+    def spy(self, type_, create=None, **data):
+        seen.append((type_, data.get("path"), os.path.exists(data.get("path", ""))))
+        return real_add(self, type_, create, **data)
+    monkeypatch.setattr(Resources, "track", spy)
+    with Resources(base=str(tmp_path)) as res:
+        made = res.tmpdir("cryptcost-t-")
+        assert made.is_dir() and made.stat().st_mode & 0o777 == 0o700
+    assert seen == [("dir", str(made), False)]
+    assert not made.exists()

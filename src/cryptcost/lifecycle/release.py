@@ -148,17 +148,40 @@ def release_daemon(data: dict) -> None:
             time.sleep(0.05)
 
 
+OWN_PREFIX = "cryptcost-"      # every directory and key file cryptcost makes is named so
+
+
+def own_path(data: dict) -> Path | None:
+    """The entry's path if it can only be one cryptcost made: absolute, and named
+    ``cryptcost-…`` (or inside such a directory). Anything else — an empty path,
+    which ``Path`` reads as the current directory, a torn journal line — is
+    never removed."""
+    raw = data.get("path") or ""
+    path = Path(raw)
+    if not raw or not path.is_absolute() or ".." in path.parts:
+        return None
+    if not any(part.startswith(OWN_PREFIX) for part in path.parts[1:]):
+        return None
+    return path
+
+
 @releaser("dir")
 def release_dir(data: dict) -> None:
-    path = Path(data["path"])
-    if path.is_dir() and not is_mounted(path):
+    path = own_path(data)
+    if path is None:
+        log.warning("not removing %r: not a directory cryptcost made", data.get("path"))
+        return
+    if path.is_dir() and not path.is_symlink() and not is_mounted(path):
         shutil.rmtree(path, ignore_errors=True)
 
 
 @releaser("keyfile")
 def release_keyfile(data: dict) -> None:
     """Overwrite the key with zeros before unlinking it."""
-    path = Path(data["path"])
+    path = own_path(data)
+    if path is None:
+        log.warning("not wiping %r: not a key file cryptcost made", data.get("path"))
+        return
     try:
         size = path.stat().st_size
         with open(path, "r+b") as fh:

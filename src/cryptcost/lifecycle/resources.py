@@ -92,9 +92,13 @@ class Resources:
 
     # specific ----------------------------------------------------------------------
     def tmpdir(self, prefix: str = "cryptcost-") -> Path:
-        entry = self.journal.add("dir", path="")
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=self.base))
-        self.journal.update(entry, path=str(path))
+        """A new private directory under the base. Its full path is chosen and
+        journalled before it is made, so that release never has to guess it."""
+        while True:
+            path = self.base.resolve() / f"{prefix}{secrets.token_hex(6)}"
+            if not path.exists():
+                break
+        self.track("dir", lambda e: path.mkdir(mode=0o700), path=str(path))
         return path
 
     def mount(self, source: str, target: str | Path, fstype: str | None = None,
