@@ -4,6 +4,7 @@ in which case a skip is a failure (CI sets it)."""
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
@@ -50,15 +51,55 @@ def fixture_text():
     return lambda name: (TOOLS / name).read_text()
 
 
+# What the safety tests count, printed at the end of every session: signals injected and at
+# which points, resources leaked, key bytes found, bad inputs tried, concurrent runs that
+# collided. A line appears only once its check has run.
+TALLY: collections.Counter = collections.Counter()
+POINTS: set[str] = set()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not TALLY:
+        return
+    terminalreporter.section("safety tally")
+    for key, count in TALLY.items():
+        terminalreporter.line(f"{key}: {count}")
+    if POINTS:
+        terminalreporter.line(f"points covered: {len(POINTS)} ({', '.join(sorted(POINTS))})")
+
+
+def _files(*dirs: Path) -> set[str]:
+    """Files under ``dirs``; SQLite's transient -wal/-shm companions are not counted."""
+    return {str(p) for d in dirs if d.exists() for p in d.rglob("*")
+            if not p.name.endswith(("-wal", "-shm"))}
+
+
 @pytest.fixture
 def cli(tmp_path):
-    """Run the real command line in a subprocess, isolated store and state."""
+    """Run the real command line in a subprocess, isolated store and state, from the test's
+    own directory. The result carries ``created``: files that appeared in its store and state
+    directories."""
     def run(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
         full_env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
                     "CRYPTCOST_STATE_DIR": str(tmp_path / "state"), **(env or {})}
-        return subprocess.run([sys.executable, "-m", "cryptcost", *args], capture_output=True,
-                              text=True, env=full_env, timeout=timeout)
+        watched = [tmp_path / "data", tmp_path / "state"]
+        before = _files(*watched)
+        done = subprocess.run([sys.executable, "-m", "cryptcost", *args], capture_output=True,
+                              text=True, env=full_env, timeout=timeout, cwd=tmp_path)
+        done.created = sorted(_files(*watched) - before)
+        return done
     return run
+
+
+def assert_bad_input(proc: subprocess.CompletedProcess) -> None:
+    """Bad input: one line on stderr starting 'error:', exit code 2, no traceback, nothing created."""
+    TALLY["bad inputs tried"] += 1
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in proc.stderr
+    assert getattr(proc, "created", []) == [], f"bad input created {proc.created}"
 
 
 @pytest.fixture

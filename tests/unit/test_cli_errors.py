@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.conftest import assert_bad_input
+
 CASES = [
     ("unknown algorithm", ["ciphers", "--algo", "rot13"]),
     ("bad size", ["ciphers", "--sizes", "4Q"]),
@@ -22,12 +24,7 @@ CASES = [
 ]
 
 
-def _assert_user_error(proc):
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in proc.stderr
+_assert_user_error = assert_bad_input
 
 
 @pytest.mark.parametrize("name,args", CASES, ids=[c[0] for c in CASES])

@@ -12,7 +12,7 @@ ROOT = SRC.parents[1]
 # Lowest first. A module may import its own package and any lower layer.
 LAYERS = [
     {"errors", "__init__"},
-    {"units", "stats", "proc"},
+    {"units", "stats", "proc", "faults"},
     {"model"},
     {"host", "lifecycle", "store"},
     {"engines", "media", "links"},

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.unit.test_cli_errors import _assert_user_error
+from tests.conftest import assert_bad_input as _assert_user_error
 
 PLANS = {
     "unknown table": ("[colours]\nred = 1\n", "unknown table [colours]"),
@@ -57,6 +57,16 @@ FLAGS = {
     "report bad device speed": ["report", "1", "--device-speed", "warp"],
     "cleanup unknown flag": ["cleanup", "--bogus"],
     "compare without runs": ["compare", "1"],
+    "network unknown stack": ["network", "--stacks", "telnet"],
+    "network unknown link": ["network", "--stacks", "tcp", "--link", "carrier-pigeon"],
+    "network peer link": ["network", "--stacks", "tcp", "--link", "peer:example.org"],
+    "network bad mtu": ["network", "--stacks", "tcp", "--mtu", "12"],
+    "network unknown workload": ["network", "--stacks", "tcp", "--workloads", "ftp"],
+    "storage bad cpus": ["storage", "--stacks", "plain", "--cpus", "0"],
+    "storage bad accel": ["storage", "--stacks", "plain", "--accel", "maybe"],
+    "storage size not a size": ["storage", "--stacks", "plain", "--size", "huge"],
+    "vm without a command": ["vm"],
+    "vm inside vm": ["vm", "--", "vm", "--", "probe"],
 }
 
 
@@ -93,6 +103,23 @@ def test_corrupt_store_everywhere(cli, tmp_path):
     bad.write_bytes(b"\x00garbage" * 1000)
     for args in (["list"], ["show", "1"], ["report", "1"], ["compare", "1", "2"]):
         _assert_user_error(cli(*args, "--db", str(bad)))
+
+
+def test_store_of_a_newer_version_everywhere(cli, tmp_path):
+    """A store a newer cryptcost wrote is refused, and left exactly as it was."""
+    import sqlite3
+    newer = tmp_path / "newer.db"
+    conn = sqlite3.connect(newer)
+    conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY)")
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    before = newer.read_bytes()
+    for args in (["list"], ["show", "1"], ["report", "1"], ["ciphers", "--algo", "aes-128-gcm"]):
+        proc = cli(*args, "--db", str(newer))
+        _assert_user_error(proc)
+        assert "newer cryptcost" in proc.stderr
+    assert newer.read_bytes() == before
 
 
 def test_run_without_root_measures_ciphers_and_says_why_not_storage(monkeypatch):

@@ -16,10 +16,13 @@ import sys
 from cryptcost import __version__
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.journal import Journal, journals
+from cryptcost.lifecycle.lock import check_free
 from cryptcost.lifecycle.resources import Terminated
 
 from cryptcost.cli import ciphers, cleanup, compare, importing, listing, network, probe, report, run, storage, vm
 
+# Commands that measure: one at a time per host (lifecycle.lock).
+MEASURING = {"ciphers", "storage", "network", "run", "vm"}
 COMMANDS = [probe, ciphers, storage, network, run, vm, listing, report, compare, importing, cleanup]
 
 
@@ -64,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             build_parser().print_help()
             return 2
+        if args.command in MEASURING:
+            check_free()                          # a second run refuses at once, before any work
         return args.func(args) or 0
     except CryptcostError as exc:
         if debug:

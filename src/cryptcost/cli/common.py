@@ -13,6 +13,7 @@ from rich.console import Console
 from cryptcost import stacks
 from cryptcost.errors import UserError
 from cryptcost.host.probe import probe
+from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Terminated
 from cryptcost.runner.scheduler import Progress
 from cryptcost.runner.sink import StoreSink
@@ -66,21 +67,22 @@ def open_store(args, *, create: bool = True) -> Store:
 def recorded_run(args, command: str, host: dict):
     """A run in the store: ``running`` while measuring, then ``complete``,
     ``failed`` or ``interrupted``. Yields (store, run_id, sink)."""
-    store = open_store(args)
-    run_id = store.begin_run(command, host)
-    status = "failed"
-    try:
-        yield store, run_id, StoreSink(store, run_id)
-        status = "complete"
-    except (KeyboardInterrupt, Terminated):
-        status = "interrupted"
-        raise
-    finally:
-        store.finish_run(run_id, status)
-        results, samples = store.counts(run_id)
-        if status != "complete":
-            err.print(f"run {run_id} {status}; kept {results} results and {samples} samples "
-                      f"measured before that (cryptcost show {run_id})")
+    store = open_store(args)                     # a bad --db is refused before the lock exists
+    with run_lock(sys.argv[1:]):
+        run_id = store.begin_run(command, host)
+        status = "failed"
+        try:
+            yield store, run_id, StoreSink(store, run_id)
+            status = "complete"
+        except (KeyboardInterrupt, Terminated):
+            status = "interrupted"
+            raise
+        finally:
+            store.finish_run(run_id, status)
+            results, samples = store.counts(run_id)
+            if status != "complete":
+                err.print(f"run {run_id} {status}; kept {results} results and {samples} samples "
+                          f"measured before that (cryptcost show {run_id})")
 
 
 class ConsoleProgress(Progress):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cryptcost.cli.common import open_store, parse_list
 from cryptcost.errors import UserError
+from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.report.export import run_dict
 from cryptcost.runner.vm import VmOptions, run_guest
@@ -77,7 +78,7 @@ def run(args) -> int:
         raise UserError("cryptcost vm needs root: the guest reads this host's root filesystem as root")
     store = open_store(args)
     install_signal_handlers()
-    with Resources() as res:
+    with run_lock(sys.argv[1:]), Resources() as res:
         outcome = run_guest(res, argv, opts, Path(store.path).parent / "vm-logs")
     imported = import_guest_runs(store, outcome.store, outcome.emulated)
     print(f"vm: kernel {outcome.kernel.version} ({opts.accel}), {outcome.seconds:.0f} s, exit code "

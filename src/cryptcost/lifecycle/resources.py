@@ -15,10 +15,12 @@ import os
 import secrets
 import signal
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from cryptcost import proc
+from cryptcost import faults, proc
 from cryptcost.errors import CryptcostError
 from cryptcost.lifecycle.journal import Entry, Journal
 from cryptcost.lifecycle.release import RUN_ENV, end_processes, is_mounted, release_entry
@@ -36,6 +38,37 @@ def install_signal_handlers() -> None:
         raise Terminated(signal.Signals(signum).name)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)
+
+
+@contextmanager
+def signals_deferred(pending: int):
+    """SIGINT, SIGTERM and SIGHUP wait while resources are released, then act.
+
+    A run is often signalled twice: ``timeout(1)`` signals its child and then
+    the child's whole process group, and Ctrl-C reaches every process of the
+    terminal's group. A second signal raised inside release would stop it
+    half-way and leave the rest to ``cleanup``; instead it is held, and
+    raised once release is over (each release step has its own timeout)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum, frame):
+        if not held:
+            log.warning("%s: releasing %d resource(s) first", signal.Signals(signum).name, pending)
+        held.append(signum)
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {sig: signal.signal(sig, hold) for sig in watched}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if held:
+        if held[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(signal.Signals(held[0]).name)
 
 
 # --- the creator -------------------------------------------------------------------
@@ -80,15 +113,19 @@ class Resources:
         self.journal.mark_released(entry)
 
     def release_all(self) -> None:
-        """Release every resource, newest first; never stops half-way. Then
-        end any process of this run still alive, and wait until it is gone."""
-        for entry in self.journal.pending():
-            self.release(entry)
-        left = end_processes(self.journal.token)
-        if left:
-            self.failures.append(f"processes {left} of this run did not end")
-            log.error("processes %s of this run did not end", left)
-        self.journal.remove_if_done()
+        """Release every resource, newest first; never stops half-way, not even
+        for a second signal (see :func:`signals_deferred`). Then end any
+        process of this run still alive, and wait until it is gone."""
+        with signals_deferred(len(self.journal.pending())):
+            for n, entry in enumerate(self.journal.pending()):
+                self.release(entry)
+                if n == 0:
+                    faults.at("teardown")
+            left = end_processes(self.journal.token)
+            if left:
+                self.failures.append(f"processes {left} of this run did not end")
+                log.error("processes %s of this run did not end", left)
+            self.journal.remove_if_done()
 
     # specific ----------------------------------------------------------------------
     def tmpdir(self, prefix: str = "cryptcost-") -> Path:

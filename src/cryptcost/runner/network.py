@@ -167,8 +167,7 @@ def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink
             s = series.get((inst.label, op.key))
             if s is None:
                 continue
-            if not s.samples:
-                pairing.no_samples(out, inst.label, op.workload, s.error, "network")
+            if not pairing.failed_series(out, inst.label, op.workload, s, "network"):
                 continue
             out.results.append(_result(inst, op, s, series, plan, policy.target))
     out.results = pairing.store_results(out.results, sink)

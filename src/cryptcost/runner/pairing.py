@@ -160,11 +160,19 @@ def verify_accel(results: list[Result]) -> list[Result]:
     return out
 
 
-def no_samples(outcome, label: str, workload: str, error: str | None, kind: str) -> None:
-    """A series that ended with no sample: skipped, and failed with its error."""
-    outcome.skipped.append({"stack": label, "workload": workload, "kind": kind, "reason": error or "no samples"})
-    if error and f"{label} {workload}: {error}" not in outcome.failed:
-        outcome.failed.append(f"{label} {workload}: {error}")
+def failed_series(outcome, label: str, workload: str, series, kind: str) -> bool:
+    """Account for a series that failed: with no sample it is skipped (and failed with its
+    error); one that failed after some samples keeps them as a result, and is listed as
+    failed too, with how many samples it had. Returns whether a result can still be made."""
+    error = series.error
+    if not series.samples:
+        outcome.skipped.append({"stack": label, "workload": workload, "kind": kind,
+                                "reason": error or "no samples"})
+    line = f"{label} {workload}: {error}" + (f" (after {len(series.samples)} sample(s), which are kept)"
+                                              if series.samples else "")
+    if error and not any(f.startswith(f"{label} {workload}: {error}") for f in outcome.failed):
+        outcome.failed.append(line)
+    return bool(series.samples)
 
 
 def store_results(results: list[Result], sink) -> list[Result]:

@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
+from cryptcost import faults
 from cryptcost.errors import CryptcostError
 from cryptcost.model import Job, Sample
 from cryptcost.stats import Policy
@@ -75,7 +76,9 @@ def schedule(jobs: list[Job], policy: Policy, *,
         for job in active:
             done += 1
             progress.step(job.label, done, len(jobs) * rounds)
+            faults.at("between")
             try:
+                faults.at("measure")
                 got = job.measure()
             except CryptcostError as exc:
                 if stop_on_error:

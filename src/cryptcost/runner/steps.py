@@ -123,6 +123,20 @@ class StepRunner:
         self.history: dict[tuple, tuple[float, float]] = {}   # cell → (seconds of one pass, between passes)
 
     def __call__(self, inst: Instance, step: wl.Step) -> dict[tuple, Sample]:
+        """The step's samples; a stack whose daemon died, or whose mount broke, fails this
+        step with the reason (the scheduler then marks the configuration failed) instead of
+        ending the run."""
+        try:
+            return self._step(inst, step)
+        except (CryptcostError, OSError) as exc:
+            why = inst.stack.dead()
+            if why:
+                raise CryptcostError(f"{why}: {exc}") from None
+            if isinstance(exc, OSError):
+                raise CryptcostError(f"{inst.label}: {exc}") from None
+            raise
+
+    def _step(self, inst: Instance, step: wl.Step) -> dict[tuple, Sample]:
         workdir = inst.workdir
         if step.layout:
             fio.run(step.layout, workdir, step.name)

@@ -179,8 +179,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
                 s = series.get((inst.label, op.key))
                 if s is None:
                     continue
-                if not s.samples:
-                    pairing.no_samples(outcome, inst.label, op.workload, s.error, "storage")
+                if not pairing.failed_series(outcome, inst.label, op.workload, s, "storage"):
                     continue
                 outcome.results.append(_result(inst, op, s, series, plan, policy.target))
     outcome.results = pairing.store_results(outcome.results, sink)

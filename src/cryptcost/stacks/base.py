@@ -196,6 +196,14 @@ class Stack(ABC):
         """Processes whose CPU time the stack adds (rule 7)."""
         return []
 
+    def dead(self) -> str | None:
+        """Why the stack no longer works (its daemon exited), or None."""
+        daemon = getattr(self, "daemon", None)
+        if daemon is not None and not daemon.alive():
+            name = daemon.argv[4] if daemon.argv[:3] == ["ip", "netns", "exec"] else daemon.argv[0]
+            return f"{name.rsplit('/', 1)[-1]} (pid {daemon.pid}) exited ({daemon.returncode}) during the measurement"
+        return None
+
     def cipher_ref(self) -> dict | None:
         """The raw cipher this stack runs, for its cipher ceiling: ``algorithm``
         as the cipher engines name it, ``where`` (kernel, go or userspace),

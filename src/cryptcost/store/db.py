@@ -14,6 +14,7 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cryptcost import faults
 from cryptcost.errors import UserError
 from cryptcost.model import Result, Run, Sample
 from cryptcost.store.backfill import add_facts, add_skip_facts
@@ -63,6 +64,44 @@ MIGRATIONS: list = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def _concurrent(conn: sqlite3.Connection) -> None:
+    """Let several processes use one store: readers never block the writer
+    (WAL), and a writer waits up to 30 s for another's transaction (busy
+    timeout). A store that cannot switch (a read-only directory) keeps its
+    rollback journal; the busy timeout still holds."""
+    conn.execute("PRAGMA busy_timeout = 30000")
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.OperationalError:
+        pass
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _owner() -> dict:
+    """Who writes a run: enough to tell later whether that process still lives."""
+    return {"pid": os.getpid(), "boot_id": _boot_id(), "start": _start_ticks(os.getpid())}
+
+
+def _alive(owner: dict | None) -> bool:
+    """Whether a ``running`` run's process still runs (runs without an owner are taken at their word)."""
+    if not owner:
+        return True
+    return owner.get("boot_id") == _boot_id() and _start_ticks(owner.get("pid", -1)) == owner.get("start")
+
+
 def default_path() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "cryptcost" / "results.db"
@@ -104,6 +143,7 @@ class Store:
                             "pass a writable --db") from None
         store = cls(conn, path)
         store.migrate(version)
+        _concurrent(conn)                        # only once it is known to be ours, and not newer
         return store
 
     def migrate(self, version: int) -> None:
@@ -135,13 +175,17 @@ class Store:
     def _write(self, sql: str, args: tuple) -> int:
         try:
             with self.conn:
-                return self.conn.execute(sql, args).lastrowid
+                rowid = self.conn.execute(sql, args).lastrowid
+                faults.at("store")                    # inside the transaction: tests kill here
+                return rowid
         except sqlite3.OperationalError as exc:
             raise UserError(f"cannot write the result store {self.path}: {exc}") from None
 
     def begin_run(self, command: str, host: dict, label: str | None = None) -> int:
-        return self._write("INSERT INTO runs(started, command, host, status, label) VALUES (?,?,?,?,?)",
-                           (now(), command, json.dumps(host, default=str), "running", label))
+        run_id = self._write("INSERT INTO runs(started, command, host, status, label) VALUES (?,?,?,?,?)",
+                             (now(), command, json.dumps(host, default=str), "running", label))
+        self.update_extra(run_id, owner=_owner())
+        return run_id
 
     def update_extra(self, run_id: int, **extra) -> None:
         """Merge ``extra`` into the run's extra record (skipped stacks, suite, model)."""
@@ -205,9 +249,13 @@ class Store:
 
     @staticmethod
     def _run(row: sqlite3.Row) -> Run:
+        extra = json.loads(row["extra"] or "{}")
+        status = row["status"]
+        if status == "running" and not _alive(extra.get("owner")):
+            status = "killed"                    # its process is gone without finishing it (kill -9, a crash)
         return Run(id=row["id"], started=row["started"], command=row["command"],
-                   host=json.loads(row["host"]), status=row["status"], finished=row["finished"],
-                   label=row["label"], extra=json.loads(row["extra"] or "{}"))
+                   host=json.loads(row["host"]), status=status, finished=row["finished"],
+                   label=row["label"], extra=extra)
 
     def results(self, run_id: int, kind: str | None = None) -> list[dict]:
         sql, args = "SELECT data FROM results WHERE run_id = ?", (run_id,)
