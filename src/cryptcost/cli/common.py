@@ -145,6 +145,6 @@ def print_outcome(args, store, run_id: int, outcome, table, **head) -> int:
             out.print(skipped_table(outcome.skipped))
         out.print(f"run {run_id} stored in {store.path}")
     for line in outcome.failed:
-        err.print(f"error: setup failed: {line}")
+        err.print(f"error: {line}")
     return 1 if outcome.failed else 0
 

@@ -152,7 +152,7 @@ def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink
             out.skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
                                 "install": getattr(exc, "install", None), "kind": "network"})
             if role == "measured" and not isinstance(exc, Unavailable):
-                out.failed.append(f"{inst.label}: {exc}")
+                out.failed.append(f"{inst.label}: setup failed: {exc}")
             log.warning("%s: setup failed: %s", inst.label, exc)
     ops = {i.label: wl.ops(names, i.stack.traffic, streams=plan.streams, file_bytes=plan.file_bytes,
                            small_files=plan.small_files) for i in ready}

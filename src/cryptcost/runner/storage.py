@@ -57,7 +57,7 @@ class StorageOutcome:
     results: list[Result] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
     cache_mode: str = ""
-    failed: list[str] = field(default_factory=list)      # measured stacks whose setup failed
+    failed: list[str] = field(default_factory=list)      # measured stacks whose setup or series failed
 
 
 def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,)
@@ -157,7 +157,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
             skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
                             "install": getattr(exc, "install", None)})
             if inst.role == "measured" and not isinstance(exc, Unavailable):
-                failed.append(f"{inst.label}: {exc}")
+                failed.append(f"{inst.label}: setup failed: {exc}")
             log.warning("%s: setup failed: %s", inst.label, exc)
     ready = [i for i in instances if not i.error]
     archive = make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
