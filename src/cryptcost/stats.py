@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -190,15 +191,35 @@ class Policy:
         if self.min_samples < 1 or self.max_samples < self.min_samples:
             raise ValueError("need 1 <= min_samples <= max_samples")
 
+    deadline: float | None = None  # time.monotonic() after which no series takes more than it must
+
     def stop_reason(self, xs: list[float]) -> str | None:
-        """``'ci_target_met'``, ``'cap_reached'``, or None to keep sampling."""
+        """``'ci_target_met'``, ``'cap_reached'``, ``'time_budget'``, or None to keep sampling."""
         if len(xs) < self.min_samples:
             return None
         if len(xs) >= 2 and summarize(xs).rel_half_width <= self.target:
             return "ci_target_met"
         if len(xs) >= self.max_samples:
             return "cap_reached"
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "time_budget"
         return None
+
+    def expected_samples(self, xs: list[float]) -> int:
+        """How many samples the series will likely have when it stops: its own
+        spread says, once it has two (the interval's half-width shrinks as
+        t(n-1)/√n at the same CV); before that, the minimum."""
+        n = len(xs)
+        if self.stop_reason(xs) is not None:
+            return n
+        if n < 2:
+            return self.min_samples
+        s = summarize(xs)
+        cv = s.stdev / abs(s.median) if s.median else math.inf
+        for m in range(max(n + 1, self.min_samples), self.max_samples + 1):
+            if t_quantile(0.975, m - 1) * cv / math.sqrt(m) <= self.target:
+                return m
+        return self.max_samples
 
 
 # --- two series --------------------------------------------------------------------

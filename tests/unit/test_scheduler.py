@@ -157,3 +157,43 @@ def test_extra_cells_are_measured_alongside_the_product():
                       FakeExecutor(), Policy(2, 2, 0.03, 0), cpu_flags={"aes": True})
     got = {(r.fields["algorithm"], r.fields["buffer_bytes"], r.fields["accel"]) for r in out.results}
     assert ("aes-256-xts", 512, False) in got and ("aes-128-gcm", 4096, True) in got
+
+
+def test_expected_samples_follow_the_series_own_spread():
+    pol = Policy(3, 10, 0.03, warmup=0)
+    assert pol.expected_samples([]) == 3 and pol.expected_samples([100]) == 3
+    assert pol.expected_samples([100, 100.5, 99.5]) == 3             # already within ±3 %
+    assert pol.expected_samples([100, 104, 96]) == 10                # CV 4 %: about ten samples
+    assert 3 < pol.expected_samples([100, 102, 98]) < 10             # CV 2 %: a few more
+    assert pol.expected_samples([100, 150, 50]) == 10                # never more than the cap
+
+
+def test_the_eta_predicts_the_steps_left_instead_of_a_lower_bound():
+    """Series with a 4 % CV need about ten samples, not the minimum three: once two rounds are
+    measured, the ETA says so (the old estimate counted min_samples and was always exceeded)."""
+    import itertools
+    from cryptcost.runner.scheduler import Progress
+    noisy = [100, 104, 96, 103, 97, 104, 96, 102, 98, 100]
+    seen = []
+
+    class Record(Progress):
+        def step(self, label, done, total, eta=None):
+            seen.append((done, eta))
+
+    jobs = [_job(n, [], itertools.cycle(noisy), group="g") for n in "AB"]
+    schedule(jobs, Policy(3, 10, 0.03, warmup=1), progress=Record())
+    total = len(seen)
+    errors = {done: eta.steps - (total - done + 1) for done, eta in seen if eta is not None}
+    assert seen[0][1] is None and total > 2 * (1 + 3)               # more than the minimum was needed
+    assert all(eta.at_most_steps >= eta.steps for _, eta in seen[1:])
+    # Once every series has two samples (step 6) the ETA is never short, and never more than two
+    # rounds of the group (4 steps) over: these series met the target at 8 samples by luck, where
+    # their 4 % spread predicts 9 or 10.
+    assert all(0 <= errors[d] <= 4 for d in range(6, total + 1)), errors
+
+
+def test_a_deadline_stops_series_at_their_minimum():
+    import time
+    jobs = [_job("A", [], [100, 130, 70] * 10)]
+    got = schedule(jobs, Policy(3, 20, 0.03, warmup=0, deadline=time.monotonic()))
+    assert len(got["A"].samples) == 3 and got["A"].stop_reason == "time_budget"

@@ -100,35 +100,41 @@ class ConsoleProgress(Progress):
         if self.quiet:
             return
         if err.is_terminal:
-            from rich.progress import (BarColumn, Progress as Bar, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
             self.bar = Bar(TextColumn("{task.description:<40}"), BarColumn(),
                            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                           TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=True)
+                           TextColumn("{task.fields[eta]}"), console=err, transient=True)
             self.bar.start()
-            self.task = self.bar.add_task("starting", total=total_steps)
+            self.task = self.bar.add_task("starting", total=self.expected, eta="")
         else:
             err.print(f"measuring: {self.expected} steps if every series is stable at once, "
                       f"at most {total_steps}")
 
-    def step(self, label: str, done: int, total: int) -> None:
+    def step(self, label: str, done: int, total: int, eta=None) -> None:
+        """``eta`` (scheduler.Eta) predicts what is left from the steps measured so far."""
         if self.quiet:
             return
+        text, steps = "", self.expected
+        if eta is not None:
+            steps = done - 1 + eta.steps
+            text = f"ETA ~{_duration(eta.seconds)} ({eta.steps} of at most {eta.at_most_steps} steps left)"
         if self.bar is not None:
-            self.bar.update(self.task, description=label[:40], completed=done - 1, total=total)
+            self.bar.update(self.task, description=label[:40], completed=done - 1, total=steps, eta=text)
             return
         now = time.monotonic()
         if now - self.last >= 5:
             self.last = now
             elapsed = now - self.started
-            left = max(0, self.expected - done + 1)
-            eta = f", ETA ≥ {elapsed / max(done - 1, 1) * left:.0f} s" if done > 1 and left else ""
-            err.print(f"  [{elapsed:5.0f} s] step {done}/{self.expected}{eta}: {label}")
+            err.print(f"  [{elapsed:5.0f} s] step {done}/{steps}" + (f", {text}" if text else "") + f": {label}")
 
     def finish(self) -> None:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def print_outcome(args, store, run_id: int, outcome, table, **head) -> int:

@@ -15,6 +15,8 @@ keeps it even when a later job fails.
 from __future__ import annotations
 
 import logging
+import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
@@ -40,8 +42,55 @@ class Progress:
     """Callbacks the scheduler reports to; the default does nothing."""
 
     def start(self, total_steps: int, est_seconds: float, expected_steps: int = 0) -> None: ...
-    def step(self, label: str, done: int, total: int) -> None: ...
+    def step(self, label: str, done: int, total: int, eta: "Eta | None" = None) -> None: ...
     def finish(self) -> None: ...
+
+
+@dataclass
+class Eta:
+    """What is left, predicted from what was measured: ``seconds`` and ``steps``
+    (each job's remaining rounds — from its series' own spread, see
+    Policy.expected_samples — times its measured step time), and the most
+    steps the caps allow."""
+
+    seconds: float
+    steps: int
+    at_most_steps: int
+
+
+class _Clock:
+    """Each job's measured step durations, and the prediction of what is left."""
+
+    def __init__(self, jobs: list[Job], policy: Policy):
+        self.jobs, self.policy = jobs, policy
+        self.took: dict[int, list[float]] = {}
+        self.rounds: dict[int, int] = {}
+
+    def record(self, job: Job, seconds: float) -> None:
+        self.took.setdefault(id(job), []).append(seconds)
+        self.rounds[id(job)] = self.rounds.get(id(job), 0) + 1
+
+    def _duration(self, job: Job) -> float:
+        mine = self.took.get(id(job))
+        if mine:
+            return statistics.median(mine)
+        peers = [t for j in self.jobs if j.group is not None and j.group == job.group
+                 for t in self.took.get(id(j), [])]
+        return statistics.median(peers) if peers else job.est_seconds
+
+    def eta(self, series: dict[Hashable, "Series"]) -> Eta:
+        seconds, steps, most = 0.0, 0, 0
+        for job in self.jobs:
+            if any(series[k].error for k in job.keys):
+                continue
+            peers = [j for j in self.jobs if job.group is not None and j.group == job.group] or [job]
+            need = max(self.policy.expected_samples(series[k].values()) if series[k].stop_reason is None
+                       else len(series[k].samples) for j in peers for k in j.keys)
+            left = max(0, self.policy.warmup + need - self.rounds.get(id(job), 0))
+            seconds += left * self._duration(job)
+            steps += left
+            most += max(0, self.policy.warmup + self.policy.max_samples - self.rounds.get(id(job), 0))
+        return Eta(seconds, steps, most)
 
 
 def schedule(jobs: list[Job], policy: Policy, *,
@@ -58,6 +107,7 @@ def schedule(jobs: list[Job], policy: Policy, *,
                    expected)
     done = 0
     reported: set = set()
+    clock = _Clock(jobs, policy)
 
     def report_finished(active: list[Job]) -> None:
         running = {k for j in active for k in j.keys}
@@ -75,11 +125,13 @@ def schedule(jobs: list[Job], policy: Policy, *,
             break
         for job in active:
             done += 1
-            progress.step(job.label, done, len(jobs) * rounds)
+            progress.step(job.label, done, len(jobs) * rounds, clock.eta(series) if done > 1 else None)
             faults.at("between")
+            started = time.monotonic()
             try:
                 faults.at("measure")
                 got = job.measure()
+                clock.record(job, time.monotonic() - started)
             except CryptcostError as exc:
                 if stop_on_error:
                     raise
