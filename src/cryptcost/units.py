@@ -61,6 +61,18 @@ def parse_size(text: str, what: str = "size") -> int:
     return value
 
 
+_SECONDS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """``90``, ``90s``, ``10m``, ``1.5h`` → seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _SECONDS or float(match.group(1)) <= 0:
+        raise UserError(f"bad {what} {text!r}: use a positive number of seconds, or e.g. 90s, 10m, 1.5h")
+    return float(match.group(1)) * _SECONDS[unit]
+
+
 LINKS = {"1gbe": 117e6, "2.5gbe": 294e6, "10gbe": 1170e6, "25gbe": 2925e6, "100gbe": 11700e6}
 _RATE_UNITS = {"b/s": 1, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "kib/s": 1024, "mib/s": 1 << 20,
           "gib/s": 1 << 30}

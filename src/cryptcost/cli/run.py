@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cryptcost.cli.common import probe_host, ConsoleProgress, err, out, print_json, recorded_run
+from cryptcost.cli.common import open_store, probe_host, ConsoleProgress, err, out, print_json, recorded_run
 from cryptcost import units
 from cryptcost.errors import UserError
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
-from cryptcost.runner import suite
+from cryptcost.runner import budget, suite
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.workloads.plan import SUITES, load
 
@@ -28,6 +28,8 @@ def add_parser(sub, common) -> None:
     p.add_argument("-o", "--report", default=DEFAULT_REPORT, metavar="FILE",
                    help=f"HTML report to write (default: {DEFAULT_REPORT})")
     p.add_argument("--no-report", action="store_true", help="write no HTML report")
+    p.add_argument("--time-budget", metavar="DURATION", help="plan the run to fit, e.g. 10m: fewer samples, "
+                   "parts, block sizes or workloads; the report lists what was left out")
     p.add_argument("--dry-run", action="store_true", help="print what would run and the estimate, then stop")
     p.add_argument("--json", action="store_true", help="print one JSON object (results and analysis)")
     p.set_defaults(func=run)
@@ -43,7 +45,7 @@ def _model(args, plan) -> dict:
     return model
 
 
-def announce(plan, seconds: float) -> None:
+def announce(plan, seconds: float, factor: tuple[float, int] = (1.0, 0)) -> None:
     err.print(f"suite {plan.name}" + (f" ({plan.label})" if plan.label else "") + ":")
     for part in plan.parts:
         what = []
@@ -62,9 +64,22 @@ def announce(plan, seconds: float) -> None:
                         f"over {n.get('link', 'netns')}")
         err.print(f"  {part.label}: " + "; ".join(what))
     for c in plan.cannot_run:
+        if c.get("budget"):
+            continue
         err.print(f"  cannot run {c['part']} {c['what']}: {c['reason']}"
                   + (f" (install: {c['install']})" if c.get("install") else ""))
-    err.print(f"estimated time: at least {seconds / 60:.1f} min (more if series need more samples)")
+    cut = [c for c in plan.cannot_run if c.get("budget")]
+    if cut:
+        err.print(f"  {cut[0]['budget']}:")
+        for c in cut:
+            err.print(f"    {c['part']}: {c['what']}" + (f" ({c['detail']})" if c["detail"] else ""))
+    scale, runs = factor
+    if runs:
+        err.print(f"estimated time: about {seconds * scale / 60:.1f} min (the model's {seconds / 60:.1f} min "
+                  f"× {scale:.2f}, what the last {runs} run(s) of this suite took here against theirs)")
+    else:
+        err.print(f"estimated time: about {seconds / 60:.1f} min if every series is stable at its minimum "
+                  "number of samples; more if not (no earlier run of this suite here to calibrate from)")
 
 
 def run(args) -> int:
@@ -73,10 +88,16 @@ def run(args) -> int:
     if not args.no_report:
         _check_writable(args.report)
     suite.validate_plan(plan)                              # bad input fails before anything is recorded
+    budget_s = units.parse_duration(args.time_budget, "--time-budget") if args.time_budget else None
+    factor = _calibration(args, plan)
+    if budget_s:
+        plan, _ = budget.fit(plan, budget_s, lambda p: suite.estimate(p) * factor[0])
     seconds = suite.estimate(plan)
-    announce(plan, seconds)
+    announce(plan, seconds, factor)
     if args.dry_run:
         return 0
+    if budget_s:                                 # extra samples stop early enough to leave room for the rest
+        plan.policy = {**plan.policy, "deadline": time.monotonic() + budget.DEADLINE_SHARE * budget_s}
     host = probe_host()
     if not args.json:
         for note in host["notes"]:
@@ -84,8 +105,8 @@ def run(args) -> int:
     install_signal_handlers()
     started = time.monotonic()
     with recorded_run(args, "run", host) as (store, run_id, sink):
-        store.update_extra(run_id, suite=plan.name, model=model,
-                           skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
+        store.update_extra(run_id, suite=plan.name, model=model, estimate_seconds=round(seconds, 1),
+                           time_budget=budget_s, skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
         outcome = suite.run_plan(plan, sink=sink, host=host,
                                  progress_factory=lambda what: _progress(what))
         store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,
@@ -107,6 +128,19 @@ def run(args) -> int:
     for line in outcome.failed:
         err.print(f"error: {line}")
     return 1 if outcome.failed else 0
+
+
+def _calibration(args, plan) -> tuple[float, int]:
+    """How far earlier runs of this suite here were from their estimate (see runner.budget)."""
+    import socket
+    from cryptcost.store.db import default_path
+    if not Path(args.db or default_path()).is_file():
+        return 1.0, 0                            # nothing to learn from, and nothing is created
+    store = open_store(args, create=False)
+    try:
+        return budget.calibration(store.runs(), plan.name, socket.gethostname())
+    finally:
+        store.close()
 
 
 def _progress(what: str) -> ConsoleProgress:

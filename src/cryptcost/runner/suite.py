@@ -36,7 +36,7 @@ DEFAULT_POLICY = {"min_samples": 3, "max_samples": 10, "ci_target": 3.0, "warmup
 def policy_of(plan: RunPlan) -> stats.Policy:
     p = {**DEFAULT_POLICY, **plan.policy}
     return stats.Policy(p["min_samples"], max(p["max_samples"], p["min_samples"]), p["ci_target"] / 100,
-                        p["warmup"])
+                        p["warmup"], deadline=p.get("deadline"))
 
 
 def cipher_plan(c: dict) -> CipherPlan:

@@ -1,0 +1,79 @@
+"""Fitting a plan into --time-budget, and calibrating the estimate from earlier runs."""
+
+import pytest
+
+from cryptcost.errors import UserError
+from cryptcost.model import Run
+from cryptcost.runner.budget import calibration, fit
+from cryptcost.workloads.plan import Part, RunPlan
+from tests.conftest import assert_bad_input
+
+
+def _plan() -> RunPlan:
+    return RunPlan("standard", parts=[
+        Part("one", ciphers={"sizes": [512, 4096, 65536], "threads": [1, 2]},
+             storage={"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"]},
+             network={"stacks": ["tls"], "workloads": ["send"]}),
+        Part("two", storage={"stacks": ["all"], "workloads": ["bigfile"]})],
+        policy={"min_samples": 3, "max_samples": 6})
+
+
+def _estimate(plan: RunPlan) -> float:
+    """A model where the network costs 300 s, each storage workload 100 s, each cipher cell 10 s."""
+    total = 0.0
+    for p in plan.parts:
+        if p.network:
+            total += 300
+        if p.storage:
+            total += 100 * len(p.storage["workloads"])
+        if p.ciphers:
+            total += 10 * len(p.ciphers["sizes"]) * len(p.ciphers["threads"])
+    return total * plan.policy.get("min_samples", 3) / 3
+
+
+def test_a_plan_that_fits_is_left_alone():
+    plan, seconds = fit(_plan(), 10_000, _estimate)
+    assert plan == _plan() and seconds == _estimate(_plan())
+
+
+def test_the_fitted_plan_fits_and_says_what_was_left_out():
+    plan, seconds = fit(_plan(), 500, _estimate)
+    assert seconds <= 500 and seconds == _estimate(plan)
+    left = [(c["part"], c["what"]) for c in plan.cannot_run]
+    assert ("two", "the whole part") in left
+    assert all("--time-budget 8 min" in c["reason"] and "whole plan: about 12.7 min" in c["reason"]
+               for c in plan.cannot_run)
+    assert [p.label for p in plan.parts] == ["one"]
+
+
+def test_a_cut_that_was_not_needed_is_given_back():
+    """760 s into 560: two samples instead of three fit (507 s); the cut taken on the way,
+    no extra samples beyond the minimum, does not change the estimate and is given back."""
+    plan, seconds = fit(_plan(), 560, _estimate)
+    assert [c["what"] for c in plan.cannot_run] == ["samples beyond two"]
+    assert plan.policy == {"min_samples": 2, "max_samples": 2} and plan.parts == _plan().parts
+    assert seconds == pytest.approx(760 * 2 / 3)
+
+
+def test_a_budget_nothing_fits_is_refused():
+    with pytest.raises(UserError, match="too short"):
+        fit(_plan(), 5, _estimate)
+
+
+def test_calibration_is_the_median_of_earlier_runs_of_the_suite_here():
+    def run(i, suite, wall, est, host="h", status="complete"):
+        return Run(id=i, started="", command="run", host={"hostname": host}, status=status,
+                   extra={"suite": suite, "wall_seconds": wall, "estimate_seconds": est})
+    runs = [run(1, "quick", 300, 200), run(2, "quick", 390, 300), run(3, "quick", 500, 250),
+            run(4, "standard", 999, 1), run(5, "quick", 999, 1, host="other"),
+            run(6, "quick", 999, 1, status="interrupted")]
+    assert calibration(runs, "quick", "h") == (1.5, 3)
+    assert calibration([], "quick", "h") == (1.0, 0)
+
+
+def test_time_budget_in_a_dry_run(cli):
+    done = cli("run", "--suite", "standard", "--dry-run", "--time-budget", "10m")
+    assert done.returncode == 0, done.stderr
+    assert "left out to fit --time-budget 10 min" in done.stderr
+    assert_bad_input(cli("run", "--dry-run", "--time-budget", "soon"))
+    assert_bad_input(cli("run", "--dry-run", "--time-budget", "1s"))
