@@ -6,11 +6,8 @@ daemon killed mid-measurement, and `kill -9` followed by `cleanup`."""
 from __future__ import annotations
 
 import base64
-import binascii
-import glob
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,6 +20,7 @@ from cryptcost import stacks
 from cryptcost.stacks import get, unavailable_reason
 from tests.conftest import skip_or_fail
 from tests.system.conftest import leftovers, need_root
+from tests.system.keyscan import scan_debug_run, secrets_in
 
 # Every measured network stack in the registry, with the workload it is checked on.
 CASES = {name: ("put" if cls.traffic == "files" else "send")
@@ -206,26 +204,6 @@ def test_accel_off_through_openssl_makes_tls_slower_and_is_verified(cli):
     assert off["accel_speedup"] > 1.2 and off["median_bytes_per_s"] < on["median_bytes_per_s"]
 
 
-B64 = re.compile(rb"[A-Za-z0-9+/=]{24,}|[0-9a-f]{24,}")
-
-
-def _secrets_in(path: str) -> set[bytes]:
-    """The key material of a key file: each long base64 or hex run, decoded too, and as hex."""
-    data = open(path, "rb").read()
-    found = set()
-    for run in B64.findall(data):
-        found.add(run)
-        try:
-            raw = base64.b64decode(run + b"=" * (-len(run) % 4), validate=False)
-            if len(raw) >= 16:
-                found |= {raw, raw.hex().encode()}
-        except (binascii.Error, ValueError):
-            pass
-    if len(data) >= 16 and not B64.fullmatch(data.strip()):
-        found.add(data)
-    return {s for s in found if len(s) >= 16}
-
-
 @pytest.mark.root
 def test_no_key_reaches_any_output_of_a_debug_network_run(tmp_path):
     """Every secret the network stacks create (TLS and SSH private keys, WireGuard keys, the IPsec
@@ -235,45 +213,10 @@ def test_no_key_reaches_any_output_of_a_debug_network_run(tmp_path):
     names = [n for n in ("tls", "ssh", "wireguard", "ipsec", "smb3") if not unavailable_reason(get(n))]
     if len(names) < 5:
         skip_or_fail("tls", f"not every network stack is available: {names}")
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
-    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "--debug", "network", "--stacks", ",".join(names),
-                              "--workloads", "send,put", "--file-size", "8M", "--seconds", "1", "--min-samples", "1",
-                              "--max-samples", "1", "--warmup", "0", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    lines: list[bytes] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(child.stderr.readline, b"")), daemon=True)
-    reader.start()
-    secrets_: set[bytes] = set()
-    cmdlines: set[bytes] = set()
-    journals: list[bytes] = []
-    while child.poll() is None:
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    if b"CRYPTCOST_RUN=" in open(f"/proc/{pid}/environ", "rb").read():
-                        cmdlines.add(open(f"/proc/{pid}/cmdline", "rb").read())
-                except OSError:
-                    pass
-        if any(b"measuring:" in line for line in lines) and not secrets_:
-            for keydir in glob.glob("/tmp/cryptcost-keys-*"):
-                for path in glob.glob(f"{keydir}/*"):
-                    if not path.endswith(".pub"):
-                        secrets_ |= _secrets_in(path)
-            journals += [open(j, "rb").read() for j in glob.glob(str(tmp_path / "state" / "journal-*"))]
-        time.sleep(0.1)
-    out = child.stdout.read()
-    reader.join(timeout=10)
-    assert child.returncode == 0, b"".join(lines)[-2000:]
+    secrets_, found, everything = scan_debug_run(tmp_path, [
+        "network", "--stacks", ",".join(names), "--workloads", "send,put", "--file-size", "8M", "--seconds", "1",
+        "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"])
     assert len(secrets_) >= 5, "read no key material during the run"
-    report = tmp_path / "report.html"
-    subprocess.run([sys.executable, "-m", "cryptcost", "report", "--format", "html", "-o", str(report)], env=env,
-                   check=True, capture_output=True)
-    exported = subprocess.run([sys.executable, "-m", "cryptcost", "report", "--format", "json"], env=env,
-                              check=True, capture_output=True).stdout
-    store = b"".join(open(p, "rb").read() for p in glob.glob(str(tmp_path / "data" / "cryptcost" / "*")))
-    everything = {"stdout": out, "stderr": b"".join(lines), "store": store, "report": report.read_bytes(),
-                  "json": exported, "journal": b"".join(journals), "argv": b"\n".join(cmdlines)}
-    found = [(where, s[:12]) for where, blob in everything.items() for s in secrets_ if s in blob]
     print(f"key strings checked: {len(secrets_)}, outputs searched: {len(everything)}, found: {len(found)}")
     assert not found, found
 
@@ -283,7 +226,7 @@ def test_the_key_scan_finds_a_key_in_any_of_its_forms(tmp_path):
     raw = os.urandom(32)
     (tmp_path / "wg.key").write_bytes(base64.b64encode(raw) + b"\n")
     (tmp_path / "smb.auth").write_text("username = root\npassword = " + os.urandom(16).hex() + "\n")
-    wg, smb = _secrets_in(str(tmp_path / "wg.key")), _secrets_in(str(tmp_path / "smb.auth"))
+    wg, smb = secrets_in(str(tmp_path / "wg.key")), secrets_in(str(tmp_path / "smb.auth"))
     assert raw in wg and raw.hex().encode() in wg and base64.b64encode(raw) in wg
     password = (tmp_path / "smb.auth").read_text().split("password = ")[1].strip().encode()
     assert any(s in b"debug: run: smbclient -U root%" + password for s in smb)

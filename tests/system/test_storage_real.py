@@ -196,3 +196,21 @@ def test_accel_off_is_verified_for_gocryptfs(cli):
     for r in off:
         assert r["accel"] is False and r["accel_verified"] is True, r["notes"]
         assert r["accel_speedup"] > 1.3 and r["params"]["facts"]["crypto_library"] == "openssl+go"
+
+
+@pytest.mark.root
+def test_no_key_reaches_any_output_of_a_debug_storage_run(tmp_path):
+    """The same search as for the network stacks, over every encrypted storage stack that runs
+    here: fscrypt's raw key, the gocryptfs, CryFS, securefs and EncFS passwords, the LUKS
+    secret qemu-storage-daemon reads, rclone's config."""
+    from tests.system.keyscan import scan_debug_run
+    names = [n for n in ("fscrypt", "gocryptfs", "luks-userspace", "cryfs", "securefs", "encfs", "rclone-crypt")
+             if not unavailable_reason(get(n))]
+    if len(names) < 7:
+        skip_or_fail("gocryptfs", f"not every storage stack is available: {names}")
+    secrets_, found, everything = scan_debug_run(tmp_path, [
+        "storage", "--stacks", ",".join(names), "--workloads", "seq-1m", "--size", "64M",
+        "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"])
+    assert len(secrets_) >= len(names), "read no key material during the run"
+    print(f"key strings checked: {len(secrets_)}, outputs searched: {len(everything)}, found: {len(found)}")
+    assert not found, found
