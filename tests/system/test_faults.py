@@ -205,3 +205,37 @@ def _daemon_under_load(comm: str, marker: bytes) -> int | None:
     fio = [p for p, (name, _) in procs.items() if name == "fio"]
     daemon = [p for p, (name, cmd) in procs.items() if name == comm and marker in cmd]
     return daemon[0] if fio and daemon else None
+
+
+@pytest.mark.root
+def test_a_medium_that_fills_up_fails_the_configuration_never_a_fast_result(tmp_path, workdir):
+    """The filesystem under a stack fills up (another writer takes its free space) while fio
+    writes: the configuration fails with ENOSPC in its reason, and no sample of the failed
+    step is stored as a result."""
+    need_root()
+    before, dirs = set(leftovers([])), _tmpdirs()
+    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", "plain",
+                              "--workloads", "seq-quick", "--size", "64M", "--min-samples", "3",
+                              "--max-samples", "3", "--warmup", "0", "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
+                             cwd=workdir)
+    filled = None
+    deadline = time.monotonic() + 300
+    while child.poll() is None and time.monotonic() < deadline and filled is None:
+        time.sleep(0.05)
+        if _daemon_under_load("fio", b"--rw=write"):
+            mounts = [line.split()[4] for line in open("/proc/self/mountinfo")
+                      if "/cryptcost-ext4-" in line.split()[4] and line.split()[4].count("/") == 2]
+            if mounts:
+                filled = os.path.join(mounts[0], "cc-test-filler")
+                subprocess.run(["fallocate", "-l", str(os.statvfs(mounts[0]).f_bavail * os.statvfs(mounts[0]).f_frsize),
+                                filled], capture_output=True)
+    out, err = child.communicate(timeout=600)
+    assert filled, "the medium was never seen under a write"
+    TALLY["media filled mid-write"] += 1
+    assert child.returncode == 1 and out, err[-2000:]
+    data = json.loads(out)
+    assert any("No space left on device" in f or "ENOSPC" in f for f in data["failed"]), data["failed"]
+    for r in data["results"]:
+        assert r["op"] != "write" or r["stop_reason"] == "error", r      # no write result looks complete
+    assert _leaked(tmp_path, before, dirs) == []

@@ -155,3 +155,28 @@ def test_a_directory_is_journalled_with_its_full_path_before_it_exists(state_dir
         assert made.is_dir() and made.stat().st_mode & 0o777 == 0o700
     assert seen == [("dir", str(made), False)]
     assert not made.exists()
+
+
+def test_a_hung_umount_is_detached_lazily_and_the_other_mounts_still_released(state_dir, monkeypatch):
+    """A umount that hangs is killed at the release step's deadline and the mount detached
+    lazily; the mounts released after it are still released, and nothing stays pending."""
+    from cryptcost import proc
+    from cryptcost.errors import ProcessError
+    calls, mounted = [], {"/x/cryptcost-hung", "/x/cryptcost-fine"}
+
+    def fake_run(argv, check=True, timeout=120, **kw):
+        calls.append(list(argv))
+        if argv == ["umount", "/x/cryptcost-hung"]:
+            raise ProcessError(list(argv), None, "", "", why=f"timed out after {timeout:g} s")
+        mounted.discard(argv[-1])
+        return proc.Completed(list(argv), 0, "", "", 0.0)
+    monkeypatch.setattr(release.proc, "run", fake_run)
+    monkeypatch.setattr(release, "is_mounted", lambda target: str(target) in mounted)
+    monkeypatch.setattr(release, "UMOUNT_SECONDS", 0.5)
+    res = Resources()
+    res.track("mount", target="/x/cryptcost-fine")
+    res.track("mount", target="/x/cryptcost-hung")
+    res.release_all()
+    assert calls == [["umount", "/x/cryptcost-hung"], ["umount", "-l", "/x/cryptcost-hung"],
+                     ["umount", "/x/cryptcost-fine"]]
+    assert mounted == set() and journals() == []

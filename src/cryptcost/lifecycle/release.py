@@ -61,17 +61,30 @@ def is_mounted(path: str | os.PathLike) -> bool:
 
 # --- releasers ---------------------------------------------------------------------
 
+UMOUNT_SECONDS = 60.0      # all the attempts at one mount together; then it is detached lazily
+
+
 @releaser("mount")
 def release_mount(data: dict) -> None:
+    """Unmount, retrying while it is busy, for at most UMOUNT_SECONDS in all (a hung umount
+    is killed); then detach it lazily, so that one stuck mount never holds up the others."""
     target = data["target"]
-    for attempt in range(20):
+    deadline = time.monotonic() + UMOUNT_SECONDS
+    attempt = 0
+    while time.monotonic() < deadline:
         if not is_mounted(target):
             return
-        done = proc.run(["umount", target], check=False, timeout=60)
+        try:
+            done = proc.run(["umount", target], check=False, timeout=max(1.0, deadline - time.monotonic()))
+        except ProcessError:                     # it hung until the deadline: detach it lazily
+            break
         if done.returncode == 0:
             return
-        time.sleep(0.1 * (attempt + 1))
-    proc.run(["umount", "-l", target], check=False, timeout=60)
+        attempt += 1
+        time.sleep(min(0.1 * attempt, 2.0))
+    if not is_mounted(target):
+        return
+    proc.run(["umount", "-l", target], check=False, timeout=30)
     log.warning("%s was busy; detached lazily", target)
 
 
