@@ -180,3 +180,31 @@ def test_a_hung_umount_is_detached_lazily_and_the_other_mounts_still_released(st
     assert calls == [["umount", "/x/cryptcost-hung"], ["umount", "-l", "/x/cryptcost-hung"],
                      ["umount", "/x/cryptcost-fine"]]
     assert mounted == set() and journals() == []
+
+
+@pytest.mark.parametrize("first,then", [("SIGTERM", "SIGTERM"), ("SIGINT", "SIGTERM"), ("SIGTERM", "SIGINT")])
+def test_signals_during_release_wait_until_everything_is_released(state_dir, first, then):
+    """Two signals while releasing (timeout(1) sends two; Ctrl-C reaches the whole group):
+    every resource is still released, and the first signal is raised afterwards."""
+    import signal
+
+    from cryptcost.lifecycle.resources import Terminated, install_signal_handlers
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    install_signal_handlers()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    @release.releaser("test-signal")
+    def _send(data):
+        os.kill(os.getpid(), getattr(signal, data["sig"]))
+        RELEASED.append(data["name"])
+    try:
+        res = Resources()
+        res.track("test-thing", name="a")
+        res.track("test-signal", name="b", sig=then)
+        res.track("test-signal", name="c", sig=first)
+        with pytest.raises(KeyboardInterrupt if first == "SIGINT" else Terminated):
+            res.release_all()
+        assert RELEASED == ["c", "b", "a"] and journals() == []
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)

@@ -40,6 +40,9 @@ def install_signal_handlers() -> None:
         signal.signal(sig, handler)
 
 
+_deferring = False
+
+
 @contextmanager
 def signals_deferred(pending: int):
     """SIGINT, SIGTERM and SIGHUP wait while resources are released, then act.
@@ -49,8 +52,9 @@ def signals_deferred(pending: int):
     terminal's group. A second signal raised inside release would stop it
     half-way and leave the rest to ``cleanup``; instead it is held, and
     raised once release is over (each release step has its own timeout)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    global _deferring
+    if _deferring or threading.current_thread() is not threading.main_thread():
+        yield                                    # already held by an outer release, or not the main thread
         return
     held: list[int] = []
 
@@ -60,9 +64,11 @@ def signals_deferred(pending: int):
         held.append(signum)
     watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     before = {sig: signal.signal(sig, hold) for sig in watched}
+    _deferring = True
     try:
         yield
     finally:
+        _deferring = False
         for sig, handler in before.items():
             signal.signal(sig, handler)
     if held:
@@ -102,15 +108,18 @@ class Resources:
             raise
 
     def release(self, entry: Entry) -> None:
+        """Release one resource; a signal arriving meanwhile waits until it is released
+        (a cache reset releases a mount and a daemon in the middle of a run)."""
         if entry.released:
             return
-        try:
-            release_entry(entry)
-        except (CryptcostError, OSError) as exc:
-            self.failures.append(f"{entry.type} {entry.data}: {exc}")
-            log.error("could not release %s %s: %s", entry.type, entry.data, exc)
-            return
-        self.journal.mark_released(entry)
+        with signals_deferred(1):
+            try:
+                release_entry(entry)
+            except (CryptcostError, OSError) as exc:
+                self.failures.append(f"{entry.type} {entry.data}: {exc}")
+                log.error("could not release %s %s: %s", entry.type, entry.data, exc)
+                return
+            self.journal.mark_released(entry)
 
     def release_all(self) -> None:
         """Release every resource, newest first; never stops half-way, not even
