@@ -61,6 +61,11 @@ def parse_size(text: str, what: str = "size") -> int:
     return value
 
 
+def duration(seconds: float) -> str:
+    """``45 s``, ``2.5 min``: seconds below two minutes, minutes above."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
 _SECONDS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 

@@ -41,7 +41,7 @@ def test_the_fitted_plan_fits_and_says_what_was_left_out():
     assert seconds <= 500 and seconds == _estimate(plan)
     left = [(c["part"], c["what"]) for c in plan.cannot_run]
     assert ("two", "the whole part") in left
-    assert all("--time-budget 8 min" in c["reason"] and "whole plan: about 12.7 min" in c["reason"]
+    assert all("--time-budget 8.3 min" in c["reason"] and "whole plan: about 12.7 min" in c["reason"]
                for c in plan.cannot_run)
     assert [p.label for p in plan.parts] == ["one"]
 
@@ -74,6 +74,6 @@ def test_calibration_is_the_median_of_earlier_runs_of_the_suite_here():
 def test_time_budget_in_a_dry_run(cli):
     done = cli("run", "--suite", "standard", "--dry-run", "--time-budget", "10m")
     assert done.returncode == 0, done.stderr
-    assert "left out to fit --time-budget 10 min" in done.stderr
+    assert "left out to fit --time-budget 10.0 min" in done.stderr
     assert_bad_input(cli("run", "--dry-run", "--time-budget", "soon"))
     assert_bad_input(cli("run", "--dry-run", "--time-budget", "1s"))

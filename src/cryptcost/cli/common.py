@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
-from cryptcost import stacks
+from cryptcost import stacks, units
 from cryptcost.errors import UserError
 from cryptcost.host.probe import probe
 from cryptcost.lifecycle.lock import run_lock
@@ -117,7 +117,7 @@ class ConsoleProgress(Progress):
         text, steps = "", self.expected
         if eta is not None:
             steps = done - 1 + eta.steps
-            text = f"ETA ~{_duration(eta.seconds)} ({eta.steps} of at most {eta.at_most_steps} steps left)"
+            text = f"ETA ~{units.duration(eta.seconds)} ({eta.steps} of at most {eta.at_most_steps} steps left)"
         if self.bar is not None:
             self.bar.update(self.task, description=label[:40], completed=done - 1, total=steps, eta=text)
             return
@@ -131,10 +131,6 @@ class ConsoleProgress(Progress):
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def print_outcome(args, store, run_id: int, outcome, table, **head) -> int:

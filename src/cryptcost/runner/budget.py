@@ -21,6 +21,7 @@ import statistics
 from dataclasses import replace
 from typing import Callable
 
+from cryptcost import units
 from cryptcost.errors import UserError
 from cryptcost.runner.suite import DEFAULT_POLICY
 from cryptcost.workloads.plan import RunPlan
@@ -125,14 +126,14 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float]) -> t
         if seconds <= budget:
             break
     else:
-        raise UserError(f"--time-budget {budget / 60:.1f} min is too short: even the smallest part of this "
-                        f"plan takes about {seconds / 60:.1f} min here")
+        raise UserError(f"--time-budget {units.duration(budget)} is too short: even the smallest part of this "
+                        f"plan takes about {units.duration(seconds)} here")
     for cut in list(reversed(taken[:-1])):
         without = [c for c in taken if c is not cut]
         if estimate(_apply(plan, without)) <= budget:
             taken = without
     fitted = _apply(plan, taken)
-    why = f"left out to fit --time-budget {budget / 60:.0f} min (the whole plan: about {whole / 60:.1f} min)"
+    why = f"left out to fit --time-budget {units.duration(budget)} (the whole plan: about {units.duration(whole)})"
     cannot = [{"part": c["part"], "what": c["what"], "budget": why, "detail": c["detail"],
                "reason": why + (f": {c['detail']}" if c["detail"] else "")} for _, c in taken]
     return replace(fitted, cannot_run=plan.cannot_run + cannot), estimate(fitted)
