@@ -1,6 +1,6 @@
 """Fault injection, for the tests that prove cryptcost leaves nothing behind.
 
-``CRYPTCOST_FAULT=POINT:SIGNAL[:N][:group][:delay=S]`` makes the process send
+``CRYPTCOST_FAULT=POINT:SIGNAL[:N][:group][:delay=S][:again=S]`` makes the process send
 itself ``SIGNAL`` the ``N``-th time (default 1) it reaches ``POINT``:
 
 ============  ==========================================================
@@ -14,8 +14,9 @@ itself ``SIGNAL`` the ``N``-th time (default 1) it reaches ``POINT``:
 ============  ==========================================================
 
 ``group`` sends it to the process group as well, as ``timeout(1)`` and a
-terminal's Ctrl-C do (the process then gets it twice). Unset, :func:`at` is
-one dictionary lookup and nothing else.
+terminal's Ctrl-C do (the process then gets it twice, at once); ``again=S``
+sends it a second time S seconds later, when release is under way. Unset,
+:func:`at` is one dictionary lookup and nothing else.
 """
 
 from __future__ import annotations
@@ -29,23 +30,25 @@ POINTS = ("setup", "measure", "between", "store", "teardown")
 _seen: dict[str, int] = {}
 
 
-def parse(spec: str) -> tuple[str, signal.Signals, int, bool, float]:
-    """``POINT:SIGNAL[:N][:group][:delay=S]`` → (point, signal, n, group, delay)."""
+def parse(spec: str) -> tuple[str, signal.Signals, int, bool, float, float | None]:
+    """``POINT:SIGNAL[:N][:group][:delay=S][:again=S]`` → (point, signal, n, group, delay, again)."""
     parts = spec.split(":")
     if len(parts) < 2 or parts[0] not in POINTS:
         raise ValueError(f"{ENV}={spec!r}: expected POINT:SIGNAL[:N][:group][:delay=S], "
                          f"POINT one of {', '.join(POINTS)}")
     name = parts[1].upper()
     sig = signal.Signals[name if name.startswith("SIG") else "SIG" + name]
-    n, group, delay = 1, False, 0.3 if parts[0] == "measure" else 0.0
+    n, group, delay, again = 1, False, 0.3 if parts[0] == "measure" else 0.0, None
     for extra in parts[2:]:
         if extra == "group":
             group = True
         elif extra.startswith("delay="):
             delay = float(extra[6:])
+        elif extra.startswith("again="):
+            again = float(extra[6:])
         else:
             n = int(extra)
-    return parts[0], sig, n, group, delay
+    return parts[0], sig, n, group, delay, again
 
 
 def at(point: str) -> None:
@@ -53,7 +56,7 @@ def at(point: str) -> None:
     spec = os.environ.get(ENV)
     if not spec:
         return
-    where, sig, n, group, delay = parse(spec)
+    where, sig, n, group, delay, again = parse(spec)
     if where != point:
         return
     _seen[point] = _seen.get(point, 0) + 1
@@ -64,6 +67,8 @@ def at(point: str) -> None:
         os.kill(os.getpid(), sig)
         if group:
             os.killpg(os.getpgrp(), sig)
+        if again is not None:
+            threading.Timer(again, os.kill, (os.getpid(), sig)).start()
     if delay:
         threading.Timer(delay, fire).start()
     else:

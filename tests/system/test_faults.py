@@ -36,11 +36,12 @@ CASES = [
     ("between:SIGINT:4", 1), ("between:SIGTERM:3:group", 1), ("between:SIGKILL:5", 1),
     ("store:SIGINT:5", 1), ("store:SIGTERM:9:group", 1), ("store:SIGKILL:7", 1),
     ("teardown:SIGINT:1:group", 6), ("teardown:SIGTERM:1", 6), ("teardown:SIGKILL:1", 6),
+    ("measure:SIGTERM:3:again=0.3", 1),     # the second while release runs: timeout(1)'s two, spread out
 ]
 # make test runs one case per point (every signal, and a group signal, among them); the rest
 # run in CI's second step.
 QUICK = {"setup:SIGKILL:6", "measure:SIGINT:3:group", "between:SIGTERM:3:group", "store:SIGKILL:7",
-         "teardown:SIGTERM:1"}
+         "teardown:SIGTERM:1", "measure:SIGTERM:3:again=0.3"}
 CASES = [pytest.param(spec, kept, id=spec, marks=() if spec in QUICK else pytest.mark.fault_matrix)
          for spec, kept in CASES]
 
@@ -87,13 +88,13 @@ def _leaked(tmp_path, before: set, dirs: set) -> list[str]:
 def test_a_signal_at_any_point_leaves_nothing_and_keeps_the_results(tmp_path, workdir, spec, kept):
     need_root()
     _available(STACK)
-    point, sig, _, group, _ = parse(spec)
+    point, sig, _, group, _, again = parse(spec)
     before, dirs = set(leftovers([])), _tmpdirs()
     # As from a terminal: SIGINT at its default. (A shell's background job inherits SIGINT
     # ignored, as nohup does, and cryptcost rightly keeps it ignored.)
     done = _cryptcost(tmp_path, *ARGS, env=_env(tmp_path, CRYPTCOST_FAULT=spec), start_new_session=True,
                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    TALLY["signals injected"] += 2 if group else 1
+    TALLY["signals injected"] += 1 + bool(group) + (again is not None)
     POINTS.add(point)
     journals = glob.glob(str(tmp_path / "state" / "journal-*"))
     if sig == signal.SIGKILL:
@@ -170,19 +171,12 @@ def test_a_daemon_killed_mid_workload_fails_its_configuration_only(tmp_path, wor
     need_root()
     _available(stack)
     before, dirs = set(leftovers([])), _tmpdirs()
-    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", stack,
-                              "--workloads", "seq-quick", "--size", "64M", "--min-samples", "2",
-                              "--max-samples", "2", "--warmup", "0", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
-                             cwd=workdir)
-    killed = None
-    deadline = time.monotonic() + 300
-    while child.poll() is None and time.monotonic() < deadline and killed is None:
-        time.sleep(0.05)
-        killed = _daemon_under_load(comm, marker)
-        if killed:
-            os.kill(killed, signal.SIGKILL)
-    out, err = child.communicate(timeout=600)
+    def kill():
+        pid = _daemon_under_load(comm, marker)
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+        return pid
+    killed, out, err = _storage_while(tmp_path, workdir, stack, 2, kill)
     assert killed, "the daemon was never seen under load"
     TALLY["daemons killed mid-workload"] += 1
     assert child.returncode == 1 and out, err[-2000:]
@@ -191,6 +185,23 @@ def test_a_daemon_killed_mid_workload_fails_its_configuration_only(tmp_path, wor
     assert mine and all("exited" in f for f in mine), data["failed"]
     assert any(r["stack"] == "plain" and r.get("median_bytes_per_s") for r in data["results"])
     assert _leaked(tmp_path, before, dirs) == []
+
+
+def _storage_while(tmp_path, workdir, stack: str, samples: int, act) -> tuple[object, str, str]:
+    """Run a storage measurement of ``stack`` and call ``act()`` until it returns something
+    (it did what it waited for), at most once; then (what act returned, stdout, stderr)."""
+    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", stack,
+                              "--workloads", "seq-quick", "--size", "64M", "--min-samples", str(samples),
+                              "--max-samples", str(samples), "--warmup", "0", "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
+                             cwd=workdir)
+    acted = None
+    deadline = time.monotonic() + 300
+    while child.poll() is None and time.monotonic() < deadline and acted is None:
+        time.sleep(0.05)
+        acted = act()
+    out, err = child.communicate(timeout=600)
+    return acted, out, err
 
 
 def _daemon_under_load(comm: str, marker: bytes) -> int | None:
@@ -217,23 +228,18 @@ def test_a_medium_that_fills_up_fails_the_configuration_never_a_fast_result(tmp_
     step is stored as a result."""
     need_root()
     before, dirs = set(leftovers([])), _tmpdirs()
-    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", "plain",
-                              "--workloads", "seq-quick", "--size", "64M", "--min-samples", "3",
-                              "--max-samples", "3", "--warmup", "0", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
-                             cwd=workdir)
-    filled = None
-    deadline = time.monotonic() + 300
-    while child.poll() is None and time.monotonic() < deadline and filled is None:
-        time.sleep(0.05)
-        if _daemon_under_load("fio", b"--rw=write"):
-            mounts = [line.split()[4] for line in open("/proc/self/mountinfo")
-                      if "/cryptcost-ext4-" in line.split()[4] and line.split()[4].count("/") == 2]
-            if mounts:
-                filled = os.path.join(mounts[0], "cc-test-filler")
-                subprocess.run(["fallocate", "-l", str(os.statvfs(mounts[0]).f_bavail * os.statvfs(mounts[0]).f_frsize),
-                                filled], capture_output=True)
-    out, err = child.communicate(timeout=600)
+    def fill():
+        if not _daemon_under_load("fio", b"--rw=write"):
+            return None
+        mounts = [line.split()[4] for line in open("/proc/self/mountinfo")
+                  if "/cryptcost-ext4-" in line.split()[4] and line.split()[4].count("/") == 2]
+        if not mounts:
+            return None
+        free = os.statvfs(mounts[0])
+        filler = os.path.join(mounts[0], "cc-test-filler")
+        subprocess.run(["fallocate", "-l", str(free.f_bavail * free.f_frsize), filler], capture_output=True)
+        return filler
+    filled, out, err = _storage_while(tmp_path, workdir, "plain", 3, fill)
     assert filled, "the medium was never seen under a write"
     TALLY["media filled mid-write"] += 1
     assert child.returncode == 1 and out, err[-2000:]

@@ -208,3 +208,14 @@ def test_signals_during_release_wait_until_everything_is_released(state_dir, fir
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
+
+
+def test_fault_specs_parse():
+    import signal
+
+    from cryptcost.faults import parse
+    assert parse("measure:SIGTERM:3:again=0.3") == ("measure", signal.SIGTERM, 3, False, 0.3, 0.3)
+    assert parse("setup:kill:6") == ("setup", signal.SIGKILL, 6, False, 0.0, None)
+    assert parse("teardown:SIGINT:1:group") == ("teardown", signal.SIGINT, 1, True, 0.0, None)
+    with pytest.raises(ValueError):
+        parse("lunch:SIGTERM")
