@@ -68,8 +68,15 @@ def at(point: str) -> None:
         if group:
             os.killpg(os.getpgrp(), sig)
         if again is not None:
-            threading.Timer(again, os.kill, (os.getpid(), sig)).start()
+            _later(again, lambda: os.kill(os.getpid(), sig))
     if delay:
-        threading.Timer(delay, fire).start()
+        _later(delay, fire)
     else:
         fire()
+
+
+def _later(seconds: float, action) -> None:
+    """``action`` in ``seconds``, unless the process has ended by then (a daemon timer)."""
+    timer = threading.Timer(seconds, action)
+    timer.daemon = True
+    timer.start()
