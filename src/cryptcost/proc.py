@@ -40,6 +40,12 @@ class Completed:
     seconds: float
 
 
+def program(argv: Sequence[str]) -> str:
+    """The program ``argv`` runs: behind ``ip netns exec NS``, the one run in the namespace."""
+    argv = list(argv)
+    return argv[4] if argv[:3] == ["ip", "netns", "exec"] and len(argv) > 4 else argv[0]
+
+
 def which(name: str) -> str | None:
     """Path of an executable on PATH (plus the sbin directories), or None."""
     path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"

@@ -191,7 +191,7 @@ class Resources:
             d.entry = entry
             return d
         # `ip netns exec NS PROGRAM …` becomes PROGRAM: the pid check at release must expect that name.
-        program = argv[4] if list(argv[:3]) == ["ip", "netns", "exec"] and len(argv) > 4 else argv[0]
+        program = proc.program(argv)
         return self.track("daemon", create, argv0=program, exe=os.path.basename(program), graceful=graceful)
 
     def stop(self, daemon: proc.Daemon, timeout: float = 10) -> int | None:

@@ -61,6 +61,7 @@ from abc import ABC
 from typing import ClassVar
 
 from cryptcost.engines.openssl import ACCEL_OFF_MASK
+from cryptcost import proc
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import kernel, tools
 from cryptcost.host.tools import Tool
@@ -200,8 +201,8 @@ class Stack(ABC):
         """Why the stack no longer works (its daemon exited), or None."""
         daemon = getattr(self, "daemon", None)
         if daemon is not None and not daemon.alive():
-            name = daemon.argv[4] if daemon.argv[:3] == ["ip", "netns", "exec"] else daemon.argv[0]
-            return f"{name.rsplit('/', 1)[-1]} (pid {daemon.pid}) exited ({daemon.returncode}) during the measurement"
+            name = proc.program(daemon.argv).rsplit("/", 1)[-1]
+            return f"{name} (pid {daemon.pid}) exited ({daemon.returncode}) during the measurement"
         return None
 
     def cipher_ref(self) -> dict | None:

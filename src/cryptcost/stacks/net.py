@@ -53,7 +53,7 @@ from cryptcost.stacks.base import FEATURE_HINTS, Stack
 
 def _program(d: proc.Daemon) -> str:
     """The program a daemon runs, behind ``ip netns exec NS``."""
-    return os.path.basename(d.argv[4] if d.argv[:3] == ["ip", "netns", "exec"] else d.argv[0])
+    return os.path.basename(proc.program(d.argv))
 
 
 @dataclass(frozen=True)
