@@ -233,6 +233,27 @@ def test_a_library_without_a_switch_is_never_reported_off():
     assert isinstance(stack, Stack)
 
 
+def test_qemu_cipher_backend_is_read_from_the_binary_and_gates_nettles_switch(tmp_path, monkeypatch):
+    """Debian's qemu does its ciphers with Nettle; a qemu built with GnuTLS or
+    gcrypt ciphers (or none) gets no Nettle switch: "off" would be unverified."""
+    from cryptcost import proc
+    from cryptcost.stacks import qemu_export
+    binary = tmp_path / "qsd"
+    for imports, backend in ((b"\0nettle_xts_encrypt_message\0gnutls_init\0", "nettle"),
+                             (b"\0gnutls_cipher_encrypt2\0", "gnutls"), (b"\0memcpy\0", None)):
+        binary.write_bytes(b"\x7fELF" + imports)
+        assert qemu_export.cipher_backend(str(binary)) == backend
+    assert qemu_export.cipher_backend(str(tmp_path / "missing")) is None
+    monkeypatch.setattr(proc, "which", lambda name: str(binary))
+    luks = get("luks-userspace")()
+    binary.write_bytes(b"\0gnutls_cipher_encrypt2\0")
+    assert "come from gnutls, not nettle" in luks.accel_switch()
+    binary.write_bytes(b"\0nettle_xts_encrypt_message\0")
+    assert luks.accel_switch() is None
+    luks.accel = False
+    assert luks.accel_env() == {"NETTLE_FAT_OVERRIDE": "none"}
+
+
 def _result(stack: str, values: list[float], accel: bool):
     from cryptcost.model import Result, Sample
     from cryptcost.stats import summarize
@@ -251,18 +272,6 @@ def test_accel_off_counts_only_when_it_is_significantly_slower():
     assert out["tls:x/accel-off"].metrics["accel_speedup"] == pytest.approx(2.5, rel=0.05)
     assert out["ssh:y/accel-off"].metrics["accel_verified"] is False
     assert "NOT verified" in out["ssh:y/accel-off"].notes[-1]
-
-
-def test_accel_findings_name_what_acceleration_is_worth_per_stack():
-    from cryptcost.analysis import accel_findings
-    rows = [{"stack": "gocryptfs:aes-gcm/accel-off", "workload": "seq", "op": "read", "block_bytes": 1 << 20,
-             "accel": False, "accel_verified": True, "accel_speedup": 2.84},
-            {"stack": "rclone-crypt/accel-off", "workload": "seq", "op": "write", "block_bytes": 1 << 20,
-             "accel": False, "accel_verified": False, "accel_speedup": 0.99},
-            {"stack": "plain", "workload": "seq", "op": "read", "block_bytes": 1 << 20}]
-    got = accel_findings(rows)
-    assert got[0].startswith("gocryptfs:aes-gcm seq read 1 MiB: hardware acceleration is worth 2.8×")
-    assert "did not make it slower" in got[1] and len(got) == 2
 
 
 def test_network_findings_say_cpus_are_shared_and_distrust_a_silent_wire_check():

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cryptcost import stats
-from cryptcost.analysis import bottleneck, costmodel, recommend
+from cryptcost.analysis import bottleneck, costmodel, recommend, scaling
 from cryptcost.analysis.cells import cell_key, facts, is_baseline  # noqa: F401 (the package's API)
 from cryptcost.units import rate, size
 
@@ -28,13 +28,14 @@ class Analysis:
     recommendations: list[dict] = field(default_factory=list)
     ranking: list[dict] = field(default_factory=list)
     fuse_split: list[dict] = field(default_factory=list)
+    scaling: list[dict] = field(default_factory=list)          # per stack and cell: accel on/off × CPUs
 
     def to_dict(self) -> dict:
         return {"verdicts": {str(k): v for k, v in self.verdicts.items()},
                 "cycles_per_byte": {str(k): v for k, v in self.cycles_per_byte.items()},
                 "findings": self.findings, "tuning": self.tuning, "predictions": self.predictions,
                 "recommendations": self.recommendations, "ranking": self.ranking,
-                "fuse_split": self.fuse_split}
+                "fuse_split": self.fuse_split, "scaling": self.scaling}
 
 
 def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, *,
@@ -58,7 +59,8 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
         if r.get("kind") == "network":
             base = net_index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
             a.verdicts[i] = bottleneck.classify_network(r, base, ciphers, host).to_dict()
-    a.findings = findings(storage, ciphers) + network_findings(network) + accel_findings(storage + network)
+    a.scaling = scaling.curves(results, a.verdicts, host, skipped)
+    a.findings = findings(storage, ciphers) + network_findings(network) + scaling.findings(a.scaling)
     a.tuning = tuning(storage)
     if target:
         a.predictions = costmodel.predict(storage, target, target_label or rate(target), a.verdicts)
@@ -154,22 +156,6 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
         out.append(f"{n} results ({', '.join(short)}) come from samples shorter than 0.5 s, where fio's "
                    "1 ms timer and start-up weigh several percent; a larger --size (or the standard "
                    "suite) measures them more precisely")
-    return out
-
-
-def accel_findings(results: list[dict]) -> list[str]:
-    """What hardware acceleration is worth to each stack whose twin ran with it off (R3's question)."""
-    out = []
-    for r in results:
-        if r.get("accel") is not False or r.get("accel_verified") is None:
-            continue
-        what = f"{r['stack'].removesuffix('/accel-off')} {r['workload']} {r['op']}"
-        what += f" {size(r['block_bytes'])}" if r.get("block_bytes") else ""
-        if r["accel_verified"] and r.get("accel_speedup"):
-            out.append(f"{what}: hardware acceleration is worth {r['accel_speedup']:.1f}× here")
-        else:
-            out.append(f"{what}: switching acceleration off did not make it slower: the switch does not reach "
-                       "this stack's crypto (or it does not use AES-NI)")
     return out
 
 

@@ -55,6 +55,43 @@ def parse_accel(text: str) -> list[bool]:
     return values
 
 
+def add_cpus_option(p) -> None:
+    p.add_argument("--cpus", metavar="LIST", help="CPU counts, e.g. 1,2: the whole comparison once per count, "
+                   "everything cryptcost starts pinned to that many CPUs (kernel threads are not): "
+                   "the scaling curve (default: no pinning)")
+
+
+def cpu_counts(args) -> list[int | None]:
+    """``--cpus`` as a list of counts, each checked against this process's CPUs; [None] without it."""
+    if not getattr(args, "cpus", None):
+        return [None]
+    from cryptcost.host.cpu import check_cpu_count
+    counts = list(dict.fromkeys(parse_ints(args.cpus, "--cpus")))
+    for n in counts:
+        check_cpu_count(n)
+    return counts
+
+
+def per_cpu_count(plan, counts: list[int | None], measure_one):
+    """``measure_one(plan, res)`` once per CPU count, each pass in its own
+    Resources scope (one pass's stacks are gone before the next is built);
+    one outcome with every pass's results, what was skipped and what failed."""
+    from dataclasses import replace
+    from cryptcost.lifecycle.resources import Resources, install_signal_handlers
+    install_signal_handlers()
+    merged = None
+    for n in counts:
+        with Resources() as res:
+            outcome = measure_one(replace(plan, cpus=n), res)
+        if merged is None:
+            merged = outcome
+            continue
+        merged.results += outcome.results
+        merged.failed += outcome.failed
+        merged.skipped += [s for s in outcome.skipped if s not in merged.skipped]
+    return merged
+
+
 def print_json(obj) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 

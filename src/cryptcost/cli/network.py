@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (ConsoleProgress, err, parse_accel, parse_list, print_outcome, probe_host,
-                                  recorded_run)
-from cryptcost.lifecycle.resources import Resources, install_signal_handlers
+from cryptcost.cli.common import (ConsoleProgress, add_cpus_option, cpu_counts, err, parse_accel, parse_list,
+                                  per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.links import LINKS
 from cryptcost.report.terminal import network_table
 from cryptcost.runner.network import NetworkPlan, describe_plan, run_network, validate
@@ -28,6 +27,7 @@ def add_parser(sub, common) -> None:
                    "its crypto library's hardware acceleration off, verified by the speed drop")
     p.add_argument("--file-size", default="256M", help="size of the file-share workloads' large file "
                    "(default: 256M)")
+    add_cpus_option(p)
     add_policy_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object with a results list")
     p.set_defaults(func=run)
@@ -46,12 +46,14 @@ def plan_from(args) -> NetworkPlan:
 def run(args) -> int:
     plan = plan_from(args)
     policy = policy_from(args)
+    counts = cpu_counts(args)
     resolved, skipped = validate(plan)          # refuse bad input before a run is recorded
     for line in describe_plan(plan, resolved, skipped):
         err.print(line)
+    if counts != [None]:
+        err.print(f"CPU counts: {', '.join(map(str, counts))}: one whole pass each")
     host = probe_host()
-    install_signal_handlers()
     with recorded_run(args, "network", host) as (store, run_id, sink):
-        with Resources() as res:
-            outcome = run_network(plan, policy, res=res, sink=sink, progress=ConsoleProgress())
+        outcome = per_cpu_count(plan, counts, lambda p, res: run_network(
+            p, policy, res=res, sink=sink, progress=ConsoleProgress()))
     return print_outcome(args, store, run_id, outcome, network_table, link=plan.link, mtu=plan.mtu)

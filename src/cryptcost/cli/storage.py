@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import ConsoleProgress, parse_accel, parse_list, print_outcome, probe_host, recorded_run
+from cryptcost.cli.common import (ConsoleProgress, add_cpus_option, cpu_counts, parse_accel, parse_list,
+                                  per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.media import parse_medium
 from cryptcost.units import parse_size
 from cryptcost.report.terminal import storage_table
-from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.runner.storage import StoragePlan, run_storage, validate
 from cryptcost.stacks.fs import FILESYSTEMS
 from cryptcost.workloads.storage import SETS, WORKLOADS, expand
@@ -35,6 +35,7 @@ def add_options(p) -> None:
     p.add_argument("--fs", default="ext4", choices=FILESYSTEMS, help="filesystem (default: ext4)")
     p.add_argument("--accel", default="on", help="on (default), or on,off: each measured stack also with "
                    "its crypto library's hardware acceleration off, verified by the speed drop")
+    add_cpus_option(p)
 
 
 def plan_from(args) -> StoragePlan:
@@ -51,19 +52,22 @@ def plan_from(args) -> StoragePlan:
 
 def measure(args, sink, plan: StoragePlan | None = None):
     plan = plan or plan_from(args)
-    install_signal_handlers()
-    with Resources() as res:
-        return run_storage(plan, policy_from(args), res=res, sink=sink, progress=ConsoleProgress())
+    policy = policy_from(args)
+    return per_cpu_count(plan, cpu_counts(args), lambda p, res: run_storage(
+        p, policy, res=res, sink=sink, progress=ConsoleProgress()))
 
 
 def run(args) -> int:
     plan = plan_from(args)
     policy_from(args)
+    counts = cpu_counts(args)
     resolved, skipped = validate(plan)  # refuse bad input before a run is recorded
     from cryptcost.cli.common import err
     from cryptcost.runner.storage import describe_plan
     for line in describe_plan(plan, resolved, skipped):
         err.print(line)
+    if counts != [None]:
+        err.print(f"CPU counts: {', '.join(map(str, counts))}: one whole pass each")
     host = probe_host()
     with recorded_run(args, "storage", host) as (store, run_id, sink):
         outcome = measure(args, sink, plan)

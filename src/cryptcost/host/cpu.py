@@ -4,8 +4,10 @@ and system-wide CPU accounting from /proc/stat."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
+from cryptcost.errors import UserError
 from cryptcost.host import key_value_blocks
 
 from cryptcost.model import CPU_FIELDS, CpuSplit
@@ -16,6 +18,31 @@ CRYPTO_FLAGS = ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "avx2", "avx512f", "av
 PADLOCK_FLAGS = ("ace", "ace_en", "ace2", "ace2_en", "phe", "phe_en", "pmm", "pmm_en")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def check_cpu_count(n: int | None) -> None:
+    """Refuse a CPU count this process cannot be pinned to (R3's cores pass)."""
+    allowed = len(os.sched_getaffinity(0))
+    if n is not None and not 1 <= n <= allowed:
+        raise UserError(f"cpus {n}: this process may use 1 … {allowed} CPU(s)")
+
+
+@contextmanager
+def pinned(n: int | None):
+    """This process, and every process it starts meanwhile (fio, iperf3, the
+    stacks' daemons), restricted to its first ``n`` allowed CPUs; all of
+    them again afterwards. Kernel threads (kcryptd, softirq, FUSE's kernel
+    side) are not restricted: results say so. ``None``: no restriction."""
+    if not n:
+        yield
+        return
+    check_cpu_count(n)
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, allowed[:n])
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
 
 
 def _cpuinfo(text: str | None = None) -> list[dict[str, str]]:

@@ -191,6 +191,44 @@ def core_scaling(cipher_rows: list[dict]) -> str | None:
     return _svg(fig)
 
 
+def stack_scaling(curves: list[dict]) -> dict[str, str]:
+    """One chart per stack (R3): throughput against CPU count, one line per
+    cell with acceleration on (solid) and off (dashed), CI whiskers; a point
+    where the cipher was the bottleneck is filled, any other hollow. Only
+    stacks with two or more points to draw."""
+    out = {}
+    for stack in sorted({c["stack"] for c in curves}):
+        mine = [c for c in curves if c["stack"] == stack and len(c["points"]) > 1][:6]
+        if not mine:
+            continue
+        counts = sorted({p["cpus"] or 0 for c in mine for p in c["points"]})
+        xs = {n: i for i, n in enumerate(counts)}
+        fig, ax = plt.subplots(figsize=(6.4, 3.2))
+        for i, c in enumerate(mine):
+            for accel in (True, False):
+                pts = [p for p in c["points"] if p["accel"] == accel]
+                if not pts:
+                    continue
+                x = [xs[p["cpus"] or 0] + (0 if accel else 0.06) for p in pts]
+                y = [_mbs(p["bytes_per_s"]) for p in pts]
+                lo = [max(0.0, y_ - _mbs((p["ci95"] or [p["bytes_per_s"]] * 2)[0])) for y_, p in zip(y, pts)]
+                hi = [max(0.0, _mbs((p["ci95"] or [p["bytes_per_s"]] * 2)[1]) - y_) for y_, p in zip(y, pts)]
+                colour = COLOURS[i % len(COLOURS)]
+                ax.errorbar(x, y, yerr=[lo, hi], color=colour, linestyle="-" if accel else "--", capsize=3,
+                            label=f"{c['cell']}, acceleration {'on' if accel else 'off'}")
+                for xi, yi, p in zip(x, y, pts):
+                    ax.plot([xi], [yi], marker="o", markersize=6, color=colour,
+                            markerfacecolor=colour if p["bottleneck"] == "cipher" else "white")
+        ax.set_xticks(range(len(counts)), [str(n) if n else "all" for n in counts])
+        ax.set_xlabel("CPUs (filled marker: the cipher is the bottleneck)")
+        ax.set_ylabel("throughput, MB/s")
+        ax.set_ylim(bottom=0)
+        ax.set_title(stack)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        out[stack] = _svg(fig)
+    return out
+
+
 def _block(n: int) -> str:
     if not n:
         return ""
@@ -242,7 +280,7 @@ def network_cpu(network: list[dict]) -> str | None:
     return _svg(fig)
 
 
-def all_charts(results: list[dict]) -> dict[str, str]:
+def all_charts(results: list[dict], doc: dict | None = None) -> dict:
     storage = [r for r in results if r.get("kind") == "storage"]
     network = [r for r in results if r.get("kind") == "network"]
     cipher_rows = [r for r in results if r.get("kind") == "cipher"]
@@ -256,5 +294,6 @@ def all_charts(results: list[dict]) -> dict[str, str]:
         "core_scaling": core_scaling(cipher_rows),
         "network": network_throughput(network),
         "network_cpu": network_cpu(network),
+        "per_stack": stack_scaling((doc or {}).get("scaling") or []),
     }
     return {k: v for k, v in charts.items() if v}

@@ -4,7 +4,7 @@ exporters are pure functions of it."""
 
 from __future__ import annotations
 
-from cryptcost.analysis import Analysis, analyze
+from cryptcost.analysis import Analysis, analyze, scaling
 from cryptcost.model import Run
 from cryptcost import units
 from cryptcost.units import target_of
@@ -51,6 +51,7 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
                         "crypto": units.pct(x["crypto"], signed=False) + ("" if x["crypto_significant"] else " (n.s.)"),
                         "note": x.get("note", "")} for x in a.fuse_split],
         "target": label,
+        "scaling": a.scaling, "scaling_rows": scaling.rows(a.scaling),
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "not_measured": [{"what": " ".join(str(s[k]) for k in ("part", "stack", "engine", "algorithm")
                                            if s.get(k)),

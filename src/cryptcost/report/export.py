@@ -24,7 +24,7 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     data = run_dict(run, results)
     if doc is not None:
         data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
-                                                "predictions", "target")}
+                                                "predictions", "target", "scaling")}
         data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"], "op": r["op"],
                                             "block": r["block"], "bottleneck": r["bottleneck"],
                                             "explanation": r["explanation"]}

@@ -47,6 +47,13 @@ def render(doc: dict) -> str:
                           f"{p['predicted_low'] / 1e6:.1f}–{p['predicted_high'] / 1e6:.1f} MB/s", p["binding"]]
                          for p in doc["predictions"]])
         lines.append("")
+    if doc.get("scaling_rows"):
+        lines += ["## Hardware AES and cores, per stack", ""]
+        lines += _table(["stack", "cell", "acceleration on", "acceleration off", "hardware AES is worth",
+                         "fewest → most CPUs", "where the cipher binds"],
+                        [[x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"], x["cipher_bound"]]
+                         for x in doc["scaling_rows"]])
+        lines.append("")
     if doc["storage"]:
         lines += ["## Storage stacks", ""]
         lines += _table(["stack", "workload", "op", "block", "QD", "median", "95 % CI", "n", "IOPS", "CPU-s/GiB",

@@ -20,5 +20,5 @@ def render(fmt: str, run, results: list[dict], model: dict | None = None) -> str
         return markdown.render(doc)
     if fmt == "html":
         from cryptcost.report import charts, html     # matplotlib: only when drawing
-        return html.render(doc, charts.all_charts(results))
+        return html.render(doc, charts.all_charts(results, doc))
     raise UserError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS[1:])}")

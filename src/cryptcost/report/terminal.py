@@ -157,6 +157,13 @@ def summary_tables(doc: dict) -> list:
             t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["fuse"],
                       x["crypto"] if not x["note"] else "not meaningful")
         out.append(t)
+    if doc.get("scaling_rows"):
+        t = Table(title="Hardware AES and cores, per stack", title_justify="left")
+        for col in ("stack", "cell", "acceleration on", "acceleration off", "worth", "CPUs", "cipher binds"):
+            t.add_column(col)
+        for x in doc["scaling_rows"]:
+            t.add_row(x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"], x["cipher_bound"])
+        out.append(t)
     if doc.get("network"):
         out.append(network_table([], title="Network: each stack against plain TCP on the same link "
                                  "(both ends share this host's CPUs: compare CPU-s/GB, not Gbit/s)",

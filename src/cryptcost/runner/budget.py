@@ -91,7 +91,7 @@ def _cuts(plan: RunPlan) -> list[Cut]:
     cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": ""})
              for p in reversed(plan.parts[1:])]
     first = plan.parts[0]
-    for kind, key in (("network", "accel"), ("network", "workloads"), ("storage", "cpus"),
+    for kind, key in (("network", "accel"), ("network", "workloads"), ("network", "cpus"), ("storage", "cpus"),
                       ("storage", "accel"), ("storage", "workloads"), ("ciphers", "accel"),
                       ("ciphers", "threads"), ("ciphers", "sizes")):
         values = (getattr(first, kind) or {}).get(key)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from cryptcost import proc, stats
 from cryptcost.engines import iperf3
 from cryptcost.errors import CryptcostError, Unavailable, UserError
+from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
 from cryptcost.model import Job, Result, metric_median as median
@@ -47,6 +48,7 @@ class NetworkPlan:
     small_files: int = 512
     accel: tuple[bool, ...] = (True,)     # (True, False): each measured stack also with acceleration off
     part: str | None = None
+    cpus: int | None = None              # both ends' programs and daemons pinned to this many CPUs
 
 
 @dataclass
@@ -81,6 +83,7 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
         raise UserError(f"bad --seconds {plan.seconds:g}: use 1 … 600")
     if not plan.accel or set(plan.accel) - {True, False}:
         raise UserError("bad --accel: use on, off or on,off")
+    cpu.check_cpu_count(plan.cpus)
     resolved, skipped = resolve(plan.stacks, plan.link, (True,) + tuple(a for a in plan.accel if not a))
     for stack, _ in resolved:
         if plan.link not in stack.links:
@@ -109,7 +112,14 @@ def describe_plan(plan: NetworkPlan, resolved, skipped) -> list[str]:
 
 def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
                 progress: Progress | None = None) -> NetworkOutcome:
-    """Set up, verify, measure, compare. Teardown happens when ``res`` is released."""
+    """Set up, verify, measure, compare. Teardown happens when ``res`` is released.
+    With ``plan.cpus`` everything it starts runs on that many CPUs (:func:`cpu.pinned`)."""
+    with cpu.pinned(plan.cpus):
+        return _run_network(plan, policy, res=res, sink=sink, progress=progress)
+
+
+def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink: Sink | None,
+                 progress: Progress | None) -> NetworkOutcome:
     resolved, skipped = validate(plan)
     workdir = res.tmpdir("cryptcost-net-")
     shared: list = []
@@ -197,6 +207,9 @@ def _fields(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> dict:
               "streams": op.streams, "size": op.file_bytes}
     if plan.part:
         fields["part"] = plan.part
+    if plan.cpus:
+        fields["cpus"] = plan.cpus
+        fields["params"]["affinity"] = "iperf3 and both ends' daemons pinned; softirq and kernel tunnels not"
     return fields
 
 

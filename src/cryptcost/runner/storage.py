@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from cryptcost import proc, stats
 from cryptcost.errors import CryptcostError, Unavailable, UserError
+from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
 from cryptcost.model import Job, Result, Sample, metric_median as median
@@ -83,6 +84,7 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
         raise UserError("no stack to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
     if os.geteuid() != 0:
         raise UserError("storage stacks need root (loop devices, mounts, FUSE): run with sudo")
+    cpu.check_cpu_count(plan.cpus)
     if plan.size is None:
         plan.size = plan.medium.auto_size(len(resolved))
     plan.medium.check(plan.size, len(resolved))
@@ -120,20 +122,8 @@ def run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink
     workers (kcryptd, fscrypt's writeback) are not restricted, which each
     result records.
     """
-    if plan.cpus:
-        return _pinned(plan, policy, res=res, sink=sink, progress=progress)
-    return _run_storage(plan, policy, res=res, sink=sink, progress=progress)
-
-
-def _pinned(plan: StoragePlan, policy: stats.Policy, **kw) -> StorageOutcome:
-    allowed = sorted(os.sched_getaffinity(0))
-    if plan.cpus > len(allowed):
-        raise UserError(f"cpus {plan.cpus} is more than the {len(allowed)} CPUs this process may use")
-    os.sched_setaffinity(0, allowed[:plan.cpus])
-    try:
-        return _run_storage(plan, policy, **kw)
-    finally:
-        os.sched_setaffinity(0, allowed)
+    with cpu.pinned(plan.cpus):
+        return _run_storage(plan, policy, res=res, sink=sink, progress=progress)
 
 
 def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,

@@ -59,12 +59,14 @@ def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
             for cpus in (s.get("cpus") or [None])]
 
 
-def network_plan(n: dict, part: str | None = None) -> NetworkPlan:
-    return NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"), mtu=n.get("mtu", 1500),
-                       workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
-                       seconds=n.get("seconds", 2), file_bytes=parse_size(str(n.get("file_size", "256M")),
-                                                                           "network.file_size"),
-                       accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part)
+def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
+    """One NetworkPlan per CPU count (just one without ``cpus``)."""
+    return [NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"), mtu=n.get("mtu", 1500),
+                        workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
+                        seconds=n.get("seconds", 2), file_bytes=parse_size(str(n.get("file_size", "256M")),
+                                                                            "network.file_size"),
+                        accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part, cpus=cpus)
+            for cpus in (n.get("cpus") or [None])]
 
 
 def _available(specs: list[str], kind: str, label: str, cannot: list[dict]) -> list[str]:
@@ -112,8 +114,8 @@ def validate_plan(plan: RunPlan) -> None:
         if part.storage:
             for sp in storage_plans(part.storage):
                 validate(sp)
-        if part.network:
-            netrun.validate(network_plan(part.network))
+        for np_ in network_plans(part.network) if part.network else []:
+            netrun.validate(np_)
 
 
 def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
@@ -142,8 +144,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                     total += 3 + remount * 2                                # setup + integrity check
                     for step in steps:
                         total += rounds * sum(_op_seconds(op, rate, remount) for op in step.ops)
-        if part.network:
-            np_ = network_plan(part.network)
+        for np_ in network_plans(part.network) if part.network else []:
             resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel)
             names = netrun.wl.expand(np_.workloads)
             for stack, _ in resolved:
@@ -179,8 +180,7 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
     for part in plan.parts:
         stacks = [s for sp in (storage_plans(part.storage) if part.storage else [])
                   for s, _ in resolve(sp.stacks, sp.fs, sp.accel)[0]]
-        if part.network:
-            np_ = network_plan(part.network)
+        for np_ in network_plans(part.network)[:1] if part.network else []:
             stacks += [s for s, _ in netrun.resolve(np_.stacks, np_.link, np_.accel)[0]]
         for stack in stacks:
             ref = stack.cipher_ref()
@@ -203,10 +203,10 @@ def _comparisons(part: Part, policy: stats.Policy, sink: Sink, progress_factory)
         what = f"{part.label}: storage" + (f" on {sp.cpus} CPU(s)" if sp.cpus else "")
         yield what, lambda res, sp=sp, what=what: run_storage(sp, policy, res=res, sink=sink,
                                                                progress=progress_factory(what))
-    if part.network:
-        what = f"{part.label}: network"
-        yield what, lambda res: run_network(network_plan(part.network, part.label), policy, res=res, sink=sink,
-                                            progress=progress_factory(what))
+    for np_ in network_plans(part.network, part.label) if part.network else []:
+        what = f"{part.label}: network" + (f" on {np_.cpus} CPU(s)" if np_.cpus else "")
+        yield what, lambda res, np_=np_, what=what: run_network(np_, policy, res=res, sink=sink,
+                                                                 progress=progress_factory(what))
 
 
 def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,

@@ -37,7 +37,7 @@ Facts (checked by :func:`problems` when the registry loads):
     The raw cipher it runs (see :func:`ref`).
 ``crypto_library``
     Whose code does its crypto: a key of :data:`ACCEL_SWITCHES` (``openssl``,
-    ``go``, ``gnutls``) when that library's hardware acceleration can be
+    ``go``, ``gnutls``, ``nettle``) when that library's hardware acceleration can be
     switched off from the environment, else a name (``kernel``,
     ``crypto++``) for which it cannot; None for a baseline. An instance
     with ``accel = False`` runs its processes with :meth:`accel_env`; the
@@ -110,7 +110,8 @@ IN_STOCK_KERNEL = frozenset({"dm-crypt", "device-mapper", "af_alg", "ecryptfs", 
 ACCEL_SWITCHES: dict[str, dict[str, str]] = {
     "openssl": {"OPENSSL_ia32cap": ACCEL_OFF_MASK},                    # AES-NI, PCLMULQDQ, VAES, AVX…
     "go": {"GODEBUG": "cpu.aes=off,cpu.pclmulqdq=off,cpu.avx2=off,cpu.avx=off,cpu.ssse3=off,cpu.sse41=off"},
-    "gnutls": {"GNUTLS_CPUID_OVERRIDE": "0x1", "NETTLE_FAT_OVERRIDE": "none"},   # GnuTLS and Nettle: C code
+    "gnutls": {"GNUTLS_CPUID_OVERRIDE": "0x1", "NETTLE_FAT_OVERRIDE": "none"},   # GnuTLS and Nettle under it
+    "nettle": {"NETTLE_FAT_OVERRIDE": "none"},                          # a "fat" Nettle: no AES-NI, no PCLMUL
 }
 
 

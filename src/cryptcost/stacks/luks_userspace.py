@@ -16,7 +16,7 @@ from cryptcost.errors import CryptcostError
 from cryptcost.media import Backing
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.stacks.base import ref
-from cryptcost.stacks.qemu_export import QEMU_IMG, QSD, QemuExportStack, qemu_run
+from cryptcost.stacks.qemu_export import QEMU_IMG, QSD, QemuExportStack, cipher_backend, qemu_run
 
 
 def _cipher(alg: str, mode: str, ivgen: str, ivhash: str | None = None, warning: str | None = None) -> dict:
@@ -55,7 +55,7 @@ def parse_luks_dump(text: str) -> dict:
 class LuksUserspace(QemuExportStack):
     name = "luks-userspace"
     description = "LUKS1 decrypted by qemu-storage-daemon, exported via FUSE + loop + filesystem"
-    crypto_library = "gnutls"         # qemu-storage-daemon links GnuTLS and Nettle
+    crypto_library = "nettle"         # Debian's qemu: ciphers from Nettle (GnuTLS is linked for TLS only)
     baselines = ("qemu-raw", "plain")
     use_case = "whole-disk"
     tools = (QSD, QEMU_IMG, "mkfs.ext4")
@@ -63,6 +63,14 @@ class LuksUserspace(QemuExportStack):
     default_variants = ("aes-256-xts-plain64",)
     security = ("LUKS encrypts the whole device: file names, sizes and metadata are hidden",
                 "qemu writes LUKS1 headers (cryptsetup's default is LUKS2)")
+
+    def accel_switch(self) -> str | None:
+        """Nettle's switch counts only if this qemu-storage-daemon's ciphers are Nettle's."""
+        found = cipher_backend(proc.which("qemu-storage-daemon"))
+        if found != self.crypto_library:
+            return (f"acceleration cannot be switched off here: qemu-storage-daemon's ciphers come from "
+                    f"{found or 'no library cryptcost recognises (QEMU built-in code)'}, not {self.crypto_library}")
+        return super().accel_switch()
 
     def cipher_ref(self) -> dict | None:
         alg, mode = self.params["cipher_alg"], self.params["cipher_mode"]
@@ -100,4 +108,5 @@ class LuksUserspace(QemuExportStack):
         d = super().describe()
         d["luks_header"] = getattr(self, "header", None)
         d["pbkdf_iter_time_ms"] = 10
+        d["cipher_backend"] = cipher_backend(proc.which("qemu-storage-daemon"))
         return d

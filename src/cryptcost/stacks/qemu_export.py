@@ -64,6 +64,25 @@ class QemuExportStack(StorageStack):
         return d
 
 
+# The cipher backend QEMU was built with (its crypto/ layer picks one of them at build time),
+# told apart by a function each one's cipher code imports.
+BACKENDS = {"nettle": b"\0nettle_xts_encrypt_message\0", "gnutls": b"\0gnutls_cipher_encrypt2\0",
+            "gcrypt": b"\0gcry_cipher_encrypt\0"}
+
+
+def cipher_backend(binary: str | None) -> str | None:
+    """Which library does the ciphers of a QEMU binary: ``nettle``, ``gnutls``
+    or ``gcrypt`` by the symbols it imports; None when none is found (QEMU's
+    own built-in AES, or an unreadable binary). Debian 12's qemu uses Nettle
+    for ciphers, GnuTLS only for TLS."""
+    try:
+        data = Path(binary).read_bytes() if binary else b""
+    except OSError:
+        return None
+    found = [name for name, symbol in BACKENDS.items() if symbol in data]
+    return found[0] if len(found) == 1 else None
+
+
 def qemu_run(argv: list[str], tries: int = 8) -> proc.Completed:
     """qemu-img, retried: its PBKDF timing sometimes measures no CPU time
     and fails with 'Unable to get accurate CPU usage' (a QEMU bug, fixed

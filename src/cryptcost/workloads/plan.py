@@ -5,7 +5,7 @@ A plan has up to five tables; every key is optional::
     [run]      label = "nas-2026"                 suite = "quick"   (a base to start from)
     [ciphers]  engines, algorithms, sizes, threads, accel = ["on", "off"], seconds
     [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2], accel = ["on", "off"]
-    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds, file_size, accel
+    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds, file_size, accel, cpus
     [policy]   min_samples, max_samples, ci_target (percent), warmup
     [model]    device_speed = "3GB/s", link = "1GbE"
 
@@ -47,7 +47,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
                 "accel": ("list[str]", ("on", "off"))},
     "network": {"stacks": ("list[str]", None), "link": ("str", ("netns", "loopback")), "mtu": ("int", None),
                 "workloads": ("list[str]", tuple(netwl.WORKLOADS) + tuple(netwl.SETS)), "streams": ("int", None),
-                "seconds": ("int", None), "file_size": ("size", None), "accel": ("list[str]", ("on", "off"))},
+                "seconds": ("int", None), "file_size": ("size", None), "accel": ("list[str]", ("on", "off")),
+                "cpus": ("list[int]", None)},
     "policy": {"min_samples": ("int", None), "max_samples": ("int", None), "ci_target": ("float", None),
                "warmup": ("int", None)},
     "model": {"device_speed": ("str", None), "link": ("str", None)},
@@ -128,7 +129,8 @@ def _check_numbers(data: dict, where: str) -> None:
     for size in c.get("sizes", []):
         if not 16 <= size <= 64 << 20:
             raise UserError(f"{where}: ciphers.sizes has {size}; allowed: 16 … 67108864 bytes")
-    for t in c.get("threads", []) + ((data.get("storage") or {}).get("cpus") or []):
+    for t in c.get("threads", []) + ((data.get("storage") or {}).get("cpus") or []) + \
+            ((data.get("network") or {}).get("cpus") or []):
         if not 1 <= t <= 1024:
             raise UserError(f"{where}: thread and cpu counts must be 1 … 1024, not {t}")
     if "seconds" in c and not 1 <= c["seconds"] <= 600:

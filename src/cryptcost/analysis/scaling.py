@@ -1,0 +1,175 @@
+"""R3's question for every stack: what hardware AES is worth to it, and how
+it scales with cores.
+
+A stack's results on one cell (workload, op, block size, …), measured with
+acceleration on and off (``--accel on,off``) and on several CPU counts
+(``--cpus 1,2``), form its *curve*: throughput by (acceleration, CPUs). From
+each curve:
+
+* what acceleration is worth, per CPU count: only from a twin whose slowdown
+  was verified (rule 14); an unverified or ineffective switch is said, never
+  turned into a number;
+* why there is no acceleration-off figure where there is none: the library
+  has no switch, or the kernel's crypto (with the driver it used here: a
+  software AES gets nothing from AES-NI, whatever the CPU has);
+* the scaling from the fewest to the most CPUs, with and without acceleration;
+* where the cipher stops being the bottleneck: the verdicts along the curve.
+
+A pure function of stored results and their verdicts, like the rest of the
+analysis.
+"""
+
+from __future__ import annotations
+
+from cryptcost.analysis.bottleneck import kernel_aes_is_software
+from cryptcost.analysis.cells import cell_key, facts, is_baseline
+from cryptcost.units import rate, size
+
+OFF = "/accel-off"
+
+
+def _name(stack: str) -> str:
+    return stack.removesuffix(OFF)
+
+
+def _cell(r: dict) -> str:
+    what = f"{r['workload']} {r['op']}" if r.get("op") and r["op"] != r["workload"] else r["workload"]
+    if r.get("block_bytes"):
+        what += f" {size(r['block_bytes'])}"
+    if (r.get("streams") or 1) > 1:
+        what += f" ×{r['streams']}"
+    return what
+
+
+def _cpus(n: int | None) -> str:
+    return "all CPUs" if not n else f"{n} CPU{'s' if n > 1 else ''}"
+
+
+def curves(results: list[dict], verdicts: dict[int, dict], host: dict,
+           skipped: list[dict] | None = None) -> list[dict]:
+    """One curve per measured stack and cell that has something to say: two
+    or more points (acceleration off, CPU counts), or a reason why
+    acceleration could not be switched off."""
+    groups: dict[tuple, list[tuple[int, dict]]] = {}
+    for i, r in enumerate(results):
+        if r.get("kind") in ("storage", "network") and not is_baseline(r) and r.get("median_bytes_per_s"):
+            groups.setdefault(cell_key(r, stack=_name(r["stack"]), cpus=None), []).append((i, r))
+    no_switch = {_name(s["stack"]): s.get("reason", "") for s in skipped or []
+                 if s.get("accel") == "cannot be switched off"}
+    out = []
+    for key, members in groups.items():
+        points = sorted(({"cpus": r.get("cpus"), "accel": r.get("accel", True),
+                          "bytes_per_s": r["median_bytes_per_s"], "ci95": r.get("ci95"),
+                          "bottleneck": (verdicts.get(i) or {}).get("bottleneck"),
+                          "verified": r.get("accel_verified"), "speedup": r.get("accel_speedup")}
+                         for i, r in members), key=lambda p: (not p["accel"], p["cpus"] or 0))
+        first = members[0][1]
+        curve = {"stack": key[0], "kind": first["kind"], "cell": _cell(first), "workload": first["workload"],
+                 "op": first.get("op"), "block_bytes": first.get("block_bytes"), "points": points,
+                 "accel": _accel(first, points, no_switch.get(key[0]), host),
+                 "scaling": _scaling(points), "cipher_bound": _knee(points)}
+        if len(points) > 1 or curve["accel"]["state"] in ("cannot be switched off", "kernel"):
+            out.append(curve)
+    return sorted(out, key=lambda c: (c["stack"], c["cell"]))
+
+
+def _accel(r: dict, points: list[dict], no_switch: str | None, host: dict) -> dict:
+    """What is known of hardware acceleration for this curve's stack."""
+    off = [p for p in points if not p["accel"]]
+    if off:
+        verified = [p for p in off if p["verified"] and p["speedup"]]
+        if verified:
+            return {"state": "verified", "worth": {p["cpus"] or 0: p["speedup"] for p in verified},
+                    "text": ", ".join(f"{p['speedup']:.1f}× on {_cpus(p['cpus'])}" for p in verified)}
+        if any(p["verified"] is False for p in off):
+            return {"state": "not effective", "text": "switching acceleration off did not make it slower: the "
+                    "switch does not reach this stack's crypto (or it does not use AES-NI)"}
+        return {"state": "unverified", "text": "acceleration off is unverified: no comparable result with it on"}
+    if facts(r).get("crypto_library") == "kernel":
+        soft, driver = kernel_aes_is_software(host, r)
+        ref = (r.get("params") or {}).get("cipher_ref") or {}
+        if soft and str(ref.get("algorithm", "")).startswith("aes"):
+            text = (f"it gets nothing from AES-NI on this kernel: its AES driver is {driver}, a software "
+                    "driver (a kernel with aesni_intel loaded would use the CPU's AES instructions)")
+        else:
+            text = (f"its kernel driver here is {driver or 'not recorded'}; acceleration cannot be switched off "
+                    "from userspace: measure it without in a guest booted with the driver blacklisted "
+                    f"(cryptcost vm --blacklist aesni_intel -- {r['kind']} --stacks {_name(r['stack'])})")
+        return {"state": "kernel", "driver": driver, "software": soft, "text": text}
+    if no_switch is not None:
+        return {"state": "cannot be switched off", "text": no_switch}
+    return {"state": "not measured", "text": "acceleration off was not asked for (--accel on,off)"}
+
+
+def _scaling(points: list[dict]) -> dict:
+    """Throughput on the most CPUs over throughput on the fewest, with and without acceleration."""
+    out = {}
+    for accel in (True, False):
+        pts = sorted((p for p in points if p["accel"] == accel and p["cpus"]), key=lambda p: p["cpus"])
+        if len(pts) >= 2:
+            out["on" if accel else "off"] = {"from": pts[0]["cpus"], "to": pts[-1]["cpus"],
+                                             "ratio": pts[-1]["bytes_per_s"] / pts[0]["bytes_per_s"]}
+    return out
+
+
+def _knee(points: list[dict]) -> dict:
+    """Where along the CPU counts (acceleration on) the cipher stops being the bottleneck."""
+    pts = sorted((p for p in points if p["accel"] and p["cpus"] and p["bottleneck"]), key=lambda p: p["cpus"])
+    if not pts:
+        return {}
+    bound = [p["cpus"] for p in pts if p["bottleneck"] == "cipher"]
+    after = [p for p in pts if bound and p["cpus"] > bound[0] and p["bottleneck"] != "cipher"]
+    if not bound:
+        text = f"not cipher-bound on any CPU count measured (the bottleneck: {pts[-1]['bottleneck']})"
+        return {"until": None, "stops_at": None, "text": text}
+    if not after:
+        text = f"cipher-bound up to {_cpus(pts[-1]['cpus'])}, the most measured: more cores would still help"
+        return {"until": pts[-1]["cpus"], "stops_at": None, "text": text}
+    text = (f"cipher-bound on {_cpus(bound[0])}; from {_cpus(after[0]['cpus'])} the bottleneck is "
+            f"{after[0]['bottleneck']}, not the cipher")
+    return {"until": max(c for c in bound if c < after[0]["cpus"]), "stops_at": after[0]["cpus"], "text": text}
+
+
+def findings(cs: list[dict]) -> list[str]:
+    """R3's answers in sentences: one per stack for acceleration, one per curve for cores."""
+    out, said = [], set()
+    by_stack: dict[str, list[dict]] = {}
+    for c in cs:
+        by_stack.setdefault(c["stack"], []).append(c)
+    for stack, mine in by_stack.items():
+        worth = [c for c in mine if c["accel"]["state"] == "verified"]
+        if worth:
+            out.append(f"{stack}: hardware AES is worth " + "; ".join(
+                f"{c['accel']['text']} ({c['cell']})" for c in worth) + " here")
+        for c in mine:
+            state = c["accel"]["state"]
+            if state in ("not effective", "unverified", "cannot be switched off", "kernel") and \
+                    (stack, state) not in said:
+                said.add((stack, state))
+                prefix = "acceleration cannot be switched off: " if state == "cannot be switched off" else ""
+                out.append(f"{stack}: {prefix}{c['accel']['text']}")
+        for c in mine:
+            sc = c["scaling"]
+            if not sc:
+                continue
+            parts = [f"{_cpus(v['from'])} → {_cpus(v['to'])} gives {v['ratio']:.2f}×"
+                     + ("" if k == "on" else " without acceleration") for k, v in sc.items()]
+            knee = c["cipher_bound"].get("text")
+            out.append(f"{stack} {c['cell']}: " + ", ".join(parts) + (f"; {knee}" if knee else ""))
+    return out
+
+
+def rows(cs: list[dict]) -> list[dict]:
+    """The curves formatted for people: one row per curve."""
+    def pts(accel: bool, c: dict) -> str:
+        return "; ".join(f"{_cpus(p['cpus'])} {rate(p['bytes_per_s'])}"
+                         + (f" ({p['bottleneck']})" if p["bottleneck"] else "")
+                         for p in c["points"] if p["accel"] == accel) or "—"
+    return [{"stack": c["stack"], "cell": c["cell"], "on": pts(True, c),
+             "off": pts(False, c) if c["accel"]["state"] not in ("cannot be switched off", "kernel")
+             else ("cannot be switched off" if c["accel"]["state"] == "cannot be switched off"
+                   else "kernel: not from userspace"),
+             "worth": c["accel"]["text"] if c["accel"]["state"] == "verified" else c["accel"]["state"],
+             "scaling": ", ".join(f"{v['ratio']:.2f}×" + ("" if k == "on" else " (off)")
+                                  for k, v in c["scaling"].items()) or "—",
+             "cipher_bound": c["cipher_bound"].get("text", "—")} for c in cs]

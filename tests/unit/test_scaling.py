@@ -1,0 +1,107 @@
+"""R3 per stack (analysis/scaling.py): acceleration on/off × CPU counts, what
+hardware AES is worth, why it cannot be switched, where the cipher stops
+binding; and how the report shows it (terminal, Markdown, JSON, HTML chart)."""
+
+from __future__ import annotations
+
+import json
+
+from cryptcost.analysis import analyze, scaling
+
+MiB = 1 << 20
+
+
+def _r(stack, op, value, cpus=None, accel=True, library="openssl+go", verified=None, speedup=None, **params):
+    facts = {"role": "measured", "crypto_library": library, "baselines": ["plain"], "layer": "fuse"}
+    return {"kind": "storage", "stack": stack, "workload": "seq", "op": op, "block_bytes": MiB, "iodepth": 1,
+            "cpus": cpus, "accel": accel, "median_bytes_per_s": value, "ci95": [value * 0.98, value * 1.02],
+            "accel_verified": verified, "accel_speedup": speedup, "values": [value] * 3, "samples": 3,
+            "params": {"facts": facts, **params}}
+
+
+def _curves(results, verdicts=None, skipped=None, host=None):
+    return scaling.curves(results, verdicts or {}, host or {}, skipped)
+
+
+def test_a_verified_twin_says_what_acceleration_is_worth_per_cpu_count():
+    rs = [_r("gocryptfs:aes-gcm", "write", 400e6, cpus=1), _r("gocryptfs:aes-gcm", "write", 600e6, cpus=2),
+          _r("gocryptfs:aes-gcm/accel-off", "write", 100e6, cpus=1, accel=False, verified=True, speedup=4.0),
+          _r("gocryptfs:aes-gcm/accel-off", "write", 190e6, cpus=2, accel=False, verified=True, speedup=3.16)]
+    verdicts = {0: {"bottleneck": "cipher"}, 1: {"bottleneck": "fuse"}, 2: {"bottleneck": "cipher"},
+                3: {"bottleneck": "cipher"}}
+    [c] = _curves(rs, verdicts)
+    assert c["stack"] == "gocryptfs:aes-gcm" and len(c["points"]) == 4
+    assert c["accel"]["state"] == "verified" and c["accel"]["worth"] == {1: 4.0, 2: 3.16}
+    assert abs(c["scaling"]["on"]["ratio"] - 1.5) < 1e-9 and abs(c["scaling"]["off"]["ratio"] - 1.9) < 1e-9
+    assert c["cipher_bound"]["until"] == 1 and c["cipher_bound"]["stops_at"] == 2
+    found = scaling.findings([c])
+    assert found[0] == "gocryptfs:aes-gcm: hardware AES is worth 4.0× on 1 CPU, 3.2× on 2 CPUs (seq write 1 MiB) here"
+    assert "1 CPU → 2 CPUs gives 1.50×" in found[1] and "1.90× without acceleration" in found[1]
+    assert "from 2 CPUs the bottleneck is fuse, not the cipher" in found[1]
+
+
+def test_cipher_bound_to_the_last_count_or_never():
+    up = [_r("s", "write", 100e6, cpus=1), _r("s", "write", 190e6, cpus=2)]
+    [c] = _curves(up, {0: {"bottleneck": "cipher"}, 1: {"bottleneck": "cipher"}})
+    assert c["cipher_bound"]["until"] == 2 and "more cores would still help" in c["cipher_bound"]["text"]
+    [c] = _curves(up, {0: {"bottleneck": "device"}, 1: {"bottleneck": "device"}})
+    assert c["cipher_bound"]["until"] is None and "not cipher-bound" in c["cipher_bound"]["text"]
+
+
+def test_a_switch_that_did_not_slow_the_stack_is_said_never_a_number():
+    rs = [_r("rclone-crypt", "write", 100e6), _r("rclone-crypt/accel-off", "write", 99e6, accel=False,
+                                                  verified=False, speedup=1.01)]
+    [c] = _curves(rs)
+    assert c["accel"]["state"] == "not effective" and "worth" not in c["accel"]
+    assert scaling.findings([c]) == [f"rclone-crypt: {c['accel']['text']}"]
+    assert scaling.rows([c])[0]["worth"] == "not effective"
+
+
+def test_a_library_without_a_switch_says_so_in_the_analysis_json_and_the_report():
+    skipped = [{"stack": "cryfs:aes-256-gcm/accel-off", "reason": "acceleration cannot be switched off for "
+                "crypto++'s crypto from userspace: the library has no switch", "accel": "cannot be switched off"}]
+    rs = [_r("cryfs:aes-256-gcm", "write", 80e6, library="crypto++")]
+    [c] = _curves(rs, skipped=skipped)
+    assert c["accel"]["state"] == "cannot be switched off"
+    [row] = scaling.rows([c])
+    assert row["off"] == "cannot be switched off" and "×" not in row["off"] + row["worth"]
+    assert scaling.findings([c]) == ["cryfs:aes-256-gcm: acceleration cannot be switched off: acceleration "
+                                     "cannot be switched off for crypto++'s crypto from userspace: the library "
+                                     "has no switch"]
+
+
+def test_a_kernel_stack_names_its_driver_and_gets_nothing_from_aes_ni_with_a_software_one():
+    soft = {"xts(aes)": {"driver": "xts(ecb(aes-fixed-time))", "implementation": "software"}}
+    ref = {"algorithm": "aes-256-xts", "where": "kernel", "unit": 4096}
+    rs = [_r("fscrypt", "write", 300e6, library="kernel", kernel_drivers=soft, cipher_ref=ref)]
+    [c] = _curves(rs)
+    assert c["accel"]["state"] == "kernel" and c["accel"]["software"] is True
+    assert "gets nothing from AES-NI on this kernel: its AES driver is xts(ecb(aes-fixed-time))" in c["accel"]["text"]
+    fast = {"xts(aes)": {"driver": "xts-aes-aesni", "implementation": "accelerated"}}
+    rs = [_r("luks", "write", 900e6, library="kernel", kernel_drivers=fast, cipher_ref=ref)]
+    [c] = _curves(rs)
+    assert "xts-aes-aesni" in c["accel"]["text"] and "--blacklist aesni_intel" in c["accel"]["text"]
+
+
+def test_baselines_and_single_points_with_nothing_to_say_make_no_curve():
+    base = _r("plain", "write", 2e9)
+    base["params"]["facts"]["role"] = "baseline"
+    assert _curves([base, _r("gocryptfs:aes-gcm", "write", 400e6)]) == []
+
+
+def test_the_report_shows_the_curves_in_every_format(tmp_path):
+    from cryptcost.model import Run
+    from cryptcost.report import render
+    rs = [_r("gocryptfs:aes-gcm", op, v, cpus=n) for op in ("write", "read") for n, v in ((1, 300e6), (2, 450e6))]
+    rs += [_r("gocryptfs:aes-gcm/accel-off", op, 80e6, cpus=n, accel=False, verified=True, speedup=3.8)
+           for op in ("write", "read") for n in (1, 2)]
+    run = Run(id=1, command="storage", status="complete", started="2026-01-01T00:00:00", finished=None,
+              host={"cpu": {"cores": 2}}, label=None, extra={"skipped": [
+                  {"stack": "cryfs/accel-off", "reason": "the library has no switch", "accel": "cannot be switched off"}]})
+    assert analyze(rs, {}).scaling
+    md = render.render("md", run, rs)
+    assert "## Hardware AES and cores, per stack" in md and "3.8× on 1 CPU" in md
+    data = json.loads(render.render("json", run, rs))
+    assert data["analysis"]["scaling"][0]["accel"]["state"] == "verified"
+    html = render.render("html", run, rs)
+    assert 'id="accel-cores"' in html and html.count("<svg") >= 1 and "gocryptfs:aes-gcm: throughput against CPUs" in html
