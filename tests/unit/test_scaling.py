@@ -27,25 +27,31 @@ def test_a_verified_twin_says_what_acceleration_is_worth_per_cpu_count():
     rs = [_r("gocryptfs:aes-gcm", "write", 400e6, cpus=1), _r("gocryptfs:aes-gcm", "write", 600e6, cpus=2),
           _r("gocryptfs:aes-gcm/accel-off", "write", 100e6, cpus=1, accel=False, verified=True, speedup=4.0),
           _r("gocryptfs:aes-gcm/accel-off", "write", 190e6, cpus=2, accel=False, verified=True, speedup=3.16)]
-    verdicts = {0: {"bottleneck": "cipher"}, 1: {"bottleneck": "fuse"}, 2: {"bottleneck": "cipher"},
-                3: {"bottleneck": "cipher"}}
+    verdicts = {i: {"bottleneck": b, "ceilings": {"cipher": 4.2e8}}
+                for i, b in enumerate(("cipher", "fuse", "cipher", "cipher"))}
     [c] = _curves(rs, verdicts)
     assert c["stack"] == "gocryptfs:aes-gcm" and len(c["points"]) == 4
     assert c["accel"]["state"] == "verified" and c["accel"]["worth"] == {1: 4.0, 2: 3.16}
     assert abs(c["scaling"]["on"]["ratio"] - 1.5) < 1e-9 and abs(c["scaling"]["off"]["ratio"] - 1.9) < 1e-9
     assert c["cipher_bound"]["until"] == 1 and c["cipher_bound"]["stops_at"] == 2
     found = scaling.findings([c])
-    assert found[0] == "gocryptfs:aes-gcm: hardware AES is worth 4.0× on 1 CPU, 3.2× on 2 CPUs (seq write 1 MiB) here"
-    assert "1 CPU → 2 CPUs gives 1.50×" in found[1] and "1.90× without acceleration" in found[1]
-    assert "from 2 CPUs the bottleneck is fuse, not the cipher" in found[1]
+    assert found[0] == ("gocryptfs:aes-gcm: hardware acceleration is worth 4.0× on 1 CPU, 3.2× on 2 CPUs "
+                        "(seq write 1 MiB) here")
+    assert found[1] == ("gocryptfs:aes-gcm from 1 CPU to 2 CPUs: seq write 1 MiB 1.50× (1.90× without "
+                        "acceleration): cipher-bound on 1 CPU; from 2 CPUs the bottleneck is fuse, not the cipher")
 
 
-def test_cipher_bound_to_the_last_count_or_never():
+def test_cipher_bound_to_the_last_count_or_never_or_no_ceiling_to_tell():
     up = [_r("s", "write", 100e6, cpus=1), _r("s", "write", 190e6, cpus=2)]
-    [c] = _curves(up, {0: {"bottleneck": "cipher"}, 1: {"bottleneck": "cipher"}})
+
+    def v(kind):
+        return {"bottleneck": kind, "ceilings": {"cipher": 2e8}}
+    [c] = _curves(up, {0: v("cipher"), 1: v("cipher")})
     assert c["cipher_bound"]["until"] == 2 and "more cores would still help" in c["cipher_bound"]["text"]
-    [c] = _curves(up, {0: {"bottleneck": "device"}, 1: {"bottleneck": "device"}})
+    [c] = _curves(up, {0: v("device"), 1: v("device")})
     assert c["cipher_bound"]["until"] is None and "not cipher-bound" in c["cipher_bound"]["text"]
+    [c] = _curves(up, {0: {"bottleneck": "latency", "ceilings": {"cipher": None}}, 1: {"bottleneck": "latency"}})
+    assert "no cipher ceiling in this run" in c["cipher_bound"]["text"]
 
 
 def test_a_switch_that_did_not_slow_the_stack_is_said_never_a_number():
@@ -65,9 +71,8 @@ def test_a_library_without_a_switch_says_so_in_the_analysis_json_and_the_report(
     assert c["accel"]["state"] == "cannot be switched off"
     [row] = scaling.rows([c])
     assert row["off"] == "cannot be switched off" and "×" not in row["off"] + row["worth"]
-    assert scaling.findings([c]) == ["cryfs:aes-256-gcm: acceleration cannot be switched off: acceleration "
-                                     "cannot be switched off for crypto++'s crypto from userspace: the library "
-                                     "has no switch"]
+    assert scaling.findings([c]) == ["cryfs:aes-256-gcm: acceleration cannot be switched off for crypto++'s "
+                                     "crypto from userspace: the library has no switch"]
 
 
 def test_a_kernel_stack_names_its_driver_and_gets_nothing_from_aes_ni_with_a_software_one():
@@ -105,3 +110,25 @@ def test_the_report_shows_the_curves_in_every_format(tmp_path):
     assert data["analysis"]["scaling"][0]["accel"]["state"] == "verified"
     html = render.render("html", run, rs)
     assert 'id="accel-cores"' in html and html.count("<svg") >= 1 and "gocryptfs:aes-gcm: throughput against CPUs" in html
+
+
+def test_gocryptfs_backends_are_pinned_per_variant_and_auto_follows_the_switch(monkeypatch, tmp_path):
+    """aes-gcm-go and aes-gcm-openssl each carry one library's switch; the
+    default (-openssl auto) uses Go's AES-GCM with AES-NI, OpenSSL's without."""
+    from cryptcost.stacks import get
+    from cryptcost.stacks import gocryptfs
+    monkeypatch.setattr(gocryptfs, "cpu_info", lambda: {"flags": {"aes": True, "pclmulqdq": True}})
+    g = get("gocryptfs")
+    go, ossl, auto = g("aes-gcm-go"), g("aes-gcm-openssl"), g("aes-gcm")
+    for s in (go, ossl, auto):
+        s.passfile, s.lower, s.mnt = tmp_path / "p", tmp_path / "l", tmp_path / "m"
+    assert "-openssl=false" in go.mount_argv(None) and "-openssl=true" in ossl.mount_argv(None)
+    assert not any(a.startswith("-openssl") for a in auto.mount_argv(None))
+    go.accel = ossl.accel = auto.accel = False
+    assert go.accel_env() == {"GODEBUG": go.accel_env()["GODEBUG"]} and "OPENSSL_ia32cap" not in go.accel_env()
+    assert list(ossl.accel_env()) == ["OPENSSL_ia32cap"]
+    assert set(auto.accel_env()) == {"GODEBUG", "OPENSSL_ia32cap"}
+    assert auto.backend_used() == "openssl" and auto.cipher_ref()["where"] == "userspace"
+    auto.accel = True
+    assert auto.backend_used() == "go" and auto.cipher_ref()["where"] == "go"
+    assert g("xchacha").backend_used() == "go" and g("aes-siv").crypto_library == "go"

@@ -63,7 +63,8 @@ def test_baselines_are_added_and_explicit_specs_expand():
     resolved, _ = resolve(["gocryptfs:*"], "ext4")
     labels = {s.label: role for s, role in resolved}
     assert labels == {"gocryptfs:aes-gcm": "measured", "gocryptfs:xchacha": "measured",
-                      "gocryptfs:aes-siv": "measured", "gofuse-passthrough": "baseline",
+                      "gocryptfs:aes-siv": "measured", "gocryptfs:aes-gcm-go": "measured",
+                      "gocryptfs:aes-gcm-openssl": "measured", "gofuse-passthrough": "baseline",
                       "plain": "baseline"}
 
 

@@ -61,6 +61,7 @@ def curves(results: list[dict], verdicts: dict[int, dict], host: dict,
         points = sorted(({"cpus": r.get("cpus"), "accel": r.get("accel", True),
                           "bytes_per_s": r["median_bytes_per_s"], "ci95": r.get("ci95"),
                           "bottleneck": (verdicts.get(i) or {}).get("bottleneck"),
+                          "cipher_ceiling": ((verdicts.get(i) or {}).get("ceilings") or {}).get("cipher"),
                           "verified": r.get("accel_verified"), "speedup": r.get("accel_speedup")}
                          for i, r in members), key=lambda p: (not p["accel"], p["cpus"] or 0))
         first = members[0][1]
@@ -117,6 +118,9 @@ def _knee(points: list[dict]) -> dict:
     pts = sorted((p for p in points if p["accel"] and p["cpus"] and p["bottleneck"]), key=lambda p: p["cpus"])
     if not pts:
         return {}
+    if not any(p.get("cipher_ceiling") for p in pts):
+        return {"until": None, "stops_at": None, "text": "no cipher ceiling in this run (its cipher table lacks "
+                "the stack's cipher: cryptcost run measures both)"}
     bound = [p["cpus"] for p in pts if p["bottleneck"] == "cipher"]
     after = [p for p in pts if bound and p["cpus"] > bound[0] and p["bottleneck"] != "cipher"]
     if not bound:
@@ -131,7 +135,8 @@ def _knee(points: list[dict]) -> dict:
 
 
 def findings(cs: list[dict]) -> list[str]:
-    """R3's answers in sentences: one per stack for acceleration, one per curve for cores."""
+    """R3's answers in sentences, per stack: what acceleration is worth (or why
+    there is no figure), and what more CPUs give, with where the cipher binds."""
     out, said = [], set()
     by_stack: dict[str, list[dict]] = {}
     for c in cs:
@@ -139,23 +144,28 @@ def findings(cs: list[dict]) -> list[str]:
     for stack, mine in by_stack.items():
         worth = [c for c in mine if c["accel"]["state"] == "verified"]
         if worth:
-            out.append(f"{stack}: hardware AES is worth " + "; ".join(
+            out.append(f"{stack}: hardware acceleration is worth " + "; ".join(
                 f"{c['accel']['text']} ({c['cell']})" for c in worth) + " here")
         for c in mine:
             state = c["accel"]["state"]
             if state in ("not effective", "unverified", "cannot be switched off", "kernel") and \
                     (stack, state) not in said:
                 said.add((stack, state))
-                prefix = "acceleration cannot be switched off: " if state == "cannot be switched off" else ""
+                prefix = "acceleration cannot be switched off: " if state == "cannot be switched off" and \
+                    "cannot be switched off" not in c["accel"]["text"] else ""
                 out.append(f"{stack}: {prefix}{c['accel']['text']}")
-        for c in mine:
-            sc = c["scaling"]
-            if not sc:
-                continue
-            parts = [f"{_cpus(v['from'])} → {_cpus(v['to'])} gives {v['ratio']:.2f}×"
-                     + ("" if k == "on" else " without acceleration") for k, v in sc.items()]
-            knee = c["cipher_bound"].get("text")
-            out.append(f"{stack} {c['cell']}: " + ", ".join(parts) + (f"; {knee}" if knee else ""))
+        scaled = [c for c in mine if c["scaling"]]
+        if scaled:
+            sc = scaled[0]["scaling"]["on" if "on" in scaled[0]["scaling"] else "off"]
+            parts = []
+            for c in scaled:
+                on, off = c["scaling"].get("on"), c["scaling"].get("off")
+                part = f"{c['cell']} {on['ratio']:.2f}×" if on else f"{c['cell']}"
+                part += f" ({off['ratio']:.2f}× without acceleration)" if off else ""
+                knee = c["cipher_bound"].get("stops_at") or c["cipher_bound"].get("until")
+                part += f": {c['cipher_bound']['text']}" if knee else ""
+                parts.append(part)
+            out.append(f"{stack} from {_cpus(sc['from'])} to {_cpus(sc['to'])}: " + "; ".join(parts))
     return out
 
 
