@@ -132,3 +132,28 @@ def test_gocryptfs_backends_are_pinned_per_variant_and_auto_follows_the_switch(m
     auto.accel = True
     assert auto.backend_used() == "go" and auto.cipher_ref()["where"] == "go"
     assert g("xchacha").backend_used() == "go" and g("aes-siv").crypto_library == "go"
+
+
+def test_seeds_r3_measures_every_stack_on_and_off_across_cores_and_standard_at_one_block_size():
+    from cryptcost.runner.suite import network_plans, storage_plans
+    from cryptcost.workloads.plan import load
+    seeds = load("seeds", None)
+    [r3] = [p for p in seeds.parts if p.label.startswith("R3 AES-NI and cores")]
+    assert r3.storage["stacks"] == ["all"] and r3.storage["accel"] == ["on", "off"] and r3.ciphers is None
+    assert [sp.cpus for sp in storage_plans(r3.storage)] == [1, 2]
+    assert [np_.cpus for np_ in network_plans(r3.network)] == [1, 2]
+    assert all(np_.accel == (True, False) for np_ in network_plans(r3.network))
+    standard = load("standard", None)
+    assert [p.storage["workloads"] for p in standard.parts] == [["seq-quick", "rand4k", "smallfiles"], ["seq-1m"]]
+    assert standard.parts[1].storage["accel"] == ["on", "off"] and standard.parts[1].network is None
+
+
+def test_cpu_counts_beyond_this_process_are_refused(monkeypatch):
+    import os
+    import pytest
+    from cryptcost.errors import UserError
+    from cryptcost.host import cpu
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    with pytest.raises(UserError, match="cpus 3: this process may use 1 … 2 CPU"):
+        cpu.check_cpu_count(3)
+    cpu.check_cpu_count(2)

@@ -178,7 +178,7 @@ def rows(cs: list[dict]) -> list[dict]:
     return [{"stack": c["stack"], "cell": c["cell"], "on": pts(True, c),
              "off": pts(False, c) if c["accel"]["state"] not in ("cannot be switched off", "kernel")
              else ("cannot be switched off" if c["accel"]["state"] == "cannot be switched off"
-                   else "kernel: not from userspace"),
+                   else f"cannot be switched off from userspace (kernel driver {c['accel']['driver'] or '?'})"),
              "worth": c["accel"]["text"] if c["accel"]["state"] == "verified" else c["accel"]["state"],
              "scaling": ", ".join(f"{v['ratio']:.2f}×" + ("" if k == "on" else " (off)")
                                   for k, v in c["scaling"].items()) or "—",

@@ -45,6 +45,12 @@ def _model(args, plan) -> dict:
     return model
 
 
+def _extent(table: dict) -> str:
+    """A storage or network table's CPU counts and acceleration, as the plan gives them."""
+    out = f" on {table['cpus']} CPU(s)" if table.get("cpus") else ""
+    return out + (", acceleration on and off" if "off" in table.get("accel", []) else "")
+
+
 def announce(plan, seconds: float, factor: tuple[float, int] = (1.0, 0)) -> None:
     err.print(f"suite {plan.name}" + (f" ({plan.label})" if plan.label else "") + ":")
     for part in plan.parts:
@@ -57,11 +63,11 @@ def announce(plan, seconds: float, factor: tuple[float, int] = (1.0, 0)) -> None
         if part.storage:
             s = part.storage
             what.append(f"storage {', '.join(s.get('stacks', ['all']))} × {', '.join(s.get('workloads', ['quick']))}"
-                        + (f" on {s['cpus']} CPU(s)" if s.get("cpus") else ""))
+                        + _extent(s))
         if part.network:
             n = part.network
             what.append(f"network {', '.join(n.get('stacks', ['all']))} × {', '.join(n.get('workloads', ['quick']))} "
-                        f"over {n.get('link', 'netns')}")
+                        f"over {n.get('link', 'netns')}" + _extent(n))
         err.print(f"  {part.label}: " + "; ".join(what))
     for c in plan.cannot_run:
         if c.get("budget"):

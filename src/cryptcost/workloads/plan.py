@@ -192,6 +192,13 @@ SUITE_PLANS: dict[str, dict] = {
 }
 
 
+# R3's question for every stack: what hardware acceleration is worth, and how it scales with cores.
+ACCEL_CORES = {"ciphers": False, "network": False,
+               "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "accel": ["on", "off"]}}
+# The standard suite's second part: acceleration on and off for every stack at one block size.
+STANDARD_ACCEL = {"run": {"label": "acceleration on/off, 1 MiB sequential"}, **ACCEL_CORES}
+
+
 def seeds_plans() -> list[dict]:
     """The five field reports' matrices as far as a host can run them (SEEDS.md)."""
     r1 = {"run": {"label": "R1 encrypted filesystems, large files"},
@@ -207,10 +214,14 @@ def seeds_plans() -> list[dict]:
                       "sizes": [512, 1024, 4096, 16384, 65536], "threads": [1, 2], "accel": ["on", "off"]},
           "storage": {"stacks": ["plain", "luks-userspace", "luks", "luks:generic-aes-xts"],
                       "workloads": ["seq"], "size": "512M", "cpus": [1, 2]}}
+    r3_stacks = {"run": {"label": "R3 AES-NI and cores for every stack, 1 MiB sequential"}, **ACCEL_CORES,
+                 "storage": {**ACCEL_CORES["storage"], "cpus": [1, 2], "size": "512M"},
+                 "network": {"stacks": ["tls", "ssh", "wireguard", "ipsec", "smb3"], "workloads": ["send"],
+                             "accel": ["on", "off"], "cpus": [1, 2]}}
     r5 = {"run": {"label": "R5 IPsec cipher/auth matrix, both directions"},
           "ciphers": False, "storage": False,
           "network": {"stacks": ["ipsec:*"], "workloads": ["send", "receive"]}}
-    return [r1, r2, r3, r5]
+    return [r1, r2, r3, r3_stacks, r5]
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -250,6 +261,8 @@ def load(suite: str | None, plan_file: str | None) -> RunPlan:
         cannot += [{"part": "R4", "what": "NFS 3/4 with Kerberos sec=sys/krb5/krb5i/krb5p, iozone and dbench",
                     "reason": "no nfs stack in this version (it needs a kernel NFS server and client and a KDC)",
                     "install": None}]
+    elif suite == "standard":
+        bases = [SUITE_PLANS["standard"], STANDARD_ACCEL]
     else:
         bases = [SUITE_PLANS.get(suite, {})]
     parts, policy, model = [], {}, {}
