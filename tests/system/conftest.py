@@ -35,6 +35,11 @@ def _ancestors() -> set[int]:
     return out
 
 
+WORKQUEUE_MASK = "/sys/devices/virtual/workqueue/cpumask"
+# The mask as the session found it: a pass on N CPUs changes it and must restore it.
+MASK_BEFORE = open(WORKQUEUE_MASK).read().strip() if os.path.exists(WORKQUEUE_MASK) else None
+
+
 def leftovers(state_dirs: list[str]) -> list[str]:
     found = []
     for line in open("/proc/self/mountinfo"):
@@ -57,6 +62,10 @@ def leftovers(state_dirs: list[str]) -> list[str]:
     for d in state_dirs:
         if os.path.isdir(d):
             found += [f"journal {d}/{j}" for j in os.listdir(d) if j.startswith("journal-")]
+    if MASK_BEFORE is not None:
+        mask = open(WORKQUEUE_MASK).read().strip()
+        if mask != MASK_BEFORE:
+            found.append(f"setting {WORKQUEUE_MASK} = {mask}, not {MASK_BEFORE} as before")
     return found
 
 

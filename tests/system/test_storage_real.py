@@ -213,7 +213,8 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
                           for e in env)
     assert {r["params"]["backend_used"] for r in out["results"] if r["stack"].startswith("gocryptfs:aes-gcm-go")} \
         == {"go"}
-    assert out["results"][0]["params"]["affinity"].startswith("fio and stack daemons pinned")
+    assert out["results"][0]["params"]["affinity"].startswith(
+        "cryptcost's processes and the kernel's unbound workqueues (kcryptd, loop, fscrypt, writeback) pinned to 1")
     [why] = [s for s in out["skipped"] if s["stack"] == "fscrypt:aes-256-xts/accel-off"]
     assert why["accel"] == "cannot be switched off" and "kernel" in why["reason"]
     assert not any(r["stack"].startswith("fscrypt") and not r["accel"] for r in out["results"])

@@ -219,3 +219,26 @@ def test_fault_specs_parse():
     assert parse("teardown:SIGINT:1:group") == ("teardown", signal.SIGINT, 1, True, 0.0, None)
     with pytest.raises(ValueError):
         parse("lunch:SIGTERM")
+
+
+def test_a_setting_is_journalled_with_its_old_value_and_restored_and_only_known_ones(tmp_path, monkeypatch):
+    """The workqueue cpumask of a pass on N CPUs: the old value is in the journal before
+    the new one is written, release (or cleanup after a crash) writes it back; a path that
+    is not one of release.SETTINGS is never written, by either side."""
+    from cryptcost.errors import CryptcostError
+    from cryptcost.lifecycle import release, resources
+    from cryptcost.lifecycle.journal import Journal
+    from cryptcost.lifecycle.resources import Resources
+    mask = tmp_path / "cpumask"
+    mask.write_text("3\n")
+    monkeypatch.setattr(release, "SETTINGS", (str(mask),))
+    monkeypatch.setattr(resources, "SETTINGS", (str(mask),))
+    monkeypatch.setenv("CRYPTCOST_STATE_DIR", str(tmp_path / "state"))
+    with Resources(Journal.create()) as res:
+        entry = res.setting(str(mask), "1")
+        assert mask.read_text() == "1" and entry.data["old"] == "3"
+        with pytest.raises(CryptcostError, match="not a setting cryptcost changes"):
+            res.setting(str(tmp_path / "other"), "1")
+    assert mask.read_text() == "3"
+    release.release_setting({"path": "/etc/passwd", "old": "x"})          # refused: not a known setting
+    assert open("/etc/passwd").read() != "x"

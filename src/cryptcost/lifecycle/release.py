@@ -206,6 +206,19 @@ def release_keyfile(data: dict) -> None:
         pass
 
 
+# System settings cryptcost may change for a run, and only these: restored from the journal.
+SETTINGS = ("/sys/devices/virtual/workqueue/cpumask",)     # where unbound kernel workqueues may run
+
+
+@releaser("setting")
+def release_setting(data: dict) -> None:
+    """Write a system setting's old value back."""
+    if data.get("path") not in SETTINGS or data.get("old") is None:
+        log.warning("not restoring %r: not a setting cryptcost changes", data.get("path"))
+        return
+    Path(data["path"]).write_text(data["old"])
+
+
 def processes_of(token: str) -> list[int]:
     """Pids of the processes whose environment carries ``RUN_ENV=token``."""
     needle = f"{RUN_ENV}={token}".encode()

@@ -23,7 +23,7 @@ from typing import Callable
 from cryptcost import faults, proc
 from cryptcost.errors import CryptcostError
 from cryptcost.lifecycle.journal import Entry, Journal
-from cryptcost.lifecycle.release import RUN_ENV, end_processes, is_mounted, release_entry
+from cryptcost.lifecycle.release import RUN_ENV, SETTINGS, end_processes, is_mounted, release_entry
 
 log = logging.getLogger("cryptcost.resources")
 
@@ -146,6 +146,14 @@ class Resources:
                 break
         self.track("dir", lambda e: path.mkdir(mode=0o700), path=str(path))
         return path
+
+    def setting(self, path: str, value: str) -> Entry:
+        """Change a system setting (one of ``release.SETTINGS``); its old value
+        is journalled first and written back at release, or by ``cleanup``."""
+        if path not in SETTINGS:
+            raise CryptcostError(f"{path} is not a setting cryptcost changes")
+        old = Path(path).read_text().strip()
+        return self.track("setting", lambda e: (Path(path).write_text(value), e)[1], path=path, old=old)
 
     def mount(self, source: str, target: str | Path, fstype: str | None = None,
               options: str | None = None) -> None:

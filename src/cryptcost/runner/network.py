@@ -26,7 +26,7 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
 from cryptcost.model import Job, Result, metric_median as median
-from cryptcost.runner import pairing
+from cryptcost.runner import pairing, pinning
 from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
 from cryptcost.runner.scheduler import Progress, Series, schedule
 from cryptcost.runner.sink import Sink
@@ -49,6 +49,7 @@ class NetworkPlan:
     accel: tuple[bool, ...] = (True,)     # (True, False): each measured stack also with acceleration off
     part: str | None = None
     cpus: int | None = None              # both ends' programs and daemons pinned to this many CPUs
+    affinity: str | None = None          # what the pass on ``cpus`` pinned (runner.pinning)
 
 
 @dataclass
@@ -113,8 +114,8 @@ def describe_plan(plan: NetworkPlan, resolved, skipped) -> list[str]:
 def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
                 progress: Progress | None = None) -> NetworkOutcome:
     """Set up, verify, measure, compare. Teardown happens when ``res`` is released.
-    With ``plan.cpus`` everything it starts runs on that many CPUs (:func:`cpu.pinned`)."""
-    with cpu.pinned(plan.cpus):
+    With ``plan.cpus`` everything it starts runs on that many CPUs (:mod:`runner.pinning`)."""
+    with pinning.pinned(res, plan.cpus) as plan.affinity:
         return _run_network(plan, policy, res=res, sink=sink, progress=progress)
 
 
@@ -209,7 +210,7 @@ def _fields(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> dict:
         fields["part"] = plan.part
     if plan.cpus:
         fields["cpus"] = plan.cpus
-        fields["params"]["affinity"] = "iperf3 and both ends' daemons pinned; softirq and kernel tunnels not"
+        fields["params"]["affinity"] = plan.affinity
     return fields
 
 

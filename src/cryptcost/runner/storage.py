@@ -27,7 +27,7 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
 from cryptcost.model import Job, Result, Sample, metric_median as median
-from cryptcost.runner import pairing
+from cryptcost.runner import pairing, pinning
 from cryptcost.runner.integrity import check_pattern
 from cryptcost.runner.scheduler import Progress, Series, schedule
 from cryptcost.runner.sink import Sink
@@ -49,6 +49,7 @@ class StoragePlan:
     fs: str = "ext4"
     sizes: wl.Sizes | None = None
     cpus: int | None = None          # restrict fio and the stacks' daemons to this many CPUs (rule 15)
+    affinity: str | None = None      # what the pass on ``cpus`` pinned (runner.pinning)
     part: str | None = None          # the run plan's part this belongs to (results are paired within it)
     accel: tuple[bool, ...] = (True,)   # (True, False): each measured stack also with acceleration off
 
@@ -117,12 +118,11 @@ def run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink
                 progress: Progress | None = None) -> StorageOutcome:
     """Set up, measure, compare. Teardown happens when ``res`` is released.
 
-    With ``plan.cpus`` the process pins itself to that many CPUs first, so
-    that fio and every daemon a stack starts inherit the restriction; kernel
-    workers (kcryptd, fscrypt's writeback) are not restricted, which each
-    result records.
+    With ``plan.cpus`` the pass runs on that many CPUs: fio, every daemon a
+    stack starts and, where the kernel allows, its unbound workqueues
+    (:mod:`cryptcost.runner.pinning`); each result records what was pinned.
     """
-    with cpu.pinned(plan.cpus):
+    with pinning.pinned(res, plan.cpus) as plan.affinity:
         return _run_storage(plan, policy, res=res, sink=sink, progress=progress)
 
 
@@ -188,7 +188,7 @@ def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
         fields["part"] = plan.part
     if plan.cpus:
         fields["cpus"] = plan.cpus
-        fields["params"]["affinity"] = "fio and stack daemons pinned; kernel workers not"
+        fields["params"]["affinity"] = plan.affinity
     return fields
 
 
