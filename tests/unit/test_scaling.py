@@ -38,7 +38,9 @@ def test_a_verified_twin_says_what_acceleration_is_worth_per_cpu_count():
     assert found[0] == ("gocryptfs:aes-gcm: hardware acceleration is worth 4.0× on 1 CPU, 3.2× on 2 CPUs "
                         "(seq write 1 MiB) here")
     assert found[1] == ("gocryptfs:aes-gcm from 1 CPU to 2 CPUs: seq write 1 MiB 1.50× (1.90× without "
-                        "acceleration): cipher-bound on 1 CPU; from 2 CPUs the bottleneck is fuse, not the cipher")
+                        "acceleration): cipher-bound on 1 CPU; from 2 CPUs the bottleneck is fuse, not the cipher; "
+                        "without acceleration: cipher-bound on 1 CPU up to 2 CPUs, the most measured: more cores "
+                        "would still help")
 
 
 def test_cipher_bound_to_the_last_count_or_never_or_no_ceiling_to_tell():
@@ -52,6 +54,23 @@ def test_cipher_bound_to_the_last_count_or_never_or_no_ceiling_to_tell():
     assert c["cipher_bound"]["until"] is None and "not cipher-bound" in c["cipher_bound"]["text"]
     [c] = _curves(up, {0: {"bottleneck": "latency", "ceilings": {"cipher": None}}, 1: {"bottleneck": "latency"}})
     assert "no cipher ceiling in this run" in c["cipher_bound"]["text"]
+    [c] = _curves(up, {0: v("cpu"), 1: v("cipher")})
+    assert c["cipher_bound"]["text"] == ("cipher-bound from 2 CPUs (on fewer: cpu), the most measured: "
+                                         "more cores would still help")
+
+
+def test_where_the_cipher_binds_without_acceleration_is_said_too():
+    rs = [_r("g", "read", 500e6, cpus=1), _r("g", "read", 800e6, cpus=2),
+          _r("g/accel-off", "read", 75e6, cpus=1, accel=False, verified=True, speedup=6.9),
+          _r("g/accel-off", "read", 143e6, cpus=2, accel=False, verified=True, speedup=5.6)]
+    kinds = ("latency", "latency", "cpu", "cipher")
+    [c] = _curves(rs, {i: {"bottleneck": k, "ceilings": {"cipher": 1.6e8}} for i, k in enumerate(kinds)})
+    assert c["cipher_bound_off"]["until"] == 2 and c["cipher_bound"]["until"] is None
+    row = scaling.rows([c])[0]["cipher_bound"]
+    assert row.startswith("not cipher-bound") and "without acceleration: cipher-bound from 2 CPUs" in row
+    assert scaling.findings([c])[-1] == ("g from 1 CPU to 2 CPUs: seq read 1 MiB 1.60× (1.91× without acceleration): "
+                                         "without acceleration: cipher-bound from 2 CPUs (on fewer: cpu), the most "
+                                         "measured: more cores would still help")
 
 
 def test_a_switch_that_did_not_slow_the_stack_is_said_never_a_number():

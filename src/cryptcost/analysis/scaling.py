@@ -68,7 +68,8 @@ def curves(results: list[dict], verdicts: dict[int, dict], host: dict,
         curve = {"stack": key[0], "kind": first["kind"], "cell": _cell(first), "workload": first["workload"],
                  "op": first.get("op"), "block_bytes": first.get("block_bytes"), "points": points,
                  "accel": _accel(first, points, no_switch.get(key[0]), host),
-                 "scaling": _scaling(points), "cipher_bound": _knee(points)}
+                 "scaling": _scaling(points), "cipher_bound": _knee(points),
+                 "cipher_bound_off": _knee(points, accel=False)}
         if len(points) > 1 or curve["accel"]["state"] in ("cannot be switched off", "kernel"):
             out.append(curve)
     return sorted(out, key=lambda c: (c["stack"], c["cell"]))
@@ -113,25 +114,39 @@ def _scaling(points: list[dict]) -> dict:
     return out
 
 
-def _knee(points: list[dict]) -> dict:
-    """Where along the CPU counts (acceleration on) the cipher stops being the bottleneck."""
-    pts = sorted((p for p in points if p["accel"] and p["cpus"] and p["bottleneck"]), key=lambda p: p["cpus"])
+def _knee(points: list[dict], accel: bool = True) -> dict:
+    """Where along the CPU counts (acceleration on, or off) the cipher is the
+    bottleneck, and the count from which it no longer is."""
+    pts = sorted((p for p in points if p["accel"] == accel and p["cpus"] and p["bottleneck"]),
+                 key=lambda p: p["cpus"])
     if not pts:
         return {}
     if not any(p.get("cipher_ceiling") for p in pts):
         return {"until": None, "stops_at": None, "text": "no cipher ceiling in this run (its cipher table lacks "
                 "the stack's cipher: cryptcost run measures both)"}
     bound = [p["cpus"] for p in pts if p["bottleneck"] == "cipher"]
-    after = [p for p in pts if bound and p["cpus"] > bound[0] and p["bottleneck"] != "cipher"]
     if not bound:
         text = f"not cipher-bound on any CPU count measured (the bottleneck: {pts[-1]['bottleneck']})"
         return {"until": None, "stops_at": None, "text": text}
+    since = f"from {_cpus(bound[0])} (on fewer: {pts[0]['bottleneck']})" if bound[0] > pts[0]["cpus"] else \
+        f"on {_cpus(bound[0])}"
+    after = [p for p in pts if p["cpus"] > bound[0] and p["bottleneck"] != "cipher"]
     if not after:
-        text = f"cipher-bound up to {_cpus(pts[-1]['cpus'])}, the most measured: more cores would still help"
+        upto = "" if bound[0] == pts[-1]["cpus"] and bound[0] > pts[0]["cpus"] else f" up to {_cpus(pts[-1]['cpus'])}"
+        text = f"cipher-bound {since}{upto}, the most measured: more cores would still help"
         return {"until": pts[-1]["cpus"], "stops_at": None, "text": text}
-    text = (f"cipher-bound on {_cpus(bound[0])}; from {_cpus(after[0]['cpus'])} the bottleneck is "
-            f"{after[0]['bottleneck']}, not the cipher")
+    text = f"cipher-bound {since}; from {_cpus(after[0]['cpus'])} the bottleneck is {after[0]['bottleneck']}, not the cipher"
     return {"until": max(c for c in bound if c < after[0]["cpus"]), "stops_at": after[0]["cpus"], "text": text}
+
+
+def _bound_text(c: dict, told_only: bool = False) -> str:
+    """Where the cipher binds, with acceleration on; and off where that says
+    more. ``told_only``: only where the cipher binds somewhere (for findings)."""
+    on, off = c["cipher_bound"], c.get("cipher_bound_off") or {}
+    parts = [on.get("text", "—")] if on.get("until") or not told_only else []
+    if off.get("until"):
+        parts.append(f"without acceleration: {off['text']}")
+    return "; ".join(parts)
 
 
 def findings(cs: list[dict]) -> list[str]:
@@ -162,8 +177,8 @@ def findings(cs: list[dict]) -> list[str]:
                 on, off = c["scaling"].get("on"), c["scaling"].get("off")
                 part = f"{c['cell']} {on['ratio']:.2f}×" if on else f"{c['cell']}"
                 part += f" ({off['ratio']:.2f}× without acceleration)" if off else ""
-                knee = c["cipher_bound"].get("stops_at") or c["cipher_bound"].get("until")
-                part += f": {c['cipher_bound']['text']}" if knee else ""
+                told = _bound_text(c, told_only=True)
+                part += f": {told}" if told else ""
                 parts.append(part)
             out.append(f"{stack} from {_cpus(sc['from'])} to {_cpus(sc['to'])}: " + "; ".join(parts))
     return out
@@ -182,4 +197,4 @@ def rows(cs: list[dict]) -> list[dict]:
              "worth": c["accel"]["text"] if c["accel"]["state"] == "verified" else c["accel"]["state"],
              "scaling": ", ".join(f"{v['ratio']:.2f}×" + ("" if k == "on" else " (off)")
                                   for k, v in c["scaling"].items()) or "—",
-             "cipher_bound": c["cipher_bound"].get("text", "—")} for c in cs]
+             "cipher_bound": _bound_text(c)} for c in cs]
