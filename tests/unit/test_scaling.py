@@ -176,3 +176,19 @@ def test_cpu_counts_beyond_this_process_are_refused(monkeypatch):
     with pytest.raises(UserError, match="cpus 3: this process may use 1 … 2 CPU"):
         cpu.check_cpu_count(3)
     cpu.check_cpu_count(2)
+
+
+def test_a_series_that_failed_part_way_is_shown_but_never_ranked():
+    from cryptcost.analysis import ranking, findings
+
+    def res(stack, op, value, **extra):
+        r = _r(stack, op, value, library="go")
+        r["params"]["facts"].update(use_case="directory", baselines=["plain"])
+        r.update(vs={"plain": {"overhead": 1 - value / 1e9, "significant": True}}, samples=3, **extra)
+        return r
+    rs = [res("gocryptfs:aes-gcm", op, 4e8) for op in ("write", "read")]
+    rs += [res("cryfs:aes-256-gcm", op, 9e8, incomplete="cryfs (pid 7) exited (1) during the measurement")
+           for op in ("write", "read")]
+    assert [x["stack"] for x in ranking(rs)] == ["gocryptfs:aes-gcm"]
+    said = [f for f in findings(rs, []) if "series failed" in f]
+    assert len(said) == 2 and "cryfs:aes-256-gcm write 1 MiB: its series failed after 3 sample(s)" in said[0]

@@ -112,9 +112,11 @@ def ranking(storage: list[dict]) -> list[dict]:
     """Encryption options (not baselines), fastest first relative to their
     plaintext reference on 1 MiB sequential I/O; ``rank`` is shared by
     stacks whose difference is not significant (``tie``)."""
+    failed = {r["stack"] for r in storage if r.get("incomplete")}
     stacks = sorted({r["stack"] for r in storage if facts(r).get("use_case")})
     rows = sorted(({"stack": s, "relative_to_plain": recommend.score(storage, s)} for s in stacks),
                   key=lambda x: -(x["relative_to_plain"] or 0))
+    rows = [x for x in rows if x["relative_to_plain"] is not None or x["stack"] not in failed]
     for row, (rank, tie) in zip(rows, recommend.ranks(storage, [x["stack"] for x in rows])):
         row.update(rank=rank, tie=tie)
     return rows
@@ -150,6 +152,11 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
     for engine, alg in void:
         out.append(f"{engine} {alg}: switching acceleration off did not lower the speed; the on/off "
                    "comparison for it is void")
+    for r in storage:
+        if r.get("incomplete"):
+            out.append(f"{r['stack']} {r['op']} {size(r['block_bytes'])}: its series failed after {r['samples']} "
+                       f"sample(s) ({r['incomplete']}); they are kept and shown, but the stack is not ranked "
+                       "or recommended on them")
     short = sorted({r["stack"] for r in storage if any("lasted only" in n for n in r.get("notes", []))})
     if short:
         n = sum(1 for r in storage if any("lasted only" in x for x in r.get("notes", [])))

@@ -29,7 +29,10 @@ def is_main(r: dict) -> bool:
 
 
 def _main_cells(results: list[dict], stack: str) -> list[dict]:
-    return [r for r in results if r["stack"] == stack and is_main(r) and r.get("median_bytes_per_s")]
+    """A stack's results on the cells it is ranked on; a series that failed part-way
+    (``incomplete``) is shown in the tables but never ranked or recommended."""
+    return [r for r in results if r["stack"] == stack and is_main(r) and r.get("median_bytes_per_s")
+            and not r.get("incomplete")]
 
 
 def reference(r: dict) -> str | None:
@@ -98,7 +101,8 @@ def _describe(results: list[dict], stack: str) -> str:
 def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], host: dict) -> list[dict]:
     """Paragraphs: ``{use_case, title, text, ranking}``."""
     # Options are compared as they are deployed: an acceleration-off twin is a measurement, not an option.
-    measured = [r for r in results if r.get("kind") in ("storage", "network") and r.get("accel", True)]
+    measured = [r for r in results if r.get("kind") in ("storage", "network") and r.get("accel", True)
+                and not r.get("incomplete")]
     use_of = {r["stack"]: facts(r).get("use_case") for r in measured if facts(r).get("use_case")}
     stacks = sorted(use_of)
     seen = {kind for kind in ("storage", "network")

@@ -241,6 +241,8 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         "shared_cpus": inst.link.name in ("netns", "loopback"),
     }
     notes = [s.error] if s.error else []
+    if s.error:                          # the series failed after these samples: kept, never ranked
+        metrics["incomplete"] = s.error
     if not inst.stack.accel:
         metrics["accel_env"] = sorted(inst.stack.accel_env())
     if len(samples) > 1 and summary.rel_half_width > target:

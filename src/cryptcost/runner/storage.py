@@ -227,6 +227,8 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         "engine": samples[-1].metrics.get("engine", "fio"),
     }
     notes = [s.error] if s.error else []
+    if s.error:                          # the series failed after these samples: kept, never ranked
+        metrics["incomplete"] = s.error
     metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
     metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
     summary = stats.summarize(s.values())
