@@ -183,6 +183,25 @@ def test_every_write_is_timed_until_durable(cli):
 
 
 @pytest.mark.root
+def test_the_throttled_medium_is_a_device_of_the_speed_named(cli):
+    """throttled:RATE (the cost model's check): plain on it moves about RATE — QEMU's throttle
+    lets a short burst through, and writes pay the FUSE export on top — and the stack on it
+    is paired with its baseline on the same medium."""
+    _available("qemu-raw")
+    proc = cli("storage", "--stacks", "fscrypt", "--medium", "throttled:100MB/s", "--workloads", "seq-1m",
+               "--size", "128M", "--min-samples", "2", "--max-samples", "2", "--warmup", "0", "--json",
+               timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)["results"]
+    assert {r["medium"] for r in results} == {"throttled:100MB/s"}
+    for r in results:
+        if r["stack"] == "plain":
+            assert 60e6 <= r["median_bytes_per_s"] <= 125e6, (r["op"], r["median_bytes_per_s"])
+        else:
+            assert r["baseline"] == "plain" and r["median_bytes_per_s"] <= 125e6
+
+
+@pytest.mark.root
 def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
     """R3's question on the stacks themselves (#13): each library's switch
     really slows its stack (Go's GODEBUG for gocryptfs's Go backend,

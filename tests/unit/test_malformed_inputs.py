@@ -66,6 +66,7 @@ FLAGS = {
     "network bad mtu": ["network", "--stacks", "tcp", "--mtu", "12"],
     "network unknown workload": ["network", "--stacks", "tcp", "--workloads", "ftp"],
     "storage bad cpus": ["storage", "--stacks", "plain", "--cpus", "0"],
+    "storage throttled without a rate": ["storage", "--stacks", "plain", "--medium", "throttled:fast"],
     "storage more cpus than the machine": ["storage", "--stacks", "plain", "--cpus", "1,999"],
     "network cpus not a number": ["network", "--stacks", "tcp", "--cpus", "two"],
     "storage bad accel": ["storage", "--stacks", "plain", "--accel", "maybe"],

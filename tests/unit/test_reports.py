@@ -81,6 +81,12 @@ def test_cost_model():
     assert slow["predicted_low"] == pytest.approx(1 / (1 / 100e6 + 1 / 500e6 - 1 / 1000e6))
     [fast] = costmodel.predict(rows, 3e9, "NVMe")
     assert fast["predicted_high"] == 500e6 and fast["binding"].startswith("the stack")
+    # held against the same stack measured on a 100 MB/s device: inside the range, near it, far off
+    low = slow["predicted_low"]
+    for measured, error, holds in ((95e6, 0.0, True), (110e6, 0.1, True), (0.7 * low, -0.3, False)):
+        [row] = costmodel.check([slow], [{**rows[0], "median_bytes_per_s": measured}])
+        assert row["error"] == pytest.approx(error) and row["holds"] is holds
+    assert costmodel.check([slow], [{**rows[0], "op": "write"}]) == []          # another cell: no check
 
 
 def test_compare_same_run_is_no_significant_difference(stored):

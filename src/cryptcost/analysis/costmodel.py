@@ -9,8 +9,10 @@ On the RAM medium a stack reaches S and its baseline B; the stack adds
   ``1 / (1/D + 1/S − 1/B)``.
 
 The prediction is the range between the two, with the binding ceiling
-named. It is a model, not yet a measured fact: nothing in cryptcost checks
-it against a throttled or real device so far, and the report says so.
+named. :func:`check` holds it against measurement: the same stacks measured
+on a device of the target speed (the ``throttled:RATE`` medium, or a real
+one), each within 20 % of its predicted range or not;
+``bench/costmodel_vs_throttled`` runs both sides and prints the check.
 """
 
 from __future__ import annotations
@@ -43,4 +45,29 @@ def predict(results: list[dict], target: float, target_label: str,
                     "binding": binding,
                     "sentence": f"on {target_label}: {rate(min(serial, pipelined))}–{rate(pipelined)}, "
                                 f"{binding} binds"})
+    return out
+
+
+TOLERANCE = 0.20          # a prediction holds when the measurement is within 20 % of its range
+
+
+def _cell(r: dict) -> tuple:
+    return (r["stack"], r["workload"], r["op"], r.get("block_bytes"), r.get("iodepth"))
+
+
+def check(predictions: list[dict], measured: list[dict]) -> list[dict]:
+    """Each prediction beside the same stack and cell measured on a device of
+    the target's speed: ``error`` is 0 inside the predicted range, else the
+    relative distance to its nearer end; ``holds`` when within TOLERANCE."""
+    by_cell = {_cell(r): r for r in measured if r.get("median_bytes_per_s")}
+    out = []
+    for p in predictions:
+        m = by_cell.get(_cell(p))
+        if not m:
+            continue
+        v, lo, hi = m["median_bytes_per_s"], p["predicted_low"], p["predicted_high"]
+        error = 0.0 if lo <= v <= hi else (v - hi) / hi if v > hi else (v - lo) / lo
+        out.append({**{k: p[k] for k in ("stack", "workload", "op", "block_bytes", "iodepth", "binding")},
+                    "predicted_low": lo, "predicted_high": hi, "measured_on_device": v,
+                    "measured_ci95": m.get("ci95"), "error": error, "holds": abs(error) <= TOLERANCE})
     return out

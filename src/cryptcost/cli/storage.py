@@ -24,7 +24,7 @@ def add_parser(sub, common) -> None:
 def add_options(p) -> None:
     p.add_argument("--stacks", default="all", metavar="LIST",
                    help="stacks, e.g. plain,fscrypt,gocryptfs:xchacha, or all (default: all available)")
-    p.add_argument("--medium", default="ram", help="ram (default), dir:PATH or device:/dev/X")
+    p.add_argument("--medium", default="ram", help="ram (default), dir:PATH, device:/dev/X, or throttled:RATE (RAM behind a throttle of RATE, e.g. 200MB/s: checks the cost model)")
     p.add_argument("--destroy-data-on", metavar="DEVICE", help="confirm that DEVICE may be wiped")
     p.add_argument("--force", action="store_true",
                    help="use a device that carries a filesystem signature (never a mounted one)")

@@ -8,6 +8,8 @@ on RAM, in a directory, or on a named device.
   filesystem, attached as a loop device.
 * ``device:/dev/X`` — the named block device itself; destructive, guarded
   by :mod:`cryptcost.media.guard`.
+* ``throttled:RATE`` — RAM behind qemu-storage-daemon's throttle: a device
+  of a known speed, to check the cost model (:mod:`cryptcost.media.throttled`).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class RamMedium(Medium):
         root = res.tmpdir("cryptcost-ram-")
         res.tmpfs(root, size + (8 << 20), "0700")
         image = root / "medium.img"
-        _preallocate(image, size)
+        preallocate(image, size)
         device = _attach(res, image)
         return Backing(device, size, self.name, str(image))
 
@@ -124,14 +126,14 @@ class DirMedium(Medium):
         res.base = self.path
         root = res.tmpdir("cryptcost-dir-")
         image = root / "medium.img"
-        _preallocate(image, size)
+        preallocate(image, size)
         return Backing(_attach(res, image), size, self.name, str(image))
 
     def describe(self) -> dict:
         return {"medium": f"dir:{self.path}"}
 
 
-def _preallocate(image: Path, size: int) -> None:
+def preallocate(image: Path, size: int) -> None:
     proc.run(["fallocate", "-l", str(size), str(image)], timeout=300)
 
 
@@ -148,7 +150,10 @@ def parse_medium(spec: str, *, destroy: str | None = None, force: bool = False) 
         return RamMedium()
     if spec.startswith("dir:") and len(spec) > 4:
         return DirMedium(spec[4:])
+    if spec.startswith("throttled:") and len(spec) > 10:
+        from cryptcost.media.throttled import ThrottledMedium
+        return ThrottledMedium(spec[10:])
     if spec.startswith("device:") and len(spec) > 7:
         from cryptcost.media.guard import DeviceMedium
         return DeviceMedium(spec[7:], destroy=destroy, force=force)
-    raise UserError(f"bad --medium {spec!r}: use ram, dir:PATH or device:/dev/X")
+    raise UserError(f"bad --medium {spec!r}: use ram, dir:PATH, device:/dev/X or throttled:RATE")

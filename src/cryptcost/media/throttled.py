@@ -1,0 +1,55 @@
+"""``throttled:RATE``: RAM behind qemu-storage-daemon's throttle — a device
+of a speed the user names, to check the cost model against measurement.
+
+A preallocated file on a private tmpfs, opened by qemu-storage-daemon with a
+throttle group of RATE bytes/s (reads and writes together, ``bps-total``),
+exported through FUSE and attached as a (buffered) loop device. A stack
+built on it meets a device that is slow in a known, repeatable way: what
+the cost model predicts from the RAM run (``--device-speed RATE``) can be
+compared with what the stack really does there (``cryptcost model-check``
+in ``bench/costmodel_vs_throttled.py``). QEMU's throttle lets short bursts
+through (about a tenth of a second's worth), so the plain baseline on this
+medium reaches RATE or a little more: the baseline, not RATE, is the
+device ceiling the analysis uses.
+"""
+
+from __future__ import annotations
+
+from cryptcost import proc
+from cryptcost.errors import UserError
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.media import Backing, RamMedium, preallocate
+from cryptcost.units import parse_device_speed
+
+
+class ThrottledMedium(RamMedium):
+    name = "throttled"
+
+    def __init__(self, rate_text: str):
+        try:
+            self.rate = parse_device_speed(rate_text)
+        except UserError:
+            raise UserError(f"bad --medium throttled:{rate_text}: use e.g. throttled:200MB/s") from None
+        self.label = rate_text
+
+    def check(self, size: int, count: int) -> None:
+        if not proc.which("qemu-storage-daemon"):
+            raise UserError("the throttled medium needs qemu-storage-daemon: apt-get install qemu-system-common")
+        super().check(size, count)
+
+    def provide(self, res: Resources, size: int) -> Backing:
+        root = res.tmpdir("cryptcost-throttled-")
+        res.tmpfs(root, size + (8 << 20), "0700")
+        image, export = root / "medium.img", root / "export"
+        preallocate(image, size)
+        export.touch()
+        argv = ["qemu-storage-daemon",
+                "--object", f"throttle-group,id=tg0,x-bps-total={int(self.rate)}",
+                "--blockdev", f"driver=file,node-name=file0,filename={image}",
+                "--blockdev", "driver=throttle,node-name=thr0,throttle-group=tg0,file=file0",
+                "--export", f"type=fuse,id=exp0,node-name=thr0,mountpoint={export},writable=on"]
+        res.fuse(argv, export, logfile=str(root / "qsd.log"), exits_on_unmount=False)
+        return Backing(res.loop(export, direct_io=False), size, self.describe()["medium"], str(image))
+
+    def describe(self) -> dict:
+        return {"medium": f"throttled:{self.label}", "rate_bytes_per_s": self.rate}
