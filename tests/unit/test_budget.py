@@ -47,12 +47,23 @@ def test_the_fitted_plan_fits_and_says_what_was_left_out():
 
 
 def test_a_cut_that_was_not_needed_is_given_back():
-    """760 s into 560: two samples instead of three fit (507 s); the cut taken on the way,
-    no extra samples beyond the minimum, does not change the estimate and is given back."""
+    """760 s into 560: part two (100 s) and the smallfiles workload (100 s) go; the cut taken
+    first, no extra samples beyond the minimum, does not change the estimate and is given back."""
     plan, seconds = fit(_plan(), 560, _estimate)
-    assert [c["what"] for c in plan.cannot_run] == ["samples beyond two"]
-    assert plan.policy == {"min_samples": 2, "max_samples": 2} and plan.parts == _plan().parts
-    assert seconds == pytest.approx(760 * 2 / 3)
+    assert [c["what"] for c in plan.cannot_run] == ["the whole part", "storage workloads smallfiles"]
+    assert plan.policy == {"min_samples": 3, "max_samples": 6} and seconds == pytest.approx(560)
+
+
+def test_two_samples_only_after_every_cell_that_can_go_has_gone():
+    """A 95 % interval from two samples is about ten times wider than from three: a budget the
+    plan fits with fewer cells keeps three samples (410 s with every value cut); below that,
+    two samples, with as many cells given back as then fit."""
+    plan, _ = fit(_plan(), 420, _estimate)
+    assert plan.policy.get("min_samples", 3) == 3 and "samples beyond two" not in [c["what"] for c in plan.cannot_run]
+    assert plan.parts[0].storage["workloads"] == ["seq-quick"] and plan.parts[0].network
+    plan, seconds = fit(_plan(), 300, _estimate)
+    assert plan.policy["min_samples"] == 2 and seconds <= 300
+    assert "samples beyond two" in [c["what"] for c in plan.cannot_run]
 
 
 def test_a_budget_nothing_fits_is_refused():
