@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -117,6 +118,8 @@ def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
 
     # the guest's progress reached stderr, then the import into the host's store, marked emulated
     assert "measuring:" in done.stderr and "imported as emulated run(s)" in done.stderr
+    # --accel auto: KVM only where it boots the kernel quickly, and the line says which and why
+    assert re.search(r"vm: kernel \S+ \((tcg|kvm): [^)]+\)", done.stderr), done.stderr[-500:]
     listed = json.loads(cli("list", "--json").stdout)
     assert len(listed) == 1 and listed[0]["emulated"] and listed[0]["host"] == "cc-guest"
     report = cli("report", "latest", "--format", "md", "-o", str(tmp_path / "r.md"))

@@ -11,7 +11,7 @@ from cryptcost.runner.vmimage import INIT, GuestKernel
 
 def test_the_guest_runs_the_command_quoted_with_its_own_store_and_the_emulation_mark():
     kernel = GuestKernel("6.1.0-56-amd64", Path("/boot/vmlinuz-6.1.0-56-amd64"))
-    emulated = emulation(VmOptions(), kernel)
+    emulated = emulation(VmOptions(accel="tcg"), kernel)
     script = guest_script(["storage", "--stacks", "luks; rm -rf /", "--json"], "/work/x y", emulated)
     line = next(l for l in script.splitlines() if "-m cryptcost" in l)
     argv = shlex.split(line.split(" > ")[0])
@@ -26,7 +26,7 @@ def test_the_guest_runs_the_command_quoted_with_its_own_store_and_the_emulation_
 
 def test_qemu_shares_the_root_read_only_and_blacklists_modules_on_the_kernel_line(tmp_path):
     kernel = GuestKernel("6.1.0-56-amd64", Path("/boot/vmlinuz-6.1.0-56-amd64"))
-    argv = qemu_argv(VmOptions(blacklist=("aesni_intel",)), kernel, tmp_path / "i.gz", tmp_path / "s.img",
+    argv = qemu_argv(VmOptions(accel="tcg", blacklist=("aesni_intel",)), kernel, tmp_path / "i.gz", tmp_path / "s.img",
                      tmp_path / "x", tmp_path / "c.log")
     shares = [argv[i + 1] for i, a in enumerate(argv) if a == "-virtfs"]
     assert shares[0].startswith("local,path=/,mount_tag=hostroot") and "readonly=on" in shares[0]
@@ -43,3 +43,46 @@ def test_a_failed_boot_is_named_in_one_line():
         "Kernel panic - not syncing")
     assert failure_cause("") == "the guest stopped without reporting an exit code"
     assert "fail \"insmod $m\"" in INIT                      # every init step names itself when it fails
+
+
+def test_auto_picks_kvm_only_where_it_boots_the_kernel_quickly_and_remembers(tmp_path, monkeypatch):
+    """Nested KVM on a CI machine aborts ('failed to set MSR') or crawls: --accel auto probes
+    one kernel boot under KVM and falls back to TCG, saying why; the verdict is remembered."""
+    import os
+    from cryptcost import proc
+    from cryptcost.errors import ProcessError
+    from cryptcost.runner import vm
+    kernel = GuestKernel("6.1.0-56-amd64", Path("/boot/vmlinuz-6.1.0-56-amd64"))
+    qemu = tmp_path / "qemu"
+    qemu.write_text("")
+    monkeypatch.setattr(vm, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(proc, "require", lambda name, package=None: str(qemu))
+    assert vm.choose_accel(VmOptions(accel="tcg"), kernel) == ("tcg", "asked for")
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert vm.choose_accel(VmOptions(), kernel) == ("tcg", "no usable /dev/kvm")
+    monkeypatch.setattr(os, "access", lambda path, mode: True)
+    runs = []
+
+    def boots(argv, **kw):
+        runs.append(argv)
+        return proc.Completed(argv, 0, "[ 0.4] Kernel panic - not syncing: VFS: Unable to mount root fs", "", 0.6)
+    monkeypatch.setattr(proc, "run", boots)
+    assert vm.choose_accel(VmOptions(), kernel) == ("kvm", "KVM boots the kernel in 0.6 s")
+    assert runs[0][runs[0].index("-accel") + 1] == "kvm"
+    assert vm.choose_accel(VmOptions(), kernel)[0] == "kvm" and len(runs) == 1        # remembered
+    for f in (tmp_path / "cache").iterdir():
+        f.unlink()
+
+    def aborts(argv, **kw):
+        return proc.Completed(argv, 134, "", "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69\n", 0.03)
+    monkeypatch.setattr(proc, "run", aborts)
+    accel, why = vm.choose_accel(VmOptions(), kernel)
+    assert accel == "tcg" and "failed to set MSR 0x10a" in why
+    for f in (tmp_path / "cache").iterdir():
+        f.unlink()
+
+    def crawls(argv, **kw):
+        raise ProcessError(argv, None, "", "", why="timed out after 10 s")
+    monkeypatch.setattr(proc, "run", crawls)
+    accel, why = vm.choose_accel(VmOptions(), kernel)
+    assert accel == "tcg" and "did not boot the kernel within 10 s" in why

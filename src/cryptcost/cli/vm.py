@@ -36,8 +36,9 @@ def add_parser(sub, common) -> None:
     p.add_argument("--memory", type=int, default=2048, metavar="MIB", help="guest memory (default 2048)")
     p.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
                    help="guest CPUs (default 2, at most this host's)")
-    p.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
-                   help="tcg (software, the default: works everywhere) or kvm")
+    p.add_argument("--accel", choices=("auto", "tcg", "kvm"), default="auto",
+                   help="auto (the default: KVM where /dev/kvm boots the guest kernel quickly, else TCG), "
+                   "tcg (software: works everywhere) or kvm")
     p.add_argument("--kernel", metavar="VERSION", help="a kernel under /boot (default: the newest "
                    "with modules installed)")
     p.add_argument("--blacklist", metavar="MODULES", help="kernel modules the guest must not load, "
@@ -81,7 +82,10 @@ def run(args) -> int:
     with run_lock(sys.argv[1:]), Resources() as res:
         outcome = run_guest(res, argv, opts, Path(store.path).parent / "vm-logs")
     imported = import_guest_runs(store, outcome.store, outcome.emulated)
-    print(f"vm: kernel {outcome.kernel.version} ({opts.accel}), {outcome.seconds:.0f} s, exit code "
+    how = outcome.emulated.get("accel", opts.accel)
+    why = outcome.emulated.get("accel_why")
+    print(f"vm: kernel {outcome.kernel.version} ({how}{': ' + why if why and why != 'asked for' else ''}), "
+          f"{outcome.seconds:.0f} s, exit code "
               f"{outcome.returncode}; console log {outcome.console}"
               + (f"; imported as emulated run(s) {', '.join(map(str, imported))}" if imported else ""),
               file=sys.stderr)

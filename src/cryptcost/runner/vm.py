@@ -24,13 +24,13 @@ import re
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cryptcost import proc
-from cryptcost.errors import CryptcostError, UserError
+from cryptcost.errors import CryptcostError, ProcessError, UserError
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.runner.vmimage import GuestKernel, build_initrd, find_kernel
+from cryptcost.runner.vmimage import CACHE, GuestKernel, build_initrd, find_kernel
 
 GUEST_DB = "/var/lib/cryptcost-guest/results.db"
 XCHG = "/cc-xchg"                     # the writable share, inside the guest
@@ -41,14 +41,14 @@ class VmOptions:
     timeout: float = 1800
     memory_mib: int = 2048
     cpus: int = 2
-    accel: str = "tcg"
+    accel: str = "auto"                              # kvm where it boots the kernel quickly, else tcg
     kernel: str | None = None                        # a version under /boot; the newest by default
     blacklist: tuple[str, ...] = ()                   # kernel modules the guest must not load
     scratch_gib: int = 8
 
     def validate(self) -> None:
-        if self.accel not in ("tcg", "kvm"):
-            raise UserError(f"--accel must be tcg or kvm, not {self.accel!r}")
+        if self.accel not in ("auto", "tcg", "kvm"):
+            raise UserError(f"--accel must be auto, tcg or kvm, not {self.accel!r}")
         if self.accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
             raise UserError("--accel kvm needs a usable /dev/kvm (use --accel tcg)")
         if not 1 <= self.cpus <= 64:
@@ -72,9 +72,51 @@ class GuestOutcome:
     emulated: dict = field(default_factory=dict)
 
 
-def emulation(opts: VmOptions, kernel: GuestKernel) -> dict:
+KVM_PROBE_SECONDS = 10.0     # TCG boots the kernel to its root mount in about 5 s here; KVM in under 1
+
+
+def choose_accel(opts: VmOptions, kernel: GuestKernel) -> tuple[str, str]:
+    """(accelerator, why) for ``--accel auto``: KVM when /dev/kvm boots the guest
+    kernel to its root mount within KVM_PROBE_SECONDS, TCG otherwise. Nested KVM
+    often aborts (``failed to set MSR``) or runs ~100× slower than TCG; the probe
+    (one kernel boot, no initramfs) is remembered per kernel and qemu binary."""
+    if opts.accel != "auto":
+        return opts.accel, "asked for"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg", "no usable /dev/kvm"
+    qemu = proc.require("qemu-system-x86_64", "qemu-system-x86")
+    memo = CACHE / f"kvm-{kernel.version}-{os.stat(qemu).st_mtime_ns}.json"
+    try:
+        verdict = json.loads(memo.read_text())
+        return verdict["accel"], verdict["why"]
+    except (OSError, ValueError, KeyError):
+        pass
+    argv = [qemu, "-accel", "kvm", "-cpu", "host", "-m", "256", "-smp", "1", "-display", "none", "-nodefaults",
+            "-no-reboot", "-serial", "stdio", "-kernel", str(kernel.image),
+            "-append", "console=ttyS0 panic=-1 root=/dev/cc-none"]
+    try:
+        done = proc.run(argv, timeout=KVM_PROBE_SECONDS, check=False)
+    except ProcessError:
+        accel, why = "tcg", (f"KVM did not boot the kernel within {KVM_PROBE_SECONDS:g} s (nested "
+                             "virtualisation?), so TCG")
+    else:
+        if "Kernel panic" in done.stdout:
+            accel, why = "kvm", f"KVM boots the kernel in {done.seconds:.1f} s"
+        else:
+            lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+            accel, why = "tcg", f"KVM failed ({lines[0] if lines else f'exit code {done.returncode}'}), so TCG"
+    try:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        memo.write_text(json.dumps({"accel": accel, "why": why}))
+    except OSError:
+        pass
+    return accel, why
+
+
+def emulation(opts: VmOptions, kernel: GuestKernel, accel_why: str = "asked for") -> dict:
     """What every result measured in the guest carries: how it was emulated."""
-    return {"emulator": "qemu-system-x86_64", "accel": opts.accel, "kernel": kernel.version,
+    return {"emulator": "qemu-system-x86_64", "accel": opts.accel, "accel_why": accel_why,
+            "kernel": kernel.version,
             "cpus": opts.cpus, "memory_mib": opts.memory_mib, "blacklist": list(opts.blacklist),
             "why": ("measured in a qemu guest" + (" under TCG (software CPU emulation)"
                     if opts.accel == "tcg" else " under KVM") + ": its speeds are not those of "
@@ -158,6 +200,8 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     opts.validate()
     kernel = find_kernel(opts.kernel)
     proc.require("qemu-system-x86_64", "qemu-system-x86")
+    accel, accel_why = choose_accel(opts, kernel)
+    opts = replace(opts, accel=accel)
     initrd = build_initrd(kernel)
     work = res.tmpdir("cryptcost-vm-")
     xchg = work / "xchg"
@@ -166,7 +210,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     with open(scratch, "wb") as fh:
         fh.truncate(opts.scratch_gib << 30)
     proc.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1", str(scratch)], timeout=120)
-    emulated = emulation(opts, kernel)
+    emulated = emulation(opts, kernel, accel_why)
     (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))
     console = work / "console.log"
     log_dir.mkdir(parents=True, exist_ok=True)
