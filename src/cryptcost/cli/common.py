@@ -57,8 +57,8 @@ def parse_accel(text: str) -> list[bool]:
 
 def add_cpus_option(p) -> None:
     p.add_argument("--cpus", metavar="LIST", help="CPU counts, e.g. 1,2: the whole comparison once per count, "
-                   "everything cryptcost starts pinned to that many CPUs (kernel threads are not): "
-                   "the scaling curve (default: no pinning)")
+                   "everything cryptcost starts and the kernel's unbound workqueues pinned to that many "
+                   "CPUs (softirq is not): the scaling curve (default: no pinning)")
 
 
 def cpu_counts(args) -> list[int | None]:
