@@ -87,13 +87,17 @@ class RamMedium(Medium):
                             f"{size / 2**20:.0f} MiB) but only {avail * RAM_HEADROOM / 2**30:.1f} GiB "
                             "(half the available memory) may be used: pass a smaller --size")
 
-    def provide(self, res: Resources, size: int) -> Backing:
-        root = res.tmpdir("cryptcost-ram-")
+    def image(self, res: Resources, size: int) -> Path:
+        """A preallocated file of ``size`` bytes on a private tmpfs of its own."""
+        root = res.tmpdir(f"cryptcost-{self.name}-")
         res.tmpfs(root, size + (8 << 20), "0700")
         image = root / "medium.img"
         preallocate(image, size)
-        device = _attach(res, image)
-        return Backing(device, size, self.name, str(image))
+        return image
+
+    def provide(self, res: Resources, size: int) -> Backing:
+        image = self.image(res, size)
+        return Backing(_attach(res, image), size, self.name, str(image))
 
 
 class DirMedium(Medium):

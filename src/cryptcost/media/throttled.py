@@ -6,8 +6,8 @@ throttle group of RATE bytes/s (reads and writes together, ``bps-total``),
 exported through FUSE and attached as a (buffered) loop device. A stack
 built on it meets a device that is slow in a known, repeatable way: what
 the cost model predicts from the RAM run (``--device-speed RATE``) can be
-compared with what the stack really does there (``cryptcost model-check``
-in ``bench/costmodel_vs_throttled.py``). QEMU's throttle lets short bursts
+compared with what the stack really does there
+(``analysis.costmodel.check``; ``bench/costmodel_vs_throttled`` runs both). QEMU's throttle lets short bursts
 through (about a tenth of a second's worth), so the plain baseline on this
 medium reaches RATE or a little more: the baseline, not RATE, is the
 device ceiling the analysis uses.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from cryptcost import proc
 from cryptcost.errors import UserError
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.media import Backing, RamMedium, preallocate
+from cryptcost.media import Backing, RamMedium
 from cryptcost.units import parse_device_speed
 
 
@@ -38,17 +38,15 @@ class ThrottledMedium(RamMedium):
         super().check(size, count)
 
     def provide(self, res: Resources, size: int) -> Backing:
-        root = res.tmpdir("cryptcost-throttled-")
-        res.tmpfs(root, size + (8 << 20), "0700")
-        image, export = root / "medium.img", root / "export"
-        preallocate(image, size)
+        image = self.image(res, size)
+        export = image.parent / "export"
         export.touch()
         argv = ["qemu-storage-daemon",
                 "--object", f"throttle-group,id=tg0,x-bps-total={int(self.rate)}",
                 "--blockdev", f"driver=file,node-name=file0,filename={image}",
                 "--blockdev", "driver=throttle,node-name=thr0,throttle-group=tg0,file=file0",
                 "--export", f"type=fuse,id=exp0,node-name=thr0,mountpoint={export},writable=on"]
-        res.fuse(argv, export, logfile=str(root / "qsd.log"), exits_on_unmount=False)
+        res.fuse(argv, export, logfile=str(image.parent / "qsd.log"), exits_on_unmount=False)
         return Backing(res.loop(export, direct_io=False), size, self.describe()["medium"], str(image))
 
     def describe(self) -> dict:
