@@ -156,8 +156,13 @@ class Resources:
         return self.track("setting", lambda e: (Path(path).write_text(value), e)[1], path=path, old=old)
 
     def mount(self, source: str, target: str | Path, fstype: str | None = None,
-              options: str | None = None) -> None:
-        argv = ["mount"] + (["-t", fstype] if fstype else []) + (["-o", options] if options else [])
+              options: str | None = None, via: list[str] = (), helper: bool = True) -> None:
+        """Mount ``source`` on ``target``. ``via`` runs mount(8) through another
+        command, e.g. ``nsenter --net=…`` (a network filesystem's socket lives in
+        the mounting process's network namespace); ``helper=False`` hands the
+        options to the kernel as they are (mount -i: no /sbin/mount.TYPE)."""
+        argv = [*via, "mount"] + ([] if helper else ["-i"]) + (["-t", fstype] if fstype else []) \
+            + (["-o", options] if options else [])
         self.track("mount", lambda e: proc.run(argv + [source, str(target)], timeout=120),
                    target=str(target), source=source, fstype=fstype)
 

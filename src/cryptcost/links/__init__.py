@@ -65,6 +65,13 @@ class Link(ABC):
     def iface(self, end: str) -> str:
         """The interface of ``end`` that the link's traffic crosses (for captures)."""
 
+    def mount_argv(self, end: str, argv: list[str]) -> list[str]:
+        """``argv`` in ``end``'s network namespace but this host's mount
+        namespace: a network filesystem it mounts (whose socket lives in the
+        mounting process's network namespace) is seen by every process here.
+        :meth:`argv` gives each command a mount namespace of its own."""
+        return list(argv)
+
     def port(self, default: int) -> int:
         """A TCP/UDP port for a service on this link, never handed out twice:
         ``default`` (or the next unused one) where the link's namespaces are
@@ -117,6 +124,9 @@ class NetnsLink(Link):
 
     def iface(self, end: str) -> str:
         return self.veth[end]
+
+    def mount_argv(self, end: str, argv: list[str]) -> list[str]:
+        return ["nsenter", f"--net=/run/netns/{self.ns[end]}", *argv]
 
     def offloads(self, end: str) -> dict[str, str]:
         """GSO/GRO/TSO state of an end's veth (ethtool -k), where ethtool is installed."""

@@ -113,7 +113,7 @@ class NetRunner:
         if cap is None:
             return {"verdict": "not checked", "reasons": [f"a {inst.link.name} link carries the plaintext leg "
                                                           "between a forwarder and the service too"]}
-        wire = judge(cap.packets(), stack.leak, self._port(inst), canary=True)
+        wire = judge(cap.packets(), stack.leak, self._port(inst), canary=True, sealed=stack.sealed)
         return self._enforce(inst, wire, f"{inst.label}: the canary crossed the wire in plaintext: ")
 
     # --- one sample -----------------------------------------------------------------
@@ -147,7 +147,7 @@ class NetRunner:
         metrics["cpu_s_per_gb_system"] = split.busy / gb
         metrics["cpu_s_per_gb_unattributed"] = max(0.0, split.busy - ends["a"] - ends["b"]) / gb
         if cap is not None:
-            metrics["wire"] = self._enforce(inst, judge(cap.packets(), stack.leak, self._port(inst)),
+            metrics["wire"] = self._enforce(inst, judge(cap.packets(), stack.leak, self._port(inst), sealed=stack.sealed),
                                             f"{inst.label} {op.workload}: ")
         return {(inst.label, op.key): Sample(value=moved / seconds, seconds=seconds, bytes_moved=moved,
                                              cpu=split, metrics=metrics)}
@@ -200,6 +200,8 @@ class NetRunner:
         while seconds < MIN_SAMPLE_SECONDS and passes < MAX_PASSES:
             if op.workload == "get" and not (stack.share / src.big.name).exists():
                 _copy(src.big, stack.share / src.big.name)
+            if op.workload == "get":
+                stack.forget([src.big.name])
             client_before = cpu.children_cpu()
             with meter.window():
                 start = time.perf_counter()

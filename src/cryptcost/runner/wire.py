@@ -49,10 +49,13 @@ def entropy(data: bytes) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(data).values())
 
 
-def judge(packets: list[Packet], leak, service: int, *, canary: bool = False) -> dict:
-    """What ``packets`` show. ``leak(packet, service)`` is the stack's rule."""
+def judge(packets: list[Packet], leak, service: int, *, canary: bool = False, sealed=None) -> dict:
+    """What ``packets`` show. ``leak(packet, service)`` is the stack's rule;
+    ``sealed(packet)`` the part of a payload that must be ciphertext (the
+    stack's plaintext framing cut off), whose entropy is judged."""
     leaks = [why for p in packets for why in [leak(p, service)] if why]
-    data = [p.payload for p in packets if len(p.payload) >= MIN_PAYLOAD]
+    sealed = sealed or (lambda p: p.payload)
+    data = [body for p in packets if len(p.payload) >= MIN_PAYLOAD for body in [sealed(p)] if body]
     blob = b"".join(data)
     bits = entropy(blob) if blob else None
     pattern = sum(1 for p in packets if CANARY in p.payload)

@@ -19,6 +19,10 @@ after the common ones:
 ``leak(packet, service)``
     The wire check: why a captured packet of the link shows plaintext, or
     None. The default refuses any packet to or from the service's port.
+``sealed(packet)``
+    The part of a payload whose entropy must be a ciphertext's (default:
+    all of it; a protocol that frames ciphertext in plaintext headers cuts
+    them off).
 
 Network facts, besides the common ones: ``traffic`` (``stream``: iperf3
 through the endpoint; ``files``: the stack's own file transfer, see
@@ -101,7 +105,7 @@ class NetworkStack(Stack):
         present = kernel.features()
         for feat in cls.features:
             if not present.get(feat, {}).get("present"):
-                raise Unavailable(*FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None)))
+                raise cls.missing(feat)
         if not cls.kernel_features or cls.in_kernel():
             return
         missing = [FEATURE_HINTS.get(f, (f"the kernel lacks {f}", f"a kernel with {f}"))
@@ -172,6 +176,11 @@ class NetworkStack(Stack):
             return f"a packet to or from the plaintext service port {service}"
         return None
 
+    def sealed(self, packet: Packet) -> bytes:
+        """The part of ``packet``'s payload that must be ciphertext: all of it,
+        unless the protocol frames its ciphertext with plaintext headers."""
+        return packet.payload
+
     def describe(self) -> dict:
         d = super().describe()
         d["traffic"], d["transport"] = self.traffic, self.transport
@@ -212,3 +221,8 @@ class FileShareStack(NetworkStack):
     @abstractmethod
     def get(self, res: Resources, names: list[str], local_dir: Path) -> None:
         """Copy ``names`` (relative to the share) into ``local_dir``, from end ``a``."""
+
+    def forget(self, names: list[str]) -> None:
+        """Drop what the client caches of ``names``, before a ``get`` and outside
+        its clock, so that the read crosses the link (a kernel client keeps
+        pages; a client program that exits keeps nothing: the default)."""
