@@ -60,7 +60,7 @@ class GuestKernel:
 
 
 def _version_key(version: str) -> tuple:
-    return tuple(int(n) if n.isdigit() else n for n in re.split(r"[.-]", version))
+    return tuple((0, int(n), "") if n.isdigit() else (1, 0, n) for n in re.split(r"[.+-]", version))
 
 
 def kernels() -> list[GuestKernel]:
@@ -73,18 +73,32 @@ def kernels() -> list[GuestKernel]:
     return sorted(found, key=lambda k: _version_key(k.version), reverse=True)
 
 
+def stock_version() -> str | None:
+    """The kernel Debian's ``linux-image-amd64`` stands for, if it is installed."""
+    try:
+        done = proc.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"], check=False, timeout=30)
+    except Exception:
+        return None
+    m = re.search(r"linux-image-(\S+)", done.stdout) if done.returncode == 0 else None
+    return m.group(1) if m else None
+
+
 def find_kernel(version: str | None = None) -> GuestKernel:
+    """``version`` exactly, or the newest kernel it is a prefix of (``6.12``);
+    by default the one ``linux-image-amd64`` stands for, else the newest."""
     found = kernels()
     if version:
-        for k in found:
-            if k.version == version:
-                return k
+        matching = [k for k in found if k.version == version or
+                    k.version.startswith(version) and k.version[len(version)] in ".-+"]
+        if matching:
+            return matching[0]
         have = ", ".join(k.version for k in found) or "none"
         raise UserError(f"no guest kernel {version} (with modules) under /boot; installed: {have}")
     if not found:
         raise Unavailable("no kernel for the guest: /boot has no vmlinuz with modules in /lib/modules",
                           "linux-image-amd64 (make installs it)")
-    return found[0]
+    stock = stock_version()
+    return next((k for k in found if k.version == stock), found[0])
 
 
 def boot_modules(kernel: GuestKernel) -> list[Path]:
