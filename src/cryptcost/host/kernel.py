@@ -136,8 +136,9 @@ def features() -> dict[str, dict]:
         "xfrm": feat(Path("/proc/net/xfrm_stat").exists(), "/proc/net/xfrm_stat"),
         "esp": feat(_module_present("esp4"), "esp4 module"),
         "wireguard": feat(_module_present("wireguard"), "wireguard module"),
-        "nfs": feat(_in_filesystems("nfs4") or _in_filesystems("nfs") or _module_present("nfs"),
-                    "/proc/filesystems nfs"),
+        "nfs": feat((_in_filesystems("nfs4") or _module_present("nfsv4"))
+                    and (_in_filesystems("nfsd") or _module_present("nfsd")),
+                    "/proc/filesystems nfs4 and nfsd, or their modules"),
         "zfs": feat(_module_present("zfs") or _in_filesystems("zfs"), "zfs module"),
         "xfs": feat(_in_filesystems("xfs"), "/proc/filesystems"),
         "btrfs": feat(_in_filesystems("btrfs"), "/proc/filesystems"),

@@ -99,7 +99,8 @@ FEATURE_HINTS = {
     "wireguard": ("the kernel has no WireGuard module", "a kernel with CONFIG_WIREGUARD"),
     "esp": ("the kernel has no IPsec ESP (no esp4 module)", "a kernel with CONFIG_INET_ESP"),
     "xfrm": ("the kernel has no xfrm (IPsec SA and policy) interface", "a kernel with CONFIG_XFRM_USER"),
-    "nfs": ("the kernel has no NFS", "a kernel with CONFIG_NFS_FS and CONFIG_NFSD"),
+    "nfs": ("the kernel has no NFS client and server (no nfsv4 and nfsd modules)",
+            "a kernel with CONFIG_NFS_V4, CONFIG_NFSD_V4 and CONFIG_RPCSEC_GSS_KRB5"),
 }
 
 # What Debian's stock kernel has, so that ``cryptcost vm`` can run it (emulated).
@@ -138,6 +139,7 @@ class Stack(ABC):
     variants: ClassVar[dict[str, dict]] = {"default": {}}
     default_variants: ClassVar[tuple[str, ...]] = ("default",)
     crypto_library: ClassVar[str | None] = None
+    guest_kernel: ClassVar[str | None] = None      # the kernel `cryptcost vm --kernel` needs, if not the stock one
 
     def __init__(self, variant: str | None = None):
         variant = variant or self.default_variants[0]
@@ -184,11 +186,18 @@ class Stack(ABC):
         present = kernel.features()
         for feat in cls.features:
             if not present.get(feat, {}).get("present"):
-                why, how = FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None))
-                if feat in IN_STOCK_KERNEL:
-                    how = (f"{how}; or emulated, under Debian's stock kernel in a qemu guest: "
-                           f"cryptcost vm -- {cls.kind} --stacks {cls.name}")
-                raise Unavailable(why, how)
+                raise cls.missing(feat)
+
+    @classmethod
+    def missing(cls, feat: str) -> Unavailable:
+        """Why the stack cannot run without kernel feature ``feat``, and how to get it
+        (emulated too, where Debian's stock kernel has it)."""
+        why, how = FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None))
+        if feat in IN_STOCK_KERNEL:
+            kernel_opt = f"--kernel {cls.guest_kernel} " if cls.guest_kernel else ""
+            how = (f"{how}; or emulated, under Debian's stock kernel in a qemu guest: "
+                   f"cryptcost vm {kernel_opt}-- {cls.kind} --stacks {cls.name}")
+        return Unavailable(why, how)
 
     def variant_role(self) -> str:
         """``baseline`` for a plaintext reference (the class or this variant)."""

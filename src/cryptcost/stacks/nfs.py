@@ -1,0 +1,356 @@
+"""``nfs``: the kernel's NFSv4.2 server at end ``b`` and the kernel's
+client at end ``a``, with ``sec=sys`` (the baseline), ``krb5``, ``krb5i``
+or ``krb5p`` (R4's matrix). Only krb5p encrypts the data.
+
+Everything is this stack's own, and private to the link's namespaces:
+
+* the server: ``rpc.mountd`` runs at ``b`` in a mount namespace of its own
+  (``ip netns exec``); the nfsd filesystem of ``b``'s network namespace and
+  a private ``/var/lib/nfs`` are mounted inside it, where ``rpc.nfsd``
+  starts the kernel's threads and ``exportfs -i`` exports the share (a
+  tmpfs) to ``a`` alone. When mountd ends, so does that mount namespace:
+  unmounting the nfsd filesystem stops the kernel's server of ``b``. The
+  host's own exports, ``/proc/fs/nfsd`` and ``/var/lib/nfs`` are never seen.
+* Kerberos (the krb5 variants): a throwaway realm on the key tmpfs — a KDC
+  (``krb5kdc``) at ``b``, ``nfs/server.cc.test`` for the server
+  (``rpc.svcgssd`` at ``b``), ``root`` for the client, whose ticket cache
+  ``rpc.gssd -n`` uses at ``a`` over an ``rpc_pipefs`` of ``a``'s network
+  namespace. Nothing needs a name server: the client mounts
+  ``server.cc.test:/`` with the address given (``mount -i … addr=``).
+* the client: mounted from ``a``'s network namespace into this host's
+  mount namespace (``nsenter --net``), so ``cp`` reaches it from here.
+
+:meth:`verify` reads the mount's version and flavour back from
+``/proc/self/mountstats``, and the Kerberos session key's type from the
+client's ticket cache. The wire check refuses any NFS call that is not
+RPCSEC_GSS with privacy, besides the canary.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import secrets
+import struct
+import time
+from pathlib import Path
+
+from cryptcost import proc
+from cryptcost.engines.tcpdump import Packet
+from cryptcost.errors import CryptcostError, ProcessError
+from cryptcost.host.tools import Tool
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.links import Link
+from cryptcost.stacks.base import ref
+from cryptcost.stacks.net import Endpoint, FileShareStack
+
+RPC_NFSD = Tool("rpc.nfsd", "rpc.nfsd", "nfs-kernel-server", ())
+EXPORTFS = Tool("exportfs", "exportfs", "nfs-kernel-server", ())
+MOUNTD = Tool("rpc.mountd", "rpc.mountd", "nfs-kernel-server", ())
+GSSD = Tool("rpc.gssd", "rpc.gssd", "nfs-common", ())
+SVCGSSD = Tool("rpc.svcgssd", "rpc.svcgssd", "nfs-common", ())
+KDC = Tool("krb5kdc", "krb5kdc", "krb5-kdc", ())
+KDB5_UTIL = Tool("kdb5_util", "kdb5_util", "krb5-kdc", ())
+KADMIN = Tool("kadmin.local", "kadmin.local", "krb5-admin-server", ())
+KINIT = Tool("kinit", "kinit", "krb5-user", ())
+KLIST = Tool("klist", "klist", "krb5-user", ())
+NSENTER = Tool("nsenter", "nsenter", "util-linux", ())
+
+PORT = 2049
+REALM = "CC.TEST"
+SERVER = "server.cc.test"
+GRACE_S = 10                       # the shortest NFSv4 grace period nfsd takes
+NFS_PROGRAM, RPCSEC_GSS, RPC_GSS_DATA, RPC_GSS_SVC_PRIVACY, OP_SEQUENCE = 100003, 6, 0, 3, 53
+# Kerberos session key type → the cipher table's nearest algorithm (CBC with ciphertext stealing)
+ENCTYPES = {"aes256-cts-hmac-sha1-96": "aes-256-cbc", "aes128-cts-hmac-sha1-96": "aes-128-cbc",
+            "aes256-cts-hmac-sha384-192": "aes-256-cbc", "aes128-cts-hmac-sha256-128": "aes-128-cbc"}
+
+
+class Nfs(FileShareStack):
+    name = "nfs"
+    description = "NFSv4.2 (the kernel's server at b, its client at a) with sec=sys, krb5, krb5i or krb5p"
+    layer = "kernel"
+    use_case = "file-share"
+    baselines = ("nfs:sys",)
+    baseline_variants = ("sys",)
+    security = ("only sec=krb5p encrypts: sys, krb5 and krb5i send every file in plaintext (krb5 "
+                "authenticates each call, krb5i also protects the data's integrity)",
+                "sec=sys trusts the client's word for who the user is")
+    tools = (RPC_NFSD, EXPORTFS, MOUNTD, GSSD, SVCGSSD, KDC, KDB5_UTIL, KADMIN, KINIT, KLIST, NSENTER)
+    features = ("netns", "veth", "nfs")
+    links = ("netns",)
+    exclusive = True                   # one nfsd per network namespace
+    transport = f"TCP {PORT}"
+    variants = {"sys": {"sec": "sys"}, "krb5": {"sec": "krb5"}, "krb5i": {"sec": "krb5i"},
+                "krb5p": {"sec": "krb5p"}}
+    default_variants = ("krb5p",)
+    guest_kernel = "6.12"              # 6.1's server refuses sec=krb5p (see known_bug)
+
+    def accel_switch(self) -> str | None:
+        return ("acceleration cannot be switched off from userspace for the kernel's NFS "
+                "(it needs a kernel booted with its SIMD crypto drivers blacklisted)")
+
+    def confidential(self) -> bool | str:
+        sec = self.params["sec"]
+        return True if sec == "krb5p" else f"sec={sec} does not encrypt"
+
+    def cipher_ref(self) -> dict | None:
+        if self.params["sec"] != "krb5p":
+            return None
+        enctype = self.negotiated.get("enctype") or "aes256-cts-hmac-sha1-96"
+        return ref(ENCTYPES.get(enctype, "aes-256-cbc"), "kernel", unit=1 << 18, exact=False)
+
+    # --- setup ----------------------------------------------------------------------
+    def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
+        self.link = link
+        self.dir = res.tmpdir("cryptcost-nfs-")
+        self.share = res.tmpdir("cryptcost-nfsshare-")
+        res.tmpfs(self.share, 2 << 30, "0777")            # made before mountd's namespace copies the mounts
+        self.mnt = res.tmpdir("cryptcost-nfsmnt-")
+        self.port = self.service_port = link.port(PORT)
+        kerberos = self.params["sec"] != "sys"
+        started = self._server(res, link, kerberos)
+        if kerberos:
+            self._kerberos(res, link)
+        self._wait_grace(started)
+        options = (f"vers=4.2,sec={self.params['sec']},proto=tcp,port={self.port},addr={link.b_addr},"
+                   f"clientaddr={link.a_addr}")
+        try:
+            res.mount(f"{SERVER}:/", self.mnt, "nfs4", options, via=link.mount_argv("a", []), helper=False)
+        except ProcessError as exc:
+            raise CryptcostError(f"mounting with sec={self.params['sec']} failed: {exc}{known_bug(self.params['sec'])}")
+        return Endpoint(link.b_addr, self.port)
+
+    def _server(self, res: Resources, link: Link, kerberos: bool) -> float:
+        """mountd in a mount namespace of its own at b; inside it the nfsd
+        filesystem, the state directory, the kernel's threads and the export."""
+        state = self.dir / "state"
+        state.mkdir()
+        for name in ("etab", "rmtab"):
+            (state / name).touch()
+        # mountd answers the kernel through /proc/net/rpc/nfsd.*/channel, which exist once nfsd is loaded
+        proc.run(["modprobe", "-a", "nfsd", "nfsv4"] + (["rpcsec_gss_krb5"] if kerberos else []), timeout=60)
+        self.mountd = self.start(res, "b", ["rpc.mountd", "--foreground", "--no-nfs-version", "2",
+                                            "--no-nfs-version", "3", "--state-directory-path", str(state)],
+                                 name="rpc.mountd", logdir=self.dir)
+        flavours = "sys:krb5:krb5i:krb5p" if kerberos else "sys"
+        inside = (f"mount -t nfsd nfsd /proc/fs/nfsd && mount --bind {state} /var/lib/nfs && "
+                  f"rpc.nfsd -N 3 -V 4.2 -H {link.b_addr} -p {self.port} -G {GRACE_S} -L {GRACE_S} 8 && "
+                  # every client identity is root, as sec=sys's is: a Kerberos principal nfsd cannot map
+                  # to a local user would otherwise be nobody, and could not overwrite root's files
+                  f"exportfs -i -o rw,sync,no_subtree_check,no_root_squash,anonuid=0,anongid=0,insecure,fsid=0,"
+                  f"sec={flavours} "
+                  f"{link.a_addr}:{self.share}")
+        # only once `ip netns exec` has exec'd it is mountd in b's namespaces, and so is what nsenter enters
+        proc.wait_for(lambda: runs(self.mountd.pid, "rpc.mountd"), timeout=10, daemon=self.mountd,
+                      what="rpc.mountd")
+        proc.run(["nsenter", "-t", str(self.mountd.pid), "-m", "-n", "sh", "-c", inside], timeout=120)
+        started = time.monotonic()
+        proc.wait_for(lambda: link.listening("b", self.port), timeout=30, daemon=self.mountd,
+                      what="nfsd listening")
+        return started
+
+    def _nfsd(self, name: str) -> str:
+        """A file of b's nfsd filesystem, read in mountd's mount namespace."""
+        return Path(f"/proc/{self.mountd.pid}/root/proc/fs/nfsd/{name}").read_text().strip()
+
+    def _wait_grace(self, started: float) -> None:
+        """New files cannot be opened during the NFSv4 grace period."""
+        proc.wait_for(lambda: self._nfsd("v4_end_grace") == "Y", timeout=GRACE_S + 30, interval=0.2,
+                      daemon=self.mountd, what="the end of nfsd's grace period")
+        self.grace_waited = round(time.monotonic() - started, 1)
+
+    def _kerberos(self, res: Resources, link: Link) -> None:
+        """A throwaway realm on the key tmpfs; the KDC and rpc.svcgssd at b, rpc.gssd at a."""
+        kdc = res.keydir() / f"cryptcost-kdc-{secrets.token_hex(3)}"
+        kdc.mkdir(mode=0o700)
+        (kdc / "krb5.conf").write_text(
+            f"[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n dns_lookup_realm = false\n"
+            f" rdns = false\n dns_canonicalize_hostname = false\n"
+            f"[realms]\n {REALM} = {{\n  kdc = {link.b_addr}:88\n }}\n"
+            f"[domain_realm]\n .cc.test = {REALM}\n")
+        (kdc / "kdc.conf").write_text(
+            f"[kdcdefaults]\n kdc_ports = 88\n kdc_tcp_ports = 88\n"
+            f"[realms]\n {REALM} = {{\n  database_name = {kdc}/principal\n  key_stash_file = {kdc}/stash\n"
+            f"  acl_file = {kdc}/kadm5.acl\n }}\n[logging]\n kdc = FILE:{self.dir}/krb5kdc.log\n")
+        self.krb5_env = {"KRB5_CONFIG": str(kdc / "krb5.conf"), "KRB5_KDC_PROFILE": str(kdc / "kdc.conf")}
+        master = secrets.token_hex(16)
+        proc.run(["kdb5_util", "create", "-s", "-r", REALM, "-P", master], env=self.krb5_env, timeout=120,
+                 secrets=[master])
+        server_kt, client_kt = kdc / "server.keytab", kdc / "client.keytab"
+        for principal, keytab in ((f"nfs/{SERVER}", server_kt), ("root", client_kt)):
+            proc.run(["kadmin.local", "-q", f"addprinc -randkey {principal}"], env=self.krb5_env, timeout=120)
+            proc.run(["kadmin.local", "-q", f"ktadd -k {keytab} {principal}"], env=self.krb5_env, timeout=120)
+        daemon = self.start(res, "b", ["krb5kdc", "-n"], env=self.krb5_env, name="krb5kdc", logdir=self.dir)
+        proc.wait_for(lambda: link.listening("b", 88), timeout=30, daemon=daemon, what="krb5kdc listening")
+        self.start(res, "b", ["rpc.svcgssd", "-f", "-p", f"nfs/{SERVER}@{REALM}"],
+                   env={**self.krb5_env, "KRB5_KTNAME": str(server_kt)}, name="rpc.svcgssd", logdir=self.dir)
+        self.ccache_dir = kdc / "ccache"
+        self.ccache_dir.mkdir(mode=0o700)
+        self.ccache = self.ccache_dir / "krb5cc_0"          # rpc.gssd -n looks for krb5cc_<uid>
+        proc.run(link.argv("a", ["kinit", "-k", "-t", str(client_kt), "-c", str(self.ccache), "root"]),
+                 env=self.krb5_env, timeout=60)
+        pipefs = res.tmpdir("cryptcost-rpcpipefs-")
+        res.mount("sunrpc", pipefs, "rpc_pipefs", via=link.mount_argv("a", []), helper=False)
+        gssd = self.start(res, "a", ["rpc.gssd", "-f", "-n", "-p", str(pipefs), "-d", str(self.ccache_dir)],
+                          env=self.krb5_env, name="rpc.gssd", logdir=self.dir)
+        # the kernel asks rpc.gssd only once it holds its pipe in the rpc_pipefs of a's namespace
+        proc.wait_for(lambda: holds(gssd.pid, pipefs / "gssd"), timeout=30, daemon=gssd, what="rpc.gssd")
+
+    # --- file transfers -------------------------------------------------------------------
+    def put(self, res: Resources, files: list[Path], remote_dir: str) -> None:
+        target = self.mnt / remote_dir if remote_dir else self.mnt
+        proc.run(["cp", *map(str, files), f"{target}/"], timeout=600)     # close() flushes to the server
+
+    def get(self, res: Resources, names: list[str], local_dir: Path) -> None:
+        proc.run(["cp", *(str(self.mnt / n) for n in names), f"{local_dir}/"], timeout=600)
+
+    def forget(self, names: list[str]) -> None:
+        """Drop the client's cached pages of ``names``: a read must cross the wire."""
+        for name in names:
+            fd = os.open(self.mnt / name, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+    # --- what was negotiated ---------------------------------------------------------------
+    def verify(self, res: Resources) -> dict:
+        opts = mount_options(Path("/proc/self/mountstats").read_text(), self.mnt)
+        if opts is None:
+            raise CryptcostError(f"{self.mnt} is not in /proc/self/mountstats")
+        self.expect("NFS version", opts.get("vers"), "4.2")
+        self.expect("NFS security flavour", opts.get("sec"), self.params["sec"])
+        self.negotiated = {"vers": opts["vers"], "sec": opts["sec"], "rsize": opts.get("rsize"),
+                           "wsize": opts.get("wsize"), "grace_waited_s": getattr(self, "grace_waited", None),
+                           "from": "/proc/self/mountstats"}
+        if self.params["sec"] != "sys":
+            done = proc.run(["klist", "-e", "-c", str(self.ccache)], env=self.krb5_env, timeout=30)
+            enctype = service_enctype(done.stdout, f"nfs/{SERVER}@{REALM}")
+            if enctype is None:
+                raise CryptcostError(f"the client holds no ticket for nfs/{SERVER}: rpc.gssd did not run")
+            self.negotiated.update(enctype=enctype, realm=REALM)
+            self.negotiated["from"] += ", klist -e"
+        return self.negotiated
+
+    def leak(self, packet: Packet, service: int) -> str | None:
+        """An NFS call that is not RPCSEC_GSS with privacy shows its arguments."""
+        how = call_protection(packet.payload) if packet.proto == 6 else None
+        if how is None or how == "privacy":
+            return None
+        return f"an NFS call with {how} on port {packet.dport}: its arguments are plaintext"
+
+    def sealed(self, packet: Packet) -> bytes:
+        """A record's plaintext RPC header cut off (the body is the sealed token)."""
+        rec = rpc_record(packet.payload) if packet.proto == 6 else None
+        return packet.payload[rec["body"] + 4:] if rec else packet.payload
+
+
+def known_bug(sec: str, release: str | None = None) -> str:
+    """What is known of a failed mount with ``sec`` on this kernel."""
+    release = release or platform.release()
+    if sec == "krb5p" and re.match(r"6\.1\.", release):
+        return ("; Linux 6.1's NFS server answers every sec=krb5p call with GARBAGE_ARGS (seen with Debian "
+                "12's 6.1.0-56, Linux 6.1.192; krb5 and krb5i work), Linux 6.12 does not: "
+                "cryptcost vm --kernel 6.12 -- …")
+    return ""
+
+
+def runs(pid: int, program: str) -> bool:
+    """Whether process ``pid`` runs ``program`` (has exec'd it)."""
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == program
+    except OSError:
+        return False
+
+
+def holds(pid: int, under: Path) -> bool:
+    """Whether process ``pid`` has a file under ``under`` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"{under}/"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def mount_options(mountstats: str, target: Path) -> dict[str, str] | None:
+    """The ``opts:`` of the mount on ``target`` in /proc/self/mountstats."""
+    blocks = re.split(r"(?m)^device ", mountstats)
+    for block in blocks:
+        if f" mounted on {target} with fstype nfs" in block.split("\n", 1)[0]:
+            m = re.search(r"(?m)^\s*opts:\s*(\S+)", block)
+            if m:
+                return dict(kv.partition("=")[::2] for kv in m.group(1).split(","))
+    return None
+
+
+def service_enctype(klist: str, principal: str) -> str | None:
+    """The session key type of ``principal``'s ticket in ``klist -e`` output."""
+    m = re.search(re.escape(principal) + r"\s*\n\s*Etype \(skey, tkt\): ([\w-]+)", klist)
+    return m.group(1) if m else None
+
+
+def _opaque(buf: bytes, at: int) -> int:
+    """The offset after the XDR opaque<> (length, bytes, padding) at ``at``."""
+    (n,) = struct.unpack(">I", buf[at:at + 4])
+    return at + 4 + n + (-n) % 4
+
+
+def rpc_record(payload: bytes) -> dict | None:
+    """The ONC RPC header at the start of a TCP payload (a record's first
+    segment), or None: ``call`` (with its flavour, RPCSEC_GSS procedure and
+    service, and where its body starts) or ``reply`` (where its body starts)."""
+    try:
+        mark, _xid, kind = struct.unpack(">III", payload[:12])
+        if not mark & 0x80000000:
+            return None
+        if kind == 0:
+            rpcvers, program, _vers, _proc, flavour = struct.unpack(">IIIII", payload[12:32])
+            if rpcvers != 2 or program != NFS_PROGRAM:
+                return None
+            cred = payload[36:]
+            gss = struct.unpack(">IIII", cred[:16]) if flavour == RPCSEC_GSS else None
+            verf = _opaque(payload, 32)                    # after the credential
+            body = _opaque(payload, verf + 4)
+            return {"kind": "call", "flavour": flavour, "gss_proc": gss[1] if gss else None,
+                    "service": gss[3] if gss else None, "body": body}
+        if kind == 1:
+            (stat,) = struct.unpack(">I", payload[12:16])
+            if stat != 0:
+                return None
+            body = _opaque(payload, 20) + 4                 # the verifier, then accept_stat
+            return {"kind": "reply", "body": body} if body <= len(payload) else None
+    except struct.error:
+        return None
+    return None
+
+
+def call_protection(payload: bytes) -> str | None:
+    """For a TCP payload that starts an NFS call: ``privacy``, or what else
+    protects it (``AUTH_SYS``, ``RPCSEC_GSS integrity`` …); None for anything
+    else, and for a lease renewal (a COMPOUND of SEQUENCE alone, which a
+    client protects with its machine credential whatever the mount's flavour)."""
+    rec = rpc_record(payload)
+    if rec is None or rec["kind"] != "call" or rec["gss_proc"] not in (None, RPC_GSS_DATA):
+        return None                           # not a call, or a context set-up: a token, no file data
+    if rec["service"] == RPC_GSS_SVC_PRIVACY:
+        return "privacy"
+    try:
+        at = rec["body"] + (8 if rec["service"] == 2 else 0)      # integrity: length and sequence number
+        at = _opaque(payload, at)                                 # the COMPOUND's tag
+        _minor, numops, first = struct.unpack(">III", payload[at:at + 12])
+    except struct.error:
+        numops = first = None
+    if numops == 1 and first == OP_SEQUENCE:
+        return None
+    if rec["flavour"] != RPCSEC_GSS:
+        return {0: "AUTH_NONE", 1: "AUTH_SYS"}.get(rec["flavour"], f"auth flavour {rec['flavour']}")
+    return {1: "RPCSEC_GSS without protection", 2: "RPCSEC_GSS integrity"}.get(
+        rec["service"], f"RPCSEC_GSS service {rec['service']}")
