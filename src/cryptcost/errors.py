@@ -47,7 +47,9 @@ class ProcessError(CryptcostError):
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
-        last = (stderr.strip() or stdout.strip()).splitlines()[-1:] or [""]
+        lines = [ln for ln in (stderr.strip() or stdout.strip()).splitlines()
+                 if ln.strip() and not ln.strip().startswith("dmesg(1) may have more information")]
+        last = lines[-1:] or [""]
         what = why or f"exit code {returncode}"
         super().__init__(f"{argv[0]} failed ({what}): {last[0][:300]}")
 

@@ -6,7 +6,9 @@
   with the tuning deltas the report draws from them;
 - the kernel's AES-NI driver blacklisted: which driver dm-crypt and the
   kernel cipher engine then use (#13's kernel switch);
-- R5's proposals through kernel ESP, both directions, checked on the wire.
+- R5's proposals through kernel ESP, both directions, checked on the wire;
+- R4's NFS matrix (sec=sys, krb5, krb5i, krb5p) under Linux 6.12, and the
+  krb5p failure of Linux 6.1's server, named.
 """
 
 from __future__ import annotations
@@ -89,3 +91,54 @@ def test_r5_proposals_through_kernel_esp(cli, tmp_path):
         else:
             assert r["wire"]["plaintext_packets"] == 0, (r["stack"], r["wire"])
     assert {r["workload"] for r in results} == {"send", "receive"}
+
+
+def _guest_6_12() -> None:
+    from cryptcost.runner.vmimage import kernels
+    if not any(k.version.startswith("6.12") for k in kernels()):
+        from tests.conftest import skip_or_fail
+        skip_or_fail("vm", "no Linux 6.12 under /boot (linux-image-6.12-amd64, which make installs)")
+
+
+def test_r4_nfs_with_kerberos_every_sec_mode(cli, tmp_path):
+    _vm_ready()
+    _guest_6_12()
+    out, done = _guest(cli, "--kernel", "6.12", "--", "network", "--stacks", "nfs:*",
+                       "--workloads", "put,get,smallfiles", "--file-size", "64M", *FAST, "--json")
+    assert "kernel 6.12" in done.stderr, done.stderr[-500:]
+    results = {(r["stack"], r["workload"]): r for r in _by(out["results"], "network")}
+    assert set(results) == {(f"nfs:{v}", w) for v in get("nfs").variants for w in ("put", "get", "smallfiles")}, \
+        out.get("skipped")
+    for (stack, workload), r in results.items():
+        sec = stack.split(":")[1]
+        negotiated = r["params"]["negotiated"]
+        assert (negotiated["vers"], negotiated["sec"]) == ("4.2", sec), negotiated
+        assert r["bytes_moved"] > 0 and r["median_bytes_per_s"] > 0
+        if sec != "sys":
+            assert negotiated["enctype"].startswith("aes"), negotiated
+        if sec == "krb5p":                  # encrypted, checked on the wire, and compared with sec=sys
+            assert r["wire"]["verdict"] == "encrypted" and r["wire"]["plaintext_packets"] == 0, r["wire"]
+            assert r["wire"]["canary"]["canary_packets"] == 0, r["wire"]["canary"]
+            assert r["baseline"] == "nfs:sys" and r["overhead"] is not None, r
+            assert r["params"]["cipher_ref"]["algorithm"] in ("aes-256-cbc", "aes-128-cbc")
+        elif sec != "sys":                  # authenticated, not encrypted: said, not failed
+            assert r["wire"]["verdict"] == "plaintext", r["wire"]
+            assert r["wire"]["expected"] == f"plaintext by design: sec={sec} does not encrypt", r["wire"]
+    # encrypting every byte in the kernel costs CPU the plaintext share does not spend
+    for workload in ("put", "get"):
+        assert results[("nfs:krb5p", workload)]["cpu_s_per_gb"]["system"] > \
+            results[("nfs:sys", workload)]["cpu_s_per_gb"]["system"], workload
+
+
+def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(cli, tmp_path):
+    _vm_ready()
+    done = cli("vm", "--timeout", "1200", "--", "network", "--stacks", "nfs:krb5,nfs:krb5p",
+               "--workloads", "put", "--file-size", "64M", *FAST, "--json", timeout=1400)
+    assert done.returncode == 1, done.stderr[-2000:]
+    said = " ".join(done.stderr.split())                    # the terminal may wrap long lines
+    assert "kernel 6.1." in said
+    assert "nfs:krb5p: setup failed: mounting with sec=krb5p failed" in said, said[-2000:]
+    assert "can't read superblock" in said and "GARBAGE_ARGS" in said and "cryptcost vm --kernel 6.12" in said
+    out = json.loads(done.stdout)
+    krb5 = _by(out["results"], "network", "nfs:krb5")          # krb5 works on the same kernel
+    assert krb5 and krb5[0]["params"]["negotiated"]["sec"] == "krb5", out.get("skipped")

@@ -119,7 +119,9 @@ class Nfs(FileShareStack):
         try:
             res.mount(f"{SERVER}:/", self.mnt, "nfs4", options, via=link.mount_argv("a", []), helper=False)
         except ProcessError as exc:
-            raise CryptcostError(f"mounting with sec={self.params['sec']} failed: {exc}{known_bug(self.params['sec'])}")
+            known = known_bug(self.params["sec"])
+            raise CryptcostError(f"mounting with sec={self.params['sec']} failed ({exc})"
+                                 + (f"; {known}" if known else "")) from None
         return Endpoint(link.b_addr, self.port)
 
     def _server(self, res: Resources, link: Link, kerberos: bool) -> float:
@@ -251,8 +253,8 @@ def known_bug(sec: str, release: str | None = None) -> str:
     """What is known of a failed mount with ``sec`` on this kernel."""
     release = release or platform.release()
     if sec == "krb5p" and re.match(r"6\.1\.", release):
-        return ("; Linux 6.1's NFS server answers every sec=krb5p call with GARBAGE_ARGS (seen with Debian "
-                "12's 6.1.0-56, Linux 6.1.192; krb5 and krb5i work), Linux 6.12 does not: "
+        return ("Linux 6.1's NFS server answers every sec=krb5p call with GARBAGE_ARGS (seen with Debian "
+                "12's 6.1.0-56, Linux 6.1.192, while krb5 and krb5i work); Linux 6.12 does not: "
                 "cryptcost vm --kernel 6.12 -- …")
     return ""
 
