@@ -147,8 +147,8 @@ class NetRunner:
         metrics["cpu_s_per_gb_system"] = split.busy / gb
         metrics["cpu_s_per_gb_unattributed"] = max(0.0, split.busy - ends["a"] - ends["b"]) / gb
         if cap is not None:
-            metrics["wire"] = self._enforce(inst, judge(cap.packets(), stack.leak, self._port(inst), sealed=stack.sealed),
-                                            f"{inst.label} {op.workload}: ")
+            wire = judge(cap.packets(), stack.leak, self._port(inst), sealed=stack.sealed)
+            metrics["wire"] = self._enforce(inst, wire, f"{inst.label} {op.workload}: ")
         return {(inst.label, op.key): Sample(value=moved / seconds, seconds=seconds, bytes_moved=moved,
                                              cpu=split, metrics=metrics)}
 
