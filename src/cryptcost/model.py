@@ -131,6 +131,10 @@ class Job:
     ``group`` ties jobs that must stay in step (a stack and its baseline):
     they are kept running while any series in the group is unstable, so
     that both sides have the same number of interleaved samples.
+
+    ``warmup`` caps the policy's warm-up rounds for this job (rule 12), for
+    a job whose engine warms itself up or that runs right after a warm
+    run of the same engine; None keeps the policy's.
     """
 
     label: str
@@ -139,3 +143,8 @@ class Job:
     group: Hashable | None = None
     est_seconds: float = 1.0
     meta: dict[str, Any] = field(default_factory=dict)
+    warmup: int | None = None
+
+    def warmups(self, policy_warmup: int) -> int:
+        """The rounds of this job that are discarded."""
+        return policy_warmup if self.warmup is None else min(self.warmup, policy_warmup)

@@ -4,6 +4,10 @@ Every job writes incompressible data (``refill_buffers=1`` with
 ``buffer_compress_percentage=0``: rule 3), lays files out without
 fallocate (FUSE stacks such as rclone refuse it) and opens them on first
 I/O (``create_on_open=1``), identically for a stack and its baseline.
+fio times with ``clock_gettime`` (the kernel's monotonic clock, as the rest
+of cryptcost): its default TSC source is calibrated at every start, which
+took 70 ms of each run here, and a virtual machine's TSC is not always
+trustworthy.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from cryptcost import proc
 from cryptcost.errors import ProcessError
 
 COMMON = ["--refill_buffers=1", "--buffer_compress_percentage=0", "--randrepeat=0",
-          "--fallocate=none", "--create_on_open=1", "--output-format=json", "--group_reporting=1"]
+          "--fallocate=none", "--create_on_open=1", "--output-format=json", "--group_reporting=1",
+          "--clocksource=clock_gettime"]
 FILE_OPS = {"filecreate", "filestat", "filedelete"}
 
 
@@ -32,6 +37,7 @@ class FioJob:
     direct: bool = False
     end_fsync: bool = False
     runtime: float | None = None   # time-based when set
+    cap: float | None = None       # stop issuing I/O after this many seconds (not time-based)
     nrfiles: int = 1
     filesize: str | None = None    # e.g. "4k:64k" for many small files
     rwmixread: int | None = None
@@ -57,6 +63,8 @@ class FioJob:
             argv += [f"--filename={name}.dat", f"--size={self.size}"]
         if self.runtime:
             argv += [f"--runtime={self.runtime:g}", "--time_based=1"]
+        elif self.cap:
+            argv += [f"--runtime={max(1, round(self.cap * 1000))}ms"]
         if self.rwmixread is not None:
             argv += [f"--rwmixread={self.rwmixread}"]
         return argv + list(self.extra)

@@ -76,11 +76,15 @@ class GoEngine(CipherEngine):
         return out
 
     def jobs(self, cells: list[Cell], seconds: int) -> list[Job]:
+        """One ``gocryptfs -speed`` per acceleration setting. No warm-up round:
+        each of its benchmarks is Go's ``testing.Benchmark``, which runs the
+        cipher with growing counts until a run lasts a second and reports
+        that run alone, so the shorter runs before it are the warm-up."""
         jobs = []
         for accel in (True, False):
             mine = [c for c in cells if c.accel == accel]
             if mine:
                 jobs.append(Job(label=f"gocryptfs -speed{'' if accel else ' accel-off'}",
-                                keys=tuple(mine), est_seconds=6.0,
+                                keys=tuple(mine), est_seconds=6.0, warmup=0,
                                 measure=lambda mine=mine, accel=accel: self.measure(mine, accel)))
         return jobs

@@ -86,10 +86,11 @@ class _Clock:
             peers = [j for j in self.jobs if job.group is not None and j.group == job.group] or [job]
             need = max(self.policy.expected_samples(series[k].values()) if series[k].stop_reason is None
                        else len(series[k].samples) for j in peers for k in j.keys)
-            left = max(0, self.policy.warmup + need - self.rounds.get(id(job), 0))
+            warm = job.warmups(self.policy.warmup)
+            left = max(0, warm + need - self.rounds.get(id(job), 0))
             seconds += left * self._duration(job)
             steps += left
-            most += max(0, self.policy.warmup + self.policy.max_samples - self.rounds.get(id(job), 0))
+            most += max(0, warm + self.policy.max_samples - self.rounds.get(id(job), 0))
         return Eta(seconds, steps, most)
 
 
@@ -101,10 +102,11 @@ def schedule(jobs: list[Job], policy: Policy, *,
     """Run ``jobs`` interleaved until each series stops; return all series."""
     progress = progress or Progress()
     series = {k: Series() for j in jobs for k in j.keys}
-    rounds = policy.warmup + policy.max_samples
-    expected = len(jobs) * (policy.warmup + policy.min_samples)
-    progress.start(len(jobs) * rounds, sum(j.est_seconds for j in jobs) * (policy.warmup + policy.min_samples),
-                   expected)
+    warm = {id(j): j.warmups(policy.warmup) for j in jobs}
+    rounds = max(warm.values(), default=0) + policy.max_samples
+    total = sum(w + policy.max_samples for w in warm.values())
+    expected = sum(w + policy.min_samples for w in warm.values())
+    progress.start(total, sum(j.est_seconds * (warm[id(j)] + policy.min_samples) for j in jobs), expected)
     done = 0
     reported: set = set()
     clock = _Clock(jobs, policy)
@@ -125,9 +127,10 @@ def schedule(jobs: list[Job], policy: Policy, *,
             break
         for job in active:
             done += 1
-            progress.step(job.label, done, len(jobs) * rounds, clock.eta(series) if done > 1 else None)
+            progress.step(job.label, done, total, clock.eta(series) if done > 1 else None)
             faults.at("between")
             started = time.monotonic()
+            warming = clock.rounds.get(id(job), 0) < warm[id(job)]
             try:
                 faults.at("measure")
                 got = job.measure()
@@ -140,7 +143,7 @@ def schedule(jobs: list[Job], policy: Policy, *,
                     series[k].error = series[k].error or str(exc)
                     series[k].stop_reason = series[k].stop_reason or "error"
                 continue
-            if rnd < policy.warmup:
+            if warming:
                 continue
             for key in job.keys:
                 s = series[key]

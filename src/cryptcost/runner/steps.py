@@ -13,6 +13,11 @@ number of passes comes from the previous round of the same cell (the
 warm-up round is the first), and is capped by :data:`SAMPLE_BUDGET`
 seconds including the resets, so a stack whose reset is expensive
 (CryFS derives its key at every mount) says why its samples stay short.
+A sequential operation is also sized by time the other way: each pass
+stops issuing I/O after the minimum time (fio's ``runtime``, flush
+included), so a stack slower than the file's size allows needs one pass
+of about a second rather than one of many; the read then reads what was
+written.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import re
 import statistics
 import tarfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cryptcost import proc
@@ -121,6 +126,7 @@ class StepRunner:
         self.min_seconds = min_seconds
         self.budget = budget
         self.history: dict[tuple, tuple[float, float]] = {}   # cell → (seconds of one pass, between passes)
+        self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
 
     def __call__(self, inst: Instance, step: wl.Step) -> dict[tuple, Sample]:
         """The step's samples; a stack whose daemon died, or whose mount broke, fails this
@@ -165,7 +171,8 @@ class StepRunner:
         if not self.repeatable(op) or key not in self.history:
             return 1, None
         one, between = self.history[key]
-        want = min(MAX_PASSES, max(1, math.ceil(self.min_seconds / max(one, 1e-3))))
+        # (a pass cut at the minimum time counts as one, whatever the clock's last millisecond says)
+        want = min(MAX_PASSES, max(1, math.ceil(self.min_seconds / max(one, 1e-3) - 0.01)))
         fits = max(1, int(self.budget // max(one + between, 1e-3)))
         if fits < want:
             return fits, (f"{between:.1f} s between passes (cache reset or fresh file) left room for "
@@ -201,6 +208,8 @@ class StepRunner:
         one = statistics.fmean(x.seconds for x in samples)
         self.history[key] = (one, statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key))
         sample = combine(samples, op)
+        if sample.bytes_moved:
+            self.rate[key] = sample.bytes_moved / sample.seconds
         sample.metrics.update(passes=passes, pass_seconds=one)
         if short:
             sample.metrics["short_because"] = short
@@ -221,7 +230,8 @@ class StepRunner:
         harness = cpu.harness_cpu()
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
         if op.engine == "fio":
-            outcome, _ = fio.run(op.fio, inst.workdir, op.file or step.name)
+            job = self.job(inst, op, step)
+            outcome, _ = fio.run(job, inst.workdir, op.file or step.name)
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
             if op.op in WRITES:
@@ -232,7 +242,9 @@ class StepRunner:
             count = outcome.total_ios
             metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
                            lat_p99_us=outcome.lat_p99_us, fio_version=outcome.extra.get("fio_version"))
-            self.check_moved(inst, op, moved, outcome)
+            self.check_moved(inst, op, moved, outcome, job)
+            if job.cap:
+                metrics.update(pass_bytes=moved, cut_by_time=moved < job.size)
         elif op.engine == "untar":
             moved, count, seconds = self.untar(inst)
         else:
@@ -252,14 +264,44 @@ class StepRunner:
         metrics["count"] = count
         return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
 
+    def job(self, inst: Instance, op: wl.Op, step: wl.Step) -> fio.FioJob:
+        """``op``'s fio job for one pass. A sequential one is sized by time:
+        it moves what the cell's last sample moved in the minimum time (plus
+        a tenth, so that it lasts at least that long) when that is less than
+        the file, stops issuing I/O once the minimum time is up (a write's
+        flush, which may come after, is the reason for the first rule), and
+        reads what the write before it left."""
+        job = op.fio
+        if not op.by_time or job is None:
+            return job
+        job = replace(job, cap=self.min_seconds)
+        rate = self.rate.get((inst.label, op.key))
+        if rate:
+            want = max(job.bs, int(rate * self.min_seconds * 1.1) // job.bs * job.bs)
+            if want < job.size:
+                job = replace(job, size=want)
+        if op.op == "read":
+            path = inst.workdir / f"{op.file or step.name}.dat"
+            have = path.stat().st_size // job.bs * job.bs if path.exists() else job.size
+            if 0 < have < job.size:
+                job = replace(job, size=have)
+        return job
+
     @staticmethod
-    def check_moved(inst: Instance, op: wl.Op, moved: int, outcome: fio.FioOutcome) -> None:
-        """Rule 5: the bytes moved are the bytes intended."""
-        if op.intended_bytes is not None and moved != op.intended_bytes:
-            raise DataIntegrityError(f"{inst.label} {op.workload} {op.op}: moved {moved} bytes "
-                                     f"of the {op.intended_bytes} intended")
+    def check_moved(inst: Instance, op: wl.Op, moved: int, outcome: fio.FioOutcome,
+                    job: fio.FioJob | None = None) -> None:
+        """Rule 5: the bytes moved are the bytes intended — or, for a pass
+        cut at its time, whole blocks of them, and only once the time is up."""
         if op.fio and op.fio.rw not in fio.FILE_OPS and outcome.total_ios * op.block_bytes < moved:
             raise DataIntegrityError(f"{inst.label} {op.op}: fio's byte and request counts disagree")
+        if op.intended_bytes is None:
+            return
+        intended = job.size if job is not None and job.size < op.intended_bytes else op.intended_bytes
+        cut = job is not None and job.cap and outcome.runtime_s >= job.cap * 0.99 \
+            and 0 < moved < intended and moved % job.bs == 0
+        if moved != intended and not cut:
+            raise DataIntegrityError(f"{inst.label} {op.workload} {op.op}: moved {moved} bytes "
+                                     f"of the {intended} intended")
 
     def untar(self, inst: Instance) -> tuple[int, int, float]:
         archive, payload = self.archive

@@ -132,7 +132,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
             per_engine = {e: [c for c in cells if c.engine == e] for e in {c.engine for c in cells}}
             for engine, cs in per_engine.items():
                 jobs = executor.cipher_jobs(engine, cs, cp.seconds)
-                total += rounds * sum(j.est_seconds for j in jobs)
+                total += sum(j.est_seconds * (j.warmups(pol.warmup) + pol.min_samples) for j in jobs)
         if part.storage:
             for sp in storage_plans(part.storage):
                 resolved, _ = resolve(sp.stacks, sp.fs, sp.accel)

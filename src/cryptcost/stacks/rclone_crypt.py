@@ -35,6 +35,7 @@ class RcloneCrypt(FuseStack):
     security = ("rclone crypt leaves file sizes (plus a fixed overhead) and the directory structure "
                 "visible; names are encrypted",)
     settle_timeout = 600.0
+    stall_seconds = 20.0
 
     def cipher_ref(self) -> dict:
         # XSalsa20-Poly1305 (NaCl secretbox): ChaCha20-Poly1305 is its nearest measured relative
@@ -59,15 +60,25 @@ class RcloneCrypt(FuseStack):
 
     def settle(self) -> float:
         """Wait until the lower directory holds the ciphertext of everything
-        in the mount, then make it durable."""
+        in the mount, then make it durable. An upload that makes no progress
+        for :attr:`stall_seconds` fails the sample with what was seen (once
+        in a long run here, rclone 1.60 dropped a just-written file from its
+        cache and never uploaded it), rather than holding the run."""
         start = time.perf_counter()
         want = sum(ciphertext_size(n) for n in _sizes(self.mnt))
         deadline = time.monotonic() + self.settle_timeout
-        while sum(_sizes(self.lower)) < want:
-            if time.monotonic() > deadline:
-                raise CryptcostError(f"rclone-crypt: the ciphertext did not reach the lower directory "
-                                     f"within {self.settle_timeout:.0f} s ({sum(_sizes(self.lower))} of "
-                                     f"{want} bytes)")
+        have, moved_at = -1, time.monotonic()
+        while True:
+            now_have, now = sum(_sizes(self.lower)), time.monotonic()
+            if now_have >= want:
+                break
+            if now_have != have:
+                have, moved_at = now_have, now
+            if now > deadline or now - moved_at > self.stall_seconds:
+                raise CryptcostError(
+                    f"rclone-crypt: the ciphertext did not reach the lower directory: {have} of {want} "
+                    f"bytes after {time.perf_counter() - start:.0f} s, "
+                    f"none for the last {now - moved_at:.0f} s (rclone's log: {self.logfile})")
             time.sleep(0.005)
         return time.perf_counter() - start + super().settle()
 

@@ -37,6 +37,7 @@ class Op:
     intended_bytes: int | None = None    # what must be moved (rule 5)
     files: int = 1
     file: str | None = None              # fio file-name stem; default: the step's
+    by_time: bool = False                # each pass stops after the sample's minimum time
 
     @property
     def key(self) -> tuple:
@@ -67,19 +68,23 @@ class Sizes:
 
 
 def write_read(workload: str, bs: int, n: int, direct: bool, *, reset: bool = True,
-               file: str | None = None) -> tuple[Op, Op]:
+               file: str | None = None, by_time: bool = False) -> tuple[Op, Op]:
     """A sequential write of ``n`` bytes (flushed when buffered) and the read
-    of the same file (after a cache reset when buffered and ``reset``)."""
+    of the same file (after a cache reset when buffered and ``reset``).
+    ``by_time``: each pass moves at most ``n`` bytes and stops after the
+    sample's minimum time, so a slow stack's sample lasts a second, not
+    ``n`` bytes' worth (the read then reads what the write wrote)."""
     write = Op(workload, "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
-               intended_bytes=n, file=file)
+               intended_bytes=n, file=file, by_time=by_time)
     read = Op(workload, "read", bs, fio=FioJob("read", bs, n, direct=direct), intended_bytes=n,
-              reset_before=reset and not direct, file=file)
+              reset_before=reset and not direct, file=file, by_time=by_time)
     return write, read
 
 
 def seq_steps(sizes: Sizes, blocks: tuple[int, ...], direct: bool, name: str = "seq") -> list[Step]:
     """One step per block size: write, then (caches reset) read the same file."""
-    return [Step(f"{name} {bs} B", f"cc-{name}-{bs}", write_read(name, bs, sizes.seq_bytes(bs), direct))
+    return [Step(f"{name} {bs} B", f"cc-{name}-{bs}",
+                 write_read(name, bs, sizes.seq_bytes(bs), direct, by_time=True))
             for bs in blocks]
 
 
@@ -88,7 +93,7 @@ def _seq_together(sizes: Sizes, blocks: tuple[int, ...], direct: bool) -> list[S
     one remount per round instead of one per block size (the quick suite)."""
     share = int(sizes.medium * DATA_FRACTION) // len(blocks)     # every file is on the medium at once
     pairs = [write_read("seq", bs, max(bs, min(sizes.seq_bytes(bs), share) // bs * bs), direct,
-                        reset=(i == 0), file=f"cc-seq-{bs}") for i, bs in enumerate(blocks)]
+                        reset=(i == 0), file=f"cc-seq-{bs}", by_time=True) for i, bs in enumerate(blocks)]
     ops = tuple(w for w, _ in pairs) + tuple(r for _, r in pairs)
     return [Step("seq " + ", ".join(str(b) for b in blocks), "cc-seq", ops)]
 

@@ -1,0 +1,111 @@
+"""How samples are sized and warmed: per-job warm-up, passes sized by
+time, the bytes-moved check for a pass cut at its time, and an upload that
+stalls."""
+
+import os
+
+import pytest
+
+from cryptcost.engines import fio
+from cryptcost.engines.base import Cell
+from cryptcost.engines.go import GoEngine
+from cryptcost.engines.openssl import OpenSSLEngine
+from cryptcost.errors import CryptcostError, DataIntegrityError
+from cryptcost.model import Job, Sample
+from cryptcost.runner.scheduler import schedule
+from cryptcost.runner.steps import Instance, StepRunner
+from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
+from cryptcost.stats import Policy
+from cryptcost.workloads import storage as wl
+
+MiB = 1 << 20
+
+
+def test_a_job_may_need_fewer_warm_ups_than_the_policy():
+    log, got = [], {}
+
+    def job(name, values, warmup=None):
+        it = iter(values)
+
+        def measure():
+            log.append(name)
+            return {name: Sample(next(it), 1.0)}
+        return Job(name, (name,), measure, warmup=warmup)
+    jobs = [job("A", [1, 100, 100, 100]), job("B", [50, 50, 50], warmup=0)]
+    schedule(jobs, Policy(3, 3, 0.03, warmup=1),
+             on_sample=lambda j, k, i, s: got.setdefault(k, []).append(s.value))
+    assert got == {"A": [100, 100, 100], "B": [50, 50, 50]}     # A's first run discarded, B's kept
+    assert log == ["A", "B", "A", "B", "A", "B", "A"]
+
+
+def test_cipher_engines_warm_up_once_or_not_at_all():
+    cells = [Cell("openssl", alg, 4096, 1, True) for alg in ("aes-256-gcm", "aes-256-xts", "chacha20-poly1305")]
+    jobs = OpenSSLEngine().jobs(cells, 1)
+    assert [j.warmups(1) for j in jobs] == [1, 0, 0]
+    go = GoEngine().jobs([Cell("go", "aes-256-gcm", 4096, 1, True)], 1)
+    assert [j.warmups(2) for j in go] == [0]          # testing.Benchmark warms itself up
+
+
+def test_fio_cap_stops_issuing_without_looping():
+    argv = fio.FioJob("write", MiB, 64 * MiB, end_fsync=True, cap=1.0).argv("/d", "n")
+    assert "--runtime=1000ms" in argv and not any(a.startswith("--time_based") for a in argv)
+    assert "--clocksource=clock_gettime" in argv
+    assert not any(a.startswith("--runtime") for a in fio.FioJob("read", MiB, MiB).argv("/d", "n"))
+
+
+def _seq(tmp_path):
+    step = wl.seq_steps(wl.Sizes(medium=512 * MiB), (MiB,), direct=False)[0]
+    inst = Instance(stack=None, label="x", role="measured", workdir=tmp_path)
+    return step, inst, StepRunner(res=None, archive=None, direct=False)
+
+
+def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
+    step, inst, runner = _seq(tmp_path)
+    write, read = step.ops
+    assert write.by_time and read.by_time and write.fio.size == 204 * MiB
+    first = runner.job(inst, write, step)
+    assert first.size == write.fio.size and first.cap == 1.0          # no rate yet: the whole file
+    runner.rate[("x", write.key)] = 80e6                               # a slow stack: 80 MB/s
+    sized = runner.job(inst, write, step)
+    assert sized.size == int(80e6 * 1.1) // MiB * MiB                  # about 1.1 s of it
+    runner.rate[("x", write.key)] = 2e9
+    assert runner.job(inst, write, step).size == write.fio.size        # a fast one: the file, in passes
+    (tmp_path / f"{step.name}.dat").write_bytes(b"\0" * (3 * MiB + 5))
+    assert runner.job(inst, read, step).size == 3 * MiB                # reads what the write left
+
+
+def test_bigfile_keeps_its_sizes(tmp_path):
+    step = wl.steps(["bigfile"], wl.Sizes(medium=512 * MiB), False)[-1]
+    runner = StepRunner(res=None, archive=None, direct=False)
+    inst = Instance(stack=None, label="x", role="measured", workdir=tmp_path)
+    runner.rate[("x", step.ops[0].key)] = 1e6
+    assert runner.job(inst, step.ops[0], step) is step.ops[0].fio     # R1 is about the file size
+
+
+def _outcome(moved, seconds):
+    return fio.FioOutcome(io_bytes=moved, runtime_s=seconds, bw_bytes=0, iops=0,
+                          total_ios=moved // MiB, lat_p50_us=None, lat_p99_us=None)
+
+
+def test_a_pass_cut_at_its_time_moved_whole_blocks_and_only_then(tmp_path):
+    step, inst, runner = _seq(tmp_path)
+    write = step.ops[0]
+    job = runner.job(inst, write, step)
+    StepRunner.check_moved(inst, write, job.size, _outcome(job.size, 0.3), job)     # the whole file
+    StepRunner.check_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 1.0), job)     # cut at 1 s
+    with pytest.raises(DataIntegrityError):
+        StepRunner.check_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 0.5), job)  # short, in time
+    with pytest.raises(DataIntegrityError):
+        StepRunner.check_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 0.5), write.fio)  # uncapped
+
+
+def test_an_rclone_upload_that_stops_fails_the_sample_quickly(tmp_path):
+    stack = RcloneCrypt("default", "ext4")
+    stack.mnt, stack.lower, stack.logfile = tmp_path / "mnt", tmp_path / "lower", str(tmp_path / "r.log")
+    stack.mnt.mkdir(), stack.lower.mkdir()
+    (stack.mnt / "f").write_bytes(b"x" * 1000)
+    (stack.lower / "part").write_bytes(b"y" * 100)                   # some of it, then nothing
+    stack.stall_seconds = 0.2
+    with pytest.raises(CryptcostError, match=f"100 of {ciphertext_size(1000)} bytes.*none for the last"):
+        stack.settle()
+    assert os.path.exists(stack.mnt / "f")
