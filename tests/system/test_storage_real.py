@@ -41,9 +41,10 @@ def test_stack_measured_against_its_baseline(cli, tmp_path, stack):
         assert r["median_bytes_per_s"] > 0 and r["samples"] == 1
         assert r["bytes_moved"] > 0 and r["cpu_s_per_gib"] > 0
         assert r["medium"] == "ram" and r["iodepth"] == 1
-        assert r["cache_mode"] in ("direct", "fsync", "fsync+drop-caches", "fsync+remount")
+        assert r["cache_mode"] in ("direct", "fsync", "fsync+drop-caches", "fsync+remount",
+                                   "fsync+drop-caches+idle")
         if r["op"] == "read" and r["stack"].split(":")[0] in FUSE:
-            assert r["cache_mode"] == "fsync+remount"
+            assert r["cache_mode"] == ("fsync+drop-caches+idle" if stack == "cryfs" else "fsync+remount")
         assert r["params"]["integrity"]["result"] == "identical"
         assert r["baseline"] == CASES[stack]
         assert r["params"]["facts"]["layer"] == get(stack).layer
@@ -278,3 +279,45 @@ def test_no_key_reaches_any_output_of_a_debug_storage_run(tmp_path):
     assert len(secrets_) >= len(names), "read no key material during the run"
     print(f"key strings checked: {len(secrets_)}, outputs searched: {len(everything)}, found: {len(found)}")
     assert not found, found
+
+
+@pytest.mark.root
+def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
+    """CryFS's reset before reads is the kernel's caches dropped and the
+    daemon left idle past its cache lifetime, not a 7-s remount: reads after
+    it must be no faster than after a remount, while a re-read after the
+    kernel's caches alone are dropped — served by CryFS's own block cache —
+    is much faster (so the check can fail)."""
+    _available("cryfs")
+    import os
+    import statistics
+    import time
+
+    from cryptcost.lifecycle.resources import Resources
+    from cryptcost.media import RamMedium
+    from cryptcost.stacks.fs import FuseStack, drop_caches
+    stack = get("cryfs")()
+    data = os.urandom(8 << 20)             # within CryFS's 1000-block cache
+
+    def read(path):
+        start = time.perf_counter()
+        with open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+        return time.perf_counter() - start
+    with Resources() as res:
+        workdir = stack.setup(res, RamMedium().provide(res, 128 << 20))
+        path = workdir / "f"
+        path.write_bytes(data)
+        stack.settle()
+        after_remount, after_idle, at_once = [], [], []
+        for _ in range(3):
+            FuseStack.reset_cache(stack, res)
+            after_remount.append(read(path))
+            assert stack.reset_cache(res) == "drop_caches+idle"
+            after_idle.append(read(path))
+            drop_caches()
+            at_once.append(read(path))
+    remount, idle, hot = (statistics.median(x) for x in (after_remount, after_idle, at_once))
+    assert idle >= 0.8 * remount, (after_idle, after_remount)
+    assert hot < 0.7 * idle, (at_once, after_idle)

@@ -232,3 +232,21 @@ def test_near_the_baseline_with_a_significant_overhead_is_not_called_free():
     v = analyze([base, r], {"cpu": {}}).verdicts[1]
     assert v["bottleneck"] == "device" and "not the crypto" not in v["explanation"]
     assert "significant 10.0 %" in v["explanation"]
+
+
+def test_every_fuse_stack_is_paired_with_a_passthrough_of_its_library_and_options():
+    """The first baseline of a FUSE stack is a passthrough on the same FUSE
+    library, asking the kernel for the same request sizes (big_writes)."""
+    from cryptcost.stacks import get, of_kind, parse_spec
+    fuse = {n: c for n, c in of_kind("storage").items() if c.layer == "fuse" and c.role != "baseline"}
+    assert {"securefs", "encfs", "cryfs", "gocryptfs", "rclone-crypt"} <= set(fuse)
+    unpackaged = {"bazil.org/fuse (rclone's)"}        # no passthrough of it exists: same options only
+    for name, cls in fuse.items():
+        stack = cls(cls.default_variants[0] if cls.default_variants else None)
+        bcls, bvariant = parse_spec(cls.baselines[0], "storage")[0]
+        base = bcls(bvariant)
+        assert base.layer == "fuse" and base.variant_role() == "baseline", name
+        assert tuple(base.fuse_options) == tuple(stack.fuse_options), name
+        if stack.fuse_library not in unpackaged:
+            assert base.fuse_library == stack.fuse_library, name
+    assert get("fuse-passthrough")("big-writes").fuse_options == ("big_writes",)

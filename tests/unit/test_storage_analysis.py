@@ -23,11 +23,11 @@ def _plan():
 def test_overhead_against_the_matched_baseline_and_plain():
     op = wl.Op("seq", "read", 4096)
     stack = get("securefs")()
-    series = {("fuse-passthrough", op.key): _series([200e6, 202e6, 198e6]),
+    series = {("fuse-passthrough:big-writes", op.key): _series([200e6, 202e6, 198e6]),
               ("plain", op.key): _series([400e6, 404e6, 396e6])}
     mine = _series([150e6, 151e6, 149e6])
     r = _result(Instance(stack, stack.label, "measured"), op, mine, series, _plan()).to_dict()
-    assert r["baseline"] == "fuse-passthrough"
+    assert r["baseline"] == "fuse-passthrough:big-writes"        # securefs mounts with big_writes
     assert r["overhead"] == pytest.approx(0.25, abs=0.005)
     lo, hi = r["overhead_ci95"]
     assert lo < 0.25 < hi and r["overhead_significant"] is True
@@ -40,11 +40,11 @@ def test_overhead_against_the_matched_baseline_and_plain():
 def test_noise_is_not_ranked():
     op = wl.Op("seq", "write", 4096)
     stack = get("securefs")()
-    series = {("fuse-passthrough", op.key): _series([100e6, 130e6, 80e6])}
+    series = {("fuse-passthrough:big-writes", op.key): _series([100e6, 130e6, 80e6])}
     r = _result(Instance(stack, stack.label, "measured"), op, _series([105e6, 85e6, 120e6]),
                 series, _plan()).to_dict()
     assert r["overhead_significant"] is False
-    assert r["vs"]["fuse-passthrough"]["verdict"] == "no significant difference"
+    assert r["vs"]["fuse-passthrough:big-writes"]["verdict"] == "no significant difference"
     assert any("baseline plain has no samples" in n for n in r["notes"])
     # ±41 % after 3 samples: marked unstable, with its CV and a likely cause, not shrugged off
     assert r["unstable"] is True and r["cv"] == pytest.approx(0.17, abs=0.01)

@@ -126,6 +126,12 @@ class FuseStack(StorageStack):
 
     layer = "fuse"
     baselines = ("fuse-passthrough", "plain")
+    # The FUSE library the daemon is built on, and the options it asks the
+    # kernel for that change request sizes (libfuse 2 splits writes into
+    # 4 KiB requests without big_writes). The first baseline is a
+    # passthrough on the same library with the same options.
+    fuse_library: ClassVar[str] = "libfuse 2"
+    fuse_options: ClassVar[tuple[str, ...]] = ()
     use_case = "any-filesystem"
     features = ("fuse",)
     mount_timeout: ClassVar[float] = 60
@@ -143,6 +149,9 @@ class FuseStack(StorageStack):
         self._mount(res)
         self.workdir = self.mnt
         return self.mnt
+
+    def facts(self) -> dict:
+        return {**super().facts(), "fuse_library": self.fuse_library, "fuse_options": list(self.fuse_options)}
 
     def env(self) -> dict[str, str]:
         """The FUSE daemon's environment: a private home, and the crypto library's switch when accel is off."""

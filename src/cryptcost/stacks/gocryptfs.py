@@ -36,6 +36,7 @@ class Gocryptfs(FuseStack):
                 "xchacha": {"cipher": "XChaCha20-Poly1305", "flag": "-xchacha", "backend": "auto"},
                 "aes-siv": {"cipher": "AES-256-SIV", "flag": "-aessiv", "backend": "go"}}
     default_variants = ("aes-gcm",)
+    fuse_library = "go-fuse v2"
     baselines = ("gofuse-passthrough", "plain")      # the same FUSE library: go-fuse
     security = (_LEAKS,)
 

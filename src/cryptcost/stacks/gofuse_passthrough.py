@@ -26,6 +26,7 @@ class GofusePassthrough(FuseStack):
     name = "gofuse-passthrough"
     description = "go-fuse loopback of a plain directory (FUSE baseline of gocryptfs, same library)"
     role = "baseline"
+    fuse_library = "go-fuse v2"
     baselines = ("plain",)
     use_case = None
     tools = (LOOPBACK,)

@@ -28,6 +28,12 @@ class RcloneCrypt(FuseStack):
     name = "rclone-crypt"
     description = "rclone mount of a crypt remote (NaCl secretbox, XSalsa20-Poly1305, 64 KiB chunks)"
     crypto_library = "go"
+    # rclone mounts through its own Go FUSE library, which asks for big
+    # writes; no passthrough of that library is packaged, so the baseline is
+    # the libfuse 2 one with the same request size.
+    fuse_library = "bazil.org/fuse (rclone's)"
+    fuse_options = ("big_writes",)
+    baselines = ("fuse-passthrough:big-writes", "plain")
     tools = (Tool("rclone", "rclone", "rclone", ("rclone", "version")),
              Tool("fusermount3", "fusermount3", "fuse3", ("fusermount3", "--version")))
     variants = {"default": {"cipher": "XSalsa20-Poly1305", "vfs_cache_mode": "writes",

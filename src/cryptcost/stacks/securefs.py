@@ -14,6 +14,9 @@ class Securefs(FuseStack):
     name = "securefs"
     description = "securefs FUSE overlay (AES-GCM per 4 KiB block)"
     crypto_library = "crypto++"
+    # securefs 0.13 mounts with big_writes (and atomic_o_trunc)
+    fuse_options = ("big_writes",)
+    baselines = ("fuse-passthrough:big-writes", "plain")
     tools = (Tool("securefs", "securefs", "securefs", ()),)      # prints no version of its own
     variants = {"lite": {"format": 4}, "full": {"format": 2}}
     default_variants = ("lite",)
