@@ -70,8 +70,11 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     assert sized.size == int(80e6 * 1.1) // MiB * MiB                  # about 1.1 s of it
     runner.rate[("x", write.key)] = 2e9
     assert runner.job(inst, write, step).size == write.fio.size        # a fast one: the file, in passes
-    (tmp_path / f"{step.name}.dat").write_bytes(b"\0" * (3 * MiB + 5))
+    (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"\0" * (3 * MiB + 5))
     assert runner.job(inst, read, step).size == 3 * MiB                # reads what the write left
+    assert runner.stem(inst, write, step) == runner.stem(inst, read, step) == f"{step.name}-r0"
+    runner.rounds[("x", step.name)] = 2
+    assert runner.stem(inst, write, step) == f"{step.name}-r2"          # a new file each round
 
 
 def test_bigfile_keeps_its_sizes(tmp_path):

@@ -127,6 +127,7 @@ class StepRunner:
         self.budget = budget
         self.history: dict[tuple, tuple[float, float]] = {}   # cell → (seconds of one pass, between passes)
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
+        self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
 
     def __call__(self, inst: Instance, step: wl.Step) -> dict[tuple, Sample]:
         """The step's samples; a stack whose daemon died, or whose mount broke, fails this
@@ -142,7 +143,15 @@ class StepRunner:
                 raise CryptcostError(f"{inst.label}: {exc}") from None
             raise
 
+    def stem(self, inst: Instance, op: wl.Op, step: wl.Step) -> str:
+        """The file-name stem of ``op``'s file: a sequential file gets a new
+        name each round, so no stack meets a file it has just deleted under
+        the same name (rclone's cache then lost the new file now and then)."""
+        name = op.file or step.name
+        return f"{name}-r{self.rounds.get((inst.label, step.name), 0)}" if op.by_time else name
+
     def _step(self, inst: Instance, step: wl.Step) -> dict[tuple, Sample]:
+        self.rounds[(inst.label, step.name)] = self.rounds.get((inst.label, step.name), 0) + 1
         workdir = inst.workdir
         if step.layout:
             fio.run(step.layout, workdir, step.name)
@@ -188,7 +197,7 @@ class StepRunner:
         """Prepare the next pass, outside the clock; return the seconds it took."""
         start = time.perf_counter()
         if op.op == "write":
-            name = op.file or step.name
+            name = self.stem(inst, op, step)
             for path in inst.workdir.glob(f"{name}.*"):
                 path.unlink()
             inst.stack.settle()
@@ -231,7 +240,7 @@ class StepRunner:
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
         if op.engine == "fio":
             job = self.job(inst, op, step)
-            outcome, _ = fio.run(job, inst.workdir, op.file or step.name)
+            outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step))
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
             if op.op in WRITES:
@@ -281,7 +290,7 @@ class StepRunner:
             if want < job.size:
                 job = replace(job, size=want)
         if op.op == "read":
-            path = inst.workdir / f"{op.file or step.name}.dat"
+            path = inst.workdir / f"{self.stem(inst, op, step)}.dat"
             have = path.stat().st_size // job.bs * job.bs if path.exists() else job.size
             if 0 < have < job.size:
                 job = replace(job, size=have)
