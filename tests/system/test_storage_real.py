@@ -42,7 +42,9 @@ def test_stack_measured_against_its_baseline(cli, tmp_path, stack):
         assert r["bytes_moved"] > 0 and r["cpu_s_per_gib"] > 0
         assert r["medium"] == "ram" and r["iodepth"] == 1
         assert r["cache_mode"] in ("direct", "fsync", "fsync+drop-caches", "fsync+remount",
-                                   "fsync+drop-caches+idle")
+                                   "fsync+drop-caches+idle", "fsync+fadvise-dontneed")
+        if r["op"] == "read" and r["cache_mode"] != "direct" and get(stack).file_cache_only:
+            assert r["cache_mode"] == "fsync+fadvise-dontneed"
         if r["op"] == "read" and r["stack"].split(":")[0] in FUSE:
             assert r["cache_mode"] == ("fsync+drop-caches+idle" if stack == "cryfs" else "fsync+remount")
         assert r["params"]["integrity"]["result"] == "identical"
@@ -321,3 +323,44 @@ def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
     remount, idle, hot = (statistics.median(x) for x in (after_remount, after_idle, at_once))
     assert idle >= 0.8 * remount, (after_idle, after_remount)
     assert hot < 0.7 * idle, (at_once, after_idle)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("stack", ["plain", "fscrypt"])
+def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(state_dir, stack):
+    """plain and fscrypt reset before each read pass by evicting the file's
+    pages (fadvise), not by drop_caches' global sync and scan: a read after
+    it must be no faster than after drop_caches, while a read of the cached
+    file is much faster (so the check can fail)."""
+    _available(stack)
+    import os
+    import statistics
+    import time
+
+    from cryptcost.lifecycle.resources import Resources
+    from cryptcost.media import RamMedium
+    from cryptcost.stacks.fs import drop_caches
+    s = get(stack)()
+    assert s.file_cache_only
+
+    def read(path):
+        start = time.perf_counter()
+        with open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+        return time.perf_counter() - start
+    with Resources() as res:
+        workdir = s.setup(res, RamMedium().provide(res, 256 << 20))
+        path = workdir / "f"
+        path.write_bytes(os.urandom(64 << 20))
+        s.settle()
+        dropped, forgotten, hot = [], [], []
+        for _ in range(3):
+            drop_caches()
+            dropped.append(read(path))
+            assert s.forget(res, path) == "fadvise_dontneed"
+            forgotten.append(read(path))
+            hot.append(read(path))
+    d, f, h = (statistics.median(x) for x in (dropped, forgotten, hot))
+    assert f >= 0.8 * d, (forgotten, dropped)
+    assert h < 0.7 * f, (hot, forgotten)

@@ -161,7 +161,7 @@ class StepRunner:
             for op in step.ops:
                 cache = "direct" if self.direct else "fsync"
                 if op.reset_before:
-                    reset = "fsync+" + inst.stack.reset_cache(self.res).replace("_", "-")
+                    reset = "fsync+" + self.reset(inst, op, step).replace("_", "-")
                     cache = reset
                 elif not self.direct and op.op in ("write", "create", "randwrite"):
                     cache = "fsync"
@@ -202,8 +202,17 @@ class StepRunner:
                 path.unlink()
             inst.stack.settle()
         elif op.op in ("read", "randread") and not self.direct:
-            inst.stack.reset_cache(self.res)
+            self.reset(inst, op, step)
         return time.perf_counter() - start
+
+    def reset(self, inst: Instance, op: wl.Op, step: wl.Step) -> str:
+        """The cache reset before a read: of the one file, where the
+        operation reads one file, else of the whole stack."""
+        if self.repeatable(op):
+            path = inst.workdir / f"{self.stem(inst, op, step)}.dat"
+            if path.exists():
+                return inst.stack.forget(self.res, path)
+        return inst.stack.reset_cache(self.res)
 
     def measure(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:
         """One sample: as many passes of ``op`` as fill the minimum time."""

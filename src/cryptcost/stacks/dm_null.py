@@ -17,6 +17,7 @@ class DmNull(StorageStack):
     name = "dm-null"
     description = "dm-crypt with the null cipher: dm-crypt's cost without crypto"
     layer = "kernel"
+    file_cache_only = True
     role = "baseline"
     baselines = ("plain",)
     tools = (DMSETUP, "mkfs.ext4")

@@ -87,6 +87,9 @@ class StorageStack(Stack):
     # Whether O_DIRECT reaches the medium (otherwise: fsync and dropped caches).
     honours_direct: ClassVar[bool] = False
     remount_seconds: ClassVar[float] = 0.1       # a cache reset, for the time estimate
+    # Every cache a read of one file meets is that file's own page cache (no
+    # page cache of a layer below, no daemon): evicting it resets them all.
+    file_cache_only: ClassVar[bool] = False
 
     def __init__(self, variant: str | None = None, fs: str = "ext4"):
         super().__init__(variant)
@@ -103,6 +106,21 @@ class StorageStack(Stack):
         """Make the next read come from the medium; return the cache mode."""
         drop_caches()
         return "drop_caches"
+
+    def forget(self, res: Resources, path: Path) -> str:
+        """Make the next read of the file ``path`` come from the medium; return
+        the cache mode. Where the file's page cache is the only cache, evicting
+        its pages (posix_fadvise DONTNEED, after an fdatasync so none is dirty)
+        is enough, and costs none of drop_caches' global sync and scan."""
+        if not self.file_cache_only:
+            return self.reset_cache(res)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        return "fadvise_dontneed"
 
     def settle(self) -> float:
         """Make what was written durable on the medium; return the seconds it took."""

@@ -93,6 +93,7 @@ class Fscrypt(StorageStack):
     description = "ext4 native encryption of one directory (v2 policy, raw key)"
     crypto_library = "kernel"
     layer = "kernel"
+    file_cache_only = True
     baselines = ("plain",)
     use_case = "per-directory"
     tools = ("mkfs.ext4",)

@@ -95,6 +95,7 @@ class Luks(StorageStack):
     description = "dm-crypt via cryptsetup (LUKS2 or plain), in the kernel"
     crypto_library = "kernel"
     layer = "kernel"
+    file_cache_only = True
     baselines = ("plain",)
     use_case = "whole-disk"
     tools = ("cryptsetup", DMSETUP, "mkfs.ext4")

@@ -16,6 +16,7 @@ class Plain(StorageStack):
     name = "plain"
     description = "the filesystem alone on the same medium (baseline)"
     layer = "kernel"
+    file_cache_only = True
     role = "baseline"
     tools = ("mkfs.ext4",)
     features = ("loop",)

@@ -37,6 +37,7 @@ class Tcrypt(StorageStack):
     description = "a TrueCrypt container (tcplay), opened by dm-crypt via cryptsetup --type tcrypt"
     crypto_library = "kernel"
     layer = "kernel"
+    file_cache_only = True
     baselines = ("plain",)
     use_case = "whole-disk"
     tools = (TCPLAY, "cryptsetup", DMSETUP, "mkfs.ext4")
