@@ -20,7 +20,7 @@ DEFAULT_REPORT = "cryptcost-report.html"
 
 def add_parser(sub, common) -> None:
     p = sub.add_parser("run", parents=[common], help="the main job: measure a suite, analyse, report")
-    p.add_argument("--suite", choices=SUITES, help="quick (default, about 6.5 min on 2 cores), standard, "
+    p.add_argument("--suite", choices=SUITES, help="quick (default, about 5 min on 2 cores), standard, "
                    "seeds (the field reports' matrices), full")
     p.add_argument("--plan", metavar="FILE.toml", help="a plan file (see docs/plans.md)")
     p.add_argument("--device-speed", metavar="RATE", help="predict throughput on a device, e.g. 3GB/s")
