@@ -283,6 +283,37 @@ def test_no_key_reaches_any_output_of_a_debug_storage_run(tmp_path):
     assert not found, found
 
 
+def _reads_after(stack, file_mib, medium_mib, resets):
+    """Median seconds to read one ``file_mib`` file through ``stack`` right
+    after each of ``resets`` — ``name → reset(res, path)`` run in turn, three
+    rounds (a reset may be "nothing": the read then meets what the previous
+    one left cached)."""
+    import os
+    import statistics
+    import time
+
+    from cryptcost.lifecycle.resources import Resources
+    from cryptcost.media import RamMedium
+
+    def read(path):
+        start = time.perf_counter()
+        with open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+        return time.perf_counter() - start
+    took = {name: [] for name in resets}
+    with Resources() as res:
+        workdir = stack.setup(res, RamMedium().provide(res, medium_mib << 20))
+        path = workdir / "f"
+        path.write_bytes(os.urandom(file_mib << 20))
+        stack.settle()
+        for _ in range(3):
+            for name, reset in resets.items():
+                reset(res, path)
+                took[name].append(read(path))
+    return {name: statistics.median(xs) for name, xs in took.items()}, took
+
+
 @pytest.mark.root
 def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
     """CryFS's reset before reads is the kernel's caches dropped and the
@@ -291,38 +322,17 @@ def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
     kernel's caches alone are dropped — served by CryFS's own block cache —
     is much faster (so the check can fail)."""
     _available("cryfs")
-    import os
-    import statistics
-    import time
-
-    from cryptcost.lifecycle.resources import Resources
-    from cryptcost.media import RamMedium
     from cryptcost.stacks.fs import FuseStack, drop_caches
     stack = get("cryfs")()
-    data = os.urandom(8 << 20)             # within CryFS's 1000-block cache
 
-    def read(path):
-        start = time.perf_counter()
-        with open(path, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
-        return time.perf_counter() - start
-    with Resources() as res:
-        workdir = stack.setup(res, RamMedium().provide(res, 128 << 20))
-        path = workdir / "f"
-        path.write_bytes(data)
-        stack.settle()
-        after_remount, after_idle, at_once = [], [], []
-        for _ in range(3):
-            FuseStack.reset_cache(stack, res)
-            after_remount.append(read(path))
-            assert stack.reset_cache(res) == "drop_caches+idle"
-            after_idle.append(read(path))
-            drop_caches()
-            at_once.append(read(path))
-    remount, idle, hot = (statistics.median(x) for x in (after_remount, after_idle, at_once))
-    assert idle >= 0.8 * remount, (after_idle, after_remount)
-    assert hot < 0.7 * idle, (at_once, after_idle)
+    def idle(res, path):
+        assert stack.reset_cache(res) == "drop_caches+idle"
+    m, took = _reads_after(stack, 8, 128, {                  # 8 MiB: within CryFS's 1000-block cache
+        "remount": lambda res, path: FuseStack.reset_cache(stack, res),
+        "idle": idle,
+        "kernel caches only": lambda res, path: drop_caches()})
+    assert m["idle"] >= 0.8 * m["remount"], took
+    assert m["kernel caches only"] < 0.7 * m["idle"], took
 
 
 @pytest.mark.root
@@ -333,34 +343,13 @@ def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
     it must be no faster than after drop_caches, while a read of the cached
     file is much faster (so the check can fail)."""
     _available(stack)
-    import os
-    import statistics
-    import time
-
-    from cryptcost.lifecycle.resources import Resources
-    from cryptcost.media import RamMedium
     from cryptcost.stacks.fs import drop_caches
     s = get(stack)()
     assert s.file_cache_only
 
-    def read(path):
-        start = time.perf_counter()
-        with open(path, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
-        return time.perf_counter() - start
-    with Resources() as res:
-        workdir = s.setup(res, RamMedium().provide(res, 256 << 20))
-        path = workdir / "f"
-        path.write_bytes(os.urandom(64 << 20))
-        s.settle()
-        dropped, forgotten, hot = [], [], []
-        for _ in range(3):
-            drop_caches()
-            dropped.append(read(path))
-            assert s.forget(res, path) == "fadvise_dontneed"
-            forgotten.append(read(path))
-            hot.append(read(path))
-    d, f, h = (statistics.median(x) for x in (dropped, forgotten, hot))
-    assert f >= 0.8 * d, (forgotten, dropped)
-    assert h < 0.7 * f, (hot, forgotten)
+    def forget(res, path):
+        assert s.forget(res, path) == "fadvise_dontneed"
+    m, took = _reads_after(s, 64, 256, {"drop_caches": lambda res, path: drop_caches(),
+                                        "forget": forget, "nothing": lambda res, path: None})
+    assert m["forget"] >= 0.8 * m["drop_caches"], took
+    assert m["nothing"] < 0.7 * m["forget"], took

@@ -53,9 +53,13 @@ def test_fio_cap_stops_issuing_without_looping():
     assert not any(a.startswith("--runtime") for a in fio.FioJob("read", MiB, MiB).argv("/d", "n"))
 
 
+class _Stack:
+    sized_by_time = True
+
+
 def _seq(tmp_path):
     step = wl.seq_steps(wl.Sizes(medium=512 * MiB), (MiB,), direct=False)[0]
-    inst = Instance(stack=None, label="x", role="measured", workdir=tmp_path)
+    inst = Instance(stack=_Stack(), label="x", role="measured", workdir=tmp_path)
     return step, inst, StepRunner(res=None, archive=None, direct=False)
 
 
@@ -64,7 +68,8 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     write, read = step.ops
     assert write.by_time and read.by_time and write.fio.size == 204 * MiB
     first = runner.job(inst, write, step)
-    assert first.size == write.fio.size and first.cap == 1.0          # no rate yet: the whole file
+    assert first.size == write.fio.size and first.cap is None         # no rate yet: the whole file
+    assert runner.job(inst, read, step).cap == 1.0                     # a read also stops at 1 s
     runner.rate[("x", write.key)] = 80e6                               # a slow stack: 80 MB/s
     sized = runner.job(inst, write, step)
     assert sized.size == int(80e6 * 1.1) // MiB * MiB                  # about 1.1 s of it
@@ -75,12 +80,14 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     assert runner.stem(inst, write, step) == runner.stem(inst, read, step) == f"{step.name}-r0"
     runner.rounds[("x", step.name)] = 2
     assert runner.stem(inst, write, step) == f"{step.name}-r2"          # a new file each round
+    inst.stack = RcloneCrypt()                                          # whole files, one name: see its class
+    assert runner.job(inst, write, step) is write.fio and runner.stem(inst, write, step) == step.name
 
 
 def test_bigfile_keeps_its_sizes(tmp_path):
     step = wl.steps(["bigfile"], wl.Sizes(medium=512 * MiB), False)[-1]
     runner = StepRunner(res=None, archive=None, direct=False)
-    inst = Instance(stack=None, label="x", role="measured", workdir=tmp_path)
+    inst = Instance(stack=_Stack(), label="x", role="measured", workdir=tmp_path)
     runner.rate[("x", step.ops[0].key)] = 1e6
     assert runner.job(inst, step.ops[0], step) is step.ops[0].fio     # R1 is about the file size
 
@@ -92,14 +99,15 @@ def _outcome(moved, seconds):
 
 def test_a_pass_cut_at_its_time_moved_whole_blocks_and_only_then(tmp_path):
     step, inst, runner = _seq(tmp_path)
-    write = step.ops[0]
-    job = runner.job(inst, write, step)
-    StepRunner.check_moved(inst, write, job.size, _outcome(job.size, 0.3), job)     # the whole file
-    StepRunner.check_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 1.0), job)     # cut at 1 s
+    write, read = step.ops
+    job = runner.job(inst, read, step)
+    StepRunner.check_moved(inst, read, job.size, _outcome(job.size, 0.3), job)      # the whole file
+    StepRunner.check_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 1.0), job)      # cut at 1 s
     with pytest.raises(DataIntegrityError):
-        StepRunner.check_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 0.5), job)  # short, in time
+        StepRunner.check_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 0.5), job)   # short, in time
+    wjob = runner.job(inst, write, step)
     with pytest.raises(DataIntegrityError):
-        StepRunner.check_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 0.5), write.fio)  # uncapped
+        StepRunner.check_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 1.0), wjob)  # writes are never cut
 
 
 def test_an_rclone_upload_that_stops_fails_the_sample_quickly(tmp_path):
@@ -109,6 +117,44 @@ def test_an_rclone_upload_that_stops_fails_the_sample_quickly(tmp_path):
     (stack.mnt / "f").write_bytes(b"x" * 1000)
     (stack.lower / "part").write_bytes(b"y" * 100)                   # some of it, then nothing
     stack.stall_seconds = 0.2
-    with pytest.raises(CryptcostError, match=f"100 of {ciphertext_size(1000)} bytes.*none for the last"):
+    with pytest.raises(CryptcostError, match=f"100 of {ciphertext_size(1000)} bytes in 1 of 1 files.*no change"):
         stack.settle()
     assert os.path.exists(stack.mnt / "f")
+    (stack.lower / "part").write_bytes(b"y" * ciphertext_size(1000))
+    (stack.lower / "old").write_bytes(b"z" * 50)                     # a deleted file's leftover
+    with pytest.raises(CryptcostError, match="in 2 of 1 files"):
+        stack.settle()                                                # the total alone is not enough
+
+
+def test_a_read_pass_forgets_one_file_only_where_no_cache_sits_below(tmp_path):
+    class Stack(_Stack):
+        def forget(self, res, path):
+            return "fadvise_dontneed"
+
+        def reset_cache(self, res):
+            return "drop_caches"
+    step, inst, runner = _seq(tmp_path)
+    inst.stack = Stack()
+    read = step.ops[1]
+    (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"x")
+    assert runner.reset(inst, read, step) == "fadvise_dontneed"
+    inst.cached_below = True               # a buffered loop (the throttled medium): its cache stays
+    assert runner.reset(inst, read, step) == "drop_caches"
+
+
+def test_a_failed_step_says_what_the_fuse_daemon_last_logged(tmp_path):
+    from cryptcost.stacks import get
+    stack = get("securefs")()
+    stack.logfile = str(tmp_path / "securefs.log")
+    (tmp_path / "securefs.log").write_text("mounted\n\nERROR: cannot read block 7: Input/output error\n")
+    step, inst, runner = _seq(tmp_path)
+    inst.stack, inst.label = stack, stack.label
+
+    def broken(i, s):
+        raise OSError(5, "Input/output error", "f.dat")
+    runner._step = broken
+    with pytest.raises(CryptcostError) as err:
+        runner(inst, step)
+    msg = str(err.value)
+    assert msg.startswith("securefs:lite: [Errno 5]") and msg.count("\n") == 0
+    assert msg.endswith("the securefs daemon's log ends: mounted | ERROR: cannot read block 7: Input/output error")

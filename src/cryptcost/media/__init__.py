@@ -36,6 +36,7 @@ class Backing:
     size: int
     medium: str
     file: str | None = None
+    cached: bool = False        # a page cache sits below the device (a buffered loop device)
 
 
 class Medium(ABC):
@@ -97,7 +98,8 @@ class RamMedium(Medium):
 
     def provide(self, res: Resources, size: int) -> Backing:
         image = self.image(res, size)
-        return Backing(_attach(res, image), size, self.name, str(image))
+        device, cached = _attach(res, image)
+        return Backing(device, size, self.name, str(image), cached=cached)
 
 
 class DirMedium(Medium):
@@ -131,7 +133,8 @@ class DirMedium(Medium):
         root = res.tmpdir("cryptcost-dir-")
         image = root / "medium.img"
         preallocate(image, size)
-        return Backing(_attach(res, image), size, self.name, str(image))
+        device, cached = _attach(res, image)
+        return Backing(device, size, self.name, str(image), cached=cached)
 
     def describe(self) -> dict:
         return {"medium": f"dir:{self.path}"}
@@ -141,11 +144,13 @@ def preallocate(image: Path, size: int) -> None:
     proc.run(["fallocate", "-l", str(size), str(image)], timeout=300)
 
 
-def _attach(res: Resources, image: Path) -> str:
+def _attach(res: Resources, image: Path) -> tuple[str, bool]:
+    """A loop device on ``image``, and whether the image's page cache sits
+    below it (only when the image's filesystem refuses direct I/O)."""
     try:
-        return res.loop(image, direct_io=True)
+        return res.loop(image, direct_io=True), False
     except Exception:
-        return res.loop(image, direct_io=False)
+        return res.loop(image, direct_io=False), True
 
 
 def parse_medium(spec: str, *, destroy: str | None = None, force: bool = False) -> Medium:

@@ -47,7 +47,8 @@ class ThrottledMedium(RamMedium):
                 "--blockdev", "driver=throttle,node-name=thr0,throttle-group=tg0,file=file0",
                 "--export", f"type=fuse,id=exp0,node-name=thr0,mountpoint={export},writable=on"]
         res.fuse(argv, export, logfile=str(image.parent / "qsd.log"), exits_on_unmount=False)
-        return Backing(res.loop(export, direct_io=False), size, self.describe()["medium"], str(image))
+        return Backing(res.loop(export, direct_io=False), size, self.describe()["medium"], str(image),
+                       cached=True)
 
     def describe(self) -> dict:
         return {"medium": f"throttled:{self.label}", "rate_bytes_per_s": self.rate}

@@ -13,11 +13,11 @@ number of passes comes from the previous round of the same cell (the
 warm-up round is the first), and is capped by :data:`SAMPLE_BUDGET`
 seconds including the resets, so a stack whose reset is expensive
 (CryFS derives its key at every mount) says why its samples stay short.
-A sequential operation is also sized by time the other way: each pass
-stops issuing I/O after the minimum time (fio's ``runtime``, flush
-included), so a stack slower than the file's size allows needs one pass
-of about a second rather than one of many; the read then reads what was
-written.
+A sequential operation is also sized by time the other way: a pass
+moves what the last sample moved in the minimum time (a read also stops
+once that time is up), so a stack slower than the file's size allows
+needs one pass of about a second rather than one of many; the read then
+reads what was written.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class Instance:
     role: str
     workdir: Path | None = None
     error: str | None = None
+    cached_below: bool = False        # its medium has a page cache below the block device
 
 
 def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
@@ -136,11 +137,11 @@ class StepRunner:
         try:
             return self._step(inst, step)
         except (CryptcostError, OSError) as exc:
-            why = inst.stack.dead()
-            if why:
-                raise CryptcostError(f"{why}: {exc}") from None
-            if isinstance(exc, OSError):
-                raise CryptcostError(f"{inst.label}: {exc}") from None
+            why, words = inst.stack.dead(), inst.stack.last_words()
+            if why or words or isinstance(exc, OSError):
+                lead = why or (inst.label if isinstance(exc, OSError) else None)
+                raise CryptcostError("; ".join(x for x in (f"{lead}: {exc}" if lead else str(exc), words) if x)) \
+                    from None
             raise
 
     def stem(self, inst: Instance, op: wl.Op, step: wl.Step) -> str:
@@ -148,7 +149,11 @@ class StepRunner:
         name each round, so no stack meets a file it has just deleted under
         the same name (rclone's cache then lost the new file now and then)."""
         name = op.file or step.name
-        return f"{name}-r{self.rounds.get((inst.label, step.name), 0)}" if op.by_time else name
+        return f"{name}-r{self.rounds.get((inst.label, step.name), 0)}" if self.by_time(inst, op) else name
+
+    @staticmethod
+    def by_time(inst: Instance, op: wl.Op) -> bool:
+        return op.by_time and op.fio is not None and inst.stack.sized_by_time
 
     def _step(self, inst: Instance, step: wl.Step) -> dict[tuple, Sample]:
         self.rounds[(inst.label, step.name)] = self.rounds.get((inst.label, step.name), 0) + 1
@@ -207,8 +212,10 @@ class StepRunner:
 
     def reset(self, inst: Instance, op: wl.Op, step: wl.Step) -> str:
         """The cache reset before a read: of the one file, where the
-        operation reads one file, else of the whole stack."""
-        if self.repeatable(op):
+        operation reads one file and no page cache sits below the stack's
+        block device (a buffered loop, as on the throttled medium), else of
+        the whole stack."""
+        if self.repeatable(op) and not inst.cached_below:
             path = inst.workdir / f"{self.stem(inst, op, step)}.dat"
             if path.exists():
                 return inst.stack.forget(self.res, path)
@@ -286,13 +293,16 @@ class StepRunner:
         """``op``'s fio job for one pass. A sequential one is sized by time:
         it moves what the cell's last sample moved in the minimum time (plus
         a tenth, so that it lasts at least that long) when that is less than
-        the file, stops issuing I/O once the minimum time is up (a write's
-        flush, which may come after, is the reason for the first rule), and
-        reads what the write before it left."""
+        the file; a read also stops once the minimum time is up, and reads
+        what the write before it left. A write is not cut at a time: its
+        flush may come after (fscrypt encrypts at writeback), and rclone's
+        upload of a write cut short by fio failed now and then ("remove …: no
+        such file", then EIO), which whole writes never did in the same test."""
         job = op.fio
-        if not op.by_time or job is None:
+        if not self.by_time(inst, op):
             return job
-        job = replace(job, cap=self.min_seconds)
+        if op.op != "write":
+            job = replace(job, cap=self.min_seconds)
         rate = self.rate.get((inst.label, op.key))
         if rate:
             want = max(job.bs, int(rate * self.min_seconds * 1.1) // job.bs * job.bs)

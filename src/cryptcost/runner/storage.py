@@ -139,6 +139,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     for inst in instances:
         try:
             backing = plan.medium.provide(res, plan.size)
+            inst.cached_below = backing.cached
             inst.workdir = inst.stack.setup(res, backing)
             inst.stack.integrity = check_pattern(inst.workdir,
                                                  reset=lambda s=inst.stack: s.reset_cache(res))

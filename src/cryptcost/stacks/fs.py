@@ -62,6 +62,16 @@ def drop_caches() -> None:
         raise UserError(f"cannot drop caches ({exc.strerror}): run as root") from None
 
 
+def log_tail(path: str | None, lines: int = 3) -> str | None:
+    """The last ``lines`` non-empty lines of a daemon's log, on one line."""
+    try:
+        with open(path or "", errors="replace") as fh:
+            last = [ln.strip() for ln in fh.read()[-4000:].splitlines() if ln.strip()][-lines:]
+    except OSError:
+        return None
+    return " | ".join(last) or None
+
+
 def make_fs(res: Resources, device: str, fs: str, *, encrypt: bool = True) -> Path:
     """mkfs ``fs`` on ``device`` and mount it on a fresh directory.
 
@@ -90,6 +100,9 @@ class StorageStack(Stack):
     # Every cache a read of one file meets is that file's own page cache (no
     # page cache of a layer below, no daemon): evicting it resets them all.
     file_cache_only: ClassVar[bool] = False
+    # Sequential passes sized by the last sample's rate (runner.steps); a
+    # stack that misbehaves with files of changing sizes says False and why.
+    sized_by_time: ClassVar[bool] = True
 
     def __init__(self, variant: str | None = None, fs: str = "ext4"):
         super().__init__(variant)
@@ -106,6 +119,10 @@ class StorageStack(Stack):
         """Make the next read come from the medium; return the cache mode."""
         drop_caches()
         return "drop_caches"
+
+    def last_words(self) -> str | None:
+        """What the stack's daemon last logged, for a failure's message, or None."""
+        return None
 
     def forget(self, res: Resources, path: Path) -> str:
         """Make the next read of the file ``path`` come from the medium; return
@@ -197,9 +214,17 @@ class FuseStack(StorageStack):
         """Unmount and remount, so no daemon-side cache survives; drop caches."""
         for entry in reversed(self._mount_entries):
             res.release(entry)
+        self.unmounted()
         drop_caches()
         self._mount(res)
         return "remount"
+
+    def unmounted(self) -> None:
+        """Between the unmount and the next mount of a cache reset (nothing by default)."""
+
+    def last_words(self) -> str | None:
+        tail = log_tail(getattr(self, "logfile", None))
+        return f"the {self.name} daemon's log ends: {tail}" if tail else None
 
     def settle(self) -> float:
         """The FUSE filesystem, then the lower filesystem holding its ciphertext."""
