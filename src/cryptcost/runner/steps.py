@@ -145,9 +145,9 @@ class StepRunner:
             raise
 
     def stem(self, inst: Instance, op: wl.Op, step: wl.Step) -> str:
-        """The file-name stem of ``op``'s file: a sequential file gets a new
-        name each round, so no stack meets a file it has just deleted under
-        the same name (rclone's cache then lost the new file now and then)."""
+        """The file-name stem of ``op``'s file: a sequential file sized by
+        time gets a new name each round, so a file of another size never
+        takes the name of one just deleted, in any stack's cache."""
         name = op.file or step.name
         return f"{name}-r{self.rounds.get((inst.label, step.name), 0)}" if self.by_time(inst, op) else name
 
@@ -268,8 +268,8 @@ class StepRunner:
             metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
                            lat_p99_us=outcome.lat_p99_us, fio_version=outcome.extra.get("fio_version"))
             self.check_moved(inst, op, moved, outcome, job)
-            if job.cap:
-                metrics.update(pass_bytes=moved, cut_by_time=moved < job.size)
+            if self.by_time(inst, op):
+                metrics.update(pass_bytes=moved, cut_by_time=bool(job.cap) and moved < job.size)
         elif op.engine == "untar":
             moved, count, seconds = self.untar(inst)
         else:
