@@ -224,6 +224,43 @@ def test_the_cipher_ceiling_uses_the_threads_the_stack_can_use():
     assert qd1["ceilings"]["cipher"] == pytest.approx(100e6)
 
 
+def test_a_stack_that_splits_one_request_over_threads_meets_that_many_threads_ceiling():
+    """gocryptfs encrypts a 128 KiB FUSE write in two goroutines and decrypts
+    in one: its write ceiling is Go's one-thread speed times OpenSSL's
+    measured gain from 1 to 2 threads, its read ceiling one thread's."""
+    from cryptcost.analysis.bottleneck import cipher_ceiling
+    from cryptcost.stacks import get
+    cref = get("gocryptfs")("aes-gcm-go").cipher_ref()
+    go = {**_cipher("aes-256-gcm", True, 1000e6), "engine": "go"}
+    ossl = [_cipher("aes-256-gcm", True, 800e6), _cipher("aes-256-gcm", True, 1400e6, threads=2)]
+    host = {"cpu": {"cores": 2}}
+    write = {"op": "write", "block_bytes": 1 << 20, "accel": True}
+    value, how = cipher_ceiling(cref, [go, *ossl], host, 1, write)
+    assert value == pytest.approx(1000e6 * 1400 / 800) and "measured gain from 1 to 2 threads" in how
+    assert cipher_ceiling(cref, [go, *ossl], host, 1, {**write, "op": "read"})[0] == pytest.approx(1000e6)
+    assert cipher_ceiling(cref, [go, *ossl], host, 1, {**write, "block_bytes": 4096})[0] == pytest.approx(1000e6)
+    assert cipher_ceiling(cref, [go, *ossl], {"cpu": {"cores": 1}}, 1, write)[0] == pytest.approx(1000e6)
+    value, how = cipher_ceiling(cref, [go], host, 1, write)         # no OpenSSL pair: said as assumed
+    assert value == pytest.approx(2000e6) and "assumed linear" in how
+
+
+def test_the_cipher_table_holds_the_threads_each_stack_runs_its_cipher_with():
+    """On 2 CPUs the quick suite's gocryptfs write and WireGuard need their
+    ciphers at 2 threads; Go's engine runs one, so OpenSSL's 1- and
+    2-thread cells stand beside it."""
+    from cryptcost.engines.base import Cell
+    from cryptcost.runner.suite import ceiling_cells
+    from cryptcost.workloads.plan import load
+    plan = load("quick", None)
+    cells = set(ceiling_cells(plan, {"cpu": {"cores": 2, "cores_usable": 2}}))
+    assert Cell("openssl", "aes-256-gcm", 4096, 2, True) in cells
+    assert Cell("openssl", "aes-256-gcm", 4096, 1, True) in cells
+    assert Cell("openssl", "chacha20-poly1305", 1420, 2, True) in cells
+    assert not any(c.engine == "go" and c.threads > 1 for c in cells)
+    one = set(ceiling_cells(plan, {"cpu": {"cores": 1, "cores_usable": 1}}))
+    assert all(c.threads == 1 for c in one)
+
+
 def test_near_the_baseline_with_a_significant_overhead_is_not_called_free():
     base = _result("plain", "read", 100e6, facts=PLAIN)
     r = _result("kfs", "read", 90e6, facts=KERNEL, baseline="plain",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import rate
 
 NEAR = 0.85            # within 15 % of a ceiling: that ceiling binds
@@ -57,14 +58,18 @@ def cipher_ceiling(ref: dict | None, ciphers: list[dict], host: dict, iodepth: i
                    r: dict | None = None) -> tuple[float | None, str]:
     """(bytes/s, how it was obtained) for a stack's cipher reference: the
     cipher table's cell at the stack's unit and with as many threads as the
-    stack can use in parallel (its CPUs, at most its queue depth); one
-    thread's speed × that parallelism where the table has no such cell."""
+    stack runs its cipher with (:func:`cipher_threads`: its requests in
+    flight, the threads it splits one request into, at most its CPUs).
+    Where the engine measured one thread only (Go's, the kernel's), that
+    speed × OpenSSL's own measured gain from 1 to N threads of the same
+    cipher; a linear × N, said as assumed, only where neither was measured."""
     if not ref:
         return None, "the stack names no cipher the engines measure"
-    cores = (r or {}).get("cpus") or host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
-    parallel = 1 if iodepth <= 1 else min(cores, iodepth)
+    r = r or {}
+    cores = r.get("cpus") or host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
+    parallel = cipher_threads(ref, r.get("op"), r.get("block_bytes"), iodepth, cores)
     want_engines = {"kernel": ["kernel", "openssl"], "go": ["go", "openssl"]}.get(ref["where"], ["openssl"])
-    accel = (r or {}).get("accel", True)              # an acceleration-off twin meets the cipher without it
+    accel = r.get("accel", True)              # an acceleration-off twin meets the cipher without it
     why = []
     if ref["where"] == "kernel" and not any(c["engine"] == "kernel" for c in ciphers):
         soft, driver = kernel_aes_is_software(host)
@@ -78,15 +83,32 @@ def cipher_ceiling(ref: dict | None, ciphers: list[dict], host: dict, iodepth: i
         mine = [c for c in pool if c["engine"] == engine]
         if mine:
             best = min(mine, key=lambda c: (abs(c["buffer_bytes"] - ref["unit"]), c["threads"] != parallel))
-            times = parallel if best["threads"] == 1 else 1
+            times, scaled = 1.0, ""
+            if best["threads"] != parallel:
+                times, scaled = thread_gain(pool, best["buffer_bytes"], parallel)
             how = (f"{engine} {ref['algorithm']}{'' if accel else ' without acceleration'} at "
-                   f"{best['buffer_bytes']} B, {best['threads']} thread(s)" + (f" × {times}" if times > 1 else ""))
+                   f"{best['buffer_bytes']} B, {best['threads']} thread(s)" + scaled)
             if not ref.get("exact", True):
                 how += " (nearest measured algorithm)"
             if why:
                 how += "; " + why[0]
             return best["median_bytes_per_s"] * times, how
     return None, f"{ref['algorithm']} was not in this run's cipher table"
+
+
+def thread_gain(pool: list[dict], unit: int, parallel: int) -> tuple[float, str]:
+    """(factor, how said) from one thread to ``parallel``: OpenSSL's measured
+    ratio for the same cipher near ``unit``, else ``parallel`` assumed."""
+    by = {}
+    for c in pool:
+        if c["engine"] == "openssl":
+            by.setdefault(c["buffer_bytes"], {})[c["threads"]] = c["median_bytes_per_s"]
+    pairs = [(abs(b - unit), b, t) for b, t in by.items() if 1 in t and parallel in t]
+    if pairs:
+        _, b, t = min(pairs)
+        gain = t[parallel] / t[1]
+        return gain, (f" × {gain:.2f} (OpenSSL's measured gain from 1 to {parallel} threads at {b} B)")
+    return float(parallel), f" × {parallel} (assumed linear: no {parallel}-thread cell measured)"
 
 
 def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict | None,

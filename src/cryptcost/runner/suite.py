@@ -15,6 +15,7 @@ from cryptcost.errors import CryptcostError, UserError
 from cryptcost.media import parse_medium
 from cryptcost.model import Result
 from cryptcost.stacks import parse_spec, unavailable_reason
+from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import parse_size
 from cryptcost.engines.base import Cell
 from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
@@ -25,6 +26,7 @@ from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET
 from cryptcost.runner.network import NetworkPlan, run_network
 from cryptcost.runner import network as netrun
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
+from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import Part, RunPlan
 
@@ -136,7 +138,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
         if part.storage:
             for sp in storage_plans(part.storage):
                 resolved, _ = resolve(sp.stacks, sp.fs, sp.accel)
-                steps = wl.steps(wl.expand(sp.workloads), sp.sizes, False)
+                steps = wl.steps(sp.workloads, sp.sizes, False)
                 for stack, _ in resolved:
                     plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
                     rate = 600e6 if plaintext else 120e6
@@ -170,31 +172,52 @@ class SuiteOutcome:
 
 
 def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
-    """The cipher cells the plan's storage stacks need for their cipher
-    ceilings (rule 8): each stack's algorithm at its own unit, in the engine
-    that runs it (OpenSSL stands in for the kernel and for other userspace
-    libraries), and without acceleration where the kernel's AES is software."""
+    """The cipher cells the plan's stacks need for their cipher ceilings
+    (rule 8): each stack's algorithm at its own unit, in the engine that
+    runs it (OpenSSL stands in for the kernel and for other userspace
+    libraries), without acceleration where the kernel's AES is software,
+    and with as many threads as the stack runs its cipher with
+    (:func:`cipher_threads`). An engine that runs one thread only (Go's)
+    gets OpenSSL's cells at 1 and N threads beside it, for the measured gain."""
     soft_kernel_aes = any(d.get("implementation") == "software" for name, d in
                           host.get("crypto_drivers", {}).items() if name in ("aes", "xts(aes)"))
+    usable = host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
     cells = set()
-    for part in plan.parts:
-        stacks = [s for sp in (storage_plans(part.storage) if part.storage else [])
-                  for s, _ in resolve(sp.stacks, sp.fs, sp.accel)[0]]
-        for np_ in network_plans(part.network)[:1] if part.network else []:
-            stacks += [s for s, _ in netrun.resolve(np_.stacks, np_.link, np_.accel)[0]]
-        for stack in stacks:
-            ref = stack.cipher_ref()
-            if not ref or not 16 <= ref["unit"] <= 64 << 20:
-                continue
-            engine = "go" if ref["where"] == "go" else "openssl"
-            if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
-                engine = "openssl"                  # the nearest: OpenSSL's implementation
-            if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
-                continue
-            cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, stack.accel))
-            if ref["where"] == "kernel" and soft_kernel_aes and ref["algorithm"].startswith("aes"):
-                cells.add(Cell(engine, ref["algorithm"], ref["unit"], 1, False))
+    for stack, cpus, uses in _stacks_and_uses(plan):
+        ref = stack.cipher_ref()
+        if not ref or not 16 <= ref["unit"] <= 64 << 20:
+            continue
+        engine = "go" if ref["where"] == "go" else "openssl"
+        if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
+            engine = "openssl"                  # the nearest: OpenSSL's implementation
+        if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
+            continue
+        accels = {stack.accel} | ({False} if ref["where"] == "kernel" and soft_kernel_aes
+                                  and ref["algorithm"].startswith("aes") else set())
+        threads = {cipher_threads(ref, op, size, depth, cpus or usable) for op, size, depth in uses} | {1}
+        for accel in accels:
+            for n in threads:
+                cap = CIPHER_ENGINES[engine].max_threads
+                for eng in [engine] if cap is None or n <= cap else [engine, "openssl"]:
+                    cells.add(Cell(eng, ref["algorithm"], ref["unit"], n if eng == "openssl" else 1, accel))
+                    if eng != engine:
+                        cells.add(Cell(eng, ref["algorithm"], ref["unit"], 1, accel))
     return tuple(sorted(cells))
+
+
+def _stacks_and_uses(plan: RunPlan):
+    """(stack, CPUs, {(op, request bytes, requests in flight)}) for every
+    storage and network stack of the plan."""
+    for part in plan.parts:
+        for sp in storage_plans(part.storage) if part.storage else []:
+            steps = wl.steps(sp.workloads, sp.sizes or wl.Sizes(medium=sp.size or 1 << 30), False)
+            uses = {(op.op, op.block_bytes, op.iodepth) for step in steps for op in step.ops}
+            for stack, _ in resolve(sp.stacks, sp.fs, sp.accel)[0]:
+                yield stack, sp.cpus, uses
+        for np_ in network_plans(part.network) if part.network else []:
+            for stack, _ in netrun.resolve(np_.stacks, np_.link, np_.accel)[0]:
+                ops = netwl.ops(np_.workloads, stack.traffic, streams=np_.streams)
+                yield stack, np_.cpus, {(op.op, None, op.streams) for op in ops} or {("stream", None, 1)}
 
 
 def _comparisons(part: Part, policy: stats.Policy, sink: Sink, progress_factory):

@@ -116,9 +116,28 @@ ACCEL_SWITCHES: dict[str, dict[str, str]] = {
 }
 
 
-def ref(algorithm: str, where: str, unit: int = 4096, exact: bool = True) -> dict:
-    """A :meth:`Stack.cipher_ref` value."""
-    return {"algorithm": algorithm, "where": where, "unit": unit, "exact": exact}
+def ref(algorithm: str, where: str, unit: int = 4096, exact: bool = True,
+        threads: dict[str, tuple[int | str, int]] | None = None) -> dict:
+    """A :meth:`Stack.cipher_ref` value. ``threads`` says how many threads
+    the stack encrypts one request with, by operation (``"*"``: any), and
+    from what request size on: ``{"write": (2, 128 << 10)}``; ``"cpus"``
+    for as many as there are CPUs. Unnamed: one."""
+    out = {"algorithm": algorithm, "where": where, "unit": unit, "exact": exact}
+    if threads:
+        out["threads"] = {op: list(v) for op, v in threads.items()}
+    return out
+
+
+def cipher_threads(cref: dict, op: str | None, request_bytes: int | None, depth: int, cores: int) -> int:
+    """How many threads run a stack's cipher at once: each of ``depth``
+    outstanding requests (queue depth, streams) with the threads the stack
+    encrypts one request of ``op`` with (:func:`ref`), at most ``cores``."""
+    declared = cref.get("threads") or {}
+    per, least = declared.get(op) or declared.get("*") or (1, 0)
+    if request_bytes is not None and request_bytes < least:
+        per = 1
+    cores = max(1, cores)
+    return cores if per == "cpus" else max(1, min(cores, max(1, depth) * int(per)))
 
 
 class Stack(ABC):

@@ -47,8 +47,10 @@ class Wireguard(NetworkStack):
     crypto_library = "go"
 
     def cipher_ref(self) -> dict:
+        # Both implementations encrypt and decrypt packets on every CPU (wireguard-go starts one
+        # encryption and one decryption goroutine per CPU; the kernel, a worker per CPU).
         return ref("chacha20-poly1305", "kernel" if self.params.get("implementation") == "kernel" else "go",
-                   unit=1420)
+                   unit=1420, threads={"*": ("cpus", 0)})
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
