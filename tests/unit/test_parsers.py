@@ -91,3 +91,28 @@ def test_proc_stat_split(fixture_text):
     assert split.user == pytest.approx(100 / cpu.CLK_TCK)        # the aggregate "cpu" line
     assert split.busy == pytest.approx(split.user)
     assert split.max_core_busy == pytest.approx(0.25)
+
+
+def test_free_page_reporting_is_recorded_with_its_settings_and_said_when_on(tmp_path, monkeypatch):
+    """A VM that hands freed memory to its host: the settings are recorded (not the counters,
+    which differ in every run), and the host notes name it; without it, nothing is said."""
+    from cryptcost.host import kernel, probe
+    params = tmp_path / "parameters"
+    params.mkdir()
+    (params / "page_reporting_order").write_text("9\n")
+    (params / "reported_kib").write_text("123\n")
+    (params / "reported_kib").chmod(0o444)
+    balloon = tmp_path / "virtio_balloon"
+    (balloon / "virtio0").mkdir(parents=True)
+    (balloon / "virtio0" / "features").write_text("0110010100\n")
+    monkeypatch.setattr(kernel, "BALLOON", str(balloon))
+    got = kernel.page_reporting(params)
+    assert got == {"page_reporting_order": 9, "enabled": True}
+    info = {"cpu": {"flags": {}, "governor": "performance"}, "crypto_drivers": {"xts(aes)": {}},
+            "root": True, "page_reporting": got}
+    assert any("free page reporting" in n for n in probe.notes(info))
+    (balloon / "virtio0" / "features").write_text("0110000100\n")
+    info["page_reporting"] = kernel.page_reporting(params)
+    assert info["page_reporting"]["enabled"] is False
+    assert not any("free page reporting" in n for n in probe.notes(info))
+    assert kernel.page_reporting(tmp_path / "absent") is None

@@ -160,3 +160,39 @@ def drivers_for(algorithm: str) -> dict:
 def kernel_info() -> dict:
     uname = os.uname()
     return {"release": uname.release, "version": uname.version, "machine": uname.machine}
+
+
+PAGE_REPORTING = Path("/sys/module/page_reporting/parameters")
+
+
+def page_reporting(root: Path = PAGE_REPORTING) -> dict | None:
+    """Free page reporting (a VM's balloon driver hands freed memory back to
+    its host): its settings as the kernel shows them (not its counters), or
+    None when the kernel has no reporting; ``enabled``: a balloon device
+    negotiated it."""
+    if not root.is_dir():
+        return None
+    out = {}
+    for p in sorted(root.iterdir()):
+        try:
+            if not p.stat().st_mode & 0o200:          # a read-only counter, not a setting
+                continue
+            value = p.read_text().strip()
+        except OSError:
+            continue
+        out[p.name] = int(value) if value.lstrip("-").isdigit() else value
+    out["enabled"] = any(_reports(dev) for dev in Path(BALLOON).glob("virtio*"))
+    return out
+
+
+BALLOON = "/sys/bus/virtio/drivers/virtio_balloon"
+F_REPORTING = 5                                   # VIRTIO_BALLOON_F_REPORTING
+
+
+def _reports(dev: Path) -> bool:
+    """A bound balloon device that negotiated free page reporting."""
+    try:
+        bits = (dev / "features").read_text().strip()
+    except OSError:
+        return False
+    return len(bits) > F_REPORTING and bits[F_REPORTING] == "1"
