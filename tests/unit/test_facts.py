@@ -287,3 +287,14 @@ def test_every_fuse_stack_is_paired_with_a_passthrough_of_its_library_and_option
         if stack.fuse_library not in unpackaged:
             assert base.fuse_library == stack.fuse_library, name
     assert get("fuse-passthrough")("big-writes").fuse_options == ("big_writes",)
+
+
+def test_a_host_whose_cpu_speed_moves_is_named_as_the_noise_floor():
+    """OpenSSL's samples depend on nothing but the CPU: when they spread, the run
+    says the host was not steady, before any other finding; a quiet host says nothing."""
+    quiet = [{**_cipher(a, True, 1e9), "values": [1e9, 1.01e9, 0.995e9]} for a in ("x", "y", "z")]
+    assert not any("not steady" in f for f in analyze(quiet, {"cpu": {}}).findings)
+    noisy = [{**_cipher(a, True, 1.7e9), "values": [1.70e9, 2.64e9, 2.30e9]} for a in ("x", "y", "z")]
+    first = analyze(noisy, {"cpu": {}}).findings[0]
+    assert "CPU's own speed was not steady" in first and "3 cells" in first
+    assert not any("not steady" in f for f in analyze(noisy[:2], {"cpu": {}}).findings)   # too few to say

@@ -10,6 +10,8 @@ this cryptcost has never heard of, is reported alike.
 
 from __future__ import annotations
 
+import statistics
+
 from dataclasses import dataclass, field
 
 from cryptcost import stats
@@ -60,7 +62,8 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
             base = net_index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
             a.verdicts[i] = bottleneck.classify_network(r, base, ciphers, host).to_dict()
     a.scaling = scaling.curves(results, a.verdicts, host, skipped)
-    a.findings = findings(storage, ciphers) + network_findings(network) + scaling.findings(a.scaling)
+    a.findings = [f for f in [host_noise(ciphers)] if f] + findings(storage, ciphers) + \
+        network_findings(network) + scaling.findings(a.scaling)
     a.tuning = tuning(storage)
     if target:
         a.predictions = costmodel.predict(storage, target, target_label or rate(target), a.verdicts)
@@ -125,6 +128,25 @@ def ranking(storage: list[dict]) -> list[dict]:
 def _order(key: tuple) -> tuple:
     """Sort cell keys whose fields may be None (absent in older runs)."""
     return tuple((0, v) if v is not None else (1, 0) for v in key)
+
+
+STEADY_CPU = 0.02          # OpenSSL's sample-to-sample CV on a quiet host is well under this
+
+
+def host_noise(ciphers: list[dict]) -> str | None:
+    """How steady the CPU itself was during the run: ``openssl speed``
+    depends on nothing but the CPU's speed, so the spread of its samples is
+    the host's noise floor (a shared VM's neighbours, a clock that moves)."""
+    cvs = sorted(statistics.stdev(v) / statistics.fmean(v) for c in ciphers
+                 if c.get("engine") == "openssl" and len(v := c.get("values") or []) >= 3 and statistics.fmean(v) > 0)
+    if len(cvs) < 3 or statistics.median(cvs) <= STEADY_CPU:
+        return None
+    return (f"the CPU's own speed was not steady during this run: OpenSSL's cipher figures, which depend on "
+            f"nothing but the CPU, varied from sample to sample by a median {statistics.median(cvs):.1%} "
+            f"(coefficient of variation over {len(cvs)} cells; up to {cvs[-1]:.0%}), where a quiet host stays "
+            f"under {STEADY_CPU:.0%}. No figure of this run is steadier than the host: wide intervals here are "
+            "the host's (a shared or throttled VM), not the stacks'; overheads, paired with their baselines round "
+            "by round, suffer least. Rerun when the host is quiet")
 
 
 def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
