@@ -43,6 +43,7 @@ from functools import lru_cache
 MAD_THRESHOLD = 3.5
 ALPHA = 0.05
 BOOTSTRAP = 2000
+HOST_DRIFT = 0.10     # the host's CPU speed moved more than this between a result's samples
 
 
 # --- distributions -------------------------------------------------------------

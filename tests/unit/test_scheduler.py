@@ -197,3 +197,29 @@ def test_a_deadline_stops_series_at_their_minimum():
     jobs = [_job("A", [], [100, 130, 70] * 10)]
     got = schedule(jobs, Policy(3, 20, 0.03, warmup=0, deadline=time.monotonic()))
     assert len(got["A"].samples) == 3 and got["A"].stop_reason == "time_budget"
+
+
+def test_the_hosts_cpu_speed_is_timed_before_every_sample_and_a_move_is_named():
+    """A fixed piece of CPU work is timed before each measured job (not the warm-up):
+    each sample keeps it, and a result whose host moved more than 10 % between its
+    samples is told so, as its likely cause and among the run's findings."""
+    from cryptcost.analysis import analyze
+    from cryptcost.runner.scheduler import drift_cause, host_drift
+    log, speeds = [], iter([2.0e9, 1.6e9, 2.0e9])
+    calls = []
+
+    def reference():
+        calls.append(len(log))
+        return next(speeds)
+    series = schedule([_job("A", log, [1, 100, 100, 100])], Policy(3, 3, 0.03, warmup=1), reference=reference)
+    samples = series["A"].samples
+    assert calls == [1, 2, 3]                          # after the warm-up round, before each measured one
+    assert [s.metrics["cpu_ref"] for s in samples] == [2.0e9, 1.6e9, 2.0e9]
+    assert host_drift(samples) == 0.25 and "moved by 25%" in drift_cause(samples)
+    steady = [Sample(1, 1, metrics={"cpu_ref": v}) for v in (2.0e9, 1.95e9, 2.02e9)]
+    assert drift_cause(steady) is None and host_drift(steady[:1]) is None
+    moved = {"kind": "storage", "stack": "x", "op": "write", "block_bytes": 1 << 20, "workload": "seq",
+             "median_bytes_per_s": 1e8, "values": [1e8] * 3, "host_drift": 0.25, "params": {"facts": {}}}
+    assert any("saw the host's CPU speed move" in f and "up to 25%" in f
+               for f in analyze([moved], {"cpu": {}}).findings)
+    assert not any("CPU speed move" in f for f in analyze([{**moved, "host_drift": 0.04}], {"cpu": {}}).findings)

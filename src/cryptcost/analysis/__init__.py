@@ -62,7 +62,7 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
             base = net_index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
             a.verdicts[i] = bottleneck.classify_network(r, base, ciphers, host).to_dict()
     a.scaling = scaling.curves(results, a.verdicts, host, skipped)
-    a.findings = [f for f in [host_noise(ciphers)] if f] + findings(storage, ciphers) + \
+    a.findings = host_noise(ciphers, storage + network) + findings(storage, ciphers) + \
         network_findings(network) + scaling.findings(a.scaling)
     a.tuning = tuning(storage)
     if target:
@@ -133,20 +133,35 @@ def _order(key: tuple) -> tuple:
 STEADY_CPU = 0.02          # OpenSSL's sample-to-sample CV on a quiet host is well under this
 
 
-def host_noise(ciphers: list[dict]) -> str | None:
-    """How steady the CPU itself was during the run: ``openssl speed``
-    depends on nothing but the CPU's speed, so the spread of its samples is
-    the host's noise floor (a shared VM's neighbours, a clock that moves)."""
-    cvs = sorted(statistics.stdev(v) / statistics.fmean(v) for c in ciphers
-                 if c.get("engine") == "openssl" and len(v := c.get("values") or []) >= 3 and statistics.fmean(v) > 0)
+def cpu_noise(ciphers: list[dict]) -> list[float]:
+    """The coefficients of variation of OpenSSL's cipher cells, sorted:
+    ``openssl speed`` depends on nothing but the CPU's speed, so their
+    spread is the host's noise floor (a shared VM's neighbours, a clock
+    that moves)."""
+    return sorted(statistics.stdev(v) / statistics.fmean(v) for c in ciphers
+                  if c.get("engine") == "openssl" and len(v := c.get("values") or []) >= 3 and statistics.fmean(v) > 0)
+
+
+def host_noise(ciphers: list[dict], measured: list[dict]) -> list[str]:
+    """Findings when the CPU itself was not steady during the run: in the
+    cipher table's spread, and between the samples of the other results (a
+    fixed SHA-256 timed before each sample, ``host_drift``)."""
+    out = []
+    moved = sorted(r["host_drift"] for r in measured if (r.get("host_drift") or 0) > stats.HOST_DRIFT)
+    if moved:
+        out.append(f"{len(moved)} of {len(measured)} storage and network results saw the host's CPU speed move by "
+                   f"more than {stats.HOST_DRIFT:.0%} between their samples (up to {moved[-1]:.0%}; a fixed "
+                   "SHA-256 is timed before every sample, `host_drift`): their spread is the host's, and their "
+                   "likely cause says so")
+    cvs = cpu_noise(ciphers)
     if len(cvs) < 3 or statistics.median(cvs) <= STEADY_CPU:
-        return None
-    return (f"the CPU's own speed was not steady during this run: OpenSSL's cipher figures, which depend on "
+        return out
+    return [(f"the CPU's own speed was not steady during this run: OpenSSL's cipher figures, which depend on "
             f"nothing but the CPU, varied from sample to sample by a median {statistics.median(cvs):.1%} "
             f"(coefficient of variation over {len(cvs)} cells; up to {cvs[-1]:.0%}), where a quiet host stays "
             f"under {STEADY_CPU:.0%}. No figure of this run is steadier than the host: wide intervals here are "
             "the host's (a shared or throttled VM), not the stacks'; overheads, paired with their baselines round "
-            "by round, suffer least. Rerun when the host is quiet")
+            "by round, suffer least. Rerun when the host is quiet")] + out
 
 
 def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:

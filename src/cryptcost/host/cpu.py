@@ -3,7 +3,9 @@ and system-wide CPU accounting from /proc/stat."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -77,6 +79,22 @@ def _read(path: str) -> str | None:
         return Path(path).read_text().strip()
     except OSError:
         return None
+
+
+_REFERENCE: list[bytes] = []
+
+
+def reference_speed(rounds: int = 4) -> float:
+    """Bytes/s of a fixed piece of CPU work, SHA-256 over 4 MiB four times
+    (about 10 ms): timed before every sample, so that a result can say
+    whether the host's CPU speed moved between its samples."""
+    if not _REFERENCE:
+        _REFERENCE.append(os.urandom(4 << 20))
+    data = _REFERENCE[0]
+    start = time.perf_counter()
+    for _ in range(rounds):
+        hashlib.sha256(data).digest()
+    return rounds * len(data) / (time.perf_counter() - start)
 
 
 def harness_cpu() -> float:

@@ -28,7 +28,7 @@ from cryptcost.links import Link, parse_link
 from cryptcost.model import Job, Result, metric_median as median
 from cryptcost.runner import pairing, pinning
 from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
-from cryptcost.runner.scheduler import Progress, Series, schedule
+from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, schedule
 from cryptcost.runner.sink import Sink
 from cryptcost.stacks.net import NetworkStack
 from cryptcost.workloads import network as wl
@@ -171,7 +171,7 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
                 measure=lambda i=i, op=op: runner(i, op), group=("network", op.key), est_seconds=plan.seconds + 1)
             for op in _ordered(ops) for i in ready if op in ops[i.label]]
     sink = sink or Sink()
-    series = schedule(jobs, policy, progress=progress, on_sample=lambda job, key, n, s: sink.sample(
+    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, n, s: sink.sample(
         "network", _fields(_inst(ready, key[0]), _op(ops, key), plan), n, s))
     for inst in ready:
         for op in ops[inst.label]:
@@ -236,6 +236,7 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         "bytes_moved": samples[-1].bytes_moved,
         "bytes_moved_per_sample": [x.bytes_moved for x in samples],
         "sample_seconds": statistics.median(x.seconds for x in samples),
+        "host_drift": host_drift(samples),
         "wire": _wire_summary(wires, inst.canary),
         "timing": samples[-1].metrics.get("timing") or "iperf3's receiver clock",
         "shared_cpus": inst.link.name in ("netns", "loopback"),
@@ -279,6 +280,9 @@ def _wire_summary(wires: list[dict], canary: dict | None) -> dict:
 
 
 def _likely_cause(inst: NetInstance, samples) -> str:
+    moved = drift_cause(samples)
+    if moved:
+        return moved
     retrans = [x.metrics.get("retransmits") or 0 for x in samples]
     if statistics.median(retrans) > 100:
         return (f"TCP retransmits ({statistics.median(retrans):.0f} per sample): the tunnel drops packets "

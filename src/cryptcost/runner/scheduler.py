@@ -23,7 +23,7 @@ from typing import Callable, Hashable
 from cryptcost import faults
 from cryptcost.errors import CryptcostError
 from cryptcost.model import Job, Sample
-from cryptcost.stats import Policy
+from cryptcost.stats import HOST_DRIFT, Policy
 
 log = logging.getLogger("cryptcost.scheduler")
 
@@ -98,8 +98,11 @@ def schedule(jobs: list[Job], policy: Policy, *,
              on_sample: Callable[[Job, Hashable, int, Sample], None] | None = None,
              on_done: Callable[[Hashable, Series], None] | None = None,
              progress: Progress | None = None,
-             stop_on_error: bool = False) -> dict[Hashable, Series]:
-    """Run ``jobs`` interleaved until each series stops; return all series."""
+             stop_on_error: bool = False,
+             reference: Callable[[], float] | None = None) -> dict[Hashable, Series]:
+    """Run ``jobs`` interleaved until each series stops; return all series.
+    ``reference`` times a fixed piece of CPU work before every job; each
+    sample keeps it (``cpu_ref``), for :func:`host_drift`."""
     progress = progress or Progress()
     series = {k: Series() for j in jobs for k in j.keys}
     warm = {id(j): j.warmups(policy.warmup) for j in jobs}
@@ -131,6 +134,7 @@ def schedule(jobs: list[Job], policy: Policy, *,
             faults.at("between")
             started = time.monotonic()
             warming = clock.rounds.get(id(job), 0) < warm[id(job)]
+            ref = reference() if reference and not warming else None
             try:
                 faults.at("measure")
                 got = job.measure()
@@ -149,6 +153,8 @@ def schedule(jobs: list[Job], policy: Policy, *,
                 s = series[key]
                 if key not in got or s.error:
                     continue
+                if ref:
+                    got[key].metrics["cpu_ref"] = ref
                 s.samples.append(got[key])
                 if on_sample:
                     on_sample(job, key, len(s.samples) - 1, got[key])
@@ -156,6 +162,22 @@ def schedule(jobs: list[Job], policy: Policy, *,
     progress.finish()
     report_finished([])
     return series
+
+
+def host_drift(samples: list[Sample]) -> float | None:
+    """How far the host's CPU speed moved between ``samples`` (the largest
+    over the smallest reference timed before each, minus one), or None."""
+    refs = [x.metrics["cpu_ref"] for x in samples if x.metrics.get("cpu_ref")]
+    return max(refs) / min(refs) - 1 if len(refs) > 1 else None
+
+
+def drift_cause(samples: list[Sample]) -> str | None:
+    """A result's likely cause when the host itself moved, else None."""
+    d = host_drift(samples)
+    if d is None or d <= HOST_DRIFT:
+        return None
+    return (f"the host's CPU speed moved by {d:.0%} between its samples (a fixed SHA-256 timed before "
+            "each): the host, not the stack")
 
 
 def rotate(jobs: list[Job], rnd: int) -> list[Job]:

@@ -29,7 +29,7 @@ from cryptcost.media import Medium
 from cryptcost.model import Job, Result, Sample, metric_median as median
 from cryptcost.runner import pairing, pinning
 from cryptcost.runner.integrity import check_pattern
-from cryptcost.runner.scheduler import Progress, Series, schedule
+from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, schedule
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, make_archive
 from cryptcost.stacks.fs import StorageStack
@@ -160,7 +160,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
             for step in steps for inst in ready]
     sink = sink or Sink()
     op_of = {op.key: op for step in steps for op in step.ops}
-    series = schedule(jobs, policy, progress=progress, on_sample=lambda job, key, i, s: sink.sample(
+    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, i, s: sink.sample(
         "storage", _fields(_inst(ready, key[0]), op_of[key[1]], plan), i, s))
     outcome = StorageOutcome(skipped=skipped, cache_mode="direct" if direct else "buffered+fsync",
                              failed=failed)
@@ -195,6 +195,9 @@ def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
 
 def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample]) -> str:
     """The most likely source of a result's spread, from what is known of it."""
+    moved = drift_cause(samples)
+    if moved:
+        return moved
     short = next((x.metrics["short_because"] for x in samples if x.metrics.get("short_because")), None)
     if short:
         return f"samples shorter than {MIN_SAMPLE_SECONDS:g} s: {short}"
@@ -232,6 +235,7 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         metrics["incomplete"] = s.error
     metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
     metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
+    metrics["host_drift"] = host_drift(samples)
     summary = stats.summarize(s.values())
     if len(samples) > 1 and summary.rel_half_width > target:
         metrics.update(unstable=True, cv=summary.cv, likely_cause=likely_cause(inst, op, samples))
