@@ -250,7 +250,7 @@ def test_the_cipher_table_holds_the_threads_each_stack_runs_its_cipher_with():
     2-thread cells stand beside it."""
     from cryptcost.engines.base import Cell
     from cryptcost.runner.suite import ceiling_cells
-    from cryptcost.workloads.plan import load
+    from cryptcost.workloads.plan import Part, RunPlan, load
     plan = load("quick", None)
     cells = set(ceiling_cells(plan, {"cpu": {"cores": 2, "cores_usable": 2}}))
     assert Cell("openssl", "aes-256-gcm", 4096, 2, True) in cells
@@ -259,6 +259,10 @@ def test_the_cipher_table_holds_the_threads_each_stack_runs_its_cipher_with():
     assert not any(c.engine == "go" and c.threads > 1 for c in cells)
     one = set(ceiling_cells(plan, {"cpu": {"cores": 1, "cores_usable": 1}}))
     assert all(c.threads == 1 for c in one)
+    every = RunPlan("t", parts=[Part("p", storage={"stacks": ["gocryptfs:*"], "workloads": ["seq-1m"]})])
+    cells = ceiling_cells(every, {"cpu": {"cores": 2, "cores_usable": 2}})
+    assert Cell("go", "xchacha20-poly1305", 4096, 1, True) in cells     # OpenSSL has no XChaCha20:
+    assert not any(c.engine == "openssl" and c.algorithm == "xchacha20-poly1305" for c in cells)  # no gain cell
 
 
 def test_near_the_baseline_with_a_significant_overhead_is_not_called_free():

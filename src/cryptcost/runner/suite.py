@@ -195,13 +195,16 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
         accels = {stack.accel} | ({False} if ref["where"] == "kernel" and soft_kernel_aes
                                   and ref["algorithm"].startswith("aes") else set())
         threads = {cipher_threads(ref, op, size, depth, cpus or usable) for op, size, depth in uses} | {1}
+        cap = CIPHER_ENGINES[engine].max_threads
+        gain = ref["algorithm"] in CIPHER_ENGINES["openssl"].algorithms    # else the gain is said as assumed
         for accel in accels:
             for n in threads:
-                cap = CIPHER_ENGINES[engine].max_threads
-                for eng in [engine] if cap is None or n <= cap else [engine, "openssl"]:
-                    cells.add(Cell(eng, ref["algorithm"], ref["unit"], n if eng == "openssl" else 1, accel))
-                    if eng != engine:
-                        cells.add(Cell(eng, ref["algorithm"], ref["unit"], 1, accel))
+                if cap is None or n <= cap:
+                    cells.add(Cell(engine, ref["algorithm"], ref["unit"], n, accel))
+                    continue
+                cells.add(Cell(engine, ref["algorithm"], ref["unit"], cap, accel))
+                if gain:
+                    cells |= {Cell("openssl", ref["algorithm"], ref["unit"], k, accel) for k in (1, n)}
     return tuple(sorted(cells))
 
 
