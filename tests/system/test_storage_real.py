@@ -206,6 +206,7 @@ def test_the_throttled_medium_is_a_device_of_the_speed_named(cli):
 
 
 @pytest.mark.root
+@pytest.mark.stack_matrix
 def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
     """R3's question on the stacks themselves (#13): each library's switch
     really slows its stack (Go's GODEBUG for gocryptfs's Go backend,
