@@ -182,6 +182,35 @@ def test_stacks_whose_difference_is_noise_share_a_rank():
     assert "fast and noisy tie for the fastest" in rec["text"] and "is the fastest" not in rec["text"]
 
 
+def _spread_result(name, op, value, spread):
+    r = _result(name, op, value, facts=NOVEL, baseline="plain",
+                vs={"plain": {"overhead": 1 - value / 400e6, "significant": True}})
+    r["values"] = [value * (1 - spread), value, value * (1 + spread), value * (1 - spread / 2)]
+    return r
+
+
+def test_a_chain_of_ties_never_ranks_a_stack_with_one_it_is_slower_than():
+    """A ~ B and B ~ C, but C is significantly slower than A: C starts its own rank."""
+    results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
+    for name, value, spread in (("a", 300e6, 0.01), ("b", 250e6, 0.4), ("c", 200e6, 0.01)):
+        results += [_spread_result(name, op, value, spread) for op in ("read", "write")]
+    a = analyze(results, {"cpu": {}})
+    assert [(r["stack"], r["rank"], r["tie"]) for r in a.ranking] == [
+        ("a", 1, False), ("b", 1, True), ("c", 3, False)]
+
+
+def test_stacks_that_trade_places_share_a_rank_and_the_text_says_where_each_wins():
+    """x is significantly faster at reads, y at writes: neither is the fastest."""
+    results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
+    for name, read, write in (("x", 300e6, 150e6), ("y", 200e6, 240e6)):
+        results += [_spread_result(name, "read", read, 0.01), _spread_result(name, "write", write, 0.01)]
+    a = analyze(results, {"cpu": {}})
+    assert [(r["stack"], r["rank"], r["tie"]) for r in a.ranking] == [("x", 1, False), ("y", 1, True)]
+    rec = next(r for r in a.recommendations if r["use_case"] == "any-filesystem")
+    assert "is the fastest" not in rec["text"] and "no stack wins on every cell" in rec["text"]
+    assert "y and x trade places: y is significantly faster at writes and slower at reads" in rec["text"]
+
+
 
 def _cipher(alg, accel, value, threads=1, size=4096):
     return {"kind": "cipher", "engine": "openssl", "algorithm": alg, "accel": accel, "threads": threads,

@@ -62,24 +62,53 @@ def _compare(results: list[dict], a: str, b: str, op: str = "read") -> stats.Com
     return stats.compare(ra["values"], rb["values"])
 
 
+def faster_at(results: list[dict], a: str, b: str) -> tuple[list[str], list[str]]:
+    """The main cells (ops) on which ``b`` is significantly faster than
+    ``a``, and those on which it is significantly slower."""
+    up, down = [], []
+    for op in MAIN_OPS:
+        c = _compare(results, a, b, op)
+        if c is not None and c.significant:
+            (up if c.ratio > 1 else down).append(op)
+    return up, down
+
+
 def tied(results: list[dict], a: str, b: str) -> bool:
     """Whether two stacks cannot be ranked: none of their main cells (1 MiB
     reads and writes; one stream or one file each way) differ significantly
-    (or they cannot be compared)."""
-    return not any(c is not None and c.significant for c in (_compare(results, a, b, op)
-                                                             for op in MAIN_OPS))
+    (or they cannot be compared), or they trade places — each significantly
+    faster on one of them (:func:`trade_off`)."""
+    up, down = faster_at(results, a, b)
+    return not (up and not down or down and not up)
+
+
+def trade_off(results: list[dict], a: str, b: str) -> bool:
+    """Each of the two is significantly faster on one main cell: neither ranks above the other."""
+    up, down = faster_at(results, a, b)
+    return bool(up and down)
 
 
 def ranks(results: list[dict], ordered: list[str]) -> list[tuple[int, bool]]:
-    """(rank, tied with the one before) for stacks in score order: a stack
-    that ties with the previous one shares its rank."""
+    """(rank, tied) for stacks in score order: a stack that ties with the
+    first stack of the rank before it shares that rank; otherwise it starts
+    its own. Ties are checked against that first stack, not the one just
+    before, so that a chain of ties (A ~ B, B ~ C) never ranks C with an A
+    it is significantly slower than."""
     out: list[tuple[int, bool]] = []
+    leader = None
     for i, stack in enumerate(ordered):
-        if i and tied(results, ordered[i - 1], stack):
+        if i and tied(results, leader, stack):
             out.append((out[-1][0], True))
         else:
             out.append((i + 1, False))
+            leader = stack
     return out
+
+
+def _trade(results: list[dict], best: str, other: str) -> str:
+    up, down = faster_at(results, best, other)
+    return (f"{other} and {best} trade places: {other} is significantly faster at {' and '.join(up)}s "
+            f"and slower at {' and '.join(down)}s ({_describe(results, other)}).")
 
 
 def _describe(results: list[dict], stack: str) -> str:
@@ -136,7 +165,10 @@ def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: list[di
         sentences.append("No stack for this use was measured in this run.")
     else:
         (_, best), rest = ranked[0], ranked[1:]
-        if rest and tied(storage, best, rest[0][1]):
+        if rest and trade_off(storage, best, rest[0][1]):
+            sentences.append(f"Measured here, no stack wins on every cell: {best}: "
+                             f"{_describe(storage, best)}.")
+        elif rest and tied(storage, best, rest[0][1]):
             sentences.append(f"Measured here, {best} and {rest[0][1]} tie for the fastest (no significant "
                              f"difference on {cells}): {best}: {_describe(storage, best)}.")
         elif rest:
@@ -144,7 +176,9 @@ def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: list[di
         else:
             sentences.append(f"Only {best} was measured for this use: {_describe(storage, best)}.")
         for sc, other in rest[:3]:
-            if tied(storage, best, other):
+            if trade_off(storage, best, other):
+                sentences.append(_trade(storage, best, other))
+            elif tied(storage, best, other):
                 sentences.append(f"{other} is not significantly different from {best} "
                                  f"({_describe(storage, other)}).")
             else:
