@@ -13,7 +13,7 @@ from cryptcost.engines.openssl import OpenSSLEngine
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.model import Job, Sample
 from cryptcost.runner.scheduler import schedule
-from cryptcost.runner.steps import Instance, StepRunner
+from cryptcost.runner.steps import FIRST_PASS_BYTES, Instance, StepRunner
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
 from cryptcost.workloads import storage as wl
@@ -68,7 +68,7 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     write, read = step.ops
     assert write.by_time and read.by_time and write.fio.size == 204 * MiB
     first = runner.job(inst, write, step)
-    assert first.size == write.fio.size and first.cap is None         # no rate yet: the whole file
+    assert first.size == FIRST_PASS_BYTES < write.fio.size and first.cap is None   # no rate yet: enough to find it
     assert runner.job(inst, read, step).cap == 1.0                     # a read also stops at 1 s
     runner.rate[("x", write.key)] = 80e6                               # a slow stack: 80 MB/s
     sized = runner.job(inst, write, step)
@@ -82,6 +82,20 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     assert runner.stem(inst, write, step) == f"{step.name}-r2"          # a new file each round
     inst.stack = RcloneCrypt()                                          # whole files, one name: see its class
     assert runner.job(inst, write, step) is write.fio and runner.stem(inst, write, step) == step.name
+
+
+def test_pass_count_follows_the_next_pass_size_not_the_last(tmp_path):
+    """After a small first pass (64 MiB in 0.1 s), the next passes move the
+    file (204 MiB at that rate: 0.32 s): four fill a second, not ten."""
+    step, inst, runner = _seq(tmp_path)
+    write = step.ops[0]
+    key = ("x", write.key)
+    runner.history[key] = (0.1, 0.05)
+    runner.rate[key] = FIRST_PASS_BYTES / 0.1
+    size = runner.job(inst, write, step).size
+    assert size == write.fio.size
+    assert runner.passes(key, write, size) == (4, None)
+    assert runner.passes(key, write) == (10, None)                     # the last pass's length alone
 
 
 def test_bigfile_keeps_its_sizes(tmp_path):

@@ -17,7 +17,8 @@ A sequential operation is also sized by time the other way: a pass
 moves what the last sample moved in the minimum time (a read also stops
 once that time is up), so a stack slower than the file's size allows
 needs one pass of about a second rather than one of many; the read then
-reads what was written.
+reads what was written. A cell's first write, which has no rate to go by
+(the warm-up round's, normally), moves at most :data:`FIRST_PASS_BYTES`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ WRITES = ("write", "create", "randwrite")
 MIN_SAMPLE_SECONDS = 1.0     # measured time per sample
 SAMPLE_BUDGET = 2.0          # wall seconds one sample may take, passes and resets included
 MAX_PASSES = 32
+FIRST_PASS_BYTES = 64 << 20  # a sequential write's first pass, which only finds the cell's rate
 
 
 @dataclass
@@ -179,12 +181,16 @@ class StepRunner:
             self.clean(workdir, step)
         return out
 
-    def passes(self, key: tuple, op: wl.Op) -> tuple[int, str | None]:
+    def passes(self, key: tuple, op: wl.Op, size: int | None = None) -> tuple[int, str | None]:
         """How many passes the next sample of ``key`` takes, and why it is
-        short when the budget, not the target, decided."""
+        short when the budget, not the target, decided. ``size``: the bytes
+        the next pass moves, when it is sized by time; a pass of another
+        size than the last lasts that size at the last sample's rate."""
         if not self.repeatable(op) or key not in self.history:
             return 1, None
         one, between = self.history[key]
+        if size and self.rate.get(key):
+            one = min(size / self.rate[key], self.min_seconds)
         # (a pass cut at the minimum time counts as one, whatever the clock's last millisecond says)
         want = min(MAX_PASSES, max(1, math.ceil(self.min_seconds / max(one, 1e-3) - 0.01)))
         fits = max(1, int(self.budget // max(one + between, 1e-3)))
@@ -224,7 +230,8 @@ class StepRunner:
     def measure(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:
         """One sample: as many passes of ``op`` as fill the minimum time."""
         key = (inst.label, op.key)
-        passes, short = self.passes(key, op)
+        size = self.job(inst, op, step).size if self.by_time(inst, op) else None
+        passes, short = self.passes(key, op, size)
         samples, gaps = [], []
         for i in range(passes):
             if i:
@@ -308,6 +315,10 @@ class StepRunner:
             want = max(job.bs, int(rate * self.min_seconds * 1.1) // job.bs * job.bs)
             if want < job.size:
                 job = replace(job, size=want)
+        elif op.op == "write" and job.size > FIRST_PASS_BYTES:
+            # The cell's first pass (the warm-up round's) only finds its rate:
+            # a slow stack need not spend seconds writing the whole file for that.
+            job = replace(job, size=FIRST_PASS_BYTES)
         if op.op == "read":
             path = inst.workdir / f"{self.stem(inst, op, step)}.dat"
             have = path.stat().st_size // job.bs * job.bs if path.exists() else job.size
