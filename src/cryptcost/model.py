@@ -37,6 +37,12 @@ class CpuSplit:
         not run at all, so counting it would bill the stack for a neighbour)."""
         return self.user + self.nice + self.system + self.irq + self.softirq
 
+    @property
+    def machine_busy(self) -> float:
+        """The share of all CPUs' time they worked (steal left out of both)."""
+        total = self.busy + self.idle + self.iowait
+        return self.busy / total if total > 0 else 0.0
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["busy"] = self.busy

@@ -26,6 +26,43 @@ def test_busy_of_a_stored_split_leaves_steal_out():
     assert CpuSplit(user=1, system=1, steal=5).busy == 2
 
 
+def test_windows_add_up_and_leave_the_gap_between_them_out():
+    """fio's job and the settle after it are two windows; what ran between
+    them (fio's exit) is not billed."""
+    split = cpu.windows_split([(_stat(0, 0, 0, 0), _stat(100, 0, 100, 0)),
+                               (_stat(500, 0, 500, 0), _stat(500, 50, 550, 0))])
+    assert split.busy == pytest.approx(150 / cpu.CLK_TCK)
+    assert split.idle == pytest.approx(150 / cpu.CLK_TCK)
+    assert split.max_core_busy == pytest.approx(0.5)
+    assert cpu.windows_split([(_stat(0, 0, 0, 0), _stat(1, 1, 8, 0))]) == cpu.cpu_split(_stat(0, 0, 0, 0),
+                                                                                        _stat(1, 1, 8, 0))
+
+
+def test_fio_reads_proc_stat_around_its_job_only(tmp_path):
+    """The window fio reports opens after its start-up (about 0.3 s here)
+    and closes at its last I/O, inside the wall time of the run."""
+    from cryptcost.engines import fio
+    if not fio_installed():
+        pytest.skip("fio is not installed")
+    stat_dir, data = tmp_path / "stat", tmp_path / "data"
+    stat_dir.mkdir()
+    data.mkdir()
+    before = cpu.stat_snapshot()
+    outcome, wall = fio.run(fio.FioJob("write", 1 << 20, 64 << 20, end_fsync=True), data, "j", stat_dir=stat_dir)
+    after = cpu.stat_snapshot()
+    pre, post = (cpu.stat_snapshot(t) for t in outcome.stat)
+    assert list(stat_dir.iterdir()) == []                          # read, then removed
+    window = sum(b - a for a, b in zip(pre["cpu"], post["cpu"]))
+    whole = sum(b - a for a, b in zip(before["cpu"], after["cpu"]))
+    assert 0 < window < whole                                     # inside the run, not all of it
+    assert outcome.io_bytes == 64 << 20
+
+
+def fio_installed() -> bool:
+    import shutil
+    return shutil.which("fio") is not None
+
+
 def test_a_device_with_a_mapping_on_top_is_in_use(tmp_path):
     """/sys/class/block/X/holders (dm-crypt, LVM, MD on the disk or a partition) counts as in use."""
     sysfs = tmp_path / "block"

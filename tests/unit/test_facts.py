@@ -244,6 +244,24 @@ def test_cipher_bound_needs_the_stack_to_reach_the_ceiling():
     assert "not measured" in none["explanation"]
 
 
+def test_every_cpu_busy_below_the_ceilings_is_the_machines_cpu_not_one_core_or_latency():
+    """fscrypt's reads on this host's software AES: 37 MB/s, far below the
+    OpenSSL stand-in ceiling (440 MB/s), with both CPUs ~90 % busy in the
+    kernel's decryption workers. Not latency, and not one core."""
+    base = _result("plain", "read", 1000e6, facts=PLAIN)
+    ceiling = _cipher("aes-256-xts", False, 440e6)
+    r = _kernel_result(37e6)
+    r["cpu"] = {"max_core_busy": 0.92, "machine_busy": 0.88}
+    v = analyze([base, r, ceiling], SOFT_HOST).verdicts[1]
+    assert v["bottleneck"] == "cpu" and "all 2 CPUs were 88% busy" in v["explanation"]
+    assert "every core" in v["explanation"] and "no parallelism" not in v["explanation"]
+    r["cpu"] = {"max_core_busy": 0.92, "machine_busy": 0.55}           # one core saturated, the other idle
+    v = analyze([base, r, ceiling], SOFT_HOST).verdicts[1]
+    assert v["bottleneck"] == "cpu" and "no parallelism" in v["explanation"]
+    r["cpu"] = {"max_core_busy": 0.6, "machine_busy": 0.55}
+    assert analyze([base, r, ceiling], SOFT_HOST).verdicts[1]["bottleneck"] == "latency"
+
+
 def test_the_cipher_ceiling_uses_the_threads_the_stack_can_use():
     base = _result("plain", "read", 1000e6, facts=PLAIN)
     one, two = _cipher("aes-256-xts", False, 100e6), _cipher("aes-256-xts", False, 150e6, threads=2)

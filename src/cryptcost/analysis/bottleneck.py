@@ -12,9 +12,10 @@ Three ceilings are compared with the measured throughput:
   1 MiB blocks on the same stack (the small-block slope).
 
 Verdicts: ``device``, ``cipher``, ``per-request``, ``fuse`` (the FUSE
-round trip, when the FUSE baseline is as slow), ``cpu`` (the stack's own
-code, a core saturated), ``latency`` (queue depth 1, no ceiling reached),
-``unknown``.
+round trip, when the FUSE baseline is as slow), ``cpu`` (a core saturated:
+the stack's own code on one core, or — every CPU busy — the machine's CPU,
+as for a kernel stack whose software AES runs in workers on every core),
+``latency`` (queue depth 1, no ceiling reached), ``unknown``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import rate
 
 NEAR = 0.85            # within 15 % of a ceiling: that ceiling binds
+SATURATED = 0.9        # the busiest core this busy: saturated
+ALL_BUSY = 0.85        # every CPU together this busy: the machine's CPU binds
 LARGE = 1 << 20
 
 
@@ -166,8 +169,16 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
         return verdict("fuse", f"throughput ≥ {NEAR:.0%} of the FUSE passthrough's",
                        f"{label} {rate(value)} is {value / _value(fuse_base):.0%} of the FUSE passthrough "
                        f"({rate(_value(fuse_base))}): the FUSE round trip limits it, not the cipher")
-    if busy >= 0.9:
-        return verdict("cpu", "the busiest core ≥ 90 % busy below every ceiling",
+    machine = (r.get("cpu") or {}).get("machine_busy") or 0
+    cores = r.get("cpus") or host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
+    if busy >= SATURATED and cores > 1 and machine >= ALL_BUSY:
+        return verdict("cpu", f"the busiest core ≥ {SATURATED:.0%} and all {cores} CPUs ≥ {ALL_BUSY:.0%} "
+                       "busy below every ceiling",
+                       f"{label} {rate(value)}: all {cores} CPUs were {machine:.0%} busy (the busiest "
+                       f"{busy:.0%}) while the device ({rate(device)}) and the cipher ({shown_cipher}) allow "
+                       "more: this machine's CPU is the limit, spread over every core")
+    if busy >= SATURATED:
+        return verdict("cpu", f"the busiest core ≥ {SATURATED:.0%} busy below every ceiling",
                        f"{label} {rate(value)}: one core was {busy * 100:.0f} % busy while the device "
                        f"({rate(device)}) and the cipher ({shown_cipher}) allow more: the stack's own "
                        "code on one core is the limit (no parallelism)")

@@ -215,7 +215,8 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
             target: float = 0.03) -> Result:
     samples = s.samples
     cpu_mean = {k: statistics.fmean(getattr(x.cpu, k) for x in samples if x.cpu)
-                for k in ("user", "system", "iowait", "softirq", "irq", "daemons", "max_core_busy")}
+                for k in ("user", "system", "iowait", "softirq", "irq", "daemons", "max_core_busy",
+                          "machine_busy")}
     stack = inst.stack
     metrics = {
         "unit": op.unit, "role": stack.variant_role(),
