@@ -69,6 +69,8 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     assert write.by_time and read.by_time and write.fio.size == 204 * MiB
     first = runner.job(inst, write, step)
     assert first.size == FIRST_PASS_BYTES < write.fio.size and first.cap is None   # no rate yet: enough to find it
+    cold = StepRunner(res=None, archive=None, direct=False, warm_up=False)
+    assert cold.job(inst, write, step).size == write.fio.size          # no warm-up: the first pass is a sample
     assert runner.job(inst, read, step).cap == 1.0                     # a read also stops at 1 s
     runner.rate[("x", write.key)] = 80e6                               # a slow stack: 80 MB/s
     sized = runner.job(inst, write, step)

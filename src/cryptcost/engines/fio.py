@@ -30,6 +30,9 @@ COMMON = ["--refill_buffers=1", "--buffer_compress_percentage=0", "--randrepeat=
           "--fallocate=none", "--create_on_open=1", "--output-format=json", "--group_reporting=1",
           "--clocksource=clock_gettime"]
 FILE_OPS = {"filecreate", "filestat", "filedelete"}
+# /proc/stat through the shell's builtins: fio's system() starts one shell and no
+# other program (a process start is dear in an emulated guest)
+READ_STAT = "while read -r line; do echo \"$line\"; done < /proc/stat"
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def run(job: FioJob, directory: str | Path, name: str, timeout: float = 900,
     as it was at the job's first I/O and after its last (``stat``)."""
     argv = job.argv(directory, name)
     if stat_dir is not None:
-        argv += ["--exec_prerun=cat /proc/stat", "--exec_postrun=cat /proc/stat"]
+        argv += [f"--exec_prerun={READ_STAT}", f"--exec_postrun={READ_STAT}"]
     done = proc.run(argv, timeout=timeout, check=False, cwd=str(stat_dir) if stat_dir else None)
     if done.returncode != 0:
         raise ProcessError(done.argv, done.returncode, done.stdout[-2000:], done.stderr)

@@ -17,8 +17,9 @@ A sequential operation is also sized by time the other way: a pass
 moves what the last sample moved in the minimum time (a read also stops
 once that time is up), so a stack slower than the file's size allows
 needs one pass of about a second rather than one of many; the read then
-reads what was written. A cell's first write, which has no rate to go by
-(the warm-up round's, normally), moves at most :data:`FIRST_PASS_BYTES`.
+reads what was written. A cell's first write, which has no rate to go by,
+moves at most :data:`FIRST_PASS_BYTES` when it is the discarded warm-up
+round's, and the whole file when there is no warm-up.
 """
 
 from __future__ import annotations
@@ -122,8 +123,10 @@ class StepRunner:
     """Runs one workload step on one instance and turns it into samples."""
 
     def __init__(self, res: Resources, archive: tuple[Path, int] | None, direct: bool,
-                 min_seconds: float = MIN_SAMPLE_SECONDS, budget: float = SAMPLE_BUDGET):
+                 min_seconds: float = MIN_SAMPLE_SECONDS, budget: float = SAMPLE_BUDGET,
+                 warm_up: bool = True):
         self.res = res
+        self.warm_up = warm_up          # each cell's first round is a discarded warm-up
         self.archive = archive
         self.direct = direct
         self.min_seconds = min_seconds
@@ -331,9 +334,10 @@ class StepRunner:
             want = max(job.bs, int(rate * self.min_seconds * 1.1) // job.bs * job.bs)
             if want < job.size:
                 job = replace(job, size=want)
-        elif op.op == "write" and job.size > FIRST_PASS_BYTES:
-            # The cell's first pass (the warm-up round's) only finds its rate:
-            # a slow stack need not spend seconds writing the whole file for that.
+        elif self.warm_up and op.op == "write" and job.size > FIRST_PASS_BYTES:
+            # The cell's first pass, the warm-up round's, only finds its rate: a slow
+            # stack need not spend seconds writing the whole file for that. Without a
+            # warm-up the first pass is a sample, and moves the whole file.
             job = replace(job, size=FIRST_PASS_BYTES)
         if op.op == "read":
             path = inst.workdir / f"{self.stem(inst, op, step)}.dat"

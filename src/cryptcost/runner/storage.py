@@ -152,7 +152,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
             log.warning("%s: setup failed: %s", inst.label, exc)
     ready = [i for i in instances if not i.error]
     archive = make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
-    runner = StepRunner(res, archive, direct)
+    runner = StepRunner(res, archive, direct, warm_up=policy.warmup > 0)
     steps = wl.steps(names, sizes, direct)
     jobs = [Job(label=f"{inst.label}: {step.label}", keys=tuple((inst.label, op.key) for op in step.ops),
                 measure=lambda inst=inst, step=step: runner(inst, step), group=step.name,
