@@ -127,24 +127,12 @@ def stat_snapshot(text: str | None = None) -> dict[str, list[int]]:
 def cpu_split(before: dict[str, list[int]], after: dict[str, list[int]],
               daemons: float = 0.0) -> CpuSplit:
     """System-wide CPU seconds spent between two snapshots, by category."""
-    return windows_split([(before, after)], daemons)
-
-
-def windows_split(windows: list[tuple[dict[str, list[int]], dict[str, list[int]]]],
-                  daemons: float = 0.0) -> CpuSplit:
-    """System-wide CPU seconds spent in several windows (each a pair of
-    snapshots), by category; the busiest core over them all."""
-    deltas: dict[str, list[int]] = {}
-    for before, after in windows:
-        for name, ticks in after.items():
-            if name in before:
-                d = [a - b for a, b in zip(ticks, before[name])]
-                deltas[name] = [x + y for x, y in zip(deltas[name], d)] if name in deltas else d
-    total = [t / CLK_TCK for t in deltas.get("cpu", [0] * len(CPU_FIELDS))]
+    total = [(a - b) / CLK_TCK for a, b in zip(after["cpu"], before["cpu"])]
     busiest = 0.0
-    for name, delta in deltas.items():
-        if name == "cpu":
+    for name, ticks in after.items():
+        if name == "cpu" or name not in before:
             continue
+        delta = [a - b for a, b in zip(ticks, before[name])]
         span = sum(delta)
         idle = delta[3] + delta[4] + (delta[7] if len(delta) > 7 else 0)     # idle, iowait, steal
         if span > 0:

@@ -272,24 +272,21 @@ class StepRunner:
         before, dbefore = cpu.stat_snapshot(), _daemon_cpu(pids)
         harness = cpu.harness_cpu()
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
-        windows = None
         if op.engine == "fio":
             job = self.job(inst, op, step)
             outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step), stat_dir=self.stat_dir())
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
             if outcome.stat:
-                # The CPU of fio's job alone, not of its start-up (rule 7; engines.fio).
-                windows = [tuple(cpu.stat_snapshot(t) for t in outcome.stat)]
-                metrics["cpu_window"] = "fio's job" + (" + the time until durable" if op.op in WRITES else "")
+                # The CPU from fio's first I/O on, not from its start-up (rule 7; engines.fio).
+                before = cpu.stat_snapshot(outcome.stat)
+                metrics["cpu_window"] = "from fio's first I/O" + (" until durable" if op.op in WRITES else
+                                                                    " until fio exited")
             if op.op in WRITES:
                 # One clock for every stack: fio's, plus the time until the data is durable.
-                settling = cpu.stat_snapshot()
                 metrics["settle_s"] = inst.stack.settle()
                 seconds += metrics["settle_s"]
                 metrics["timing"] = "fio's runtime + the time until durable on the medium"
-                if windows:
-                    windows.append((settling, cpu.stat_snapshot()))
             count = outcome.total_ios
             metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
                            lat_p99_us=outcome.lat_p99_us, fio_version=outcome.extra.get("fio_version"))
@@ -303,7 +300,7 @@ class StepRunner:
             metrics["engine"] = engine
         metrics["harness_cpu_s"] = cpu.harness_cpu() - harness
         after, dafter = cpu.stat_snapshot(), _daemon_cpu(pids)
-        split = cpu.windows_split(windows or [(before, after)], daemons=max(0.0, dafter - dbefore))
+        split = cpu.cpu_split(before, after, daemons=max(0.0, dafter - dbefore))
         seconds = max(seconds, 1e-6)
         value = (count / seconds) if op.unit == "ops/s" else moved / seconds
         if op.files > 1:
