@@ -137,8 +137,9 @@ class StepRunner:
         self._stat_dir: Path | None = None
 
     def stat_dir(self) -> Path | None:
-        """A private directory where fio leaves /proc/stat around its job
-        (:func:`cryptcost.engines.fio.run`); none without resources (unit tests)."""
+        """A private directory where fio leaves /proc/stat as it was at its
+        job's first I/O (:func:`cryptcost.engines.fio.run`); none without
+        resources (unit tests)."""
         if self._stat_dir is None and self.res is not None:
             self._stat_dir = self.res.tmpdir("cryptcost-fio-")
         return self._stat_dir
