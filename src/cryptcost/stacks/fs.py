@@ -33,9 +33,14 @@ from cryptcost.media import Backing
 from cryptcost.stacks.base import Stack
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs")
-MKFS = {"ext4": ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
-        "xfs": ["mkfs.xfs", "-f", "-q"],
-        "btrfs": ["mkfs.btrfs", "-f", "-q"]}
+# No discard at mkfs: each mkfs discards the whole device by default, which on
+# a loop device punches the medium's preallocated file full of holes (a 512 MiB
+# tmpfs image kept 25 MiB), so every block's first write allocated a page (on
+# a VM, faulted in from its host) inside the measured window, and a pass was
+# slow or fast as it met new blocks or reused ones.
+MKFS = {"ext4": ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"],
+        "xfs": ["mkfs.xfs", "-f", "-q", "-K"],
+        "btrfs": ["mkfs.btrfs", "-f", "-q", "--nodiscard"]}
 
 
 def syncfs(path: Path | str) -> None:
