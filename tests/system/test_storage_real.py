@@ -244,8 +244,10 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
     stacks = ["gocryptfs:aes-gcm-go", "gocryptfs:aes-gcm-openssl", "luks-userspace:aes-256-xts-plain64",
               "fscrypt:aes-256-xts"]
     proc = cli("storage", "--stacks", ",".join(stacks), "--accel", "on,off", "--cpus", "1,2",
-               # three samples a side: with two, a difference needs Welch's t-test at df ≈ 1-2
-               "--workloads", "seq-1m", "--min-samples", "3", "--max-samples", "3", "--warmup", "0", "--json",
+               # four samples a side: below that a difference needs Welch's t-test, which at df ≈ 2 missed
+               # a 2.3× gap whose "on" samples spread 212-345 MB/s (p ≈ 0.06); with four, Mann-Whitney
+               # finds any two sets that do not overlap (p = 0.029)
+               "--workloads", "seq-1m", "--min-samples", "4", "--max-samples", "4", "--warmup", "0", "--json",
                timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CPU counts: 1, 2" in proc.stderr
