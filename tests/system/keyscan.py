@@ -64,6 +64,7 @@ def scan_debug_run(tmp_path, args: list[str]) -> tuple[set[bytes], list, dict]:
     cmdlines: set[bytes] = set()
     journals: list[bytes] = []
     keydirs: set[str] = set()
+    others = set(glob.glob("/tmp/cryptcost-keys-*"))       # another run's (or a killed one's): not this run's keys
     while child.poll() is None:
         for pid in os.listdir("/proc"):
             if pid.isdigit():
@@ -73,7 +74,7 @@ def scan_debug_run(tmp_path, args: list[str]) -> tuple[set[bytes], list, dict]:
                 except OSError:
                     pass
         if any(b"measuring:" in line for line in lines) and not secrets_:
-            for keydir in glob.glob("/tmp/cryptcost-keys-*"):
+            for keydir in set(glob.glob("/tmp/cryptcost-keys-*")) - others:
                 assert _keydir_is_private(keydir), f"{keydir} is not a private 0700 tmpfs"
                 keydirs.add(keydir)
                 for path in glob.glob(f"{keydir}/*"):
