@@ -116,3 +116,40 @@ def test_free_page_reporting_is_recorded_with_its_settings_and_said_when_on(tmp_
     assert info["page_reporting"]["enabled"] is False
     assert not any("free page reporting" in n for n in probe.notes(info))
     assert kernel.page_reporting(tmp_path / "absent") is None
+
+
+def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_speed(fixture_text, monkeypatch):
+    """A fresh kernel's first ``cryptsetup benchmark`` of a cipher pays a one-time start-up
+    (50× slower in a fresh guest): it is run once before the first sample, never kept as one."""
+    from cryptcost import proc
+    from cryptcost.engines.base import Cell
+    text = fixture_text("cryptsetup_benchmark_2x.txt")
+    slow = text.replace("349.5 MiB/s", "7.0 MiB/s")
+    calls = []
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        return proc.Completed(list(argv), 0, slow if len(calls) == 1 else text, "", 1.0)
+    monkeypatch.setattr(kernel_engine.proc, "run", fake_run)
+    monkeypatch.setattr(kernel_engine.kernel, "drivers_for", lambda alg: {})
+    engine = kernel_engine.KernelEngine()
+    cell = Cell(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
+    first, second = engine.measure(cell), engine.measure(cell)
+    assert len(calls) == 3                                      # one priming run, then one per sample
+    assert first.value == second.value == pytest.approx(349.5 * 2**20)
+    assert first.metrics["first_run_bytes_per_s"] == pytest.approx(7.0 * 2**20)
+    assert "first_run_bytes_per_s" not in second.metrics
+
+
+def test_a_cipher_result_says_when_its_untimed_first_run_was_a_start_up():
+    from cryptcost.engines.base import Cell
+    from cryptcost.model import Sample
+    from cryptcost.runner.ciphers import _result
+    from cryptcost.runner.scheduler import Series
+    cell = Cell(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
+    series = Series([Sample(26e6, 1.0, metrics={"first_run_bytes_per_s": 0.5e6}), Sample(25e6, 1.0)])
+    result = _result(cell, series, {cell: series}, {})
+    assert result.metrics["first_run_bytes_per_s"] == 0.5e6
+    assert any("first run of this cipher ran 0.5 MB/s" in n for n in result.notes)
+    steady = Series([Sample(26e6, 1.0, metrics={"first_run_bytes_per_s": 24e6}), Sample(25e6, 1.0)])
+    assert not any("first run" in n for n in _result(cell, steady, {cell: steady}, {}).notes)

@@ -148,6 +148,13 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
     drivers = [s.metrics["kernel_drivers"] for s in series.samples if s.metrics.get("kernel_drivers")]
     if drivers:
         metrics["kernel_drivers"] = drivers[-1]        # which driver /proc/crypto shows once it served
+    first = [s.metrics["first_run_bytes_per_s"] for s in series.samples if s.metrics.get("first_run_bytes_per_s")]
+    if first:                                          # the engine's untimed first run (the kernel engine's start-up)
+        metrics["first_run_bytes_per_s"] = first[0]
+        median = stats.summarize(series.values()).median
+        if first[0] < 0.5 * median:
+            notes.append(f"the first run of this cipher ran {first[0] / 1e6:.1f} MB/s against a median of "
+                         f"{median / 1e6:.1f}: a one-time start-up, run untimed before the samples")
     saw = {s.metrics.get("engine_saw_accel") for s in series.samples} - {None}
     if saw:
         metrics["engine_saw_accel"] = saw.pop()
