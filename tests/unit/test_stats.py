@@ -129,7 +129,7 @@ def test_mann_whitney_matches_scipy(a, b):
 
 @pytest.mark.parametrize("a,b", [c for c in CASES if min(c[0] + c[1]) > 0])
 def test_log_welch_is_scipys_welch_on_the_logarithms(a, b):
-    expected = scipy_stats.ttest_ind(np_log(a), np_log(b), equal_var=False).pvalue
+    expected = scipy_stats.ttest_ind([math.log(x) for x in a], [math.log(x) for x in b], equal_var=False).pvalue
     assert stats.log_welch_p(a, b) == pytest.approx(expected, rel=1e-6, abs=1e-9)
 
 
@@ -145,11 +145,6 @@ def test_a_wide_fast_side_against_a_tight_slow_one_is_a_difference_on_the_log_sc
 
 def test_log_welch_falls_back_to_raw_values_when_a_value_has_no_logarithm():
     assert stats.log_welch_p([0, 1, 2], [3, 4, 5]) == stats.welch_p([0, 1, 2], [3, 4, 5])
-
-
-def np_log(xs):
-    import math
-    return [math.log(x) for x in xs]
 
 
 def test_the_old_welch_fallback_was_anti_conservative():

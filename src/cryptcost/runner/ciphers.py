@@ -142,6 +142,7 @@ def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
 def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, bool]) -> Result:
     alg = CIPHER_ENGINES[cell.engine].algorithms[cell.algorithm]
     metrics = {"family": alg.family, "accel_verified": None}
+    summary = stats.summarize(series.values())
     notes = [series.error] if series.error else []
     if alg.warning:
         metrics["warning"] = alg.warning
@@ -151,10 +152,9 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
     first = [s.metrics["first_run_bytes_per_s"] for s in series.samples if s.metrics.get("first_run_bytes_per_s")]
     if first:                                          # the engine's untimed first run (the kernel engine's start-up)
         metrics["first_run_bytes_per_s"] = first[0]
-        median = stats.summarize(series.values()).median
-        if first[0] < 0.5 * median:
+        if first[0] < 0.5 * summary.median:
             notes.append(f"the first run of this cipher ran {first[0] / 1e6:.1f} MB/s against a median of "
-                         f"{median / 1e6:.1f}: a one-time start-up, run untimed before the samples")
+                         f"{summary.median / 1e6:.1f}: a one-time start-up, run untimed before the samples")
     saw = {s.metrics.get("engine_saw_accel") for s in series.samples} - {None}
     if saw:
         metrics["engine_saw_accel"] = saw.pop()
@@ -163,7 +163,7 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
         metrics["accel_verified"] = verified
         metrics["accel_on_bytes_per_s"] = on_speed
         notes.append(note)
-    return Result(kind="cipher", fields=cell.fields(), summary=stats.summarize(series.values()),
+    return Result(kind="cipher", fields=cell.fields(), summary=summary,
                   stop_reason=series.stop_reason or "cap_reached", samples=tuple(series.samples),
                   metrics=metrics, notes=tuple(n for n in notes if n))
 
