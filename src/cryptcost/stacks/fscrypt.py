@@ -94,7 +94,7 @@ class Fscrypt(StorageStack):
     crypto_library = "kernel"
     layer = "kernel"
     file_cache_only = True
-    baselines = ("plain",)
+    baselines = ("plain:encrypt-feature", "plain")     # the same ext4, then ext4 without the feature
     use_case = "per-directory"
     tools = ("mkfs.ext4",)
     features = ("loop", "fscrypt")
@@ -116,7 +116,7 @@ class Fscrypt(StorageStack):
         return ref("aes-256-xts", "kernel") if self.variant == "aes-256-xts" else None
 
     def setup(self, res: Resources, backing: Backing) -> Path:
-        mnt = make_fs(res, backing.device, "ext4")
+        mnt = make_fs(res, backing.device, "ext4", encrypt=True)
         _, key = res.keyfile(KEY_BYTES)
         entry = res.journal.add("fscrypt-key", mountpoint=str(mnt))
         ident = self._add_key(mnt, key)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cryptcost.errors import UserError
 from cryptcost.media import Backing
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.stacks.fs import StorageStack, make_fs
@@ -21,9 +22,18 @@ class Plain(StorageStack):
     tools = ("mkfs.ext4",)
     features = ("loop",)
     honours_direct = True
+    # ``encrypt-feature``: the same ext4 with the ``encrypt`` feature that fscrypt
+    # needs, nothing encrypted: fscrypt's nearest twin; next to ``plain`` on the
+    # same cell (analysis.tuning), what the feature alone costs every file.
+    variants = {"default": {}, "encrypt-feature": {"mkfs_features": "encrypt"}}
+
+    def __init__(self, variant: str | None = None, fs: str = "ext4"):
+        super().__init__(variant, fs)
+        if self.variant == "encrypt-feature" and fs != "ext4":
+            raise UserError(f"plain:encrypt-feature is ext4's encrypt feature: it has no {fs} form")
 
     def setup(self, res: Resources, backing: Backing) -> Path:
-        mnt = make_fs(res, backing.device, self.fs)
+        mnt = make_fs(res, backing.device, self.fs, encrypt=self.variant == "encrypt-feature")
         self.workdir = mnt / "data"
         self.workdir.mkdir()
         return self.workdir
