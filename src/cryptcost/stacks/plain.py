@@ -29,11 +29,12 @@ class Plain(StorageStack):
 
     def __init__(self, variant: str | None = None, fs: str = "ext4"):
         super().__init__(variant, fs)
-        if self.variant == "encrypt-feature" and fs != "ext4":
+        self.encrypt = self.params.get("mkfs_features") == "encrypt"
+        if self.encrypt and fs != "ext4":
             raise UserError(f"plain:encrypt-feature is ext4's encrypt feature: it has no {fs} form")
 
     def setup(self, res: Resources, backing: Backing) -> Path:
-        mnt = make_fs(res, backing.device, self.fs, encrypt=self.variant == "encrypt-feature")
+        mnt = make_fs(res, backing.device, self.fs, encrypt=self.encrypt)
         self.workdir = mnt / "data"
         self.workdir.mkdir()
         return self.workdir
