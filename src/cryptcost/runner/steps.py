@@ -65,6 +65,7 @@ class Instance:
     workdir: Path | None = None
     error: str | None = None
     cached_below: bool = False        # its medium has a page cache below the block device
+    free: int | None = None           # bytes free in its workdir after setup
 
 
 def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
@@ -84,7 +85,6 @@ def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
             tar.addfile(info, io.BytesIO(os.urandom(size)))
             total += size
     return archive, total
-
 
 
 def _daemon_cpu(pids: list[int]) -> float:
@@ -317,7 +317,8 @@ class StepRunner:
         """``op``'s fio job for one pass. A sequential one is sized by time:
         it moves what the cell's last sample moved in the minimum time (plus
         a tenth, so that it lasts at least that long) when that is less than
-        the file; a read also stops once the minimum time is up, and reads
+        the file (the op's larger ``room`` where the file's cache is the only
+        one: fewer passes, so fewer of fio's start-ups); a read also stops once the minimum time is up, and reads
         what the write before it left. A write is not cut at a time: its
         flush may come after (fscrypt encrypts at writeback), and rclone's
         upload of a write cut short by fio failed now and then ("remove …: no
@@ -330,8 +331,9 @@ class StepRunner:
         rate = self.rate.get((inst.label, op.key))
         if rate:
             want = max(job.bs, int(rate * self.min_seconds * 1.1) // job.bs * job.bs)
-            if want < job.size:
-                job = replace(job, size=want)
+            own = inst.stack.file_cache_only and not inst.cached_below
+            room = min(op.room or 0, int((inst.free or 0) * 0.9)) if own else 0
+            job = replace(job, size=min(want, max(job.size, room)))
         elif self.warm_up and op.op == "write" and job.size > FIRST_PASS_BYTES:
             # The cell's first pass, the warm-up round's, only finds its rate: a slow
             # stack need not spend seconds writing the whole file for that. Without a
@@ -353,7 +355,8 @@ class StepRunner:
             raise DataIntegrityError(f"{inst.label} {op.op}: fio's byte and request counts disagree")
         if op.intended_bytes is None:
             return
-        intended = job.size if job is not None and job.size < op.intended_bytes else op.intended_bytes
+        intended = job.size if job is not None and (job.size < op.intended_bytes or op.by_time) \
+            else op.intended_bytes
         cut = job is not None and job.cap and outcome.runtime_s >= job.cap * 0.99 \
             and 0 < moved < intended and moved % job.bs == 0
         if moved != intended and not cut:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import statistics
 from dataclasses import dataclass, field, replace
 
@@ -141,6 +142,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
             backing = plan.medium.provide(res, plan.size)
             inst.cached_below = backing.cached
             inst.workdir = inst.stack.setup(res, backing)
+            inst.free = shutil.disk_usage(inst.workdir).free
             inst.stack.integrity = check_pattern(inst.workdir,
                                                  reset=lambda s=inst.stack: s.reset_cache(res))
         except (CryptcostError, OSError) as exc:

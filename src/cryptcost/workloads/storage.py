@@ -20,6 +20,10 @@ KiB, MiB = 1024, 1024 * 1024
 R3_SIZES = (512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB)
 SEQ_SWEEP = R3_SIZES + (128 * KiB, MiB)
 DATA_FRACTION = 0.4     # of the medium a workload may fill (FUSE caches sit on the same medium)
+# Of the medium one pass sized by time may fill on a stack whose only cache is the
+# file's own (plain, fscrypt): fewer, longer passes, so fewer of fio's fixed
+# ~0.25 s start-ups (library loading, clock calibration, a 100 ms wait for its job).
+ROOM_FRACTION = 0.75
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class Op:
     files: int = 1
     file: str | None = None              # fio file-name stem; default: the step's
     by_time: bool = False                # each pass stops after the sample's minimum time
+    room: int | None = None              # by time: the largest pass where the file's cache is the only one
 
     @property
     def key(self) -> tuple:
@@ -66,25 +71,32 @@ class Sizes:
         limit = min(self.seq_cap, int(self.medium * DATA_FRACTION), bs * self.ops_cap)
         return max(bs, limit // bs * bs)
 
+    def seq_room(self, bs: int, files: int = 1) -> int:
+        """The largest pass sized by time, on a stack whose only cache is the
+        file's own, when ``files`` such files share the medium."""
+        limit = min(int(self.medium * ROOM_FRACTION) // files, bs * self.ops_cap)
+        return max(bs, limit // bs * bs)
+
 
 def write_read(workload: str, bs: int, n: int, direct: bool, *, reset: bool = True,
-               file: str | None = None, by_time: bool = False) -> tuple[Op, Op]:
+               file: str | None = None, by_time: bool = False, room: int | None = None) -> tuple[Op, Op]:
     """A sequential write of ``n`` bytes (flushed when buffered) and the read
     of the same file (after a cache reset when buffered and ``reset``).
     ``by_time``: each pass moves at most ``n`` bytes and stops after the
     sample's minimum time, so a slow stack's sample lasts a second, not
-    ``n`` bytes' worth (the read then reads what the write wrote)."""
+    ``n`` bytes' worth (the read then reads what the write wrote); ``room``:
+    what a pass may move instead of ``n`` where the file's cache is the only one."""
     write = Op(workload, "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
-               intended_bytes=n, file=file, by_time=by_time)
+               intended_bytes=n, file=file, by_time=by_time, room=room)
     read = Op(workload, "read", bs, fio=FioJob("read", bs, n, direct=direct), intended_bytes=n,
-              reset_before=reset and not direct, file=file, by_time=by_time)
+              reset_before=reset and not direct, file=file, by_time=by_time, room=room)
     return write, read
 
 
 def seq_steps(sizes: Sizes, blocks: tuple[int, ...], direct: bool, name: str = "seq") -> list[Step]:
     """One step per block size: write, then (caches reset) read the same file."""
     return [Step(f"{name} {bs} B", f"cc-{name}-{bs}",
-                 write_read(name, bs, sizes.seq_bytes(bs), direct, by_time=True))
+                 write_read(name, bs, sizes.seq_bytes(bs), direct, by_time=True, room=sizes.seq_room(bs)))
             for bs in blocks]
 
 
@@ -93,7 +105,8 @@ def _seq_together(sizes: Sizes, blocks: tuple[int, ...], direct: bool) -> list[S
     one remount per round instead of one per block size (the quick suite)."""
     share = int(sizes.medium * DATA_FRACTION) // len(blocks)     # every file is on the medium at once
     pairs = [write_read("seq", bs, max(bs, min(sizes.seq_bytes(bs), share) // bs * bs), direct,
-                        reset=(i == 0), file=f"cc-seq-{bs}", by_time=True) for i, bs in enumerate(blocks)]
+                        reset=(i == 0), file=f"cc-seq-{bs}", by_time=True, room=sizes.seq_room(bs, len(blocks)))
+             for i, bs in enumerate(blocks)]
     ops = tuple(w for w, _ in pairs) + tuple(r for _, r in pairs)
     return [Step("seq " + ", ".join(str(b) for b in blocks), "cc-seq", ops)]
 
