@@ -349,3 +349,50 @@ def test_a_host_whose_cpu_speed_moves_is_named_as_the_noise_floor():
     first = analyze(noisy, {"cpu": {}}).findings[0]
     assert "CPU's own speed was not steady" in first and "3 cells" in first
     assert not any("not steady" in f for f in analyze(noisy[:2], {"cpu": {}}).findings)   # too few to say
+
+
+def test_every_stack_with_a_twin_gets_its_cost_split_and_the_twin_names_what_it_adds():
+    """reference → twin → stack for any stack with two baselines, not only FUSE
+    ones: fscrypt over ext4 with the encrypt feature over ext4 without it."""
+    fscrypt = {**PLAIN, "layer": "kernel", "role": "measured", "use_case": "per-directory",
+               "baselines": ["plain:encrypt-feature", "plain"], "security": ["names leak"]}
+    twin = {**PLAIN, "baselines": ["plain"], "isolates": "ext4's encrypt feature"}
+    results = [_result("plain", "write", 1000e6, facts=PLAIN),
+               _result("plain:encrypt-feature", "write", 600e6, facts=twin, baseline="plain",
+                       vs={"plain": {"overhead": 0.4, "significant": True}}),
+               _result("fscrypt", "write", 450e6, facts=fscrypt, baseline="plain:encrypt-feature",
+                       vs={"plain:encrypt-feature": {"overhead": 0.25, "significant": True},
+                           "plain": {"overhead": 0.55, "significant": True}}),
+               _result("novelfs", "write", 300e6, facts=NOVEL, baseline="plain")]   # one baseline: no split
+    rows = analyze(results, {"cpu": {}}).split
+    assert [(x["stack"], x["twin"], x["isolates"], x["fuse"]) for x in rows] == \
+        [("fscrypt", "plain:encrypt-feature", "ext4's encrypt feature", False)]
+    assert rows[0]["total"] == pytest.approx(0.55) and rows[0]["shared"] == pytest.approx(0.4)
+    assert rows[0]["own"] == pytest.approx(0.15) and rows[0]["own_significant"] is True
+
+
+def test_the_twins_between_a_stack_and_its_reference_say_what_they_add():
+    """Every baseline that is a stack's first of two declares ``isolates``, so the
+    split never names a twin by its stack name alone."""
+    classes = stacks.registry()
+    for cls in classes.values():
+        if len(cls.baselines) < 2:
+            continue
+        name, _, variant = cls.baselines[0].partition(":")
+        assert classes[name](variant or None).facts()["isolates"], (cls.name, cls.baselines[0])
+
+
+def test_a_twin_variant_is_compared_with_its_own_baseline():
+    """plain:encrypt-feature is a baseline of fscrypt and is itself compared with
+    plain, so its overhead is what the feature costs and its verdict is not
+    "the device ceiling"."""
+    from cryptcost.runner.pairing import against_baselines
+    twin, plain = stacks.get("plain")("encrypt-feature"), stacks.get("plain")()
+    assert twin.baselines == ("plain",) and twin.facts()["baselines"] == ["plain"] and plain.baselines == ()
+    metrics, _ = against_baselines(twin, "cell", [600e6, 610e6, 590e6],
+                                   lambda label, key: [1000e6, 1010e6, 990e6] if label == "plain" else None)
+    assert metrics["baseline"] == "plain" and metrics["overhead"] == pytest.approx(0.4, abs=0.01)
+    r = _result("plain:encrypt-feature", "write", 600e6, facts={**PLAIN, "baselines": ["plain"]}, **{
+        "baseline": "plain", "vs": {"plain": {"overhead": 0.4, "significant": True}}})
+    a = analyze([_result("plain", "write", 1000e6, facts=PLAIN), r], {"cpu": {}})
+    assert "plaintext baseline" not in a.verdicts[1]["explanation"]

@@ -29,7 +29,7 @@ class Analysis:
     predictions: list[dict] = field(default_factory=list)
     recommendations: list[dict] = field(default_factory=list)
     ranking: list[dict] = field(default_factory=list)
-    fuse_split: list[dict] = field(default_factory=list)
+    split: list[dict] = field(default_factory=list)            # reference → twin → stack
     scaling: list[dict] = field(default_factory=list)          # per stack and cell: accel on/off × CPUs
 
     def to_dict(self) -> dict:
@@ -37,7 +37,7 @@ class Analysis:
                 "cycles_per_byte": {str(k): v for k, v in self.cycles_per_byte.items()},
                 "findings": self.findings, "tuning": self.tuning, "predictions": self.predictions,
                 "recommendations": self.recommendations, "ranking": self.ranking,
-                "fuse_split": self.fuse_split, "scaling": self.scaling}
+                "split": self.split, "scaling": self.scaling}
 
 
 def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, *,
@@ -69,32 +69,38 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
         a.predictions = costmodel.predict(storage, target, target_label or rate(target), a.verdicts)
     a.recommendations = recommend.recommend(results, ciphers, skipped or [], host)
     a.ranking = ranking(storage)
-    a.fuse_split = fuse_split(storage, index)
+    a.split = split(storage, index)
     return a
 
 
-def fuse_split(storage: list[dict], index: dict) -> list[dict]:
-    """For every FUSE stack's result, plain → passthrough → stack: how much of
-    its cost against the plaintext reference is FUSE (the passthrough on the
-    same FUSE library loses it too) and how much is its own crypto."""
+def split(storage: list[dict], index: dict) -> list[dict]:
+    """For every stack with a twin between it and its reference (its first
+    baseline, when it has two): reference → twin → stack, and how much of its
+    cost against the reference the twin pays too (``shared``: FUSE for a
+    passthrough on the same FUSE library, ext4's ``encrypt`` feature for
+    fscrypt's twin, qemu's export for luks-userspace's) and how much is its
+    own (``own``: the crypto). The twin names what it adds (``isolates``)."""
     out = []
     for r in storage:
-        if is_baseline(r) or "median_bytes_per_s" not in r:
-            continue
-        through = _fuse_baseline(r, index)
         bases = facts(r).get("baselines") or []
-        plain = index.get(cell_key(r, stack=bases[-1])) if bases else None
-        if not through or not plain or plain is through or not plain.get("median_bytes_per_s"):
+        if is_baseline(r) or "median_bytes_per_s" not in r or len(bases) < 2:
             continue
-        p, t, s = plain["median_bytes_per_s"], through["median_bytes_per_s"], r["median_bytes_per_s"]
+        plain = index.get(cell_key(r, stack=bases[-1]))
+        twin = next((b for label in bases[:-1] if (b := index.get(cell_key(r, stack=label)))), None)
+        if not twin or not plain or not plain.get("median_bytes_per_s") or not twin.get("median_bytes_per_s"):
+            continue
+        p, t, s = plain["median_bytes_per_s"], twin["median_bytes_per_s"], r["median_bytes_per_s"]
+        tf = facts(twin)
         row = {"stack": r["stack"], "workload": r["workload"], "op": r["op"], "block_bytes": r["block_bytes"],
-               "iodepth": r["iodepth"], "cpus": r.get("cpus"), "reference": bases[-1],
-               "passthrough": through["stack"], "reference_bytes_per_s": p, "passthrough_bytes_per_s": t,
-               "stack_bytes_per_s": s, "total": 1 - s / p, "fuse": 1 - t / p, "crypto": (t - s) / p,
-               "fuse_significant": ((through.get("vs") or {}).get(bases[-1]) or {}).get("significant"),
-               "crypto_significant": ((r.get("vs") or {}).get(through["stack"]) or {}).get("significant")}
+               "iodepth": r["iodepth"], "cpus": r.get("cpus"), "reference": bases[-1], "twin": twin["stack"],
+               "isolates": tf.get("isolates") or ("FUSE" if tf.get("layer") == "fuse" else twin["stack"]),
+               "fuse": facts(r).get("layer") == "fuse",
+               "reference_bytes_per_s": p, "twin_bytes_per_s": t, "stack_bytes_per_s": s,
+               "total": 1 - s / p, "shared": 1 - t / p, "own": (t - s) / p,
+               "shared_significant": ((twin.get("vs") or {}).get(bases[-1]) or {}).get("significant"),
+               "own_significant": ((r.get("vs") or {}).get(twin["stack"]) or {}).get("significant")}
         if s > t:
-            row["note"] = (f"{through['stack']} is slower than {r['stack']} here: it is no neutral reference "
+            row["note"] = (f"{twin['stack']} is slower than {r['stack']} here: it is no neutral reference "
                            "for this operation, so the split is not meaningful")
         out.append(row)
     return out

@@ -25,6 +25,7 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     if doc is not None:
         data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
                                                 "predictions", "target", "scaling")}
+        data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]    # reference → twin → stack
         data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"], "op": r["op"],
                                             "block": r["block"], "bottleneck": r["bottleneck"],
                                             "explanation": r["explanation"]}

@@ -28,13 +28,12 @@ def render(doc: dict) -> str:
                         [[r["rank"], r["stack"], r["relative"]] for r in doc["ranking"]])
         lines += ["", "A rank shared (=) means no significant difference on 1 MiB reads or writes."]
         lines.append("")
-    if doc.get("fuse_split"):
-        lines += ["## FUSE split: plain → passthrough → stack", "",
-                  "Of each FUSE stack's cost against the plain filesystem, the share FUSE itself costs "
-                  "(a passthrough on the same FUSE library) and the share its crypto costs.", ""]
-        lines += _table(["stack", "op", "block", "plain → passthrough → stack", "total", "FUSE", "crypto", "note"],
-                        [[x["stack"], x["op"], x["block"], x["chain"], x["total"], x["fuse"], x["crypto"], x["note"]]
-                         for x in doc["fuse_split"]])
+    if doc.get("split"):
+        lines += ["## Cost split: reference → twin → stack", "", doc["split_intro"], ""]
+        lines += _table(["stack", "op", "block", "reference → twin → stack", "total", "the twin adds", "share",
+                         "own", "note"],
+                        [[x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"], x["shared"],
+                          x["own"], x["note"]] for x in doc["split"]])
         lines.append("")
     if doc["findings"]:
         lines += ["## Findings", ""] + [f"- {f}" for f in doc["findings"]] + [""]

@@ -149,13 +149,14 @@ def summary_tables(doc: dict) -> list:
             t.add_row(r["stack"], r["workload"], r["op"], r["block"], r["median"], r["ci"], r["cpu_s_per_gib"],
                       r["vs"], r["bottleneck"])
         out.append(t)
-    if doc.get("fuse_split"):
-        t = Table(title="FUSE split: plain → passthrough → stack (share of the cost)", title_justify="left")
-        for col in ("stack", "op", "block", "plain → passthrough → stack", "total", "FUSE", "crypto"):
+    if doc.get("split"):
+        t = Table(title="Cost split: reference → twin → stack (share of the cost against the reference)",
+                  title_justify="left")
+        for col in ("stack", "op", "block", "reference → twin → stack", "total", "the twin adds", "share", "own"):
             t.add_column(col)
-        for x in doc["fuse_split"]:
-            t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["fuse"],
-                      x["crypto"] if not x["note"] else "not meaningful")
+        for x in doc["split"]:
+            t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"], x["shared"],
+                      x["own"] if not x["note"] else "not meaningful")
         out.append(t)
     if doc.get("scaling_rows"):
         t = Table(title="Hardware AES and cores, per stack", title_justify="left")

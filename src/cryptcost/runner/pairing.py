@@ -59,7 +59,7 @@ def resolve(specs: list[str], kind: str, make: Make, *,
         if stack.label in out:
             continue
         out[stack.label] = (stack, role)
-        for base in cls.baselines:
+        for base in stack.baselines:
             bcls, bvariant = parse_spec(base, kind)[0]
             exc = unavailable_reason(bcls)
             if exc:

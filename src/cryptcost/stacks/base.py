@@ -25,6 +25,13 @@ Facts (checked by :func:`problems` when the registry loads):
 ``baselines``
     The specs it is compared with, nearest first (``fuse-passthrough``,
     then ``plain``). The last one is its *reference*: the plainest twin.
+    A variant may name its own in its params (``plain:encrypt-feature``
+    is compared with ``plain``).
+``isolates``
+    For a baseline that sits between stacks and their reference: what it
+    adds to the reference, for people (``FUSE (libfuse 2)``). A stack's
+    cost splits into this part, which the baseline pays too, and its own
+    (``analysis.split``). A variant may name its own in its params.
 ``security``
     Sentences a recommendation must repeat (what it leaks, what is weak).
 ``advice``
@@ -151,6 +158,7 @@ class Stack(ABC):
     baseline_variants: ClassVar[tuple[str, ...]] = ()
     use_case: ClassVar[str | None] = None
     baselines: ClassVar[tuple[str, ...]] = ()
+    isolates: ClassVar[str] = ""
     security: ClassVar[tuple[str, ...]] = ()
     advice: ClassVar[str] = ""
     tools: ClassVar[tuple[str | Tool, ...]] = ()
@@ -167,6 +175,8 @@ class Stack(ABC):
                             f"{', '.join(self.variants)}")
         self.variant = variant
         self.params = dict(self.variants[variant])
+        if "baselines" in self.params:        # a variant that is another stack's twin has its own
+            self.baselines = tuple(self.params["baselines"])
         self.accel = True
 
     @property
@@ -247,6 +257,7 @@ class Stack(ABC):
         return {"kind": self.kind, "layer": self.layer, "role": role, "crypto_library": self.crypto_library,
                 "use_case": None if role == "baseline" else self.use_case,
                 "baselines": list(self.baselines), "security": list(self.security),
+                "isolates": self.params.get("isolates") or self.isolates or None,
                 "advice": self.advice or None,
                 "tools": {t.name: t.package for t in self.needed_tools()},
                 "features": list(self.features), "cipher": self.cipher_ref()}
@@ -284,7 +295,7 @@ def problems(cls: type[Stack], known: set[str]) -> list[str]:
             out.append("a measured stack needs security facts (what it leaks or protects)")
         if not cls.baselines:
             out.append("a measured stack needs baselines to be compared with")
-    for spec in cls.baselines:
+    for spec in {*cls.baselines, *(b for v in cls.variants.values() for b in v.get("baselines", ()))}:
         if spec.split(":")[0] not in known:
             out.append(f"baseline {spec!r} is not a registered stack")
     if not set(cls.default_variants) <= set(cls.variants):

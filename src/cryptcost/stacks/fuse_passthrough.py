@@ -24,6 +24,7 @@ class FusePassthrough(FuseStack):
     description = "bindfs FUSE passthrough of a plain directory (FUSE baseline)"
     role = "baseline"
     baselines = ("plain",)
+    isolates = "FUSE (libfuse 2)"
     use_case = None
     tools = (Tool("bindfs", "bindfs", "bindfs", ("bindfs", "--version")),)
     # bindfs is single-threaded by default; the crypto FUSE daemons are not,

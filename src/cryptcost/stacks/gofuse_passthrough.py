@@ -27,6 +27,7 @@ class GofusePassthrough(FuseStack):
     description = "go-fuse loopback of a plain directory (FUSE baseline of gocryptfs, same library)"
     role = "baseline"
     fuse_library = "go-fuse v2"
+    isolates = "FUSE (go-fuse)"
     baselines = ("plain",)
     use_case = None
     tools = (LOOPBACK,)

@@ -17,6 +17,7 @@ class QemuRaw(QemuExportStack):
     description = "qemu-storage-daemon raw FUSE export + loop + filesystem (baseline of luks-userspace)"
     role = "baseline"
     baselines = ("plain",)
+    isolates = "qemu-storage-daemon's FUSE export and the loop over it"
 
     def prepare(self, res: Resources, backing: Backing, workdir: Path) -> list[str]:
         return ["--blockdev", "driver=raw,node-name=fmt0,file=file0"]
