@@ -396,3 +396,20 @@ def test_a_twin_variant_is_compared_with_its_own_baseline():
         "baseline": "plain", "vs": {"plain": {"overhead": 0.4, "significant": True}}})
     a = analyze([_result("plain", "write", 1000e6, facts=PLAIN), r], {"cpu": {}})
     assert "plaintext baseline" not in a.verdicts[1]["explanation"]
+
+
+def test_a_verdict_never_gives_a_negative_cost_or_a_twin_crypto():
+    """A stack significantly faster than its baseline is not "device-bound with a
+    crypto cost of -40 %"; a twin, which encrypts nothing, is not told "not the crypto"."""
+    fast = _result("novelfs", "write", 140e6, facts=NOVEL, baseline="plain",
+                   vs={"plain": {"overhead": -0.4, "significant": True}})
+    fast["overhead_significant"] = True
+    twin = _result("plain:encrypt-feature", "write", 98e6, facts={**PLAIN, "baselines": ["plain"],
+                                                                  "isolates": "ext4's encrypt feature"},
+                   baseline="plain", vs={"plain": {"overhead": 0.02, "significant": False}})
+    a = analyze([_result("plain", "write", 100e6, facts=PLAIN), fast, twin], {"cpu": {}})
+    said = a.verdicts[1]["explanation"]
+    assert "-40" not in said and "significantly faster than its baseline (40.0 %)" in said
+    assert a.verdicts[1]["bottleneck"] == "unknown"                  # not "device": the ceiling is void
+    said = a.verdicts[2]["explanation"]
+    assert "crypto" not in said and said.endswith("not ext4's encrypt feature")

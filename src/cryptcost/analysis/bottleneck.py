@@ -15,7 +15,9 @@ Verdicts: ``device``, ``cipher``, ``per-request``, ``fuse`` (the FUSE
 round trip, when the FUSE baseline is as slow), ``cpu`` (a core saturated:
 the stack's own code on one core, or — every CPU busy — the machine's CPU,
 as for a kernel stack whose software AES runs in workers on every core),
-``latency`` (queue depth 1, no ceiling reached), ``unknown``.
+``latency`` (queue depth 1, no ceiling reached), ``unknown`` (no rule
+holds, or the stack is significantly faster than its baseline, which then
+sets no device ceiling).
 """
 
 from __future__ import annotations
@@ -141,16 +143,27 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
     def verdict(kind: str, rule: str, sentence: str) -> Verdict:
         return Verdict(kind, sentence + aside, {**ceilings, "rule": rule})
     busy = (r.get("cpu") or {}).get("max_core_busy") or 0
+    facts = (r.get("params") or {}).get("facts") or {}
+    if facts.get("role") == "baseline":         # a twin: no crypto, only what it adds to its reference
+        own = facts.get("isolates") or "what it adds to its baseline"
+        shown_cipher = "none: it encrypts nothing"
+    else:
+        own = "the crypto"
     if not r.get("baseline"):
         return verdict("device", "a plaintext baseline", f"{label} {rate(value)}: this is the plaintext "
                        "baseline, the device ceiling the encrypted stacks are measured against")
     if device and value >= NEAR * device:
         share = f"{value / device:.0%} of its baseline {r.get('baseline')} ({rate(device)})"
+        if r.get("overhead_significant") and (r.get("overhead") or 0) < 0:
+            return verdict("unknown", "significantly faster than its baseline",
+                           f"{label} {rate(value)} is {share}: significantly faster than its baseline "
+                           f"({-100 * r['overhead']:.1f} %), which is no neutral reference for this operation, "
+                           "so it sets no device ceiling; read the overhead against the reference")
         if r.get("overhead_significant"):
-            tail = (f"the device path binds, and the crypto still costs a significant "
+            tail = (f"the device path binds, and {own} still costs a significant "
                     f"{100 * (r.get('overhead') or 0):.1f} %")
         else:
-            tail = "no significant difference from its baseline: the device path binds, not the crypto"
+            tail = f"no significant difference from its baseline: the device path binds, not {own}"
         return verdict("device", f"throughput ≥ {NEAR:.0%} of the device ceiling",
                        f"{label} {rate(value)} is {share}: {tail}")
     if cipher and value >= NEAR * cipher:
