@@ -13,9 +13,14 @@ FORMAT_VERSION = 1
 
 # What the cost split says, once for every format.
 SPLIT_INTRO = ("Of each stack's cost against its reference (the plain filesystem), the share its twin pays too and "
-               "the share that is its own, the crypto. The twin is the stack without its encryption: a passthrough "
-               "on the same FUSE library for a FUSE stack, the same ext4 with the encrypt feature for fscrypt, "
-               "qemu-storage-daemon's raw export for luks-userspace. (n.s.): not significant.")
+               "the share that is its own, the crypto. The twin is the stack without its encryption, and the table "
+               "says what it adds to the reference (for a FUSE stack, FUSE itself: a passthrough on the same FUSE "
+               "library). (n.s.): not significant; (untested): no comparison stored.")
+
+
+def _significance(significant: bool | None) -> str:
+    """The mark after a share: none when significant; a twin stored without its comparison is untested."""
+    return "" if significant else " (n.s.)" if significant is False else " (untested)"
 
 
 def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
@@ -53,8 +58,8 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
                             f"{x['twin']} {units.rate(x['twin_bytes_per_s'])} → "
                             f"{units.rate(x['stack_bytes_per_s'])}",
                    "isolates": x["isolates"], "total": units.pct(x["total"], signed=False),
-                   "shared": units.pct(x["shared"], signed=False) + ("" if x["shared_significant"] else " (n.s.)"),
-                   "own": units.pct(x["own"], signed=False) + ("" if x["own_significant"] else " (n.s.)"),
+                   "shared": units.pct(x["shared"], signed=False) + _significance(x["shared_significant"]),
+                   "own": units.pct(x["own"], signed=False) + _significance(x["own_significant"]),
                    "note": x.get("note", ""), "figures": x} for x in a.split],
         "split_intro": SPLIT_INTRO,
         "target": label,

@@ -318,8 +318,8 @@ class StepRunner:
         it moves what the cell's last sample moved in the minimum time (plus
         a tenth, so that it lasts at least that long) when that is less than
         the file (the op's larger ``room`` where the file's cache is the only
-        one: fewer passes, so fewer of fio's start-ups); a read also stops once the minimum time is up, and reads
-        what the write before it left. A write is not cut at a time: its
+        one: fewer passes, so fewer of fio's start-ups); a read also stops
+        once the minimum time is up, and reads what the write before it left. A write is not cut at a time: its
         flush may come after (fscrypt encrypts at writeback), and rclone's
         upload of a write cut short by fio failed now and then ("remove …: no
         such file", then EIO), which whole writes never did in the same test."""
