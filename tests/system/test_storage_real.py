@@ -379,37 +379,81 @@ def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
     """CryFS's reset before reads is the kernel's caches dropped and the
     daemon left idle past its cache lifetime, not a 7-s remount: reads after
     it must be no faster than after a remount, while a re-read after the
-    kernel's caches alone are dropped — served by CryFS's own block cache —
-    is much faster (so the check can fail)."""
+    kernel's caches alone are dropped, or the file's and its ciphertext's
+    pages evicted — served by CryFS's own block cache — is much faster (so
+    the check can fail)."""
     _available("cryfs")
     from cryptcost.stacks.fs import FuseStack, drop_caches
     stack = get("cryfs")()
 
     def idle(res, path):
         assert stack.reset_cache(res) == "drop_caches+idle"
+    def evict(res, path):                      # what a FUSE stack that says daemon_caches = False does
+        assert stack.daemon_caches
+        stack.daemon_caches = False
+        try:
+            assert FuseStack.forget(stack, res, path) == "fadvise_dontneed+lower"
+        finally:
+            stack.daemon_caches = True
     m, took = _reads_after(stack, 8, 128, {                  # 8 MiB: within CryFS's 1000-block cache
         "remount": lambda res, path: FuseStack.reset_cache(stack, res),
         "idle": idle,
-        "kernel caches only": lambda res, path: drop_caches()})
+        "kernel caches only": lambda res, path: drop_caches(),
+        "pages evicted": evict})
     assert m["idle"] >= 0.8 * m["remount"], took
     assert m["kernel caches only"] < 0.7 * m["idle"], took
+    # so CryFS must say daemon_caches: evicting the kernel's pages leaves its block cache
+    assert m["pages evicted"] < 0.7 * m["idle"], took
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("stack", ["plain", "fscrypt"])
-def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(state_dir, stack):
+@pytest.mark.parametrize("stack,mode", [("plain", "fadvise_dontneed"), ("fscrypt", "fadvise_dontneed"),
+                                        ("qemu-raw", "fadvise_dontneed+export")])
+def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(state_dir, stack, mode):
     """plain and fscrypt reset before each read pass by evicting the file's
-    pages (fadvise), not by drop_caches' global sync and scan: a read after
-    it must be no faster than after drop_caches, while a read of the cached
-    file is much faster (so the check can fail)."""
+    pages (fadvise), qemu-raw (and luks-userspace, its code) those of the
+    file and of the FUSE export its loop device reads through — not by
+    drop_caches' global sync and scan: a read after it must be no faster
+    than after drop_caches, while a read of the cached file is much faster
+    (so the check can fail)."""
     _available(stack)
     from cryptcost.stacks.fs import drop_caches
     s = get(stack)()
-    assert s.file_cache_only
 
     def forget(res, path):
-        assert s.forget(res, path) == "fadvise_dontneed"
+        assert s.forget(res, path) == mode
     m, took = _reads_after(s, 64, 256, {"drop_caches": lambda res, path: drop_caches(),
                                         "forget": forget, "nothing": lambda res, path: None})
     assert m["forget"] >= 0.8 * m["drop_caches"], took
     assert m["nothing"] < 0.7 * m["forget"], took
+
+
+def _forgetting_fuse() -> list[str]:
+    from cryptcost.stacks.fs import FuseStack
+    out = []
+    for name, cls in of_kind("storage").items():
+        if issubclass(cls, FuseStack) and not cls.daemon_caches:
+            out += [f"{name}:{v}" for v in cls.default_variants] if cls.default_variants else [name]
+    return sorted(out)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("spec", _forgetting_fuse())
+def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir, spec):
+    """A FUSE stack whose daemon keeps no file data (``daemon_caches =
+    False``) is reset before a read of one file by evicting that file's
+    pages and its ciphertext's under ``lower`` — no remount, no key
+    derivation, no global drop_caches: a read after it must be no faster
+    than after a remount (for CryFS, which caches blocks, the same eviction
+    leaves a read far faster: the check can fail)."""
+    name, _, variant = spec.partition(":")
+    _available(name)
+    from cryptcost.stacks.fs import FuseStack
+    s = get(name)(variant or None)
+
+    def forget(res, path):
+        assert s.forget(res, path) == "fadvise_dontneed+lower"
+    m, took = _reads_after(s, 128, 384, {"remount": lambda res, path: FuseStack.reset_cache(s, res),
+                                        "forget": forget})
+    assert m["forget"] >= 0.8 * m["remount"], took
+

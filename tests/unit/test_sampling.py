@@ -183,6 +183,27 @@ def test_a_read_pass_forgets_one_file_only_where_no_cache_sits_below(tmp_path):
     assert runner.reset(inst, read, step) == "drop_caches"
 
 
+def test_a_fuse_stack_remounts_before_a_read_unless_its_daemon_caches_no_data(tmp_path):
+    from cryptcost.stacks import get
+    from cryptcost.stacks.fs import FuseStack
+    remounts = []
+    stack = get("gocryptfs")()
+    stack.reset_cache = lambda res: remounts.append(res) or "remount"
+    stack.lower = tmp_path / "lower"
+    (stack.lower / "sub").mkdir(parents=True)
+    (stack.lower / "sub" / "ciphertext").write_bytes(b"c" * 8192)
+    os.mkfifo(stack.lower / "fifo")                                   # never opened: it would block
+    os.symlink("/etc/passwd", stack.lower / "link")                   # never followed
+    plaintext = tmp_path / "f.dat"
+    plaintext.write_bytes(b"p" * 8192)
+    assert not stack.daemon_caches and stack.forget_seconds < 0.1
+    assert stack.forget("res", plaintext) == "fadvise_dontneed+lower" and not remounts
+    cryfs = get("cryfs")()
+    assert cryfs.daemon_caches and cryfs.forget_seconds == cryfs.remount_seconds
+    cryfs.reset_cache = lambda res: remounts.append(res) or "drop_caches+idle"
+    assert FuseStack.forget(cryfs, "res", plaintext) == "drop_caches+idle" and remounts == ["res"]
+
+
 def test_a_failed_step_says_what_the_fuse_daemon_last_logged(tmp_path):
     from cryptcost.stacks import get
     stack = get("securefs")()

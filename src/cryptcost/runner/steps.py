@@ -265,7 +265,8 @@ class StepRunner:
         if known and known[1]:
             return known[1]
         if op.op in ("read", "randread") and not self.direct:
-            return inst.stack.remount_seconds
+            single = self.repeatable(op) and not inst.cached_below
+            return inst.stack.forget_seconds if single else inst.stack.remount_seconds
         return 0.05 if op.op == "write" else 0.0
 
     def one_pass(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:

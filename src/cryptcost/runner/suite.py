@@ -142,10 +142,9 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                 for stack, _ in resolved:
                     plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
                     rate = 600e6 if plaintext else 120e6
-                    remount = stack.remount_seconds
-                    total += 3 + remount * 2                                # setup + integrity check
+                    total += 3 + stack.remount_seconds * 2                  # setup + integrity check
                     for step in steps:
-                        total += rounds * sum(_op_seconds(op, rate, remount) for op in step.ops)
+                        total += rounds * sum(_op_seconds(op, rate, stack) for op in step.ops)
         for np_ in network_plans(part.network) if part.network else []:
             resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel)
             names = netrun.wl.expand(np_.workloads)
@@ -156,12 +155,14 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
     return total
 
 
-def _op_seconds(op: wl.Op, rate: float, remount: float) -> float:
+def _op_seconds(op: wl.Op, rate: float, stack) -> float:
     """One sample of ``op``: at least a second of measured passes (see
-    runner.steps), within the sample budget, plus its cache reset and start-up."""
+    runner.steps), within the sample budget, plus its cache reset (of the one
+    file it reads, or of the stack) and start-up."""
     one = (op.intended_bytes or 32 << 20) / rate
     measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))
-    return measured + op.reset_before * remount + 0.3
+    reset = stack.forget_seconds if op.engine == "fio" and op.files == 1 else stack.remount_seconds
+    return measured + op.reset_before * reset + 0.3
 
 
 @dataclass

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import time
 from abc import abstractmethod
 from pathlib import Path
@@ -65,6 +66,23 @@ def drop_caches() -> None:
             fh.write("3\n")
     except OSError as exc:
         raise UserError(f"cannot drop caches ({exc.strerror}): run as root") from None
+
+
+FORGET_SECONDS = 0.02          # evicting a file's pages, for the time estimate
+
+
+def evict_pages(path: Path | str) -> None:
+    """Evict one file's pages from the page cache: an fdatasync, so none is
+    dirty, then posix_fadvise DONTNEED. Anything but a regular file (a
+    symbolic link is not followed) is left alone."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def log_tail(path: str | None, lines: int = 3) -> str | None:
@@ -129,6 +147,11 @@ class StorageStack(Stack):
         drop_caches()
         return "drop_caches"
 
+    @property
+    def forget_seconds(self) -> float:
+        """What :meth:`forget` takes, for the time estimate."""
+        return FORGET_SECONDS if self.file_cache_only else self.remount_seconds
+
     def last_words(self) -> str | None:
         """What the stack's daemon last logged, for a failure's message, or None."""
         return None
@@ -136,16 +159,10 @@ class StorageStack(Stack):
     def forget(self, res: Resources, path: Path) -> str:
         """Make the next read of the file ``path`` come from the medium; return
         the cache mode. Where the file's page cache is the only cache, evicting
-        its pages (posix_fadvise DONTNEED, after an fdatasync so none is dirty)
-        is enough, and costs none of drop_caches' global sync and scan."""
+        its pages is enough, and costs none of drop_caches' global sync and scan."""
         if not self.file_cache_only:
             return self.reset_cache(res)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict_pages(path)
         return "fadvise_dontneed"
 
     def settle(self) -> float:
@@ -180,6 +197,13 @@ class FuseStack(StorageStack):
     features = ("fuse",)
     mount_timeout: ClassVar[float] = 60
     remount_seconds = 0.4
+    # Whether the daemon keeps file data between one open and the next (a
+    # block cache), which only a remount empties. A daemon that keeps none
+    # says False: the reset before a read of one file then evicts that file's
+    # pages and those of every file under ``lower`` (its ciphertext), with no
+    # remount's key derivation and no global drop_caches. A stack test checks
+    # that reads after it are no faster than after a remount.
+    daemon_caches: ClassVar[bool] = True
 
     def setup(self, res: Resources, backing: Backing) -> Path:
         self.root = make_fs(res, backing.device, self.fs)
@@ -227,6 +251,24 @@ class FuseStack(StorageStack):
         drop_caches()
         self._mount(res)
         return "remount"
+
+    def forget(self, res: Resources, path: Path) -> str:
+        """A remount where the daemon may cache file data; else the file's
+        pages and those of the ciphertext below it evicted."""
+        if self.daemon_caches:
+            return self.reset_cache(res)
+        evict_pages(path)
+        for d, _, files in os.walk(self.lower):
+            for name in files:
+                try:
+                    evict_pages(os.path.join(d, name))
+                except OSError:              # gone since, or a symbolic link
+                    pass
+        return "fadvise_dontneed+lower"
+
+    @property
+    def forget_seconds(self) -> float:
+        return self.remount_seconds if self.daemon_caches else FORGET_SECONDS
 
     def unmounted(self) -> None:
         """Between the unmount and the next mount of a cache reset (nothing by default)."""

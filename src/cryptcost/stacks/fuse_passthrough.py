@@ -25,6 +25,7 @@ class FusePassthrough(FuseStack):
     role = "baseline"
     baselines = ("plain",)
     isolates = "FUSE (libfuse 2)"
+    daemon_caches = False
     use_case = None
     tools = (Tool("bindfs", "bindfs", "bindfs", ("bindfs", "--version")),)
     # bindfs is single-threaded by default; the crypto FUSE daemons are not,

@@ -38,6 +38,7 @@ class Gocryptfs(FuseStack):
     default_variants = ("aes-gcm",)
     fuse_library = "go-fuse v2"
     baselines = ("gofuse-passthrough", "plain")      # the same FUSE library: go-fuse
+    daemon_caches = False            # no data cache: each read decrypts what it reads from lower
     security = (_LEAKS,)
 
     def __init__(self, variant: str | None = None, fs: str = "ext4"):

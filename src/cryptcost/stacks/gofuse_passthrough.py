@@ -28,6 +28,7 @@ class GofusePassthrough(FuseStack):
     role = "baseline"
     fuse_library = "go-fuse v2"
     isolates = "FUSE (go-fuse)"
+    daemon_caches = False
     baselines = ("plain",)
     use_case = None
     tools = (LOOPBACK,)

@@ -17,7 +17,7 @@ from cryptcost.errors import ProcessError
 from cryptcost.media import Backing
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.host.tools import Tool
-from cryptcost.stacks.fs import StorageStack, make_fs
+from cryptcost.stacks.fs import FORGET_SECONDS, StorageStack, evict_pages, make_fs
 
 QSD = Tool("qemu-storage-daemon", "qemu-storage-daemon", "qemu-system-common",
            ("qemu-storage-daemon", "--version"))
@@ -39,7 +39,7 @@ class QemuExportStack(StorageStack):
     def setup(self, res: Resources, backing: Backing) -> Path:
         work = res.tmpdir(f"cryptcost-{self.name}-")
         fmt_args = self.prepare(res, backing, work)
-        export = work / "export"
+        self.export = export = work / "export"
         export.touch()
         argv = ["qemu-storage-daemon",
                 "--blockdev", f"driver=host_device,node-name=file0,filename={backing.device},"
@@ -54,6 +54,19 @@ class QemuExportStack(StorageStack):
         self.workdir = mnt / "data"
         self.workdir.mkdir()
         return self.workdir
+
+    def forget(self, res: Resources, path: Path) -> str:
+        """The file's pages, then those of the export the buffered loop
+        device reads through: the only caches a read of one file meets
+        (qemu-storage-daemon opens the medium with cache.direct=on), so no
+        global drop_caches is needed. A stack test compares the two."""
+        evict_pages(path)
+        evict_pages(self.export)
+        return "fadvise_dontneed+export"
+
+    @property
+    def forget_seconds(self) -> float:
+        return FORGET_SECONDS
 
     def daemon_pids(self) -> list[int]:
         return [self.daemon.pid] if getattr(self, "daemon", None) else []

@@ -17,6 +17,7 @@ class Securefs(FuseStack):
     # securefs 0.13 mounts with big_writes (and atomic_o_trunc)
     fuse_options = ("big_writes",)
     baselines = ("fuse-passthrough:big-writes", "plain")
+    daemon_caches = False            # no more than the block an open file is at (a stack test checks)
     tools = (Tool("securefs", "securefs", "securefs", ()),)      # prints no version of its own
     variants = {"lite": {"format": 4}, "full": {"format": 2}}
     default_variants = ("lite",)
