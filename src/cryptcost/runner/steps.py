@@ -211,7 +211,8 @@ class StepRunner:
                           f"{fits} pass(es) of {one * 1000:.0f} ms in the {self.budget:g} s budget")
         return want, None
 
-    def repeatable(self, op: wl.Op) -> bool:
+    @staticmethod
+    def repeatable(op: wl.Op) -> bool:
         """A single-file fio operation can be repeated within one sample."""
         return op.engine == "fio" and op.fio is not None and op.fio.nrfiles == 1 and \
             op.op in ("write", "read", "randread", "randwrite")
@@ -265,8 +266,7 @@ class StepRunner:
         if known and known[1]:
             return known[1]
         if op.op in ("read", "randread") and not self.direct:
-            single = self.repeatable(op) and not inst.cached_below
-            return inst.stack.forget_seconds if single else inst.stack.remount_seconds
+            return inst.stack.forget_seconds if self.repeatable(op) and not inst.cached_below else inst.stack.remount_seconds
         return 0.05 if op.op == "write" else 0.0
 
     def one_pass(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:

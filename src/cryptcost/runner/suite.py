@@ -22,7 +22,7 @@ from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
 from cryptcost.runner.executor import Executor, RealExecutor
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.sink import Sink
-from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET
+from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
 from cryptcost.runner.network import NetworkPlan, run_network
 from cryptcost.runner import network as netrun
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
@@ -161,7 +161,7 @@ def _op_seconds(op: wl.Op, rate: float, stack) -> float:
     file it reads, or of the stack) and start-up."""
     one = (op.intended_bytes or 32 << 20) / rate
     measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))
-    reset = stack.forget_seconds if op.engine == "fio" and op.files == 1 else stack.remount_seconds
+    reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds
     return measured + op.reset_before * reset + 0.3
 
 
