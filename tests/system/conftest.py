@@ -63,9 +63,15 @@ def _release_killed_sessions() -> None:
 
 _release_killed_sessions()
 
+from cryptcost.lifecycle.release import SETTINGS          # noqa: E402
+
 WORKQUEUE_MASK = "/sys/devices/virtual/workqueue/cpumask"
-# The mask as the session found it: a pass on N CPUs changes it and must restore it.
-MASK_BEFORE = open(WORKQUEUE_MASK).read().strip() if os.path.exists(WORKQUEUE_MASK) else None
+PAGE_REPORTING_ORDER = "/sys/module/page_reporting/parameters/page_reporting_order"
+assert {WORKQUEUE_MASK, PAGE_REPORTING_ORDER} == set(SETTINGS), SETTINGS
+# Every setting as the session found it: a pass on N CPUs changes the workqueue mask, and every
+# measuring run holds free page reporting off; each must be restored.
+SETTINGS_BEFORE = {path: open(path).read().strip() for path in SETTINGS if os.path.exists(path)}
+MASK_BEFORE = SETTINGS_BEFORE.get(WORKQUEUE_MASK)
 
 
 def leftovers(state_dirs: list[str]) -> list[str]:
@@ -95,10 +101,10 @@ def _everything(state_dirs: list[str]) -> list[str]:
     for d in state_dirs:
         if os.path.isdir(d):
             found += [f"journal {d}/{j}" for j in os.listdir(d) if j.startswith("journal-")]
-    if MASK_BEFORE is not None:
-        mask = open(WORKQUEUE_MASK).read().strip()
-        if mask != MASK_BEFORE:
-            found.append(f"setting {WORKQUEUE_MASK} = {mask}, not {MASK_BEFORE} as before")
+    for path, before in SETTINGS_BEFORE.items():
+        value = open(path).read().strip()
+        if value != before:
+            found.append(f"setting {path} = {value}, not {before} as before")
     return found
 
 

@@ -117,23 +117,30 @@ def test_a_signal_at_any_point_leaves_nothing_and_keeps_the_results(tmp_path, wo
 
 
 @pytest.mark.root
-def test_a_pass_on_fewer_cpus_killed_gets_the_workqueue_mask_back_from_cleanup(tmp_path, workdir):
-    """--cpus 1 changes a system setting, the kernel's workqueue cpumask: SIGKILL during the
-    measurement leaves it changed (nothing can run), and `cleanup` writes the old value back
-    from the journal, as it does every other resource."""
+def test_a_pass_on_fewer_cpus_killed_gets_the_host_settings_back_from_cleanup(tmp_path, workdir):
+    """--cpus 1 changes a system setting, the kernel's workqueue cpumask, and every measuring
+    run holds free page reporting off where the VM has it: SIGKILL during the measurement
+    leaves both changed (nothing can run), and `cleanup` writes the old values back from the
+    journals, as it does every other resource."""
     need_root()
-    from tests.system.conftest import MASK_BEFORE, WORKQUEUE_MASK
+    from cryptcost.host import kernel
+    from tests.system.conftest import MASK_BEFORE, PAGE_REPORTING_ORDER, SETTINGS_BEFORE, WORKQUEUE_MASK
     if MASK_BEFORE is None:
         pytest.skip(f"no {WORKQUEUE_MASK} on this kernel")
+    reporting = (kernel.page_reporting() or {}).get("enabled") and PAGE_REPORTING_ORDER in SETTINGS_BEFORE
     before, dirs = set(leftovers([])), _tmpdirs()
     args = [*ARGS[:2], "plain", "--cpus", "1", *ARGS[3:]]
     done = _cryptcost(tmp_path, *args, env=_env(tmp_path, CRYPTCOST_FAULT="measure:SIGKILL:2"),
                       start_new_session=True)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     assert int(open(WORKQUEUE_MASK).read().replace(",", ""), 16) == 1 << min(os.sched_getaffinity(0))
+    if reporting:
+        assert int(open(PAGE_REPORTING_ORDER).read()) == kernel.free_block_orders()
     swept = _cryptcost(tmp_path, "cleanup")
     assert swept.returncode == 0 and WORKQUEUE_MASK in swept.stdout, swept.stdout + swept.stderr
-    assert open(WORKQUEUE_MASK).read().strip() == MASK_BEFORE
+    assert not reporting or PAGE_REPORTING_ORDER in swept.stdout, swept.stdout
+    for path, value in SETTINGS_BEFORE.items():
+        assert open(path).read().strip() == value, path
     assert _leaked(tmp_path, before, dirs) == []
 
 

@@ -118,6 +118,70 @@ def test_free_page_reporting_is_recorded_with_its_settings_and_said_when_on(tmp_
     assert kernel.page_reporting(tmp_path / "absent") is None
 
 
+def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_says_so(tmp_path, monkeypatch):
+    """A measuring run sets the reporting order to one no free block reaches (the allocator's
+    number of orders, read from /proc/buddyinfo), through the journalled settings; the host
+    notes then say it was held off, or why not; ``keep`` leaves it alone."""
+    from cryptcost.errors import CryptcostError
+    from cryptcost.host import kernel, probe
+    from cryptcost.lifecycle.release import SETTINGS
+    from cryptcost.runner import quiet
+    buddy = tmp_path / "buddyinfo"
+    buddy.write_text("Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3\n"
+                     "Node 0, zone   Normal   9911   3924   2117   1163    815    435   1197    786    392     62    374\n")
+    assert kernel.free_block_orders(str(buddy)) == 11
+    assert kernel.free_block_orders(str(tmp_path / "absent")) is None
+    assert kernel.PAGE_REPORTING_ORDER in SETTINGS          # restored from the journal, by cleanup too
+
+    class Res:
+        def __init__(self, refuse=None):
+            self.set, self.refuse = [], refuse
+
+        def setting(self, path, value):
+            if self.refuse:
+                raise self.refuse
+            self.set.append((path, value))
+
+    monkeypatch.setattr(kernel, "page_reporting", lambda: {"page_reporting_order": 9, "enabled": True})
+    monkeypatch.setattr(kernel, "free_block_orders", lambda: 11)
+    monkeypatch.setattr(kernel, "reported_bytes", lambda: 5 << 20)
+    res = Res()
+    held = quiet.hold_page_reporting(res)
+    assert res.set == [(kernel.PAGE_REPORTING_ORDER, "11")]
+    assert held == {"held": True, "order": 11, "was": 9, "reported_before": 5 << 20}
+    info = {"cpu": {"flags": {}, "governor": "performance"}, "crypto_drivers": {"xts(aes)": {}}, "root": True,
+            "page_reporting": {"page_reporting_order": 9, "enabled": True, "run": held}}
+    assert any("held that off for the run (page_reporting_order 9 → 11" in n for n in probe.notes(info))
+    monkeypatch.setattr(kernel, "reported_bytes", lambda: 7 << 20)
+    assert quiet.reported_since(info) == 2 << 20           # what was reported while it was held
+    res = Res()
+    assert quiet.hold_page_reporting(res, "keep") == {"held": False, "why": "kept on (--page-reporting keep)",
+                                                      "reported_before": 7 << 20}
+    assert res.set == []
+    refused = quiet.hold_page_reporting(Res(refuse=OSError(22, "Invalid argument")))
+    assert refused["held"] is False and "refused order 11: Invalid argument" in refused["why"]
+    info["page_reporting"]["run"] = refused
+    assert any("not held off for this run" in n and "Invalid argument" in n for n in probe.notes(info))
+    assert quiet.reported_since(info) is None              # nothing to count from
+    assert quiet.hold_page_reporting(Res(refuse=CryptcostError("no")))["held"] is False
+    monkeypatch.setattr(kernel, "page_reporting", lambda: {"page_reporting_order": 9, "enabled": False})
+    res = Res()
+    assert quiet.hold_page_reporting(res) is None and res.set == []
+
+
+def test_the_memory_the_passes_take_is_touched_once_before_the_first_sample(monkeypatch):
+    """3 × the medium (a pass file at every layer it crosses, with room to spare), at most a
+    quarter of what is available; touching it says what it took."""
+    from cryptcost.host import cpu
+    from cryptcost.runner import quiet, storage
+    monkeypatch.setattr(cpu, "memory", lambda: {"total": 24 << 30, "available": 20 << 30})
+    assert storage.warm_bytes(512 << 20) == 3 * (512 << 20)
+    monkeypatch.setattr(cpu, "memory", lambda: {"total": 4 << 30, "available": 2 << 30})
+    assert storage.warm_bytes(1 << 30) == 512 << 20
+    got = quiet.warm_memory(8 << 20)
+    assert got["bytes"] == 8 << 20 and got["seconds"] >= 0 and got["bytes_per_s"] > 0
+
+
 def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_speed(fixture_text, monkeypatch):
     """A fresh kernel's first ``cryptsetup benchmark`` of a cipher pays a one-time start-up
     (50× slower in a fresh guest): it is run once before the first sample, never kept as one."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cryptcost import stats
-from cryptcost.cli.common import (ConsoleProgress, probe_host, out, parse_accel, parse_ints, parse_list,
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, probe_host, out, parse_accel, parse_ints, parse_list,
                                   print_json, recorded_run)
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.units import parse_size
@@ -17,6 +17,7 @@ def add_parser(sub, common) -> None:
     p = sub.add_parser("ciphers", parents=[common], help="raw cipher throughput per engine")
     add_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object with a results list")
+    add_host_options(p)
     p.set_defaults(func=run)
 
 

@@ -12,9 +12,10 @@ from rich.console import Console
 
 from cryptcost import stacks, units
 from cryptcost.errors import UserError
-from cryptcost.host.probe import probe
+from cryptcost.host.probe import notes, probe
 from cryptcost.lifecycle.lock import run_lock
-from cryptcost.lifecycle.resources import Terminated
+from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
+from cryptcost.runner import quiet
 from cryptcost.runner.scheduler import Progress
 from cryptcost.runner.sink import StoreSink
 from cryptcost.store.db import Store
@@ -77,7 +78,6 @@ def per_cpu_count(plan, counts: list[int | None], measure_one):
     Resources scope (one pass's stacks are gone before the next is built);
     one outcome with every pass's results, what was skipped and what failed."""
     from dataclasses import replace
-    from cryptcost.lifecycle.resources import Resources, install_signal_handlers
     install_signal_handlers()
     merged = None
     for n in counts:
@@ -103,9 +103,12 @@ def open_store(args, *, create: bool = True) -> Store:
 @contextmanager
 def recorded_run(args, command: str, host: dict):
     """A run in the store: ``running`` while measuring, then ``complete``,
-    ``failed`` or ``interrupted``. Yields (store, run_id, sink)."""
+    ``failed`` or ``interrupted``, on a host quieted for it (:func:`quiet_host`,
+    undone when the run ends). Yields (store, run_id, sink)."""
     store = open_store(args)                     # a bad --db is refused before the lock exists
-    with run_lock(sys.argv[1:]):
+    install_signal_handlers()                    # SIGTERM unwinds, so the host's settings come back
+    with run_lock(sys.argv[1:]), Resources() as res:
+        quiet_host(res, host, getattr(args, "page_reporting", "hold"))
         run_id = store.begin_run(command, host)
         status = "failed"
         try:
@@ -115,11 +118,31 @@ def recorded_run(args, command: str, host: dict):
             status = "interrupted"
             raise
         finally:
+            reported = quiet.reported_since(host)
+            if reported is not None:
+                store.update_extra(run_id, page_reporting_reported_bytes=reported)
             store.finish_run(run_id, status)
             results, samples = store.counts(run_id)
             if status != "complete":
                 err.print(f"run {run_id} {status}; kept {results} results and {samples} samples "
                           f"measured before that (cryptcost show {run_id})")
+
+
+def add_host_options(p) -> None:
+    """What a measuring command may change on the host for its run."""
+    p.add_argument("--page-reporting", choices=quiet.CHOICES, default="hold",
+                   help="on a VM that hands freed memory back to its host: hold that off for the run, so "
+                        "memory freed between passes is not faulted in from the host again (default), or "
+                        "keep it as it is")
+
+
+def quiet_host(res, host: dict, page_reporting: str = "hold") -> None:
+    """Quiet what the run may quiet on the host (runner.quiet), for the life of ``res``,
+    and say so in ``host``, which is stored with the run."""
+    held = quiet.hold_page_reporting(res, page_reporting)
+    if held is not None:
+        host["page_reporting"] = {**host["page_reporting"], "run": held}
+        host["notes"] = notes(host)
 
 
 class ConsoleProgress(Progress):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (ConsoleProgress, add_cpus_option, cpu_counts, err, parse_accel, parse_list,
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option, cpu_counts, err, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.links import LINKS
 from cryptcost.report.terminal import network_table
@@ -30,6 +30,7 @@ def add_parser(sub, common) -> None:
     add_cpus_option(p)
     add_policy_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object with a results list")
+    add_host_options(p)
     p.set_defaults(func=run)
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cryptcost.cli.common import open_store, probe_host, ConsoleProgress, err, out, print_json, recorded_run
+from cryptcost.cli.common import (add_host_options, open_store, probe_host, ConsoleProgress, err, out, print_json,
+                                  recorded_run)
 from cryptcost import units
 from cryptcost.errors import UserError
 from cryptcost.report import document
@@ -32,6 +33,7 @@ def add_parser(sub, common) -> None:
                    "parts, block sizes or workloads; the report lists what was left out")
     p.add_argument("--dry-run", action="store_true", help="print what would run and the estimate, then stop")
     p.add_argument("--json", action="store_true", help="print one JSON object (results and analysis)")
+    add_host_options(p)
     p.set_defaults(func=run)
 
 
@@ -105,12 +107,12 @@ def run(args) -> int:
     if budget_s:                                 # extra samples stop early enough to leave room for the rest
         plan.policy = {**plan.policy, "deadline": time.monotonic() + budget.DEADLINE_SHARE * budget_s}
     host = probe_host()
-    if not args.json:
-        for note in host["notes"]:
-            err.print(f"• {note}")
     install_signal_handlers()
     started = time.monotonic()
     with recorded_run(args, "run", host) as (store, run_id, sink):
+        if not args.json:
+            for note in host["notes"]:                # the host as quieted for the run
+                err.print(f"• {note}")
         store.update_extra(run_id, suite=plan.name, model=model, estimate_seconds=round(seconds, 1),
                            time_budget=budget_s, skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
         outcome = suite.run_plan(plan, sink=sink, host=host,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (ConsoleProgress, add_cpus_option, cpu_counts, parse_accel, parse_list,
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option, cpu_counts, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.media import parse_medium
 from cryptcost.units import parse_size
@@ -18,6 +18,7 @@ def add_parser(sub, common) -> None:
     add_options(p)
     add_policy_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object with a results list")
+    add_host_options(p)
     p.set_defaults(func=run)
 
 

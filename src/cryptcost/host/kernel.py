@@ -163,6 +163,27 @@ def kernel_info() -> dict:
 
 
 PAGE_REPORTING = Path("/sys/module/page_reporting/parameters")
+PAGE_REPORTING_ORDER = str(PAGE_REPORTING / "page_reporting_order")   # a setting cryptcost may change
+
+
+def free_block_orders(buddyinfo: str = "/proc/buddyinfo") -> int | None:
+    """How many block orders the page allocator has (0 … MAX_PAGE_ORDER): no
+    free block is ever of this order or larger; None when unreadable."""
+    try:
+        lines = Path(buddyinfo).read_text().splitlines()
+    except OSError:
+        return None
+    counts = [len(line.split(",", 1)[1].split()) - 2 for line in lines if "zone" in line]
+    return max(counts) if counts else None
+
+
+def reported_bytes(root: Path = PAGE_REPORTING) -> int | None:
+    """What free page reporting has handed back to the host since boot, where
+    the kernel counts it (``reported_kib``, not in every kernel); else None."""
+    try:
+        return int((root / "reported_kib").read_text().split()[0]) << 10
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def page_reporting(root: Path = PAGE_REPORTING) -> dict | None:

@@ -66,11 +66,19 @@ def notes(info: dict) -> list[str]:
     if gov is None:
         out.append("CPU frequency scaling is not visible (virtual machine?): the clock is "
                    "unknown to cryptcost, so cycles/byte use the nominal MHz")
-    if (info.get("page_reporting") or {}).get("enabled"):
+    reporting = info.get("page_reporting") or {}
+    held = reporting.get("run") or {}
+    if reporting.get("enabled") and held.get("held"):
+        out.append(f"this VM hands the memory it frees back to its host (free page reporting); cryptcost held "
+                   f"that off for the run (page_reporting_order {held['was']} → {held['order']}, an order no "
+                   "free block reaches), so memory freed between passes stayed in the VM; memory the run takes "
+                   "for the first time still faults in from the host once, in the warm-up round where there is one")
+    elif reporting.get("enabled"):
         out.append("this VM hands the memory it frees back to its host (free page reporting): memory it "
                    "allocates again may fault in from the host first, several times slower than memory reused "
-                   "(measured on such a VM: 20 GiB first touched at 0.65–0.9 GB/s, 2.3 GB/s reused), one more "
-                   "reason page-cache figures vary from run to run")
+                   "(measured on such a VM: 2 GiB freed and touched again 4 s later at 0.44–1.0 GB/s, 1.6–1.9 "
+                   "GB/s with reporting held off), one more reason page-cache figures vary from run to run"
+                   + (f"; not held off for this run: {held['why']}" if held.get("why") else ""))
     if info.get("emulated"):
         out.append(info["emulated"]["why"])
     if not info["root"]:

@@ -207,7 +207,8 @@ def release_keyfile(data: dict) -> None:
 
 
 # System settings cryptcost may change for a run, and only these: restored from the journal.
-SETTINGS = ("/sys/devices/virtual/workqueue/cpumask",)     # where unbound kernel workqueues may run
+SETTINGS = ("/sys/devices/virtual/workqueue/cpumask",     # where unbound kernel workqueues may run
+            "/sys/module/page_reporting/parameters/page_reporting_order")   # free page reporting, held off
 
 
 @releaser("setting")

@@ -28,7 +28,7 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
 from cryptcost.model import Job, Result, Sample, metric_median as median
-from cryptcost.runner import pairing, pinning
+from cryptcost.runner import pairing, pinning, quiet
 from cryptcost.runner.integrity import check_pattern
 from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, schedule
 from cryptcost.runner.sink import Sink
@@ -53,6 +53,7 @@ class StoragePlan:
     affinity: str | None = None      # what the pass on ``cpus`` pinned (runner.pinning)
     part: str | None = None          # the run plan's part this belongs to (results are paired within it)
     accel: tuple[bool, ...] = (True,)   # (True, False): each measured stack also with acceleration off
+    warmed: dict | None = None       # the memory touched before the first sample (runner.quiet.warm_memory)
 
 
 @dataclass
@@ -162,6 +163,9 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
             for step in steps for inst in ready]
     sink = sink or Sink()
     op_of = {op.key: op for step in steps for op in step.ops}
+    if ready:
+        plan.warmed = quiet.warm_memory(warm_bytes(plan.size))
+        log.info("memory warmed before the first sample: %s", plan.warmed)
     series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, i, s: sink.sample(
         "storage", _fields(_inst(ready, key[0]), op_of[key[1]], plan), i, s))
     outcome = StorageOutcome(skipped=skipped, cache_mode="direct" if direct else "buffered+fsync",
@@ -179,6 +183,15 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     return outcome
 
 
+def warm_bytes(size: int) -> int:
+    """How much memory to touch before the first sample: what a pass's page
+    cache may take at every layer it crosses (the stack's file, the lower
+    file below a FUSE stack, the export below a loop device: at most 3 × a
+    pass file of 75 % of ``size``) with room to spare, 3 × ``size``, but at
+    most a quarter of the memory available."""
+    return min(3 * size, (cpu.memory().get("available") or 12 * size) // 4)
+
+
 def _inst(instances: list[Instance], label: str) -> Instance:
     return next(i for i in instances if i.label == label)
 
@@ -192,6 +205,8 @@ def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
     if plan.cpus:
         fields["cpus"] = plan.cpus
         fields["params"]["affinity"] = plan.affinity
+    if plan.warmed:
+        fields["params"]["memory_warmed"] = plan.warmed
     return fields
 
 
