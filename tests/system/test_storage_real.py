@@ -55,7 +55,11 @@ def test_stack_measured_against_its_baseline(cli, tmp_path, stack):
                                                            ("write", 1 << 20), ("read", 1 << 20)}
     for r in mine:
         assert r["median_bytes_per_s"] > 0 and r["samples"] == 1
-        assert r["bytes_moved"] > 0 and r["cpu_s_per_gib"] > 0
+        assert r["bytes_moved"] > 0
+        if r["cpu_s_per_gib"] is None:     # a pass of a few ms (1 sample, no warm-up): below /proc/stat's ticks
+            assert r["sample_seconds"] < 0.1 and "too coarse" in r["cpu_unmeasured"], r
+        else:
+            assert r["cpu_s_per_gib"] > 0, r
         assert r["medium"] == "ram" and r["iodepth"] == 1
         assert r["cache_mode"] in ("direct", "fsync", *ONE_FILE_RESETS), r["cache_mode"]
         if r["op"] == "read" and r["cache_mode"] != "direct":

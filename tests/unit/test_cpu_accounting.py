@@ -61,3 +61,28 @@ def test_a_device_with_a_mapping_on_top_is_in_use(tmp_path):
     assert used == ["/dev/dm-3 (built on sdz1)"]
     os.unlink(sysfs / "sdz1" / "holders" / "dm-3")
     assert guard._holders("/dev/sdz", sysfs=str(sysfs)) == []
+
+
+def test_a_cpu_window_too_short_for_proc_stats_ticks_counts_no_cpu_rather_than_zero():
+    """/proc/stat counts in ticks (10 ms here): a 24 ms pass of 25 MiB on plain showed 0 busy
+    ticks, and CPU-s/GiB came out 0.0. Below 0.1 s of window nothing is counted, and the sample
+    says why; passes that add up to 0.1 s are counted together."""
+    from cryptcost.runner import passes
+    from cryptcost.model import Sample
+    from cryptcost.workloads import storage as wl
+    two_cpus = lambda ticks: cpu.stat_snapshot(f"cpu {ticks} 0 0 0 0 0 0 0\ncpu0 {ticks} 0 0 0 0 0 0 0\n"
+                                               f"cpu1 0 0 0 0 0 0 0 0\n")
+    assert cpu.window_seconds(two_cpus(0), two_cpus(200)) == pytest.approx(200 / cpu.CLK_TCK / 2)
+    short = {"cpu_window_s": 0.024}
+    passes.cpu_per_unit(short, CpuSplit(), 25 << 20, 25)
+    assert "cpu_s_per_gib" not in short and "cpu_us_per_op" not in short
+    assert "24 ms" in short["cpu_unmeasured"] and "too coarse" in short["cpu_unmeasured"]
+    long = {"cpu_window_s": 0.5}
+    passes.cpu_per_unit(long, CpuSplit(system=0.25), 1 << 30, 1000)
+    assert long["cpu_s_per_gib"] == pytest.approx(0.25) and "cpu_unmeasured" not in long
+    op = wl.seq_steps(wl.Sizes(medium=512 << 20), (1 << 20,), False)[0].ops[1]
+    two = [Sample(value=1e9, seconds=0.05, bytes_moved=50 << 20, cpu=CpuSplit(user=0.01),
+                     metrics={**short, "cpu_window_s": 0.06}) for _ in range(2)]
+    both = passes.combine(two, op)
+    assert both.metrics["cpu_window_s"] == pytest.approx(0.12)
+    assert both.metrics["cpu_s_per_gib"] == pytest.approx(0.02 / (100 / 1024)) and "cpu_unmeasured" not in both.metrics

@@ -140,6 +140,14 @@ def cpu_split(before: dict[str, list[int]], after: dict[str, list[int]],
     return CpuSplit(**dict(zip(CPU_FIELDS, total)), daemons=daemons, max_core_busy=busiest)
 
 
+def window_seconds(before: dict[str, list[int]], after: dict[str, list[int]]) -> float:
+    """The wall time two snapshots span, as /proc/stat counts it: its ticks
+    over every CPU, per CPU (``CLK_TCK`` a second, 100 here: a window of a
+    few ticks counts a process's CPU to within whole ticks, not percent)."""
+    cpus = max(1, sum(1 for name in after if name != "cpu"))
+    return (sum(after["cpu"]) - sum(before["cpu"])) / CLK_TCK / cpus
+
+
 def process_cpu(pids: list[int]) -> dict[int, float]:
     """CPU-seconds (user + system) of each process and all its descendants:
     the live ones directly, the exited ones through their parent's

@@ -40,11 +40,11 @@ from cryptcost.engines import fio
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.model import CpuSplit, Sample
+from cryptcost.model import Sample
+from cryptcost.runner.passes import combine, cpu_per_unit
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
-GiB = 1 << 30
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
 DBENCH_SECONDS = 10
 WRITES = ("write", "create", "randwrite")
@@ -89,34 +89,6 @@ def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
 
 def _daemon_cpu(pids: list[int]) -> float:
     return sum(cpu.process_cpu(pids).values()) if pids else 0.0
-
-
-def combine(passes: list[Sample], op: wl.Op) -> Sample:
-    """The passes of one sample as one: bytes, operations, measured seconds
-    and CPU summed; latency figures are the passes' medians."""
-    if len(passes) == 1:
-        return passes[0]
-    seconds = sum(p.seconds for p in passes)
-    moved = sum(p.bytes_moved or 0 for p in passes)
-    cpus = [p.cpu for p in passes if p.cpu]
-    split = CpuSplit(**{f: sum(getattr(c, f) for c in cpus) for f in
-                        ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "daemons")},
-                     max_core_busy=max((c.max_core_busy for c in cpus), default=0.0))
-    metrics = dict(passes[-1].metrics)
-    for name in ("iops", "lat_p50_us", "lat_p99_us"):
-        values = [p.metrics[name] for p in passes if isinstance(p.metrics.get(name), (int, float))]
-        if values:
-            metrics[name] = statistics.median(values)
-    for name in ("settle_s", "harness_cpu_s"):
-        if any(name in p.metrics for p in passes):
-            metrics[name] = sum(p.metrics.get(name, 0.0) for p in passes)
-    count = sum(p.metrics.get("count", 0) for p in passes)
-    value = (count / seconds) if op.unit == "ops/s" else moved / seconds
-    if moved:
-        metrics["cpu_s_per_gib"] = split.busy / (moved / GiB)
-    if count:
-        metrics["cpu_us_per_op"] = split.busy / count * 1e6
-    return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
 
 
 class StepRunner:
@@ -303,14 +275,12 @@ class StepRunner:
         metrics["harness_cpu_s"] = cpu.harness_cpu() - harness
         after, dafter = cpu.stat_snapshot(), _daemon_cpu(pids)
         split = cpu.cpu_split(before, after, daemons=max(0.0, dafter - dbefore))
+        metrics["cpu_window_s"] = cpu.window_seconds(before, after)
         seconds = max(seconds, 1e-6)
         value = (count / seconds) if op.unit == "ops/s" else moved / seconds
         if op.files > 1:
             metrics["files_per_s"] = op.files / seconds
-        if moved:
-            metrics["cpu_s_per_gib"] = split.busy / (moved / GiB)
-        if count:
-            metrics["cpu_us_per_op"] = split.busy / count * 1e6
+        cpu_per_unit(metrics, split, moved, count)
         metrics["count"] = count
         return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
 

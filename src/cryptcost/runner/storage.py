@@ -249,6 +249,10 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         "engine": samples[-1].metrics.get("engine", "fio"),
     }
     notes = [s.error] if s.error else []
+    unmeasured = [x.metrics["cpu_unmeasured"] for x in samples if x.metrics.get("cpu_unmeasured")]
+    if metrics["cpu_s_per_gib"] is None and metrics["cpu_us_per_op"] is None and unmeasured:
+        metrics["cpu_unmeasured"] = unmeasured[0]
+        notes.append(f"CPU not counted: {unmeasured[0]} (a longer sample counts it)")
     if s.error:                          # the series failed after these samples: kept, never ranked
         metrics["incomplete"] = s.error
     metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
