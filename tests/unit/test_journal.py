@@ -96,8 +96,9 @@ def test_integrity_check_passes_on_a_plain_directory(tmp_path):
 
 
 def test_integrity_check_catches_corruption(tmp_path):
-    def corrupt():
-        with open(tmp_path / ".cryptcost-integrity", "r+b") as fh:
+    def corrupt(path):
+        assert path == tmp_path / ".cryptcost-integrity"        # the reset is given the one file
+        with open(path, "r+b") as fh:
             fh.seek(3 * 65536 + 17)
             byte = fh.read(1)[0]
             fh.seek(3 * 65536 + 17)

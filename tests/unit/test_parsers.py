@@ -170,12 +170,12 @@ def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_say
 
 
 def test_the_memory_the_passes_take_is_touched_once_before_the_first_sample(monkeypatch):
-    """3 × the medium (a pass file at every layer it crosses, with room to spare), at most a
+    """2 × the medium (a pass file at every layer it crosses, with room to spare), at most a
     quarter of what is available; touching it says what it took."""
     from cryptcost.host import cpu
     from cryptcost.runner import quiet, storage
     monkeypatch.setattr(cpu, "memory", lambda: {"total": 24 << 30, "available": 20 << 30})
-    assert storage.warm_bytes(512 << 20) == 3 * (512 << 20)
+    assert storage.warm_bytes(512 << 20) == 2 * (512 << 20)
     monkeypatch.setattr(cpu, "memory", lambda: {"total": 4 << 30, "available": 2 << 30})
     assert storage.warm_bytes(1 << 30) == 512 << 20
     got = quiet.warm_memory(8 << 20)

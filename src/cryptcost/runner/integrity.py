@@ -4,8 +4,9 @@ A stack that returns other bytes than were written must not be measured at
 all (qemu 7.2's FUSE export under a direct-I/O loop device writes
 concurrent requests at the wrong offsets). :func:`check_pattern` writes a
 random pattern with several threads at interleaved offsets — so that
-requests are in flight together — flushes, resets the caches the way reads
-are measured, and compares every byte.
+requests are in flight together — flushes, resets the caches the way a read
+of one file is measured (``reset`` is given the file), and compares every
+byte.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ CHUNK = 64 * 1024
 
 
 def check_pattern(directory: Path, size: int = 16 << 20, threads: int = 4,
-                  reset: Callable[[], object] | None = None) -> dict:
+                  reset: Callable[[Path], object] | None = None) -> dict:
     """Write, flush, reset, read back, compare; raise DataIntegrityError on any difference."""
     path = directory / ".cryptcost-integrity"
     seed = secrets.token_bytes(16)
@@ -43,7 +44,7 @@ def check_pattern(directory: Path, size: int = 16 << 20, threads: int = 4,
     finally:
         os.close(fd)
     if reset:
-        reset()
+        reset(path)
     bad = []
     with open(path, "rb") as fh:
         for i in range(chunks):

@@ -68,6 +68,16 @@ class Instance:
     free: int | None = None           # bytes free in its workdir after setup
 
 
+def reset_one_file(res: Resources, inst: Instance, path: Path) -> str:
+    """The cache reset before a read of the one file ``path``: the stack's
+    own (``forget``: its pages, and those of whatever the stack keeps of it
+    below) where no page cache sits below the stack's block device (a
+    buffered loop, as on the throttled medium), else the whole stack's."""
+    if not inst.cached_below and path.exists():
+        return inst.stack.forget(res, path)
+    return inst.stack.reset_cache(res)
+
+
 def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
     """A tar of a generated source-like tree (random bytes, 1–32 KiB files,
     nested directories) on a private tmpfs: (path, payload bytes)."""
@@ -202,14 +212,11 @@ class StepRunner:
         return time.perf_counter() - start
 
     def reset(self, inst: Instance, op: wl.Op, step: wl.Step) -> str:
-        """The cache reset before a read: of the one file, where the
-        operation reads one file and no page cache sits below the stack's
-        block device (a buffered loop, as on the throttled medium), else of
-        the whole stack."""
-        if self.repeatable(op) and not inst.cached_below:
-            path = inst.workdir / f"{self.stem(inst, op, step)}.dat"
-            if path.exists():
-                return inst.stack.forget(self.res, path)
+        """The cache reset before a read: of the one file where the
+        operation reads one file (:func:`reset_one_file`), else of the whole
+        stack."""
+        if self.repeatable(op):
+            return reset_one_file(self.res, inst, inst.workdir / f"{self.stem(inst, op, step)}.dat")
         return inst.stack.reset_cache(self.res)
 
     def measure(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:

@@ -32,7 +32,7 @@ from cryptcost.runner import pairing, pinning, quiet
 from cryptcost.runner.integrity import check_pattern
 from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, schedule
 from cryptcost.runner.sink import Sink
-from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, make_archive
+from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, make_archive, reset_one_file
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -145,7 +145,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
             inst.workdir = inst.stack.setup(res, backing)
             inst.free = shutil.disk_usage(inst.workdir).free
             inst.stack.integrity = check_pattern(inst.workdir,
-                                                 reset=lambda s=inst.stack: s.reset_cache(res))
+                                                 reset=lambda path, i=inst: reset_one_file(res, i, path))
         except (CryptcostError, OSError) as exc:
             inst.error = str(exc)
             skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
@@ -184,12 +184,12 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
 
 
 def warm_bytes(size: int) -> int:
-    """How much memory to touch before the first sample: what a pass's page
-    cache may take at every layer it crosses (the stack's file, the lower
-    file below a FUSE stack, the export below a loop device: at most 3 × a
-    pass file of 75 % of ``size``) with room to spare, 3 × ``size``, but at
-    most a quarter of the memory available."""
-    return min(3 * size, (cpu.memory().get("available") or 12 * size) // 4)
+    """How much memory to touch before the first sample: what one pass's
+    page cache may take at every layer it crosses, with room to spare — a
+    file of 75 % of ``size`` on a stack whose file is its only cache, or two
+    of 40 % (the file and what a FUSE stack or an export keeps below it) —
+    2 × ``size``, but at most a quarter of the memory available."""
+    return min(2 * size, (cpu.memory().get("available") or 8 * size) // 4)
 
 
 def _inst(instances: list[Instance], label: str) -> Instance:
