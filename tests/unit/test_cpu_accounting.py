@@ -86,3 +86,17 @@ def test_a_cpu_window_too_short_for_proc_stats_ticks_counts_no_cpu_rather_than_z
     both = passes.combine(two, op)
     assert both.metrics["cpu_window_s"] == pytest.approx(0.12)
     assert both.metrics["cpu_s_per_gib"] == pytest.approx(0.02 / (100 / 1024)) and "cpu_unmeasured" not in both.metrics
+
+
+def test_the_ram_medium_is_written_once_in_full(tmp_path):
+    """Every chunk of the medium's file is written (a sparse file ends fully allocated), the
+    last one cut to the size."""
+    from cryptcost.media import touch
+    image = tmp_path / "medium.img"
+    size = (3 << 20) + 4096
+    with open(image, "wb") as fh:
+        fh.truncate(size)
+    assert os.stat(image).st_blocks * 512 < size
+    touch(image, size)
+    assert os.stat(image).st_size == size
+    assert os.stat(image).st_blocks * 512 >= size
