@@ -295,8 +295,9 @@ class StepRunner:
         """``op``'s fio job for one pass. A sequential one is sized by time:
         it moves what the cell's last sample moved in the minimum time (plus
         a tenth, so that it lasts at least that long) when that is less than
-        the file (the op's larger ``room`` where the file's cache is the only
-        one: fewer passes, so fewer of fio's start-ups); a read also stops
+        the file (the op's larger ``room`` where evicting pages makes a read
+        cold, so no daemon's cache shares the medium: fewer passes, so fewer of
+        fio's start-ups); a read also stops
         once the minimum time is up, and reads what the write before it left. A write is not cut at a time: its
         flush may come after (fscrypt encrypts at writeback), and rclone's
         upload of a write cut short by fio failed now and then ("remove …: no
@@ -309,7 +310,7 @@ class StepRunner:
         rate = self.rate.get((inst.label, op.key))
         if rate:
             want = max(job.bs, int(rate * self.min_seconds * 1.1) // job.bs * job.bs)
-            own = inst.stack.file_cache_only and not inst.cached_below
+            own = inst.stack.evicts_one_file and not inst.cached_below
             room = min(op.room or 0, int((inst.free or 0) * 0.9)) if own else 0
             job = replace(job, size=min(want, max(job.size, room)))
         elif self.warm_up and op.op == "write" and job.size > FIRST_PASS_BYTES:

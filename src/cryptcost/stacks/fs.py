@@ -148,9 +148,18 @@ class StorageStack(Stack):
         return "drop_caches"
 
     @property
+    def evicts_one_file(self) -> bool:
+        """Whether :meth:`forget` makes a read of one file cold by evicting
+        pages alone — that file's, and what the stack keeps of it below —
+        with no remount and no global drop_caches: no daemon keeps data of
+        its own, on the medium or elsewhere. Such a stack's sequential
+        passes may then fill the larger room (``workloads.storage.ROOM_FRACTION``)."""
+        return self.file_cache_only
+
+    @property
     def forget_seconds(self) -> float:
         """What :meth:`forget` takes, for the time estimate."""
-        return FORGET_SECONDS if self.file_cache_only else self.remount_seconds
+        return FORGET_SECONDS if self.evicts_one_file else self.remount_seconds
 
     def last_words(self) -> str | None:
         """What the stack's daemon last logged, for a failure's message, or None."""
@@ -267,8 +276,8 @@ class FuseStack(StorageStack):
         return "fadvise_dontneed+lower"
 
     @property
-    def forget_seconds(self) -> float:
-        return self.remount_seconds if self.daemon_caches else FORGET_SECONDS
+    def evicts_one_file(self) -> bool:
+        return not self.daemon_caches
 
     def unmounted(self) -> None:
         """Between the unmount and the next mount of a cache reset (nothing by default)."""

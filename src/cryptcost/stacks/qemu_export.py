@@ -17,7 +17,7 @@ from cryptcost.errors import ProcessError
 from cryptcost.media import Backing
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.host.tools import Tool
-from cryptcost.stacks.fs import FORGET_SECONDS, StorageStack, evict_pages, make_fs
+from cryptcost.stacks.fs import StorageStack, evict_pages, make_fs
 
 QSD = Tool("qemu-storage-daemon", "qemu-storage-daemon", "qemu-system-common",
            ("qemu-storage-daemon", "--version"))
@@ -64,9 +64,7 @@ class QemuExportStack(StorageStack):
         evict_pages(self.export)
         return "fadvise_dontneed+export"
 
-    @property
-    def forget_seconds(self) -> float:
-        return FORGET_SECONDS
+    evicts_one_file = True
 
     def daemon_pids(self) -> list[int]:
         return [self.daemon.pid] if getattr(self, "daemon", None) else []

@@ -20,9 +20,11 @@ KiB, MiB = 1024, 1024 * 1024
 R3_SIZES = (512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB)
 SEQ_SWEEP = R3_SIZES + (128 * KiB, MiB)
 DATA_FRACTION = 0.4     # of the medium a workload may fill (FUSE caches sit on the same medium)
-# Of the medium one pass sized by time may fill on a stack whose only cache is the
-# file's own (plain, fscrypt): fewer, longer passes, so fewer of fio's fixed
-# ~0.25 s start-ups (library loading, clock calibration, a 100 ms wait for its job).
+# Of the medium one pass sized by time may fill on a stack whose read is made cold by
+# evicting pages alone (plain, fscrypt, a FUSE daemon that keeps no data, a qemu
+# export: StorageStack.evicts_one_file), so no daemon's cache shares the medium:
+# fewer, longer passes, so fewer of fio's fixed ~0.25 s start-ups (library loading,
+# clock calibration, a 100 ms wait for its job).
 ROOM_FRACTION = 0.75
 
 
