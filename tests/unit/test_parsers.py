@@ -134,11 +134,11 @@ def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_say
     assert kernel.PAGE_REPORTING_ORDER in SETTINGS          # restored from the journal, by cleanup too
 
     class Res:
-        def __init__(self, refuse=None):
-            self.set, self.refuse = [], refuse
+        def __init__(self, refuse=None, above=None):
+            self.set, self.refuse, self.above = [], refuse, above
 
         def setting(self, path, value):
-            if self.refuse:
+            if self.refuse and (self.above is None or int(value) > self.above):
                 raise self.refuse
             self.set.append((path, value))
 
@@ -164,6 +164,11 @@ def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_say
     assert any("not held off for this run" in n and "Invalid argument" in n for n in probe.notes(info))
     assert quiet.reported_since(info) is None              # nothing to count from
     assert quiet.hold_page_reporting(Res(refuse=CryptcostError("no")))["held"] is False
+    # a kernel that takes no order above its largest (10): only blocks of order 10 are reported
+    res = Res(refuse=OSError(22, "Invalid argument"), above=10)
+    partly = quiet.hold_page_reporting(res)
+    assert res.set == [(kernel.PAGE_REPORTING_ORDER, "10")]
+    assert partly["held"] is False and partly["order"] == 10 and "only blocks of order 10" in partly["why"]
     monkeypatch.setattr(kernel, "page_reporting", lambda: {"page_reporting_order": 9, "enabled": False})
     res = Res()
     assert quiet.hold_page_reporting(res) is None and res.set == []

@@ -47,8 +47,17 @@ def hold_page_reporting(res: Resources, choice: str = "hold") -> dict | None:
     try:
         res.setting(kernel.PAGE_REPORTING_ORDER, str(above))
     except (OSError, CryptcostError) as exc:
-        why = getattr(exc, "strerror", None) or str(exc)
-        return {"held": False, "why": f"{kernel.PAGE_REPORTING_ORDER} refused order {above}: {why}"}
+        why = f"{kernel.PAGE_REPORTING_ORDER} refused order {above}: {getattr(exc, 'strerror', None) or exc}"
+        # a kernel that takes no order above its largest: report only blocks of that order
+        largest = above - 1
+        if largest <= now["page_reporting_order"]:
+            return {"held": False, "why": why}
+        try:
+            res.setting(kernel.PAGE_REPORTING_ORDER, str(largest))
+        except (OSError, CryptcostError):
+            return {"held": False, "why": why}
+        return {"held": False, "why": f"{why}; only blocks of order {largest} (the largest) are reported now",
+                "order": largest, "was": now["page_reporting_order"], "reported_before": kernel.reported_bytes()}
     return {"held": True, "order": above, "was": now["page_reporting_order"],
             "reported_before": kernel.reported_bytes()}
 
