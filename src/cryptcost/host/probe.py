@@ -71,8 +71,9 @@ def notes(info: dict) -> list[str]:
     if reporting.get("enabled") and held.get("held"):
         out.append(f"this VM hands the memory it frees back to its host (free page reporting); cryptcost held "
                    f"that off for the run (page_reporting_order {held['was']} → {held['order']}, an order no "
-                   "free block reaches), so memory freed between passes stayed in the VM; memory the run takes "
-                   "for the first time still faults in from the host once, in the warm-up round where there is one")
+                   "free block reaches), so memory freed between passes stayed in the VM; what the run takes for "
+                   "the first time faults in from the host once, before the first sample: every page of the RAM "
+                   "medium is written at its creation, and twice the medium's size of memory is touched")
     elif reporting.get("enabled"):
         out.append("this VM hands the memory it frees back to its host (free page reporting): memory it "
                    "allocates again may fault in from the host first, several times slower than memory reused "
