@@ -470,6 +470,48 @@ def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
 
 
 @pytest.mark.root
+def test_cryfs_mounts_in_the_background_and_nothing_of_it_survives_release(state_dir):
+    """CryFS's first mount costs seconds of scrypt, which a run overlaps with
+    the other stacks' set-up: ``begin`` returns before the mount appears and
+    ``ready`` waits for it. Released before the mount appears, its daemon is
+    signalled at once (it has nothing to flush), not after the 30-s grace a
+    mounted one gets; released after, its mount and daemon are gone too."""
+    _available("cryfs")
+    import time
+
+    import psutil
+
+    from cryptcost.lifecycle.release import is_mounted
+    from cryptcost.lifecycle.resources import Resources
+    from cryptcost.media import RamMedium
+
+    def gone(pid):
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+    stack = get("cryfs")()
+    start = time.monotonic()
+    with Resources() as res:
+        stack.begin(res, RamMedium().provide(res, 64 << 20))
+        began, pid = time.monotonic() - start, stack.daemon.pid
+        assert not is_mounted(stack.mnt), "begin waited for the mount"
+    assert time.monotonic() - start < 20, "a daemon that never mounted waited out its grace"
+    assert gone(pid) and not is_mounted(stack.mnt)
+
+    stack = get("cryfs")()
+    with Resources() as res:
+        stack.begin(res, RamMedium().provide(res, 64 << 20))
+        workdir = stack.ready(res)
+        assert is_mounted(workdir)
+        (workdir / "f").write_bytes(b"x" * 4096)
+        assert (workdir / "f").read_bytes() == b"x" * 4096
+        pid, derived = stack.daemon.pid, stack.describe()["mount_cpu_seconds"]
+        assert derived > 2 * began, (derived, began)      # the key derivation ran after begin returned
+    assert gone(pid) and not is_mounted(workdir)
+
+
+@pytest.mark.root
 @pytest.mark.parametrize("stack,mode", [("plain", "fadvise_dontneed"), ("fscrypt", "fadvise_dontneed"),
                                         ("qemu-raw", "fadvise_dontneed+export")])
 def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(state_dir, stack, mode):

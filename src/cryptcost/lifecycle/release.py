@@ -131,12 +131,25 @@ def release_daemon(data: dict) -> None:
 
     A FUSE daemon whose mount is gone flushes its caches and exits by itself;
     ``graceful`` gives it that long before it is signalled, since a signal
-    in the middle of the flush loses data (CryFS does this).
+    in the middle of the flush loses data (CryFS does this). One whose mount
+    never appeared (still deriving its key) is signalled at once, and a mount
+    it made after its mount entry was released is detached.
     """
+    _stop_daemon(data)
+    mountpoint = data.get("mountpoint")
+    if mountpoint and is_mounted(mountpoint):
+        # A FUSE daemon that mounted after its mount entry was released (it
+        # was still deriving its key) and was then killed leaves a dead mount.
+        proc.run(["umount", "-l", mountpoint], check=False, timeout=30)
+        log.warning("%s appeared after its release; detached lazily", mountpoint)
+
+
+def _stop_daemon(data: dict) -> None:
     pid = data.get("pid")
     if not pid or not _process_matches(pid, data.get("started"), data.get("exe")):
         return
-    deadline = time.monotonic() + data.get("graceful", 0)
+    never_mounted = data.get("mountpoint") and not data.get("mounted")
+    deadline = time.monotonic() + (0 if never_mounted else data.get("graceful", 0))
     while time.monotonic() < deadline:
         try:
             os.waitpid(pid, os.WNOHANG)

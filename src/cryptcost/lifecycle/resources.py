@@ -184,7 +184,7 @@ class Resources:
 
     def daemon(self, argv: list[str], *, env: dict | None = None, logfile: str | None = None,
                cwd: str | None = None, stdin_file: str | Path | None = None,
-               graceful: float = 0) -> proc.Daemon:
+               graceful: float = 0, mountpoint: str | Path | None = None) -> proc.Daemon:
         """Start a background process whose pid the journal keeps.
 
         ``stdin_file`` feeds a file (a passphrase on the key tmpfs) to its stdin.
@@ -205,7 +205,9 @@ class Resources:
             return d
         # `ip netns exec NS PROGRAM …` becomes PROGRAM: the pid check at release must expect that name.
         program = proc.program(argv)
-        return self.track("daemon", create, argv0=program, exe=os.path.basename(program), graceful=graceful)
+        extra = {"mountpoint": str(mountpoint)} if mountpoint else {}
+        return self.track("daemon", create, argv0=program, exe=os.path.basename(program), graceful=graceful,
+                          **extra)
 
     def stop(self, daemon: proc.Daemon, timeout: float = 10) -> int | None:
         """Stop a daemon started by :meth:`daemon` before the scope ends; its entry is released."""
@@ -217,19 +219,29 @@ class Resources:
 
     def fuse(self, argv: list[str], mountpoint: str | Path, *, env: dict | None = None,
              logfile: str | None = None, timeout: float = 60, cwd: str | None = None,
-             stdin_file: str | Path | None = None, exits_on_unmount: bool = True) -> proc.Daemon:
-        """Start a foreground FUSE daemon and wait for its mount to appear.
+             stdin_file: str | Path | None = None, exits_on_unmount: bool = True,
+             wait: bool = True) -> proc.Daemon:
+        """Start a foreground FUSE daemon and, unless not to ``wait``, wait for its mount to appear.
 
         Journal order is daemon, then mount, so release unmounts first and
         then stops the daemon — after letting it exit by itself when it
         ``exits_on_unmount`` (most FUSE filesystems; not qemu-storage-daemon).
         """
         daemon = self.daemon(argv, env=env, logfile=logfile, cwd=cwd, stdin_file=stdin_file,
-                             graceful=30.0 if exits_on_unmount else 0.0)
+                             graceful=30.0 if exits_on_unmount else 0.0, mountpoint=mountpoint)
         self.track("mount", target=str(mountpoint), source=argv[0], fstype="fuse")
+        if wait:
+            self.fuse_mounted(daemon, mountpoint, timeout)
+        return daemon
+
+    def fuse_mounted(self, daemon: proc.Daemon, mountpoint: str | Path, timeout: float = 60) -> None:
+        """Wait for the mount of a daemon started by :meth:`fuse`, and journal
+        that it appeared: a daemon that never mounted has nothing to flush, so
+        its release signals it at once rather than after ``graceful``."""
         proc.wait_for(lambda: is_mounted(mountpoint), timeout=timeout, daemon=daemon,
                       what=f"mount at {mountpoint}")
-        return daemon
+        if getattr(daemon, "entry", None) is not None:
+            self.journal.update(daemon.entry, mounted=True)
 
     def keydir(self) -> Path:
         """A private 0700 tmpfs for key files, so keys never touch a disk."""

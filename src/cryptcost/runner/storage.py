@@ -138,21 +138,34 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     instances = [Instance(stack, stack.label, role) for stack, role in resolved]
     direct = all(i.stack.honours_direct for i in instances)
     failed: list[str] = []
+
+    def setup_failed(inst: Instance, exc: Exception) -> None:
+        inst.error = str(exc)
+        skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
+                        "install": getattr(exc, "install", None)})
+        if inst.role == "measured" and not isinstance(exc, Unavailable):
+            failed.append(f"{inst.label}: setup failed: {exc}")
+        log.warning("%s: setup failed: %s", inst.label, exc)
+
+    # Every stack's set-up begins before any is waited for: a daemon deriving
+    # its key (CryFS's scrypt) then overlaps the others' set-up.
     for inst in instances:
         try:
             backing = plan.medium.provide(res, plan.size)
             inst.cached_below = backing.cached
-            inst.workdir = inst.stack.setup(res, backing)
+            inst.stack.begin(res, backing)
+        except (CryptcostError, OSError) as exc:
+            setup_failed(inst, exc)
+    for inst in instances:
+        if inst.error:
+            continue
+        try:
+            inst.workdir = inst.stack.ready(res)
             inst.free = shutil.disk_usage(inst.workdir).free
             inst.stack.integrity = check_pattern(inst.workdir,
                                                  reset=lambda path, i=inst: reset_one_file(res, i, path))
         except (CryptcostError, OSError) as exc:
-            inst.error = str(exc)
-            skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
-                            "install": getattr(exc, "install", None)})
-            if inst.role == "measured" and not isinstance(exc, Unavailable):
-                failed.append(f"{inst.label}: setup failed: {exc}")
-            log.warning("%s: setup failed: %s", inst.label, exc)
+            setup_failed(inst, exc)
     ready = [i for i in instances if not i.error]
     archive = make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
     runner = StepRunner(res, archive, direct, warm_up=policy.warmup > 0)

@@ -2,7 +2,10 @@
 medium and gives workloads a directory.
 
 Call order, after the common ones: ``setup(res, backing)`` builds the stack on
-the block device ``backing`` and returns the directory workloads run in;
+the block device ``backing`` and returns the directory workloads run in
+(a runner setting up several stacks calls ``begin`` on each, then ``ready``
+on each, so that what one stack leaves running in the background, such as a
+FUSE daemon deriving its key, overlaps the others' set-up);
 ``reset_cache(res)`` before every read phase makes the next read come from
 the medium and returns the cache mode it achieved.
 
@@ -142,6 +145,16 @@ class StorageStack(Stack):
     def setup(self, res: Resources, backing: Backing) -> Path:
         """Build the stack on ``backing``; return the directory workloads use."""
 
+    def begin(self, res: Resources, backing: Backing) -> None:
+        """The first half of :meth:`setup`: all of it, unless the stack can
+        leave its slowest part running while other stacks are set up."""
+        self.workdir = self.setup(res, backing)
+
+    def ready(self, res: Resources) -> Path:
+        """The second half of :meth:`setup`: wait for what :meth:`begin`
+        left running; return the directory workloads use."""
+        return self.workdir
+
     def reset_cache(self, res: Resources) -> str:
         """Make the next read come from the medium; return the cache mode."""
         drop_caches()
@@ -213,8 +226,15 @@ class FuseStack(StorageStack):
     # remount's key derivation and no global drop_caches. A stack test checks
     # that reads after it are no faster than after a remount.
     daemon_caches: ClassVar[bool] = True
+    # Whether the daemon's first mount is slow enough (a key derivation of
+    # seconds) to leave running while the other stacks are set up.
+    mounts_in_background: ClassVar[bool] = False
 
     def setup(self, res: Resources, backing: Backing) -> Path:
+        self.begin(res, backing)
+        return self.ready(res)
+
+    def begin(self, res: Resources, backing: Backing) -> None:
         self.root = make_fs(res, backing.device, self.fs)
         self.lower = self.root / "lower"
         self.mnt = self.root / "mnt"
@@ -223,7 +243,12 @@ class FuseStack(StorageStack):
             d.mkdir()
         self.logfile = str(self.root / f"{self.name}.log")
         self.init(res)
-        self._mount(res)
+        self._mount(res, wait=not self.mounts_in_background)
+
+    def ready(self, res: Resources) -> Path:
+        if self._mounting:
+            res.fuse_mounted(self.daemon, self.mnt, self.mount_timeout)
+            self._mounting = False
         self.workdir = self.mnt
         return self.mnt
 
@@ -246,10 +271,12 @@ class FuseStack(StorageStack):
         """A file whose content the daemon reads on stdin (a passphrase), if any."""
         return None
 
-    def _mount(self, res: Resources) -> None:
+    def _mount(self, res: Resources, wait: bool = True) -> None:
+        """Start the daemon; unless told not to ``wait``, until its mount appears (:meth:`ready` waits)."""
         first = max(res.journal.entries, default=0) + 1
         self.daemon = res.fuse(self.mount_argv(res), self.mnt, env=self.env(), logfile=self.logfile,
-                               stdin_file=self.stdin_file(), timeout=self.mount_timeout)
+                               stdin_file=self.stdin_file(), timeout=self.mount_timeout, wait=wait)
+        self._mounting = not wait
         self._mount_entries = [e for i, e in res.journal.entries.items() if i >= first]
 
     def reset_cache(self, res: Resources) -> str:
