@@ -40,7 +40,7 @@ class Cryfs(FuseStack):
     default_variants = ("aes-256-gcm",)
     security = ("CryFS hides file sizes, metadata and the directory structure in fixed-size blocks",)
     mount_timeout = 600
-    mounts_in_background = True    # scrypt: seconds of one core, overlapping the other stacks' set-up
+    mounts_in_background = True    # scrypt: seconds on every core, overlapping the other stacks' set-up
     cache_lifetime = 1.0           # CryFS's Cache::MAX_LIFETIME_SEC
     remount_seconds = 1.5          # the cache reset: an idle wait longer than that lifetime
 
