@@ -13,7 +13,7 @@ from cryptcost.engines.openssl import OpenSSLEngine
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.model import Job, Sample
 from cryptcost.runner.scheduler import schedule
-from cryptcost.runner.steps import FIRST_PASS_BYTES, Instance, StepRunner
+from cryptcost.runner.steps import FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
 from cryptcost.workloads import storage as wl
@@ -76,7 +76,7 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     assert runner.job(inst, read, step).cap == 1.0                     # a read also stops at 1 s
     runner.rate[("x", write.key)] = 80e6                               # a slow stack: 80 MB/s
     sized = runner.job(inst, write, step)
-    assert sized.size == int(80e6 * 1.1) // MiB * MiB                  # about 1.1 s of it
+    assert sized.size == int(80e6 * SIZE_MARGIN) // MiB * MiB          # about 1.2 s of it
     runner.rate[("x", write.key)] = 2e9
     assert runner.job(inst, write, step).size == write.fio.size        # a fast one: the file, in passes
     (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"\0" * (3 * MiB + 5))
@@ -88,18 +88,69 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     assert runner.job(inst, write, step) is write.fio and runner.stem(inst, write, step) == step.name
 
 
-def test_pass_count_follows_the_next_pass_size_not_the_last(tmp_path):
-    """After a small first pass (64 MiB in 0.1 s), the next passes move the
-    file (204 MiB at that rate: 0.32 s): four fill a second, not ten."""
+def _fake_passes(runner, seconds, gap=0.05):
+    """Passes that last ``seconds`` in turn (the last one repeated), each moving
+    100 MiB or, for a read cut at its time, what that time allows; the ``left``
+    each pass was given, and the gaps, are logged."""
+    log = {"left": [], "between": 0}
+    times = iter(seconds)
+    last = [seconds[-1]]
+
+    def one_pass(inst, op, step, cache, left=None):
+        log["left"].append(left)
+        t = next(times, last[0])
+        job = runner.job(inst, op, step, left)
+        if job.cap:
+            t = min(t, job.cap)
+        return Sample(value=100 * MiB / t, seconds=t, bytes_moved=100 * MiB, metrics={"count": 100})
+
+    def between(inst, op, step):
+        log["between"] += 1
+        return gap
+    runner.one_pass, runner.between = one_pass, between
+    return log
+
+
+def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
+    """A sample is at least a second of measured time even when the cell runs
+    faster than the round before: passes are added until the time is reached
+    (a count planned from the last sample came short: 0.66 s for plain's read),
+    and a read's last pass stops when the sample's time is up."""
     step, inst, runner = _seq(tmp_path)
-    write = step.ops[0]
-    key = ("x", write.key)
-    runner.history[key] = (0.1, 0.05)
-    runner.rate[key] = FIRST_PASS_BYTES / 0.1
-    size = runner.job(inst, write, step).size
-    assert size == write.fio.size
-    assert runner.passes(key, write, size) == (4, None)
-    assert runner.passes(key, write) == (10, None)                     # the last pass's length alone
+    write, read = step.ops
+    log = _fake_passes(runner, [0.3])
+    first = runner.measure(inst, write, step, "fsync")
+    assert first.metrics["passes"] == 1                         # the warm-up round: one pass finds the rate
+    got = runner.measure(inst, write, step, "fsync")
+    assert got.seconds >= 1.0 and got.metrics["passes"] == 4 and "short_because" not in got.metrics
+    log = _fake_passes(runner, [0.2])                            # faster than the last sample's 0.3 s passes
+    got = runner.measure(inst, write, step, "fsync")
+    assert got.seconds >= 1.0 - 1e-9 and got.metrics["passes"] == 5
+    log = _fake_passes(runner, [0.35, 0.2, 0.5])                 # then uneven
+    got = runner.measure(inst, write, step, "fsync")
+    assert got.seconds >= 1.0 and got.metrics["passes"] == 3
+    log = _fake_passes(runner, [0.3])
+    runner.history[("x", read.key)] = (0.3, 0.05)
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert [round(x, 2) for x in log["left"]] == [1.0, 0.7, 0.4, 0.1]
+    assert got.metrics["passes"] == 4 and abs(got.seconds - 1.0) < 1e-9   # the last pass cut at 0.1 s
+    cold = StepRunner(res=None, archive=None, direct=False, warm_up=False)
+    _fake_passes(cold, [0.3])
+    assert cold.measure(inst, write, step, "fsync").metrics["passes"] == 4   # no warm-up: the first is a sample
+
+
+def test_a_sample_whose_passes_do_not_fit_its_budget_says_why(tmp_path):
+    step, inst, runner = _seq(tmp_path)
+    read = step.ops[1]
+    runner.history[("x", read.key)] = (0.45, 0.5)
+    _fake_passes(runner, [0.45], gap=0.5)                        # rclone: a remount between passes
+    got = runner.measure(inst, read, step, "fsync+remount")
+    assert got.metrics["passes"] == 2 and got.seconds < 1.0
+    assert "0.5 s between passes (cache reset or fresh file) left room for 2 pass(es) of 450 ms in the 2 s " \
+        "budget" == got.metrics["short_because"]
+    _fake_passes(runner, [0.001])
+    got = runner.measure(inst, read, step, "fsync")
+    assert got.metrics["passes"] == MAX_PASSES and "the most one sample takes" in got.metrics["short_because"]
 
 
 def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_path):
@@ -120,7 +171,7 @@ def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_
     inst.free = 300 * MiB
     assert runner.job(inst, write, step).size == 270 * MiB                 # 90 % of what is free
     runner.rate[("x", write.key)] = 100e6
-    assert runner.job(inst, write, step).size == int(100e6 * 1.1) // MiB * MiB   # a slow one: ~1.1 s
+    assert runner.job(inst, write, step).size == int(100e6 * SIZE_MARGIN) // MiB * MiB   # a slow one: ~1.2 s
     runner.rate[("x", write.key)] = 2e9
     inst.cached_below = True
     assert runner.job(inst, write, step).size == write.fio.size           # the throttled medium: 40 %

@@ -8,18 +8,22 @@ stack's daemons.
 A sample lasts at least :data:`MIN_SAMPLE_SECONDS` of measured time
 (rule 10), whatever the medium's size: it is as many *passes* of the
 operation as that takes, each on a fresh file (writes) or after a cache
-reset (reads), with what happens between passes outside the clock. The
-number of passes comes from the previous round of the same cell (the
-warm-up round is the first), and is capped by :data:`SAMPLE_BUDGET`
-seconds including the resets, so a stack whose reset is expensive
-(CryFS derives its key at every mount) says why its samples stay short.
+reset (reads), with what happens between passes outside the clock.
+Passes are added until their measured time reaches the minimum — not a
+count planned from the last sample, which came short whenever the cell
+ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
+of passes and resets, so a stack whose reset is expensive (CryFS
+derives its key at every mount) says why its samples stay short
+(``short_because``). A cell's first round, when it is the discarded
+warm-up, takes one pass: it only finds the cell's rate.
 A sequential operation is also sized by time the other way: a pass
-moves what the last sample moved in the minimum time (a read also stops
-once that time is up), so a stack slower than the file's size allows
-needs one pass of about a second rather than one of many; the read then
-reads what was written. A cell's first write, which has no rate to go by,
-moves at most :data:`FIRST_PASS_BYTES` when it is the discarded warm-up
-round's, and the whole file when there is no warm-up.
+moves what the last sample moved in the minimum time, a fifth more (a
+read also stops once the sample's time is up), so a stack slower than
+the file's size allows needs one pass of about a second rather than one
+of many; the read then reads what was written. A cell's first write,
+which has no rate to go by, moves at most :data:`FIRST_PASS_BYTES` when
+it is the discarded warm-up round's, and the whole file when there is no
+warm-up.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ WRITES = ("write", "create", "randwrite")
 MIN_SAMPLE_SECONDS = 1.0     # measured time per sample
 SAMPLE_BUDGET = 2.0          # wall seconds one sample may take, passes and resets included
 MAX_PASSES = 32
+SIZE_MARGIN = 1.2            # a pass sized by time moves this much more than the minimum time's worth
 FIRST_PASS_BYTES = 64 << 20  # a sequential write's first pass, which only finds the cell's rate
 
 
@@ -175,24 +180,6 @@ class StepRunner:
             self.clean(workdir, step)
         return out
 
-    def passes(self, key: tuple, op: wl.Op, size: int | None = None) -> tuple[int, str | None]:
-        """How many passes the next sample of ``key`` takes, and why it is
-        short when the budget, not the target, decided. ``size``: the bytes
-        the next pass moves, when it is sized by time; a pass of another
-        size than the last lasts that size at the last sample's rate."""
-        if not self.repeatable(op) or key not in self.history:
-            return 1, None
-        one, between = self.history[key]
-        if size and self.rate.get(key):
-            one = min(size / self.rate[key], self.min_seconds)
-        # (a pass cut at the minimum time counts as one, whatever the clock's last millisecond says)
-        want = min(MAX_PASSES, max(1, math.ceil(self.min_seconds / max(one, 1e-3) - 0.01)))
-        fits = max(1, int(self.budget // max(one + between, 1e-3)))
-        if fits < want:
-            return fits, (f"{between:.1f} s between passes (cache reset or fresh file) left room for "
-                          f"{fits} pass(es) of {one * 1000:.0f} ms in the {self.budget:g} s budget")
-        return want, None
-
     @staticmethod
     def repeatable(op: wl.Op) -> bool:
         """A single-file fio operation can be repeated within one sample."""
@@ -220,21 +207,38 @@ class StepRunner:
         return inst.stack.reset_cache(self.res)
 
     def measure(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:
-        """One sample: as many passes of ``op`` as fill the minimum time."""
+        """One sample: passes of ``op`` until their measured time reaches the
+        minimum, or until the next would not fit the sample's budget (then
+        the sample says why it is short)."""
         key = (inst.label, op.key)
-        size = self.job(inst, op, step).size if self.by_time(inst, op) else None
-        passes, short = self.passes(key, op, size)
-        samples, gaps = [], []
-        for i in range(passes):
-            if i:
+        warm_up = self.warm_up and key not in self.history        # the cell's discarded first round
+        most = MAX_PASSES if self.repeatable(op) and not warm_up else 1
+        samples: list[Sample] = []
+        gaps: list[float] = []
+        short = None
+        while True:
+            if samples:
                 gaps.append(self.between(inst, op, step))
-            samples.append(self.one_pass(inst, op, step, cache))
+            left = self.min_seconds - sum(x.seconds for x in samples)
+            samples.append(self.one_pass(inst, op, step, cache, left))
+            measured = sum(x.seconds for x in samples)
+            # (a pass cut at the minimum time counts as done, whatever the clock's last millisecond says)
+            if measured >= self.min_seconds - 0.01 or len(samples) >= most:
+                if measured < self.min_seconds - 0.01 and most > 1:
+                    short = f"{most} passes of {measured / most * 1000:.0f} ms, the most one sample takes"
+                break
+            one = statistics.fmean(x.seconds for x in samples)
+            gap = statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key)
+            if measured + sum(gaps) + gap + one > self.budget:
+                short = (f"{gap:.1f} s between passes (cache reset or fresh file) left room for "
+                         f"{len(samples)} pass(es) of {one * 1000:.0f} ms in the {self.budget:g} s budget")
+                break
         one = statistics.fmean(x.seconds for x in samples)
         self.history[key] = (one, statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key))
         sample = combine(samples, op)
         if sample.bytes_moved:
             self.rate[key] = sample.bytes_moved / sample.seconds
-        sample.metrics.update(passes=passes, pass_seconds=one)
+        sample.metrics.update(passes=len(samples), pass_seconds=one)
         if short:
             sample.metrics["short_because"] = short
         return sample
@@ -248,13 +252,16 @@ class StepRunner:
             return inst.stack.forget_seconds if self.repeatable(op) and not inst.cached_below else inst.stack.remount_seconds
         return 0.05 if op.op == "write" else 0.0
 
-    def one_pass(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str) -> Sample:
+    def one_pass(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str,
+                 left: float | None = None) -> Sample:
+        """One pass; a read sized by time stops once ``left`` seconds (what the
+        sample still needs) are up."""
         pids = inst.stack.daemon_pids()
         before, dbefore = cpu.stat_snapshot(), _daemon_cpu(pids)
         harness = cpu.harness_cpu()
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
         if op.engine == "fio":
-            job = self.job(inst, op, step)
+            job = self.job(inst, op, step, left)
             outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step), stat_dir=self.stat_dir())
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
@@ -291,25 +298,27 @@ class StepRunner:
         metrics["count"] = count
         return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
 
-    def job(self, inst: Instance, op: wl.Op, step: wl.Step) -> fio.FioJob:
+    def job(self, inst: Instance, op: wl.Op, step: wl.Step, left: float | None = None) -> fio.FioJob:
         """``op``'s fio job for one pass. A sequential one is sized by time:
-        it moves what the cell's last sample moved in the minimum time (plus
-        a tenth, so that it lasts at least that long) when that is less than
-        the file (the op's larger ``room`` where evicting pages makes a read
-        cold, so no daemon's cache shares the medium: fewer passes, so fewer of
-        fio's start-ups); a read also stops
-        once the minimum time is up, and reads what the write before it left. A write is not cut at a time: its
-        flush may come after (fscrypt encrypts at writeback), and rclone's
-        upload of a write cut short by fio failed now and then ("remove …: no
-        such file", then EIO), which whole writes never did in the same test."""
+        it moves what the cell's last sample moved in the minimum time (a
+        fifth more, :data:`SIZE_MARGIN`, so that one pass rarely falls short
+        of it and needs a second) when that is less than the file (the op's
+        larger ``room`` where evicting pages makes a read cold, so no
+        daemon's cache shares the medium: fewer passes, so fewer of fio's
+        start-ups); a read also stops once the sample's time is up (``left``
+        of it, by default all), and reads what the write before it left. A
+        write is not cut at a time: its flush may come after (fscrypt
+        encrypts at writeback), and rclone's upload of a write cut short by
+        fio failed now and then ("remove …: no such file", then EIO), which
+        whole writes never did in the same test."""
         job = op.fio
         if not self.by_time(inst, op):
             return job
         if op.op != "write":
-            job = replace(job, cap=self.min_seconds)
+            job = replace(job, cap=max(0.05, self.min_seconds if left is None else left))
         rate = self.rate.get((inst.label, op.key))
         if rate:
-            want = max(job.bs, int(rate * self.min_seconds * 1.1) // job.bs * job.bs)
+            want = max(job.bs, int(rate * self.min_seconds * SIZE_MARGIN) // job.bs * job.bs)
             own = inst.stack.evicts_one_file and not inst.cached_below
             room = min(op.room or 0, int((inst.free or 0) * 0.9)) if own else 0
             job = replace(job, size=min(want, max(job.size, room)))
