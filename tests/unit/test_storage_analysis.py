@@ -101,3 +101,19 @@ def test_ram_medium_size_is_chosen_from_free_memory(monkeypatch):
     assert RamMedium().auto_size(10) == 128 << 20             # the floor…
     with pytest.raises(UserError, match="pass a smaller --size"):
         RamMedium().check(128 << 20, 10)                      # …which does not fit: refused clearly
+
+
+def test_first_samples_that_run_low_across_the_run_are_a_finding():
+    """A first sample below the rest in one cell is chance; below it in most
+    cells, the warm-up left something cold — said, never dropped."""
+    from cryptcost.analysis import first_samples_low, findings
+
+    def result(stack, values):
+        return {"stack": stack, "op": "write", "block_bytes": 1 << 20, "values": values}
+    cold = [result(f"s{i}", [80 + i, 100, 101, 99]) for i in range(6)]
+    said = first_samples_low(cold)
+    assert len(said) == 1 and "6 of 6 storage results" in said[0] and "s0 write 1 MiB 0.80" in said[0]
+    assert said[0] in findings(cold, [])
+    steady = [result(f"s{i}", [100 + (-1) ** i * 6, 100, 101]) for i in range(6)]   # low and high in turn
+    assert first_samples_low(steady) == []
+    assert first_samples_low(cold[:4]) == []                                 # too few results to tell

@@ -200,6 +200,7 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
             out.append(f"{r['stack']} {r['op']} {size(r['block_bytes'])}: its series failed after {r['samples']} "
                        f"sample(s) ({r['incomplete']}); they are kept and shown, but the stack is not ranked "
                        "or recommended on them")
+    out += first_samples_low(storage)
     short = sorted({r["stack"] for r in storage if any("lasted only" in n for n in r.get("notes", []))})
     if short:
         n = sum(1 for r in storage if any("lasted only" in x for x in r.get("notes", [])))
@@ -207,6 +208,29 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
                    "1 ms timer and start-up weigh several percent; a larger --size (or the standard "
                    "suite) measures them more precisely")
     return out
+
+
+FIRST_LOW = 0.95           # a first sample below this share of the later ones' median counts as low
+
+
+def first_samples_low(storage: list[dict]) -> list[str]:
+    """A finding when the first kept samples ran slower than the later ones
+    across the run — a shortfall that chance would not line up on one side:
+    the warm-up round left something cold that the first full samples met."""
+    ratios = sorted((v[0] / statistics.median(v[1:]), f"{r['stack']} {r['op']} {size(r['block_bytes'])}")
+                    for r in storage if len(v := r.get("values") or []) >= 3 and statistics.median(v[1:]) > 0)
+    if len(ratios) < 5:
+        return []
+    middle = statistics.median(x for x, _ in ratios)
+    low = [(x, label) for x, label in ratios if x < FIRST_LOW]
+    if middle >= FIRST_LOW:
+        return []
+    worst = ", ".join(f"{label} {x:.2f}" for x, label in low[:3])
+    return [f"the first sample ran slower than the later ones in {len(low)} of {len(ratios)} storage results "
+            f"(first over the median of the rest: {middle:.2f} across them; lowest {worst}): the warm-up round "
+            "left something cold that the first full-size samples met (memory the VM had handed back to its host, "
+            "a daemon's buffers). Those samples are kept: the median resists one low sample, the interval widens; "
+            "--warmup 2 discards a second round"]
 
 
 def network_findings(network: list[dict]) -> list[str]:
