@@ -54,9 +54,11 @@ def test_fio_cap_stops_issuing_without_looping():
 
 
 class _Stack:
+    name = "x"
     sized_by_time = True
     file_cache_only = False
     evicts_one_file = False
+    one_write_pass = None
 
 
 def _seq(tmp_path):
@@ -137,6 +139,22 @@ def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
     cold = StepRunner(res=None, archive=None, direct=False, warm_up=False)
     _fake_passes(cold, [0.3])
     assert cold.measure(inst, write, step, "fsync").metrics["passes"] == 4   # no warm-up: the first is a sample
+
+
+def test_a_stack_that_fails_a_file_written_again_takes_one_write_pass_and_says_so(tmp_path):
+    """rclone: a second write under the name it had just uploaded failed with EIO on a
+    128 MiB medium, whose files take under a second; its reads still take passes."""
+    step, inst, runner = _seq(tmp_path)
+    write, read = step.ops
+    inst.stack = RcloneCrypt()
+    assert inst.stack.one_write_pass and "EIO" in inst.stack.one_write_pass
+    runner.history[("x", write.key)] = (0.3, 0.05)
+    runner.history[("x", read.key)] = (0.3, 0.05)
+    _fake_passes(runner, [0.3])
+    got = runner.measure(inst, write, step, "fsync")
+    assert got.metrics["passes"] == 1 and got.metrics["short_because"].startswith(
+        "one write pass a sample on rclone-crypt: a file written again")
+    assert runner.measure(inst, read, step, "fsync+remount").metrics["passes"] == 4
 
 
 def test_a_sample_whose_passes_do_not_fit_its_budget_says_why(tmp_path):

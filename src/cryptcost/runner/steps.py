@@ -212,7 +212,8 @@ class StepRunner:
         the sample says why it is short)."""
         key = (inst.label, op.key)
         warm_up = self.warm_up and key not in self.history        # the cell's discarded first round
-        most = MAX_PASSES if self.repeatable(op) and not warm_up else 1
+        once = inst.stack.one_write_pass if op.op in WRITES else None
+        most = MAX_PASSES if self.repeatable(op) and not warm_up and not once else 1
         samples: list[Sample] = []
         gaps: list[float] = []
         short = None
@@ -226,6 +227,8 @@ class StepRunner:
             if measured >= self.min_seconds - 0.01 or len(samples) >= most:
                 if measured < self.min_seconds - 0.01 and most > 1:
                     short = f"{most} passes of {measured / most * 1000:.0f} ms, the most one sample takes"
+                elif measured < self.min_seconds - 0.01 and once and self.repeatable(op) and not warm_up:
+                    short = f"one write pass a sample on {inst.stack.name}: {once}"
                 break
             one = statistics.fmean(x.seconds for x in samples)
             gap = statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key)

@@ -133,6 +133,10 @@ class StorageStack(Stack):
     # Sequential passes sized by the last sample's rate (runner.steps); a
     # stack that misbehaves with files of changing sizes says False and why.
     sized_by_time: ClassVar[bool] = True
+    # Why a sample may take only one write pass on this stack (a stack that fails when
+    # a file is written again under its name within a sample says why); None: passes
+    # are added until the sample lasts its minimum time.
+    one_write_pass: ClassVar[str | None] = None
 
     def __init__(self, variant: str | None = None, fs: str = "ext4"):
         super().__init__(variant)
