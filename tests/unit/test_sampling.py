@@ -138,7 +138,9 @@ def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
     assert got.metrics["passes"] == 4 and abs(got.seconds - 1.0) < 1e-9   # the last pass cut at 0.1 s
     cold = StepRunner(res=None, archive=None, direct=False, warm_up=False)
     _fake_passes(cold, [0.3])
-    assert cold.measure(inst, write, step, "fsync").metrics["passes"] == 4   # no warm-up: the first is a sample
+    got = cold.measure(inst, write, step, "fsync")                  # no warm-up: one pass of the whole file,
+    assert got.metrics["passes"] == 1 and "without a warm-up round" in got.metrics["short_because"]   # said
+    assert cold.measure(inst, write, step, "fsync").metrics["passes"] == 4   # then passes to the second
 
 
 def test_a_stack_that_fails_a_file_written_again_takes_one_write_pass_and_says_so(tmp_path):

@@ -14,8 +14,10 @@ count planned from the last sample, which came short whenever the cell
 ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
 of passes and resets, so a stack whose reset is expensive (CryFS
 derives its key at every mount) says why its samples stay short
-(``short_because``). A cell's first round, when it is the discarded
-warm-up, takes one pass: it only finds the cell's rate.
+(``short_because``). A cell's first round takes one pass: as the
+discarded warm-up it only finds the cell's rate; without a warm-up
+(``--warmup 0``, which the system tests use to show what works) it is a
+sample of one pass of the whole file, and says so when that is short.
 A sequential operation is also sized by time the other way: a pass
 moves what the last sample moved in the minimum time, a fifth more (a
 read also stops once the sample's time is up), so a stack slower than
@@ -211,9 +213,10 @@ class StepRunner:
         minimum, or until the next would not fit the sample's budget (then
         the sample says why it is short)."""
         key = (inst.label, op.key)
-        warm_up = self.warm_up and key not in self.history        # the cell's discarded first round
+        first = key not in self.history          # the warm-up round's, or without one the first sample
+        warm_up = self.warm_up and first
         once = inst.stack.one_write_pass if op.op in WRITES else None
-        most = MAX_PASSES if self.repeatable(op) and not warm_up and not once else 1
+        most = MAX_PASSES if self.repeatable(op) and not first and not once else 1
         samples: list[Sample] = []
         gaps: list[float] = []
         short = None
@@ -227,8 +230,10 @@ class StepRunner:
             if measured >= self.min_seconds - 0.01 or len(samples) >= most:
                 if measured < self.min_seconds - 0.01 and most > 1:
                     short = f"{most} passes of {measured / most * 1000:.0f} ms, the most one sample takes"
-                elif measured < self.min_seconds - 0.01 and once and self.repeatable(op) and not warm_up:
-                    short = f"one write pass a sample on {inst.stack.name}: {once}"
+                elif measured < self.min_seconds - 0.01 and self.repeatable(op) and not warm_up:
+                    short = (f"one write pass a sample on {inst.stack.name}: {once}" if once and not first else
+                             "the cell's first sample, without a warm-up round: one pass of the whole file "
+                             "(no rate yet to size passes by)")
                 break
             one = statistics.fmean(x.seconds for x in samples)
             gap = statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key)
