@@ -31,7 +31,6 @@ warm-up.
 from __future__ import annotations
 
 import io
-import math
 import os
 import random
 import re
