@@ -297,3 +297,16 @@ def test_a_failed_step_says_what_the_fuse_daemon_last_logged(tmp_path):
     msg = str(err.value)
     assert msg.startswith("securefs:lite: [Errno 5]") and msg.count("\n") == 0
     assert msg.endswith("the securefs daemon's log ends: mounted | ERROR: cannot read block 7: Input/output error")
+
+
+def test_a_samples_pass_size_is_its_largest_passs_not_its_cut_last_ones(tmp_path):
+    """A read's last pass stops when the sample's second is up: the sample's
+    pass_bytes (which bench/storage_vs_fio sizes its fio run by) is the full pass's."""
+    from cryptcost.runner.passes import combine
+    step, _, _ = _seq(tmp_path)
+    full = Sample(value=1.0, seconds=0.45, bytes_moved=384 * MiB, metrics={"pass_bytes": 384 * MiB, "count": 384,
+                                                                           "cut_by_time": False})
+    last = Sample(value=1.0, seconds=0.1, bytes_moved=80 * MiB, metrics={"pass_bytes": 80 * MiB, "count": 80,
+                                                                         "cut_by_time": True})
+    got = combine([full, full, last], step.ops[1])
+    assert got.metrics["pass_bytes"] == 384 * MiB and got.metrics["cut_by_time"] is True

@@ -36,6 +36,12 @@ def combine(passes: list[Sample], op: wl.Op) -> Sample:
         values = [p.metrics[name] for p in passes if isinstance(p.metrics.get(name), (int, float))]
         if values:
             metrics[name] = statistics.median(values)
+    # The pass size is the largest pass's: a read's last pass stops when the sample's
+    # second is up, and may move only what was left of it.
+    sizes = [p.metrics["pass_bytes"] for p in passes if p.metrics.get("pass_bytes")]
+    if sizes:
+        metrics["pass_bytes"] = max(sizes)
+        metrics["cut_by_time"] = any(p.metrics.get("cut_by_time") for p in passes)
     for name in ("settle_s", "harness_cpu_s"):
         if any(name in p.metrics for p in passes):
             metrics[name] = sum(p.metrics.get(name, 0.0) for p in passes)
