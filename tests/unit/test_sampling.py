@@ -13,6 +13,7 @@ from cryptcost.engines.openssl import OpenSSLEngine
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.model import Job, Sample
 from cryptcost.runner.scheduler import schedule
+from cryptcost.runner.passes import first_pass
 from cryptcost.runner.steps import FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
@@ -80,7 +81,8 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     sized = runner.job(inst, write, step)
     assert sized.size == int(80e6 * SIZE_MARGIN) // MiB * MiB          # about 1.2 s of it
     runner.rate[("x", write.key)] = 2e9
-    assert runner.job(inst, write, step).size == write.fio.size        # a fast one: the file, in passes
+    assert runner.job(inst, write, step, 0.5).size == write.fio.size   # a fast one: the file, in passes,
+    assert runner.job(inst, write, step).size == 44 * MiB               # after what 11 of them leave of 2.4 GB
     (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"\0" * (3 * MiB + 5))
     assert runner.job(inst, read, step).size == 3 * MiB                # reads what the write left
     assert runner.stem(inst, write, step) == runner.stem(inst, read, step) == f"{step.name}-r0"
@@ -159,6 +161,32 @@ def test_a_stack_that_fails_a_file_written_again_takes_one_write_pass_and_says_s
     assert runner.measure(inst, read, step, "fsync+remount").metrics["passes"] == 4
 
 
+def test_a_write_whose_second_does_not_fit_the_file_starts_with_what_full_files_leave(tmp_path):
+    """gocryptfs at 470 MB/s in a 384 MiB file: full files took 0.86 s a pass, so a sample
+    was one slow pass or two (1.7 s), and the two kinds differed by 12 %. A first pass of
+    what full files leave carries the second and its margin whatever the pass's speed, and
+    the last file, which the read reads, is full."""
+    step, inst, runner = _seq(tmp_path)
+    write, _ = step.ops
+    inst.stack = type("Own", (_Stack,), {"evicts_one_file": True})()
+    inst.free = 480 * MiB
+    runner.rate[("x", write.key)] = 470e6
+    first, then = runner.job(inst, write, step, 1.0).size, runner.job(inst, write, step, 0.7).size
+    assert then == 384 * MiB and first < then and first % MiB == 0
+    assert first + then == int(470e6 * SIZE_MARGIN) // MiB * MiB            # 1.2 s, not 1.7
+    runner.history[("x", write.key)] = (0.5, 0.05)
+    runner.between = lambda inst, op, step: 0.05
+
+    def one_pass(inst, op, step, cache, left=None):
+        size = runner.job(inst, op, step, left).size
+        return Sample(value=470e6, seconds=size / 470e6, bytes_moved=size, metrics={"count": 1})
+    runner.one_pass = one_pass
+    sample = runner.measure(inst, write, step, "fsync")
+    assert sample.metrics["passes"] == 2 and 1.0 <= sample.seconds < 1.25
+    assert first_pass(1000, 300, 10) == 100 and first_pass(1001, 300, 10) == 110
+    assert first_pass(600, 300, 10) == 300 and first_pass(601, 300, 10) == 10
+
+
 def test_a_sample_whose_passes_do_not_fit_its_budget_says_why(tmp_path):
     step, inst, runner = _seq(tmp_path)
     read = step.ops[1]
@@ -187,16 +215,17 @@ def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_
     runner.rate[("x", write.key)] = runner.rate[("x", read.key)] = 2e9
     inst.stack = type("Own", (_Stack,), {"evicts_one_file": True})()
     inst.free = 480 * MiB
-    assert write.room == 384 * MiB and runner.job(inst, write, step).size == 384 * MiB
+    assert write.room == 384 * MiB and runner.job(inst, write, step, 0.5).size == 384 * MiB
+    assert runner.job(inst, write, step).size == 368 * MiB                 # 6 passes of 2.4 GB, not 12
     inst.free = 300 * MiB
-    assert runner.job(inst, write, step).size == 270 * MiB                 # 90 % of what is free
+    assert runner.job(inst, write, step, 0.5).size == 270 * MiB            # 90 % of what is free
     runner.rate[("x", write.key)] = 100e6
     assert runner.job(inst, write, step).size == int(100e6 * SIZE_MARGIN) // MiB * MiB   # a slow one: ~1.2 s
     runner.rate[("x", write.key)] = 2e9
     inst.cached_below = True
-    assert runner.job(inst, write, step).size == write.fio.size           # the throttled medium: 40 %
+    assert runner.job(inst, write, step, 0.5).size == write.fio.size      # the throttled medium: 40 %
     inst.cached_below, inst.stack = False, _Stack()
-    assert runner.job(inst, write, step).size == write.fio.size           # a daemon's cache: 40 %
+    assert runner.job(inst, write, step, 0.5).size == write.fio.size      # a daemon's cache: 40 %
     together = wl.steps(["seq-quick"], wl.Sizes(medium=512 * MiB), False)[0]
     assert {op.block_bytes: op.room for op in together.ops} == {MiB: 192 * MiB,   # two files share the room
                                                                 4096: 128 * MiB}  # 32768 requests at most

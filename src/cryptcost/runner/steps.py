@@ -46,7 +46,7 @@ from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
-from cryptcost.runner.passes import combine, cpu_per_unit
+from cryptcost.runner.passes import combine, cpu_per_unit, first_pass
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -312,8 +312,10 @@ class StepRunner:
         of it and needs a second) when that is less than the file (the op's
         larger ``room`` where evicting pages makes a read cold, so no
         daemon's cache shares the medium: fewer passes, so fewer of fio's
-        start-ups); a read also stops once the sample's time is up (``left``
-        of it, by default all), and reads what the write before it left. A
+        start-ups); a write that needs more than the file starts with what
+        full files leave (:func:`~cryptcost.runner.passes.first_pass`); a read also
+        stops once the sample's time is up (``left`` of it, by default all),
+        and reads what the write before it left. A
         write is not cut at a time: its flush may come after (fscrypt
         encrypts at writeback), and rclone's upload of a write cut short by
         fio failed now and then ("remove …: no such file", then EIO), which
@@ -328,7 +330,10 @@ class StepRunner:
             want = max(job.bs, int(rate * self.min_seconds * SIZE_MARGIN) // job.bs * job.bs)
             own = inst.stack.evicts_one_file and not inst.cached_below
             room = min(op.room or 0, int((inst.free or 0) * 0.9)) if own else 0
-            job = replace(job, size=min(want, max(job.size, room)))
+            most = max(job.size, room)
+            if op.op == "write" and want > most and (left is None or left >= self.min_seconds):
+                want = first_pass(want, most, job.bs)
+            job = replace(job, size=min(want, most))
         elif self.warm_up and op.op == "write" and job.size > FIRST_PASS_BYTES:
             # The cell's first pass, the warm-up round's, only finds its rate: a slow
             # stack need not spend seconds writing the whole file for that. Without a
