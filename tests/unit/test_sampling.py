@@ -201,6 +201,18 @@ def test_a_sample_whose_passes_do_not_fit_its_budget_says_why(tmp_path):
     assert got.metrics["passes"] == MAX_PASSES and "the most one sample takes" in got.metrics["short_because"]
 
 
+def test_a_write_whose_first_pass_was_short_predicts_its_next_by_a_full_one(tmp_path):
+    """A write's first pass may be only what the full files after it leave: the mean of
+    that and a full pass had let a third full pass start past the 2 s budget."""
+    step, inst, runner = _seq(tmp_path)
+    write = step.ops[0]
+    runner.history[("x", write.key)] = (0.5, 0.2)
+    _fake_passes(runner, [0.05, 0.9], gap=0.2)
+    got = runner.measure(inst, write, step, "fsync")
+    assert got.metrics["passes"] == 2 and got.seconds + 0.2 <= 2.0
+    assert "left room for 2 pass(es) of 900 ms" in got.metrics["short_because"]
+
+
 def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_path):
     """plain, fscrypt, a FUSE stack whose daemon keeps no data, a qemu export at 2 GB/s:
     passes up to 3/4 of the medium (as the free space allows) rather than 40 %, so fewer

@@ -234,7 +234,7 @@ class StepRunner:
                              "the cell's first sample, without a warm-up round: one pass of the whole file "
                              "(no rate yet to size passes by)")
                 break
-            one = statistics.fmean(x.seconds for x in samples)
+            one = max(x.seconds for x in samples)     # the next pass is full: a write's first may not be
             gap = statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key)
             if measured + sum(gaps) + gap + one > self.budget:
                 short = (f"{gap:.1f} s between passes (cache reset or fresh file) left room for "
