@@ -134,7 +134,7 @@ def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
     got = runner.measure(inst, write, step, "fsync")
     assert got.seconds >= 1.0 and got.metrics["passes"] == 3
     log = _fake_passes(runner, [0.3])
-    runner.history[("x", read.key)] = (0.3, 0.05)
+    runner.gaps[("x", read.key)] = 0.05
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
     assert [round(x, 2) for x in log["left"]] == [1.0, 0.7, 0.4, 0.1]
     assert got.metrics["passes"] == 4 and abs(got.seconds - 1.0) < 1e-9   # the last pass cut at 0.1 s
@@ -152,8 +152,8 @@ def test_a_stack_that_fails_a_file_written_again_takes_one_write_pass_and_says_s
     write, read = step.ops
     inst.stack = RcloneCrypt()
     assert inst.stack.one_write_pass and "EIO" in inst.stack.one_write_pass
-    runner.history[("x", write.key)] = (0.3, 0.05)
-    runner.history[("x", read.key)] = (0.3, 0.05)
+    runner.gaps[("x", write.key)] = 0.05
+    runner.gaps[("x", read.key)] = 0.05
     _fake_passes(runner, [0.3])
     got = runner.measure(inst, write, step, "fsync")
     assert got.metrics["passes"] == 1 and got.metrics["short_because"].startswith(
@@ -174,7 +174,7 @@ def test_a_write_whose_second_does_not_fit_the_file_starts_with_what_full_files_
     first, then = runner.job(inst, write, step, 1.0).size, runner.job(inst, write, step, 0.7).size
     assert then == 384 * MiB and first < then and first % MiB == 0
     assert first + then == int(470e6 * SIZE_MARGIN) // MiB * MiB            # 1.2 s, not 1.7
-    runner.history[("x", write.key)] = (0.5, 0.05)
+    runner.gaps[("x", write.key)] = 0.05
     runner.between = lambda inst, op, step: 0.05
 
     def one_pass(inst, op, step, cache, left=None):
@@ -190,7 +190,7 @@ def test_a_write_whose_second_does_not_fit_the_file_starts_with_what_full_files_
 def test_a_sample_whose_passes_do_not_fit_its_budget_says_why(tmp_path):
     step, inst, runner = _seq(tmp_path)
     read = step.ops[1]
-    runner.history[("x", read.key)] = (0.45, 0.5)
+    runner.gaps[("x", read.key)] = 0.5
     _fake_passes(runner, [0.45], gap=0.5)                        # rclone: a remount between passes
     got = runner.measure(inst, read, step, "fsync+remount")
     assert got.metrics["passes"] == 2 and got.seconds < 1.0
@@ -206,7 +206,7 @@ def test_a_write_whose_first_pass_was_short_predicts_its_next_by_a_full_one(tmp_
     that and a full pass had let a third full pass start past the 2 s budget."""
     step, inst, runner = _seq(tmp_path)
     write = step.ops[0]
-    runner.history[("x", write.key)] = (0.5, 0.2)
+    runner.gaps[("x", write.key)] = 0.2
     _fake_passes(runner, [0.05, 0.9], gap=0.2)
     got = runner.measure(inst, write, step, "fsync")
     assert got.metrics["passes"] == 2 and got.seconds + 0.2 <= 2.0

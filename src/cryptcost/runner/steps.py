@@ -119,7 +119,7 @@ class StepRunner:
         self.direct = direct
         self.min_seconds = min_seconds
         self.budget = budget
-        self.history: dict[tuple, tuple[float, float]] = {}   # cell → (seconds of one pass, between passes)
+        self.gaps: dict[tuple, float] = {}                     # cell → seconds between its passes (0: none yet)
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
@@ -212,7 +212,7 @@ class StepRunner:
         minimum, or until the next would not fit the sample's budget (then
         the sample says why it is short)."""
         key = (inst.label, op.key)
-        first = key not in self.history          # the warm-up round's, or without one the first sample
+        first = key not in self.gaps          # the warm-up round's, or without one the first sample
         warm_up = self.warm_up and first
         once = inst.stack.one_write_pass if op.op in WRITES else None
         most = MAX_PASSES if self.repeatable(op) and not first and not once else 1
@@ -241,7 +241,7 @@ class StepRunner:
                          f"{len(samples)} pass(es) of {one * 1000:.0f} ms in the {self.budget:g} s budget")
                 break
         one = statistics.fmean(x.seconds for x in samples)
-        self.history[key] = (one, statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key))
+        self.gaps[key] = statistics.fmean(gaps) if gaps else self.gaps.get(key, 0.0)
         sample = combine(samples, op)
         if sample.bytes_moved:
             self.rate[key] = sample.bytes_moved / sample.seconds
@@ -252,9 +252,8 @@ class StepRunner:
 
     def _known_gap(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The time between passes: as measured before, else the stack's estimate."""
-        known = self.history.get(key)
-        if known and known[1]:
-            return known[1]
+        if self.gaps.get(key):
+            return self.gaps[key]
         if op.op in ("read", "randread") and not self.direct:
             return inst.stack.forget_seconds if self.repeatable(op) and not inst.cached_below else inst.stack.remount_seconds
         return 0.05 if op.op == "write" else 0.0
