@@ -28,7 +28,8 @@ from cryptcost.links import Link, parse_link
 from cryptcost.model import Job, Result, metric_median as median
 from cryptcost.runner import pairing, pinning
 from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
-from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, schedule
+from cryptcost.runner.scheduler import (Progress, Series, cores_in_use, drift_cause, host_drift,
+                                        mark_unstable, schedule)
 from cryptcost.runner.sink import Sink
 from cryptcost.stacks.net import NetworkStack
 from cryptcost.workloads import network as wl
@@ -246,11 +247,7 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         metrics["incomplete"] = s.error
     if not inst.stack.accel:
         metrics["accel_env"] = sorted(inst.stack.accel_env())
-    if len(samples) > 1 and summary.rel_half_width > target:
-        metrics.update(unstable=True, cv=summary.cv, likely_cause=_likely_cause(inst, samples))
-        notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {len(samples)} samples "
-                     f"(CV {summary.cv * 100:.1f} %), above the ±{target * 100:g} % target; likely cause: "
-                     f"{metrics['likely_cause']}")
+    mark_unstable(metrics, notes, samples, target, lambda: _likely_cause(inst, samples))
     if inst.stack.security:
         metrics["security"] = list(inst.stack.security)
 
@@ -288,5 +285,5 @@ def _likely_cause(inst: NetInstance, samples) -> str:
         return (f"TCP retransmits ({statistics.median(retrans):.0f} per sample): the tunnel drops packets "
                 "when its queue overflows, and TCP's recovery varies")
     if inst.stack.daemon_pids():
-        return "the stack's daemons and the traffic generator competing for this machine's 2 cores"
+        return f"the stack's daemons and the traffic generator competing for {cores_in_use()} core(s)"
     return "the machine itself (other work on its cores, the hypervisor)"

@@ -30,7 +30,8 @@ from cryptcost.media import Medium
 from cryptcost.model import Job, Result, Sample, metric_median as median
 from cryptcost.runner import pairing, pinning, quiet
 from cryptcost.runner.integrity import check_pattern
-from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, schedule
+from cryptcost.runner.scheduler import (Progress, Series, cores_in_use, drift_cause, host_drift,
+                                        mark_unstable, schedule)
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, make_archive, reset_one_file
 from cryptcost.stacks.fs import StorageStack
@@ -235,7 +236,7 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample]) -> str:
     if seconds < MIN_SAMPLE_SECONDS:
         return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
     if inst.stack.layer == "fuse":
-        return "the FUSE daemon's threads competing with fio for 2 cores"
+        return f"the FUSE daemon's threads competing with fio for {cores_in_use()} core(s)"
     if op.op in ("write", "randwrite", "create") and inst.stack.layer == "kernel":
         return "the RAM medium's writeback: the kernel flushes dirty pages at its own pace"
     return "the machine itself (other work on its cores, the hypervisor)"
@@ -271,12 +272,7 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
     metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
     metrics["host_drift"] = host_drift(samples)
-    summary = stats.summarize(s.values())
-    if len(samples) > 1 and summary.rel_half_width > target:
-        metrics.update(unstable=True, cv=summary.cv, likely_cause=likely_cause(inst, op, samples))
-        notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {len(samples)} samples "
-                     f"(CV {summary.cv * 100:.1f} %), above the ±{target * 100:g} % target; likely "
-                     f"cause: {metrics['likely_cause']}")
+    mark_unstable(metrics, notes, samples, target, lambda: likely_cause(inst, op, samples))
     short = statistics.median(x.seconds for x in samples)
     if short < SHORT_SAMPLE:
         notes.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "
@@ -291,6 +287,6 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         return bs.values() if bs is not None and bs.samples else None
     paired, more = pairing.against_baselines(stack, op.key, s.values(), baseline_values)
     metrics.update(paired)
-    return Result(kind="storage", fields=_fields(inst, op, plan), summary=summary,
+    return Result(kind="storage", fields=_fields(inst, op, plan), summary=stats.summarize(s.values()),
                   stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
                   notes=tuple(notes + more))
