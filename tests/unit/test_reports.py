@@ -124,3 +124,39 @@ def test_an_emulated_run_says_so_and_is_never_compared_with_real_hardware(tmp_pa
     assert main(["--db", db, "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [r["emulated"] for r in listed] == [False, True]
+
+
+def test_an_unstable_result_is_marked_beside_its_interval_and_its_cause_said_once(tmp_path, capsys):
+    """A result whose interval never reached the target carried `unstable`, its CV and a likely
+    cause in the JSON only: every report printed its ±28 % like any other interval."""
+    from markupsafe import escape
+    from rich.console import Console
+    from cryptcost.cli import main
+    from cryptcost.report import document, terminal
+    data = json.loads(RUN.read_text())
+    storage = [r for r in data["results"] if r.get("kind") == "storage"]
+    cause = "the FUSE daemon's threads competing with fio for 2 core(s)"
+    for r, cv in zip(storage[:2], (0.113, 0.05)):
+        r.update(unstable=True, cv=cv, likely_cause=cause)
+    storage[2].update(unstable=True, cv=0.2, likely_cause="the machine itself")
+    store = Store.open(tmp_path / "r.db")
+    run_id = store.import_run(data)
+    run, results = store.run(run_id), store.results(run_id)
+    doc = document.build(run, results)
+    marked = [r for r in doc["storage"] if r["ci"].endswith(" ~")]
+    assert len(marked) == 3 and all(r["ci"].startswith("±") for r in marked)
+    assert sum(1 for r in doc["storage"] if "~" in r["ci"]) == 3                 # the stable ones unmarked
+    first, second = doc["unstable"]
+    assert first["cause"] == cause and first["count"] == 2 and first["cv"] == "CV 5.0–11.3 %"
+    assert second["cv"] == "CV 20.0 %" and second["results"] == [document._label(storage[2])]
+    md = render("md", run, results)
+    assert "## Unstable results" in md and f"- {first['text']}" in md
+    page = render("html", run, results)
+    assert "Unstable results" in page and str(escape(first["text"])) in page
+    console = Console(record=True, width=300)
+    for item in terminal.summary_tables(doc):
+        console.print(item)
+    out = console.export_text()
+    assert "~ unstable: the 95 % interval stayed wider" in out and cause in out
+    assert main(["--db", str(tmp_path / "r.db"), "show", str(run_id)]) == 0          # and in `show`
+    assert cause in capsys.readouterr().out

@@ -18,6 +18,46 @@ SPLIT_INTRO = ("Of each stack's cost against its reference (the plain filesystem
                "library). (n.s.): not significant; (untested): no comparison stored.")
 
 
+# A result whose interval never reached the run's target: marked beside its interval, explained once per cause.
+UNSTABLE_MARK = "~"
+UNSTABLE_INTRO = (f"{UNSTABLE_MARK} unstable: the 95 % interval stayed wider than the run's target (±3 % of the "
+                  "median unless --ci-target or the plan set another) after the samples the plan allows. Its median is one "
+                  "draw from that interval: compare it only where the intervals do not overlap, and rerun with "
+                  "more samples (--max-samples) or on a quieter host for a tighter figure. By likely cause:")
+
+
+def ci_text(r: dict, median: float | None) -> str:
+    """A result's interval as ``±1.2 %``, marked when the result is unstable."""
+    text = units.ci(r.get("ci95"), median)
+    return f"{text} {UNSTABLE_MARK}" if r.get("unstable") else text
+
+
+def _label(r: dict) -> str:
+    if r.get("kind") == "storage":
+        size = units.size(r["block_bytes"]) if r.get("block_bytes") else ""
+        return " ".join(str(x) for x in (r["stack"], r["workload"], r["op"], size) if x)
+    if r.get("kind") == "network":
+        return f"{r['stack']} {r['workload']}"
+    return " ".join(str(r.get(k)) for k in ("engine", "algorithm", "buffer_bytes") if r.get(k))
+
+
+def unstable_groups(results: list[dict]) -> list[dict]:
+    """The unstable results, grouped by their likely cause, each group with
+    its range of CVs: what the mark beside an interval means, said once."""
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        if r.get("unstable"):
+            groups.setdefault(r.get("likely_cause") or "not known", []).append(r)
+    out = []
+    for cause, rs in sorted(groups.items(), key=lambda g: -len(g[1])):
+        cvs = sorted(r["cv"] * 100 for r in rs if r.get("cv") is not None)
+        cv = (f"CV {cvs[0]:.1f} %" if len(cvs) == 1 or cvs[0] == cvs[-1] else
+              f"CV {cvs[0]:.1f}–{cvs[-1]:.1f} %") if cvs else "CV not known"
+        out.append({"cause": cause, "cv": cv, "count": len(rs), "results": [_label(r) for r in rs],
+                    "text": f"{cause} ({len(rs)}, {cv}): {', '.join(_label(r) for r in rs)}"})
+    return out
+
+
 def _significance(significant: bool | None) -> str:
     """The mark after a share: none when significant; a twin stored without its comparison is untested."""
     return "" if significant else " (n.s.)" if significant is False else " (untested)"
@@ -65,6 +105,7 @@ def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
         "target": label,
         "scaling": a.scaling, "scaling_rows": scaling.rows(a.scaling),
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
+        "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
         "not_measured": [{"what": " ".join(str(s[k]) for k in ("part", "stack", "engine", "algorithm")
                                            if s.get(k)),
                           "why": s.get("reason", ""), "install": s.get("install") or ""} for s in skipped],
@@ -93,7 +134,7 @@ def storage_row(r: dict, verdict: dict | None = None, cpb: float | None = None) 
             "block": units.size(r["block_bytes"]) if r["block_bytes"] else "—", "qd": r["iodepth"],
             "cpus": r.get("cpus"),
             "median": f"{median:,.0f} op/s" if ops else units.rate(median),
-            "ci": units.ci(r.get("ci95"), median), "n": r["samples"],
+            "ci": ci_text(r, median), "n": r["samples"],
             "iops": f"{r['iops']:,.0f}" if r.get("iops") else "—",
             "cpu_s_per_gib": f"{r['cpu_s_per_gib']:.2f}" if r.get("cpu_s_per_gib") else "—",
             "cycles_per_byte": f"{cpb:.1f}" if cpb else "—",
@@ -123,7 +164,7 @@ def network_row(r: dict, verdict: dict | None = None) -> dict:
     return {"stack": r["stack"] + accel, "role": r.get("role", "measured"), "workload": r["workload"],
             "streams": r.get("streams") or 1, "link": f"{r.get('link')} MTU {r.get('mtu')}",
             "median": units.rate(median), "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
-            "ci": units.ci(r.get("ci95"), median), "n": r["samples"],
+            "ci": ci_text(r, median), "n": r["samples"],
             "cpu_a": cpu("a"), "cpu_b": cpu("b"), "cpu_system": cpu("system"),
             "retransmits": f"{r['retransmits']:,.0f}" if r.get("retransmits") is not None else "—",
             "packet": f"{wire['median_packet_bytes']:,.0f} B" if wire.get("median_packet_bytes") else "—",
@@ -140,7 +181,7 @@ def cipher_row(r: dict) -> dict:
     verified = {True: "verified", False: "NOT effective", None: ""}[r.get("accel_verified")]
     return {"engine": r["engine"], "algorithm": r["algorithm"], "buffer": units.size(r["buffer_bytes"]),
             "threads": r["threads"], "accel": ("on" if r["accel"] else "off") + (f" ({verified})" if verified else ""),
-            "median": units.rate(r["median_bytes_per_s"]), "ci": units.ci(r.get("ci95"), r["median_bytes_per_s"]),
+            "median": units.rate(r["median_bytes_per_s"]), "ci": ci_text(r, r["median_bytes_per_s"]),
             "n": r["samples"], "warning": r.get("warning") or "",
             "note": r["notes"][-1] if not r["accel"] and r.get("notes") else r.get("warning") or ""}
 

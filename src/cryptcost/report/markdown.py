@@ -81,6 +81,9 @@ def render(doc: dict) -> str:
                         [[c["engine"], c["algorithm"], c["buffer"], c["threads"], c["accel"], c["median"], c["ci"],
                           c["n"], c["warning"]] for c in doc["ciphers"]])
         lines.append("")
+    if doc.get("unstable"):
+        lines += ["## Unstable results", "", doc["unstable_intro"], ""] + [f"- {g['text']}" for g in doc["unstable"]]
+        lines.append("")
     if doc["not_measured"]:
         lines += ["## Not measured", ""]
         lines += _table(["what", "why", "install"], [[m["what"], m["why"], m["install"]] for m in doc["not_measured"]])

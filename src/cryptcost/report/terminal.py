@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from cryptcost.report.document import cipher_row, network_row, storage_row
+from cryptcost.report.document import UNSTABLE_INTRO, cipher_row, network_row, storage_row, unstable_groups
 
 
 def probe_tables(info: dict) -> list:
@@ -93,7 +93,14 @@ def result_tables(results: list[dict]) -> list:
     network = [r for r in results if r.get("kind") == "network"]
     if network:
         tables.append(network_table(network))
-    return tables
+    return tables + unstable_lines(unstable_groups(results))
+
+
+def unstable_lines(groups: list[dict]) -> list[str]:
+    """What the mark beside an interval means, and each cause once."""
+    if not groups:
+        return []
+    return [UNSTABLE_INTRO] + [f"  • {g['text']}" for g in groups]
 
 
 def storage_table(results: list[dict], title: str = "Storage stacks against their baselines") -> Table:
@@ -179,6 +186,7 @@ def summary_tables(doc: dict) -> list:
         for c in sorted(doc["ciphers"], key=lambda c: c["median"]):
             t.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"], c["ci"])
         out.append(t)
+    out += unstable_lines(doc.get("unstable", []))
     for rec in doc["recommendations"]:
         out.append(Panel(rec["text"], title=rec["title"], title_align="left"))
     for f in doc["findings"]:
