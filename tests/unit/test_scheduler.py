@@ -99,6 +99,21 @@ def test_accel_switch_that_does_nothing_is_reported():
     assert "did NOT take effect" in off.notes[-1]
 
 
+def test_a_cipher_cell_wider_than_the_target_is_marked_unstable_like_any_result(monkeypatch):
+    """Cipher results were exempt: go's xchacha20 at ±14 % after 3 samples said nothing."""
+    monkeypatch.setattr("cryptcost.runner.scheduler.os.sched_getaffinity", lambda pid: {0, 1})
+    plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-xts", "chacha20-poly1305"), threads=(1, 2))
+    noisy = run_ciphers(plan, FakeExecutor(noise=0.1, seed=3), Policy(3, 3, 0.03, 0))
+    assert noisy.results and all(r.metrics.get("unstable") for r in noisy.results)
+    one = next(r for r in noisy.results if r.fields["threads"] == 1)
+    two = next(r for r in noisy.results if r.fields["threads"] == 2)
+    assert one.metrics["cv"] > 0.01 and any(n.startswith("unstable: ±") for n in one.notes)
+    assert one.metrics["likely_cause"].startswith("the host's CPU itself")
+    assert two.metrics["likely_cause"].startswith("2 thread(s) on 2 core(s)")
+    steady = run_ciphers(plan, FakeExecutor(noise=0.001), Policy(3, 3, 0.03, 0))
+    assert not any(r.metrics.get("unstable") for r in steady.results)
+
+
 def test_unavailable_engine_is_listed_with_reason():
     from cryptcost.errors import Unavailable
     fake = FakeExecutor(unavailable={"kernel": Unavailable("no AF_ALG", "a kernel with it")})

@@ -17,7 +17,7 @@ from cryptcost.engines.base import Cell
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.model import Result
 from cryptcost.runner.executor import Executor
-from cryptcost.runner.scheduler import Progress, Series, schedule
+from cryptcost.runner.scheduler import Progress, Series, cores_in_use, drift_cause, mark_unstable, schedule
 from cryptcost.runner.sink import Sink
 
 DEFAULT_SIZES = (4096,)
@@ -133,13 +133,14 @@ def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
         if not series.samples:
             outcome.skipped.append({**cell.fields(), "reason": series.error or "no samples"})
             continue
-        result = _result(cell, series, all_series, cpu_flags or {})
+        result = _result(cell, series, all_series, cpu_flags or {}, policy.target)
         sink.result(result)
         outcome.results.append(result)
     return outcome
 
 
-def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, bool]) -> Result:
+def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, bool],
+            target: float = 0.03) -> Result:
     alg = CIPHER_ENGINES[cell.engine].algorithms[cell.algorithm]
     metrics = {"family": alg.family, "accel_verified": None}
     summary = stats.summarize(series.values())
@@ -158,7 +159,8 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
     saw = {s.metrics.get("engine_saw_accel") for s in series.samples} - {None}
     if saw:
         metrics["engine_saw_accel"] = saw.pop()
-    if not cell.accel:
+    mark_unstable(metrics, notes, series.samples, target, lambda: likely_cause(cell, series.samples))
+    if not cell.accel:                                 # (its note last: the cipher table shows it)
         verified, note, on_speed = _verify_off(cell, series, all_series, alg.hw, cpu_flags)
         metrics["accel_verified"] = verified
         metrics["accel_on_bytes_per_s"] = on_speed
@@ -166,6 +168,16 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
     return Result(kind="cipher", fields=cell.fields(), summary=summary,
                   stop_reason=series.stop_reason or "cap_reached", samples=tuple(series.samples),
                   metrics=metrics, notes=tuple(n for n in notes if n))
+
+
+def likely_cause(cell: Cell, samples) -> str:
+    """Why a cipher cell's samples spread: a cipher depends on nothing but
+    the CPU, so on the host's speed, or on the threads sharing its cores."""
+    cores = cores_in_use()
+    if cell.threads >= cores:
+        return (f"{cell.threads} thread(s) on {cores} core(s): every other process on the machine takes "
+                "their time")
+    return drift_cause(samples) or "the host's CPU itself (other work on its cores, the hypervisor's scheduling)"
 
 
 def _verify_off(cell: Cell, series: Series, all_series: dict, hw: tuple[str, ...],
