@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from cryptcost import stats
-from cryptcost.cli.common import (add_host_options, ConsoleProgress, probe_host, out, parse_accel, parse_ints, parse_list,
-                                  print_json, recorded_run)
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, probe_host, parse_accel, parse_ints, parse_list,
+                                  print_outcome, recorded_run)
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.units import parse_size
-from cryptcost.report.terminal import cipher_table, skipped_table
+from cryptcost.report.terminal import cipher_table
 from cryptcost.engines.base import ALL_SIZES
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers
 from cryptcost.runner.executor import RealExecutor
@@ -80,12 +80,4 @@ def run(args) -> int:
     host = probe_host()
     with recorded_run(args, "ciphers", host) as (store, run_id, sink):
         outcome = measure(args, host, sink)
-    if args.json:
-        print_json({"run": run_id, "results": [r.to_dict() for r in outcome.results],
-                    "skipped": outcome.skipped})
-        return 0
-    out.print(cipher_table([r.to_dict() for r in outcome.results]))
-    if outcome.skipped:
-        out.print(skipped_table(outcome.skipped))
-    out.print(f"run {run_id} stored in {store.path}")
-    return 0
+    return print_outcome(args, store, run_id, outcome, cipher_table)

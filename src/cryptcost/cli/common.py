@@ -194,15 +194,19 @@ class ConsoleProgress(Progress):
 
 
 def print_outcome(args, store, run_id: int, outcome, table, **head) -> int:
-    """A storage or network command's results: one JSON object, or a table,
+    """A cipher, storage or network command's results: one JSON object, or a table,
     what was not measured, and where the run is stored. Exit 1 when a stack
     the user asked for failed (each failure on its own line)."""
-    from cryptcost.report.terminal import skipped_table
+    from cryptcost.report.terminal import skipped_table, unstable_lines
+    from cryptcost.report.document import unstable_groups
     if args.json:
         print_json({"run": run_id, **head, "failed": outcome.failed,
                     "results": [r.to_dict() for r in outcome.results], "skipped": outcome.skipped})
     else:
-        out.print(table([r.to_dict() for r in outcome.results]))
+        results = [r.to_dict() for r in outcome.results]
+        out.print(table(results))
+        for line in unstable_lines(unstable_groups(results)):
+            out.print(line)
         if outcome.skipped:
             out.print(skipped_table(outcome.skipped))
         out.print(f"run {run_id} stored in {store.path}")

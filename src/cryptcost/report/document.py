@@ -38,7 +38,10 @@ def _label(r: dict) -> str:
         return " ".join(str(x) for x in (r["stack"], r["workload"], r["op"], size) if x)
     if r.get("kind") == "network":
         return f"{r['stack']} {r['workload']}"
-    return " ".join(str(r.get(k)) for k in ("engine", "algorithm", "buffer_bytes") if r.get(k))
+    threads = f"×{r['threads']}" if (r.get("threads") or 1) > 1 else ""
+    accel = "" if r.get("accel", True) else "accel off"
+    size = units.size(r["buffer_bytes"]) if r.get("buffer_bytes") else ""
+    return " ".join(str(x) for x in (r.get("engine"), r.get("algorithm"), size, threads, accel) if x)
 
 
 def unstable_groups(results: list[dict]) -> list[dict]:
