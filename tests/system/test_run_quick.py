@@ -31,5 +31,14 @@ def test_quick_suite_end_to_end(cli, tmp_path):
     assert not_measured >= {s["name"] for s in availability("storage") if not s["available"]}
     html = report.read_text()
     assert len(re.findall(r"<svg\b", html)) >= 4 and "<script" not in html
+    # every result within ±3 % of its median or marked unstable with its CV and likely cause, and the
+    # report's interval says which
+    for r in out["results"]:
+        median = r.get("median_bytes_per_s") or r.get("median_ops_per_s")
+        wide = r.get("ci95") and (r["ci95"][1] - r["ci95"][0]) / 2 / median > 0.03
+        assert not wide or (r.get("unstable") and r.get("cv") is not None and r.get("likely_cause")), r
+    rows = doc["storage"] + doc["network"] + doc["ciphers"]
+    assert sum(row["ci"].endswith("~") for row in rows) == sum(bool(r.get("unstable")) for r in out["results"])
+    assert ("Unstable results" in html) == any(r.get("unstable") for r in out["results"])
     shown = json.loads(cli("show", "latest", "--json").stdout)
     assert shown["run"]["status"] == "complete" and shown["run"]["extra"]["suite"] == "quick"
