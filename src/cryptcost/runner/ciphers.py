@@ -62,7 +62,7 @@ class CipherPlan:
 class CipherOutcome:
     results: list[Result] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)     # {engine, algorithm?, reason, install?}
-    failed: list[str] = field(default_factory=list)       # a cell that failed is skipped with its reason instead
+    failed: list[str] = field(default_factory=list)       # always empty: a failed cell is in skipped, with why
 
 
 def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[dict]]:

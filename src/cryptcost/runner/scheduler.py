@@ -191,9 +191,11 @@ def mark_unstable(metrics: dict, notes: list[str], samples: list[Sample], target
                   cause: Callable[[], str]) -> None:
     """Mark a result whose 95 % interval is still wider than ``target`` of
     its median after the samples the plan allows: ``unstable``, its CV and
-    ``cause()``, the likely reason, in its metrics and a note (rule 18)."""
+    ``cause()``, the likely reason, in its metrics and a note (rule 10)."""
+    if len(samples) < 2:
+        return
     summary = stats.summarize([x.value for x in samples])
-    if len(samples) < 2 or summary.rel_half_width <= target:
+    if summary.rel_half_width <= target:
         return
     metrics.update(unstable=True, cv=summary.cv, likely_cause=cause())
     notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {len(samples)} samples "
