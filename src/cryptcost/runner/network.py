@@ -282,8 +282,9 @@ def _likely_cause(inst: NetInstance, samples) -> str:
         return moved
     retrans = [x.metrics.get("retransmits") or 0 for x in samples]
     if statistics.median(retrans) > 100:
-        return (f"TCP retransmits ({statistics.median(retrans):.0f} per sample): the tunnel drops packets "
-                "when its queue overflows, and TCP's recovery varies")
+        return (f"TCP retransmits ({statistics.median(retrans):.0f} per sample): TCP's loss recovery, set off "
+                "by packets a tunnel's queue dropped or by ACKs late on CPUs both ends share, varies from "
+                "sample to sample")
     if inst.stack.daemon_pids():
         return f"the stack's daemons and the traffic generator competing for {cores_in_use()} core(s)"
     return "the machine itself (other work on its cores, the hypervisor)"
