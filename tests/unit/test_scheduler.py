@@ -101,7 +101,7 @@ def test_accel_switch_that_does_nothing_is_reported():
 
 def test_a_cipher_cell_wider_than_the_target_is_marked_unstable_like_any_result(monkeypatch):
     """Cipher results were exempt: go's xchacha20 at ±14 % after 3 samples said nothing."""
-    monkeypatch.setattr("cryptcost.runner.scheduler.os.sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr("cryptcost.host.cpu.os.sched_getaffinity", lambda pid: {0, 1})
     plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-xts", "chacha20-poly1305"), threads=(1, 2))
     noisy = run_ciphers(plan, FakeExecutor(noise=0.1, seed=3), Policy(3, 3, 0.03, 0))
     assert noisy.results and all(r.metrics.get("unstable") for r in noisy.results)

@@ -38,7 +38,7 @@ def test_overhead_against_the_matched_baseline_and_plain():
 
 
 def test_noise_is_not_ranked(monkeypatch):
-    monkeypatch.setattr("cryptcost.runner.scheduler.os.sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr("cryptcost.host.cpu.os.sched_getaffinity", lambda pid: set(range(8)))
     op = wl.Op("seq", "write", 4096)
     stack = get("securefs")()
     series = {("fuse-passthrough:big-writes", op.key): _series([100e6, 130e6, 80e6])}

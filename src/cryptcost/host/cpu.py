@@ -22,9 +22,15 @@ PADLOCK_FLAGS = ("ace", "ace_en", "ace2", "ace2_en", "phe", "phe_en", "pmm", "pm
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def usable_cores() -> int:
+    """The CPUs this process (and so everything it starts) may run on: a
+    pass on N CPUs (:func:`pinned`) narrows them."""
+    return len(os.sched_getaffinity(0))
+
+
 def check_cpu_count(n: int | None) -> None:
     """Refuse a CPU count this process cannot be pinned to (R3's cores pass)."""
-    allowed = len(os.sched_getaffinity(0))
+    allowed = usable_cores()
     if n is not None and not 1 <= n <= allowed:
         raise UserError(f"cpus {n}: this process may use 1 … {allowed} CPU(s)")
 
@@ -61,7 +67,7 @@ def cpu_info(cpuinfo_text: str | None = None) -> dict:
     return {
         "model": first.get("model name", first.get("cpu model", "unknown")),
         "cores": os.cpu_count() or len(blocks),
-        "cores_usable": len(os.sched_getaffinity(0)),
+        "cores_usable": usable_cores(),
         "flags": {**{f: f in flags for f in CRYPTO_FLAGS},
                   **{f"padlock_{f}": True for f in PADLOCK_FLAGS if f in flags}},
         "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),

@@ -15,9 +15,10 @@ from cryptcost import stats
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.engines.base import Cell
 from cryptcost.errors import Unavailable, UserError
+from cryptcost.host import cpu
 from cryptcost.model import Result
 from cryptcost.runner.executor import Executor
-from cryptcost.runner.scheduler import Progress, Series, cores_in_use, drift_cause, mark_unstable, schedule
+from cryptcost.runner.scheduler import Progress, Series, drift_cause, mark_unstable, schedule
 from cryptcost.runner.sink import Sink
 
 DEFAULT_SIZES = (4096,)
@@ -160,7 +161,7 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
     saw = {s.metrics.get("engine_saw_accel") for s in series.samples} - {None}
     if saw:
         metrics["engine_saw_accel"] = saw.pop()
-    mark_unstable(metrics, notes, series.samples, target, lambda: likely_cause(cell, series.samples))
+    mark_unstable(metrics, notes, summary, target, lambda: likely_cause(cell, series.samples))
     if not cell.accel:                                 # (its note last: the cipher table shows it)
         verified, note, on_speed = _verify_off(cell, series, all_series, alg.hw, cpu_flags)
         metrics["accel_verified"] = verified
@@ -174,7 +175,7 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
 def likely_cause(cell: Cell, samples) -> str:
     """Why a cipher cell's samples spread: a cipher depends on nothing but
     the CPU, so on the host's speed, or on the threads sharing its cores."""
-    cores = cores_in_use()
+    cores = cpu.usable_cores()
     if cell.threads >= cores:
         return (f"{cell.threads} thread(s) on {cores} core(s): every other process on the machine takes "
                 "their time")

@@ -28,8 +28,7 @@ from cryptcost.links import Link, parse_link
 from cryptcost.model import Job, Result, metric_median as median
 from cryptcost.runner import pairing, pinning
 from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
-from cryptcost.runner.scheduler import (Progress, Series, cores_in_use, drift_cause, host_drift,
-                                        mark_unstable, schedule)
+from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable, schedule
 from cryptcost.runner.sink import Sink
 from cryptcost.stacks.net import NetworkStack
 from cryptcost.workloads import network as wl
@@ -247,7 +246,7 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         metrics["incomplete"] = s.error
     if not inst.stack.accel:
         metrics["accel_env"] = sorted(inst.stack.accel_env())
-    mark_unstable(metrics, notes, samples, target, lambda: _likely_cause(inst, samples))
+    mark_unstable(metrics, notes, summary, target, lambda: _likely_cause(inst, samples))
     if inst.stack.security:
         metrics["security"] = list(inst.stack.security)
 
@@ -286,5 +285,5 @@ def _likely_cause(inst: NetInstance, samples) -> str:
                 "by packets a tunnel's queue dropped or by ACKs late on CPUs both ends share, varies from "
                 "sample to sample")
     if inst.stack.daemon_pids():
-        return f"the stack's daemons and the traffic generator competing for {cores_in_use()} core(s)"
+        return f"the stack's daemons and the traffic generator competing for {cpu.usable_cores()} core(s)"
     return "the machine itself (other work on its cores, the hypervisor)"

@@ -15,16 +15,15 @@ keeps it even when a later job fails.
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
-from cryptcost import faults, stats
+from cryptcost import faults
 from cryptcost.errors import CryptcostError
 from cryptcost.model import Job, Sample
-from cryptcost.stats import HOST_DRIFT, Policy
+from cryptcost.stats import HOST_DRIFT, Policy, Summary
 
 log = logging.getLogger("cryptcost.scheduler")
 
@@ -181,24 +180,16 @@ def drift_cause(samples: list[Sample]) -> str | None:
             "fixed SHA-256 timed before each): the host, not the stack")
 
 
-def cores_in_use() -> int:
-    """The CPUs this process (and so everything it starts) may run on: a
-    pass on N CPUs (:mod:`runner.pinning`) narrows them."""
-    return len(os.sched_getaffinity(0))
-
-
-def mark_unstable(metrics: dict, notes: list[str], samples: list[Sample], target: float,
+def mark_unstable(metrics: dict, notes: list[str], summary: Summary, target: float,
                   cause: Callable[[], str]) -> None:
-    """Mark a result whose 95 % interval is still wider than ``target`` of
-    its median after the samples the plan allows: ``unstable``, its CV and
-    ``cause()``, the likely reason, in its metrics and a note (rule 10)."""
-    if len(samples) < 2:
-        return
-    summary = stats.summarize([x.value for x in samples])
-    if summary.rel_half_width <= target:
+    """Mark a result whose 95 % interval (``summary``, of its samples) is
+    still wider than ``target`` of its median after the samples the plan
+    allows: ``unstable``, its CV and ``cause()``, the likely reason, in its
+    metrics and a note (rule 10)."""
+    if summary.n < 2 or summary.rel_half_width <= target:
         return
     metrics.update(unstable=True, cv=summary.cv, likely_cause=cause())
-    notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {len(samples)} samples "
+    notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {summary.n} samples "
                  f"(CV {summary.cv * 100:.1f} %), above the ±{target * 100:g} % target; likely cause: "
                  f"{metrics['likely_cause']}")
 

@@ -30,8 +30,7 @@ from cryptcost.media import Medium
 from cryptcost.model import Job, Result, Sample, metric_median as median
 from cryptcost.runner import pairing, pinning, quiet
 from cryptcost.runner.integrity import check_pattern
-from cryptcost.runner.scheduler import (Progress, Series, cores_in_use, drift_cause, host_drift,
-                                        mark_unstable, schedule)
+from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable, schedule
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, make_archive, reset_one_file
 from cryptcost.stacks.fs import StorageStack
@@ -236,7 +235,7 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample]) -> str:
     if seconds < MIN_SAMPLE_SECONDS:
         return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
     if inst.stack.layer == "fuse":
-        return f"the FUSE daemon's threads competing with fio for {cores_in_use()} core(s)"
+        return f"the FUSE daemon's threads competing with fio for {cpu.usable_cores()} core(s)"
     if op.op in ("write", "randwrite", "create") and inst.stack.layer == "kernel":
         return "the RAM medium's writeback: the kernel flushes dirty pages at its own pace"
     return "the machine itself (other work on its cores, the hypervisor)"
@@ -272,7 +271,8 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
     metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
     metrics["host_drift"] = host_drift(samples)
-    mark_unstable(metrics, notes, samples, target, lambda: likely_cause(inst, op, samples))
+    summary = stats.summarize(s.values())
+    mark_unstable(metrics, notes, summary, target, lambda: likely_cause(inst, op, samples))
     short = statistics.median(x.seconds for x in samples)
     if short < SHORT_SAMPLE:
         notes.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "
@@ -287,6 +287,6 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         return bs.values() if bs is not None and bs.samples else None
     paired, more = pairing.against_baselines(stack, op.key, s.values(), baseline_values)
     metrics.update(paired)
-    return Result(kind="storage", fields=_fields(inst, op, plan), summary=stats.summarize(s.values()),
+    return Result(kind="storage", fields=_fields(inst, op, plan), summary=summary,
                   stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
                   notes=tuple(notes + more))
