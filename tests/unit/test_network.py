@@ -102,6 +102,7 @@ def test_judge_accepts_ciphertext_and_refuses_the_service_port_and_the_canary():
     assert good["verdict"] == "encrypted" and good["plaintext_packets"] == 0 and good["median_packet_bytes"] == 1454
     port = judge(_packets([os.urandom(1400)] * 5, dport=5201), leak, 5201)
     assert port["verdict"] == "plaintext" and "port 5201" in port["reasons"][0]
+    assert "(40000→5201, 1400 B of payload; 40000→5201" in port["reasons"][0]   # which packets, to tell a leak
     canary = judge(_packets([CANARY * 70] * 5), leak, 5201, canary=True)
     assert canary["verdict"] == "plaintext" and canary["canary_packets"] == 5
     text = judge(_packets([b"GET / HTTP/1.1 " * 100] * 5), leak, 5201)

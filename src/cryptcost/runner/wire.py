@@ -53,7 +53,8 @@ def judge(packets: list[Packet], leak, service: int, *, canary: bool = False, se
     """What ``packets`` show. ``leak(packet, service)`` is the stack's rule;
     ``sealed(packet)`` the part of a payload that must be ciphertext (the
     stack's plaintext framing cut off), whose entropy is judged."""
-    leaks = [why for p in packets for why in [leak(p, service)] if why]
+    flagged = [(p, why) for p in packets for why in [leak(p, service)] if why]
+    leaks = [why for _, why in flagged]
     sealed = sealed or (lambda p: p.payload)
     data = [body for p in packets if len(p.payload) >= MIN_PAYLOAD for body in [sealed(p)] if body]
     blob = b"".join(data)
@@ -63,7 +64,8 @@ def judge(packets: list[Packet], leak, service: int, *, canary: bool = False, se
     sizes = [p.length for p in packets if len(p.payload) >= MIN_PAYLOAD]     # data, not ACKs
     reasons = []
     if leaks:
-        reasons.append(f"{len(leaks)} of {len(packets)} packets in plaintext: {leaks[0]}")
+        shown = "; ".join(f"{p.sport}→{p.dport}, {len(p.payload)} B of payload" for p, _ in flagged[:3])
+        reasons.append(f"{len(leaks)} of {len(packets)} packets in plaintext: {leaks[0]} ({shown})")
     if canary and pattern:
         reasons.append(f"{pattern} packets carry the canary pattern in plaintext")
     if bits is not None and bits < MIN_ENTROPY and not canary:
