@@ -160,3 +160,44 @@ def test_an_unstable_result_is_marked_beside_its_interval_and_its_cause_said_onc
     assert "~ unstable: the 95 % interval stayed wider" in out and cause in out
     assert main(["--db", str(tmp_path / "r.db"), "show", str(run_id)]) == 0          # and in `show`
     assert cause in capsys.readouterr().out
+
+
+def test_compare_says_how_far_the_host_moved_and_marks_what_that_move_could_make(stored, tmp_path, capsys):
+    """Two runs of a host whose CPU ran 15 % slower in the second: the OpenSSL cells, which depend on
+    nothing but the CPU, give that move; a significant difference the same way and no larger is marked
+    as one the host alone could make, and one against the move, or beyond it, is not."""
+    from cryptcost.cli import main
+    from cryptcost.report.compare import host_move, within_move
+    store, run = stored
+    results = store.results(run.id)
+    assert sum(r["kind"] == "cipher" and r.get("engine") == "openssl" for r in results) >= 3
+
+    def scaled(r, f):
+        metric = "median_bytes_per_s" if "median_bytes_per_s" in r else "median_ops_per_s"
+        return dict(r, values=[v * f for v in r.get("values") or []], **{metric: r.get(metric, 0) * f})
+    slower = {r["stack"]: 0.9 for r in results if r.get("stack")} | {"fscrypt:aes-256-xts": 1.2}
+    moved = [scaled(r, 0.85 if r["kind"] == "cipher" else slower.get(r.get("stack"), 1.0)) for r in results]
+    move = host_move(results, moved)
+    assert move["ratio"] == pytest.approx(0.85) and move["cells"] >= 3
+    assert within_move(0.9, move) and within_move(0.85, move)
+    assert not within_move(0.8, move) and not within_move(1.1, move)
+    assert not within_move(0.99, {**move, "ratio": 0.99})          # a host that held still explains nothing
+    assert host_move(results, [r for r in moved if r["kind"] != "cipher"]) is None
+    rows = compare_runs(results, moved)
+    fs = [r for r in rows if r["result"].startswith("fscrypt") and r["significant"]]
+    others = [r for r in rows if r["significant"] and r["ratio"] == pytest.approx(0.9, rel=0.01)]
+    assert fs and not any(r["host_could"] for r in fs)              # faster, against the move: the change's
+    assert others and all(r["host_could"] for r in others)          # 10 % slower while the CPU lost 15 %
+    assert not any(r["host_could"] for r in compare_runs(results, results))
+    db = str(tmp_path / "two.db")
+    two = Store.open(db)
+    a = two.import_run(json.loads(RUN.read_text()))
+    data = json.loads(RUN.read_text())
+    data["results"] = moved
+    b = two.import_run(data)
+    assert main(["--db", db, "compare", str(a), str(b)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "the host's CPU moved -15.0 % between the runs" in printed and "≈ host" in printed
+    assert main(["--db", db, "compare", str(a), str(b), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["host_move"]["ratio"] == pytest.approx(0.85)

@@ -6,7 +6,7 @@ from rich.table import Table
 
 from cryptcost.cli.common import open_store, out, print_json
 from cryptcost.errors import UserError
-from cryptcost.report.compare import compare_runs, environment_diff
+from cryptcost.report.compare import MOVE_CELLS, STILL, compare_runs, environment_diff, host_move
 from cryptcost.units import rate
 
 
@@ -18,6 +18,23 @@ def add_parser(sub, common) -> None:
     p.set_defaults(func=run)
 
 
+def move_text(move: dict | None, marked: int) -> str:
+    """What the host's own move between the runs means for the verdicts."""
+    note = ("each verdict's interval sees only the noise inside its own run, not a move of the whole host "
+            "between the runs")
+    if not move:
+        return (f"the host's move between the runs is unknown (fewer than {MOVE_CELLS} OpenSSL cipher cells in both): "
+                f"{note}")
+    span = f"median over {move['cells']} OpenSSL cells, {(move['low'] - 1) * 100:+.1f} … {(move['high'] - 1) * 100:+.1f} %"
+    if abs(move["ratio"] - 1) <= STILL:
+        return (f"the host's CPU held still between the runs ({(move['ratio'] - 1) * 100:+.1f} %, {span}); the host's "
+                "memory and I/O can still move between runs unseen by this, and by each verdict's interval, which "
+                "sees only the noise inside its own run")
+    return (f"the host's CPU moved {(move['ratio'] - 1) * 100:+.1f} % between the runs ({span}, which depend on "
+            f"nothing but the CPU): {note}. {marked} significant difference(s) lie within that move (≈ host): "
+            "the host alone could have made them; rerun both on a quiet host before reading them as the change's")
+
+
 def run(args) -> int:
     store = open_store(args, create=False)
     a, b = store.run(args.run_a), store.run(args.run_b)
@@ -25,10 +42,12 @@ def run(args) -> int:
         emu, real = (a, b) if a.host.get("emulated") else (b, a)
         raise UserError(f"run {emu.id} was measured in an emulated guest (cryptcost vm) and run {real.id} "
                         "on real hardware: their speeds cannot be compared")
-    rows = compare_runs(store.results(a.id), store.results(b.id))
+    results_a, results_b = store.results(a.id), store.results(b.id)
+    rows = compare_runs(results_a, results_b)
+    move = host_move(results_a, results_b)
     env = environment_diff(a.host, b.host)
     if args.json:
-        print_json({"a": a.id, "b": b.id, "results": rows, "environment": env})
+        print_json({"a": a.id, "b": b.id, "results": rows, "host_move": move, "environment": env})
         return 0
     out.print(f"run {b.id} ({b.host.get('hostname')}, {b.started}) against run {a.id} "
               f"({a.host.get('hostname')}, {a.started})")
@@ -37,10 +56,12 @@ def run(args) -> int:
         t.add_column(col)
     for r in rows:
         shown = (lambda v: rate(v)) if r["unit"] == "bytes/s" else (lambda v: f"{v:,.0f} op/s")
-        t.add_row(r["result"], shown(r["a"]), shown(r["b"]), f"{r['ratio']:.3f}", r["verdict"])
+        t.add_row(r["result"], shown(r["a"]), shown(r["b"]), f"{r['ratio']:.3f}",
+                  r["verdict"] + (" ≈ host" if r["host_could"] else ""))
     out.print(t)
     if not rows:
         out.print("the two runs have no result in common")
+    out.print(move_text(move, sum(r["host_could"] for r in rows)))
     if env:
         e = Table(title="Environment differences", title_justify="left")
         for col in ("what", f"run {a.id}", f"run {b.id}"):

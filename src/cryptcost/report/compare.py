@@ -1,9 +1,23 @@
 """Two runs (or two hosts) side by side: each result present in both, B
-against A with significance, and what differs in their environments."""
+against A with significance, and what differs in their environments.
+
+A result's interval sees only the noise inside its own run; between two
+runs a shared host can move as a whole (bench/stability: on this VM the
+cipher cells' medians moved a median −16 % between two quick runs five
+minutes apart). So where both runs hold OpenSSL cipher cells, which depend
+on nothing but the CPU, the comparison says how far the host's CPU moved
+between them (:func:`host_move`), and marks each significant difference
+that move could account for: the same direction, no larger.
+"""
 
 from __future__ import annotations
 
+import statistics
+
 from cryptcost import stats
+
+MOVE_CELLS = 3            # OpenSSL cells both runs need before the host's move is estimated
+STILL = 0.02              # a host whose cipher cells moved less than this between the runs held still
 
 IDENTITY = ("kind", "engine", "algorithm", "buffer_bytes", "threads", "accel", "stack", "workload", "op",
             "block_bytes", "iodepth", "cpus", "medium", "link", "mtu", "streams", "size")
@@ -37,9 +51,34 @@ def environment_diff(a: dict, b: dict) -> list[dict]:
     return diffs
 
 
+def host_move(results_a: list[dict], results_b: list[dict]) -> dict | None:
+    """How far the host's CPU moved from run A to run B: the median B/A
+    ratio of the OpenSSL cipher cells both runs measured (``ratio``), their
+    range (``low``, ``high``) and how many (``cells``); None with fewer than
+    MOVE_CELLS such cells."""
+    by_a = {key(r): r for r in results_a if r.get("kind") == "cipher" and r.get("engine") == "openssl"}
+    ratios = sorted(rb["median_bytes_per_s"] / ra["median_bytes_per_s"] for rb in results_b
+                    if (ra := by_a.get(key(rb))) and rb.get("engine") == "openssl"
+                    and rb.get("median_bytes_per_s") and ra.get("median_bytes_per_s"))
+    if len(ratios) < MOVE_CELLS:
+        return None
+    return {"ratio": statistics.median(ratios), "low": ratios[0], "high": ratios[-1], "cells": len(ratios)}
+
+
+def within_move(ratio: float, move: dict | None) -> bool:
+    """Whether a B/A ``ratio`` lies between 1 and the host's own move (the
+    same direction, no larger): a difference the host alone could make."""
+    if not move or abs(move["ratio"] - 1) <= STILL:
+        return False
+    return min(1.0, move["ratio"]) <= ratio <= max(1.0, move["ratio"])
+
+
 def compare_runs(results_a: list[dict], results_b: list[dict]) -> list[dict]:
-    """Each result present in both runs: B against A, with significance."""
+    """Each result present in both runs: B against A, with significance; a
+    significant difference the host's own move could make says so
+    (``host_could``)."""
     by_a = {key(r): r for r in results_a}
+    move = host_move(results_a, results_b)
     rows = []
     for rb in results_b:
         ra = by_a.get(key(rb))
@@ -52,5 +91,5 @@ def compare_runs(results_a: list[dict], results_b: list[dict]) -> list[dict]:
         label = " ".join(v for i, v in enumerate(shown) if not i or v != shown[i - 1])
         rows.append({"result": label, "a": ra[metric], "b": rb[metric], "unit": metric.split("_")[1] + "/s",
                      "ratio": cmp.ratio, "ratio_ci95": list(cmp.ratio_ci95), "significant": cmp.significant,
-                     "verdict": cmp.verdict})
+                     "verdict": cmp.verdict, "host_could": cmp.significant and within_move(cmp.ratio, move)})
     return rows
