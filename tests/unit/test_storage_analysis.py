@@ -119,3 +119,34 @@ def test_first_samples_that_run_low_across_the_run_are_a_finding():
     steady = [result(f"s{i}", [100 + (-1) ** i * 6, 100, 101]) for i in range(6)]   # low and high in turn
     assert first_samples_low(steady) == []
     assert first_samples_low(cold[:4]) == []                                 # too few results to tell
+
+
+def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monkeypatch):
+    """The host's memory bandwidth, measured before the first sample, moved 8 % (CV): a result whose own CV
+    is within 1.5× that is put down to the memory, in the result and in a finding; one far wider keeps its
+    stack's cause; a memory that held still explains nothing."""
+    from cryptcost.analysis import host_noise
+    from cryptcost.runner.quiet import memory_noise
+    monkeypatch.setattr("cryptcost.host.cpu.os.sched_getaffinity", lambda pid: set(range(2)))
+    op = wl.Op("seq", "read", 1 << 20)
+    stack = get("securefs")()
+    inst = Instance(stack, stack.label, "measured")
+    shaky = {"copies": 10, "seconds": 0.2, "bytes_per_s": 12e9, "low": 9e9, "high": 14e9, "cv": 0.08}
+
+    def result(values, memory):
+        plan = _plan()
+        plan.memory_noise = memory
+        return _result(inst, op, _series(values), {}, plan).to_dict()
+    within = result([100e6, 110e6, 92e6], shaky)                   # CV ≈ 9 %: within 1.5 × 8 %
+    assert within["unstable"] is True and within["likely_cause"].startswith("the host's memory bandwidth, which moved 8%")
+    assert within["params"]["memory_noise"] == shaky
+    wider = result([100e6, 140e6, 70e6], shaky)                    # CV ≈ 33 %: the stack's own
+    assert wider["likely_cause"] == "the FUSE daemon's threads competing with fio for 2 core(s)"
+    still = result([100e6, 110e6, 92e6], {**shaky, "cv": 0.01})
+    assert still["likely_cause"] == "the FUSE daemon's threads competing with fio for 2 core(s)"
+    [finding] = host_noise([], [within, wider])
+    assert finding.startswith("the host's memory bandwidth was not steady: 10 copies of 0.2 s") and "CV 8.0%" in finding
+    assert "1 unstable result(s) are no wider than that" in finding
+    assert host_noise([], [still]) == []
+    got = memory_noise(copies=3, seconds=0.01)                      # the real measurement, briefly
+    assert got["copies"] == 3 and got["low"] <= got["bytes_per_s"] <= got["high"] and got["cv"] >= 0

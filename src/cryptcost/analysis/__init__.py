@@ -10,6 +10,7 @@ this cryptcost has never heard of, is reported alike.
 
 from __future__ import annotations
 
+import json
 import statistics
 
 from dataclasses import dataclass, field
@@ -159,6 +160,19 @@ def host_noise(ciphers: list[dict], measured: list[dict]) -> list[str]:
                    f"more than {stats.HOST_DRIFT:.0%} between their samples (up to {moved[-1]:.0%}; a fixed "
                    "SHA-256 is timed before every sample, `host_drift`): their spread is the host's, and their "
                    "likely cause says so")
+    floors = {json.dumps(m, sort_keys=True): m for r in measured if (m := (r.get("params") or {}).get("memory_noise"))}
+    shaky = [m for m in floors.values() if (m.get("cv") or 0) > stats.STEADY_MEMORY]
+    if shaky:
+        worst = max(shaky, key=lambda m: m["cv"])
+        memory_bound = sum(1 for r in measured if "memory bandwidth" in (r.get("likely_cause") or ""))
+        out.insert(0, f"the host's memory bandwidth was not steady: {worst['copies']} copies of "
+                      f"{worst['seconds']:g} s each before the first storage sample ran at "
+                      f"{rate(worst['low'])}–{rate(worst['high'])} (CV {worst['cv']:.1%}, where a quiet "
+                      f"host stays under {stats.STEADY_MEMORY:.0%}; on a VM its neighbours' memory traffic moves it even "
+                      "while the CPU is steady). A figure that moves data "
+                      "at memory speed (a RAM medium read back, a FUSE passthrough's copies) is no steadier"
+                      + (f"; {memory_bound} unstable result(s) are no wider than that, and their likely cause says so"
+                         if memory_bound else ""))
     cvs = cpu_noise(ciphers)
     if len(cvs) < 3 or statistics.median(cvs) <= STEADY_CPU:
         return out

@@ -54,6 +54,7 @@ class StoragePlan:
     part: str | None = None          # the run plan's part this belongs to (results are paired within it)
     accel: tuple[bool, ...] = (True,)   # (True, False): each measured stack also with acceleration off
     warmed: dict | None = None       # the memory touched before the first sample (runner.quiet.warm_memory)
+    memory_noise: dict | None = None  # the host's memory bandwidth and its spread then (runner.quiet.memory_noise)
 
 
 @dataclass
@@ -179,6 +180,8 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     if ready:
         plan.warmed = quiet.warm_memory(warm_bytes(plan.size))
         log.info("memory warmed before the first sample: %s", plan.warmed)
+        plan.memory_noise = quiet.memory_noise()
+        log.info("the host's memory bandwidth before the first sample: %s", plan.memory_noise)
     series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, i, s: sink.sample(
         "storage", _fields(_inst(ready, key[0]), op_of[key[1]], plan), i, s))
     outcome = StorageOutcome(skipped=skipped, cache_mode="direct" if direct else "buffered+fsync",
@@ -220,11 +223,18 @@ def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
         fields["params"]["affinity"] = plan.affinity
     if plan.warmed:
         fields["params"]["memory_warmed"] = plan.warmed
+    if plan.memory_noise:
+        fields["params"]["memory_noise"] = plan.memory_noise
     return fields
 
 
-def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample]) -> str:
-    """The most likely source of a result's spread, from what is known of it."""
+MEMORY_COVERS = 1.5     # a result whose CV is within this multiple of the memory's own is no wider than it
+
+
+def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], memory: dict | None = None) -> str:
+    """The most likely source of a result's spread, from what is known of
+    it; ``memory`` is the host's memory bandwidth spread measured before
+    the first sample (:func:`runner.quiet.memory_noise`)."""
     moved = drift_cause(samples)
     if moved:
         return moved
@@ -234,6 +244,13 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample]) -> str:
     seconds = statistics.median(x.seconds for x in samples)
     if seconds < MIN_SAMPLE_SECONDS:
         return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
+    values = [x.value for x in samples]
+    own = statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 and statistics.fmean(values) else None
+    floor = (memory or {}).get("cv")
+    if floor and own is not None and floor > stats.STEADY_MEMORY and own <= MEMORY_COVERS * floor:
+        return (f"the host's memory bandwidth, which moved {floor:.0%} (CV) between {memory['seconds']:g} s copies "
+                f"before the first sample: this result's spread is no wider than {MEMORY_COVERS:g}× that, and a "
+                "figure that moves data at memory speed is no steadier than the memory")
     if inst.stack.layer == "fuse":
         return f"the FUSE daemon's threads competing with fio for {cpu.usable_cores()} core(s)"
     if op.op in ("write", "randwrite", "create") and inst.stack.layer == "kernel":
@@ -272,7 +289,7 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
     metrics["host_drift"] = host_drift(samples)
     summary = stats.summarize(s.values())
-    mark_unstable(metrics, notes, summary, target, lambda: likely_cause(inst, op, samples))
+    mark_unstable(metrics, notes, summary, target, lambda: likely_cause(inst, op, samples, plan.memory_noise))
     short = statistics.median(x.seconds for x in samples)
     if short < SHORT_SAMPLE:
         notes.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "

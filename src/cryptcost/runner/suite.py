@@ -24,7 +24,7 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
 from cryptcost.runner.network import NetworkPlan, run_network
-from cryptcost.runner import network as netrun
+from cryptcost.runner import network as netrun, quiet
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
@@ -139,6 +139,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
             for sp in storage_plans(part.storage):
                 resolved, _ = resolve(sp.stacks, sp.fs, sp.accel)
                 steps = wl.steps(sp.workloads, sp.sizes, False)
+                total += quiet.NOISE_COPIES * quiet.NOISE_SECONDS         # the memory's noise floor
                 for stack, _ in resolved:
                     plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
                     rate = 600e6 if plaintext else 120e6
