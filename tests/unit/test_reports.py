@@ -183,12 +183,12 @@ def test_compare_says_how_far_the_host_moved_and_marks_what_that_move_could_make
     assert not within_move(0.8, move) and not within_move(1.1, move)
     assert not within_move(0.99, {**move, "ratio": 0.99})          # a host that held still explains nothing
     assert host_move(results, [r for r in moved if r["kind"] != "cipher"]) is None
-    rows = compare_runs(results, moved)
+    rows = compare_runs(results, moved, move)
     fs = [r for r in rows if r["result"].startswith("fscrypt") and r["significant"]]
     others = [r for r in rows if r["significant"] and r["ratio"] == pytest.approx(0.9, rel=0.01)]
     assert fs and not any(r["host_could"] for r in fs)              # faster, against the move: the change's
     assert others and all(r["host_could"] for r in others)          # 10 % slower while the CPU lost 15 %
-    assert not any(r["host_could"] for r in compare_runs(results, results))
+    assert not any(r["host_could"] for r in compare_runs(results, results, host_move(results, results)))
     db = str(tmp_path / "two.db")
     two = Store.open(db)
     a = two.import_run(json.loads(RUN.read_text()))

@@ -10,7 +10,6 @@ this cryptcost has never heard of, is reported alike.
 
 from __future__ import annotations
 
-import json
 import statistics
 
 from dataclasses import dataclass, field
@@ -160,8 +159,8 @@ def host_noise(ciphers: list[dict], measured: list[dict]) -> list[str]:
                    f"more than {stats.HOST_DRIFT:.0%} between their samples (up to {moved[-1]:.0%}; a fixed "
                    "SHA-256 is timed before every sample, `host_drift`): their spread is the host's, and their "
                    "likely cause says so")
-    floors = {json.dumps(m, sort_keys=True): m for r in measured if (m := (r.get("params") or {}).get("memory_noise"))}
-    shaky = [m for m in floors.values() if (m.get("cv") or 0) > stats.STEADY_MEMORY]
+    shaky = [m for r in measured if (m := (r.get("params") or {}).get("memory_noise"))
+             and (m.get("cv") or 0) > stats.STEADY_MEMORY]
     if shaky:
         worst = max(shaky, key=lambda m: m["cv"])
         memory_bound = sum(1 for r in measured if "memory bandwidth" in (r.get("likely_cause") or ""))

@@ -43,8 +43,8 @@ def run(args) -> int:
         raise UserError(f"run {emu.id} was measured in an emulated guest (cryptcost vm) and run {real.id} "
                         "on real hardware: their speeds cannot be compared")
     results_a, results_b = store.results(a.id), store.results(b.id)
-    rows = compare_runs(results_a, results_b)
     move = host_move(results_a, results_b)
+    rows = compare_runs(results_a, results_b, move)
     env = environment_diff(a.host, b.host)
     if args.json:
         print_json({"a": a.id, "b": b.id, "results": rows, "host_move": move, "environment": env})

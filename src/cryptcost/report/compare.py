@@ -58,8 +58,7 @@ def host_move(results_a: list[dict], results_b: list[dict]) -> dict | None:
     MOVE_CELLS such cells."""
     by_a = {key(r): r for r in results_a if r.get("kind") == "cipher" and r.get("engine") == "openssl"}
     ratios = sorted(rb["median_bytes_per_s"] / ra["median_bytes_per_s"] for rb in results_b
-                    if (ra := by_a.get(key(rb))) and rb.get("engine") == "openssl"
-                    and rb.get("median_bytes_per_s") and ra.get("median_bytes_per_s"))
+                    if (ra := by_a.get(key(rb))) and rb.get("median_bytes_per_s") and ra.get("median_bytes_per_s"))
     if len(ratios) < MOVE_CELLS:
         return None
     return {"ratio": statistics.median(ratios), "low": ratios[0], "high": ratios[-1], "cells": len(ratios)}
@@ -73,12 +72,11 @@ def within_move(ratio: float, move: dict | None) -> bool:
     return min(1.0, move["ratio"]) <= ratio <= max(1.0, move["ratio"])
 
 
-def compare_runs(results_a: list[dict], results_b: list[dict]) -> list[dict]:
+def compare_runs(results_a: list[dict], results_b: list[dict], move: dict | None = None) -> list[dict]:
     """Each result present in both runs: B against A, with significance; a
-    significant difference the host's own move could make says so
-    (``host_could``)."""
+    significant difference the host's own ``move`` (:func:`host_move`)
+    could make says so (``host_could``)."""
     by_a = {key(r): r for r in results_a}
-    move = host_move(results_a, results_b)
     rows = []
     for rb in results_b:
         ra = by_a.get(key(rb))

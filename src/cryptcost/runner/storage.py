@@ -231,10 +231,12 @@ def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
 MEMORY_COVERS = 1.5     # a result whose CV is within this multiple of the memory's own is no wider than it
 
 
-def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], memory: dict | None = None) -> str:
-    """The most likely source of a result's spread, from what is known of
-    it; ``memory`` is the host's memory bandwidth spread measured before
-    the first sample (:func:`runner.quiet.memory_noise`)."""
+def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | None = None,
+                 memory: dict | None = None) -> str:
+    """The most likely source of a result's spread (``cv``, of its
+    samples), from what is known of it; ``memory`` is the host's memory
+    bandwidth spread measured before the first sample
+    (:func:`runner.quiet.memory_noise`)."""
     moved = drift_cause(samples)
     if moved:
         return moved
@@ -244,10 +246,8 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], memory: dict 
     seconds = statistics.median(x.seconds for x in samples)
     if seconds < MIN_SAMPLE_SECONDS:
         return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
-    values = [x.value for x in samples]
-    own = statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 and statistics.fmean(values) else None
     floor = (memory or {}).get("cv")
-    if floor and own is not None and floor > stats.STEADY_MEMORY and own <= MEMORY_COVERS * floor:
+    if floor and cv is not None and floor > stats.STEADY_MEMORY and cv <= MEMORY_COVERS * floor:
         return (f"the host's memory bandwidth, which moved {floor:.0%} (CV) between {memory['seconds']:g} s copies "
                 f"before the first sample: this result's spread is no wider than {MEMORY_COVERS:g}× that, and a "
                 "figure that moves data at memory speed is no steadier than the memory")
@@ -289,7 +289,7 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
     metrics["host_drift"] = host_drift(samples)
     summary = stats.summarize(s.values())
-    mark_unstable(metrics, notes, summary, target, lambda: likely_cause(inst, op, samples, plan.memory_noise))
+    mark_unstable(metrics, notes, summary, target, lambda: likely_cause(inst, op, samples, summary.cv, plan.memory_noise))
     short = statistics.median(x.seconds for x in samples)
     if short < SHORT_SAMPLE:
         notes.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "
