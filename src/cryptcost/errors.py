@@ -42,16 +42,18 @@ class ProcessError(CryptcostError):
     """An external program exited non-zero, timed out or could not start."""
 
     def __init__(self, argv: list[str], returncode: int | None, stdout: str, stderr: str,
-                 why: str = ""):
+                 why: str = "", reason: str = ""):
+        """``reason``: the program's own words for what went wrong, where
+        its caller found them (else the last line of stderr, or of stdout)."""
         self.argv = argv
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
         lines = [ln for ln in (stderr.strip() or stdout.strip()).splitlines()
                  if ln.strip() and not ln.strip().startswith("dmesg(1) may have more information")]
-        last = lines[-1:] or [""]
+        last = reason or (lines[-1:] or [""])[0]
         what = why or f"exit code {returncode}"
-        super().__init__(f"{argv[0]} failed ({what}): {last[0][:300]}")
+        super().__init__(f"{argv[0]} failed ({what}): {last[:300]}")
 
 
 class DataIntegrityError(CryptcostError):

@@ -133,6 +133,31 @@ def test_kernel_stacks_unavailable_here_say_why(cli, stack):
 
 
 @pytest.mark.root
+@pytest.mark.parametrize("size, workloads", [("64M", "seq-1m,rand4k"), ("96M", "seq-quick,rand4k"),
+                                             ("200M", "seq-1m")])
+def test_every_size_the_cli_accepts_works_with_every_quick_workload(cli, size, workloads):
+    """Medium sizes that are not whole MiB of the 40 % a workload may fill, nor of the free
+    space a pass sized by time may use: every pass still moves whole blocks and the random
+    jobs read only what the layout wrote. Two samples without a warm-up, so that the second
+    is sized by the first's rate, as every sample after a warm-up is."""
+    _available("plain")
+    proc = cli("storage", "--stacks", "plain", "--workloads", workloads, "--size", size,
+               "--min-samples", "2", "--max-samples", "2", "--warmup", "0", "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["failed"] == [] and out["skipped"] == [], (out["failed"], out["skipped"])
+    got = [(r["workload"], r["op"], r["block_bytes"], r["iodepth"]) for r in out["results"]]
+    blocks = (4096, 1 << 20) if "seq-quick" in workloads else (1 << 20,)
+    wanted = {("seq", op, bs, 1) for op in ("write", "read") for bs in blocks}
+    if "rand4k" in workloads:
+        wanted |= {("rand4k", rw, 4096, qd) for rw in ("randread", "randwrite") for qd in (1, 32)}
+    assert sorted(got) == sorted(wanted), got
+    for r in out["results"]:
+        assert r["samples"] == 2 and r["median_bytes_per_s"] > 0, r
+        assert r["bytes_moved"] % r["block_bytes"] == 0, r
+
+
+@pytest.mark.root
 def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
     for name in ("fscrypt", "gocryptfs"):
         _available(name)

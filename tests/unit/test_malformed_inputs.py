@@ -30,6 +30,8 @@ PLANS = {
     "bad accel": ("[ciphers]\naccel = ['sometimes']\n", "ciphers.accel has 'sometimes'"),
     "seconds zero": ("[ciphers]\nseconds = 0\n", "ciphers.seconds"),
     "bad link": ("[model]\nlink = '7 pigeons'\n", "bad --link"),
+    "workloads sharing a cell": ("[storage]\nstacks = ['plain']\nworkloads = ['seq-1m', 'seq-quick']\n",
+                                 "workloads seq-1m and seq-quick both measure seq write 1 MiB"),
 }
 
 
@@ -52,6 +54,7 @@ FLAGS = {
     "storage unknown medium": ["storage", "--medium", "tape"],
     "storage size too small": ["storage", "--size", "10K"],
     "storage unknown workload": ["storage", "--workloads", "tpcc"],
+    "storage workloads sharing a cell": ["storage", "--workloads", "quick,seq"],
     "storage unknown stack": ["storage", "--stacks", "veracrypt9"],
     "storage unknown variant": ["storage", "--stacks", "gocryptfs:rot13"],
     "storage unknown filesystem": ["storage", "--fs", "ntfs"],

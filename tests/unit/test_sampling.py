@@ -231,6 +231,10 @@ def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_
     assert runner.job(inst, write, step).size == 368 * MiB                 # 6 passes of 2.4 GB, not 12
     inst.free = 300 * MiB
     assert runner.job(inst, write, step, 0.5).size == 270 * MiB            # 90 % of what is free
+    inst.free = 300 * MiB + 12345                                          # 90 % of it is no whole MiB
+    assert runner.job(inst, write, step, 0.5).size == 270 * MiB            # whole blocks of it
+    assert runner.job(inst, write, step).size % MiB == 0
+    inst.free = 300 * MiB
     runner.rate[("x", write.key)] = 100e6
     assert runner.job(inst, write, step).size == int(100e6 * SIZE_MARGIN) // MiB * MiB   # a slow one: ~1.2 s
     runner.rate[("x", write.key)] = 2e9

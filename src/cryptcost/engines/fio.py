@@ -22,6 +22,7 @@ run (dear in an emulated guest).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -130,6 +131,22 @@ def parse(text: str) -> FioOutcome:
                              "sys_cpu": job.get("sys_cpu")})
 
 
+def failure(stdout: str, stderr: str) -> str:
+    """fio's own reason for a failed job. With ``--output-format=json`` fio
+    prints it as a ``fio: …`` line before the JSON, on stdout, and stderr
+    may be empty; the JSON's job carries only an errno, named here where no
+    such line came."""
+    said = [ln.strip() for ln in (stderr + "\n" + stdout).splitlines() if ln.strip().startswith("fio:")]
+    if said:
+        return "; ".join(dict.fromkeys(said))
+    start = stdout.find("{")
+    try:
+        errno = json.loads(stdout[start:])["jobs"][0].get("error") if start >= 0 else None
+    except (ValueError, KeyError, IndexError, TypeError):
+        errno = None
+    return f"fio job error {errno} ({os.strerror(errno)})" if isinstance(errno, int) and errno else ""
+
+
 def run(job: FioJob, directory: str | Path, name: str, timeout: float = 900,
         stat_dir: Path | None = None) -> tuple[FioOutcome, float]:
     """Run ``job`` in ``directory``; return (outcome, wall seconds). With
@@ -140,7 +157,8 @@ def run(job: FioJob, directory: str | Path, name: str, timeout: float = 900,
         argv += [f"--exec_prerun={READ_STAT}"]
     done = proc.run(argv, timeout=timeout, check=False, cwd=str(stat_dir) if stat_dir else None)
     if done.returncode != 0:
-        raise ProcessError(done.argv, done.returncode, done.stdout[-2000:], done.stderr)
+        raise ProcessError(done.argv, done.returncode, done.stdout[-2000:], done.stderr,
+                           reason=failure(done.stdout, done.stderr))
     try:
         outcome = parse(done.stdout)
     except (ValueError, KeyError, json.JSONDecodeError) as exc:

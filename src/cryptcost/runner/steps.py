@@ -328,7 +328,7 @@ class StepRunner:
         if rate:
             want = max(job.bs, int(rate * self.min_seconds * SIZE_MARGIN) // job.bs * job.bs)
             own = inst.stack.evicts_one_file and not inst.cached_below
-            room = min(op.room or 0, int((inst.free or 0) * 0.9)) if own else 0
+            room = min(op.room or 0, int((inst.free or 0) * 0.9)) // job.bs * job.bs if own else 0
             most = max(job.size, room)
             if op.op == "write" and want > most and (left is None or left >= self.min_seconds):
                 want = first_pass(want, most, job.bs)

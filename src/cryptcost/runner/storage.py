@@ -83,6 +83,7 @@ def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,)
 def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
     """Everything that can be refused before anything is created or recorded."""
     names = wl.expand(plan.workloads)
+    wl.steps(names, wl.Sizes(medium=plan.size or 512 << 20), False)   # workloads that share a cell
     resolved, skipped = resolve(plan.stacks, plan.fs, plan.accel)
     if not any(role == "measured" for _, role in resolved):
         raise UserError("no stack to measure: " + "; ".join(s["reason"] for s in skipped[:3]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cryptcost import units
 from cryptcost.engines.fio import FioJob
 from cryptcost.errors import UserError
 
@@ -114,7 +115,8 @@ def _seq_together(sizes: Sizes, blocks: tuple[int, ...], direct: bool) -> list[S
 
 
 def _rand4k(sizes: Sizes, direct: bool, depths: tuple[int, ...] = (1, 32)) -> list[Step]:
-    n = min(sizes.rand_file, int(sizes.medium * DATA_FRACTION)) // (4 * KiB) * 4 * KiB
+    # whole blocks of the layout's writes, so the random jobs read only what was written
+    n = max(MiB, min(sizes.rand_file, int(sizes.medium * DATA_FRACTION)) // MiB * MiB)
     ops = []
     for rw in ("randread", "randwrite"):
         for qd in depths:
@@ -197,7 +199,16 @@ def expand(names: list[str]) -> list[str]:
 
 
 def steps(names: list[str], sizes: Sizes, direct: bool) -> list[Step]:
+    """The steps of the named workloads. Two workloads that measure the same
+    cell (``seq-1m`` and ``seq-quick`` both write and read 1 MiB blocks) are
+    refused: their samples would join one series that neither planned."""
     steps: list[Step] = []
+    owner: dict[tuple, str] = {}
     for name in expand(names):
-        steps += BUILDERS[name](sizes, direct)
+        for step in BUILDERS[name](sizes, direct):
+            for op in step.ops:
+                if owner.setdefault(op.key, name) != name:
+                    raise UserError(f"workloads {owner[op.key]} and {name} both measure {op.workload} "
+                                    f"{op.op} {units.size(op.block_bytes)}: choose one of them")
+            steps.append(step)
     return steps
