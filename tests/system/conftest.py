@@ -16,6 +16,8 @@ import tempfile
 
 import pytest
 
+from tests.conftest import skip_or_fail
+
 STACK_DAEMONS = ("gocryptfs", "cryfs", "securefs", "encfs", "rclone", "qemu-storage-d", "bindfs")
 # Network stacks' daemons carry no "cryptcost-" path in every argv: they are found by the run token in
 # their environment instead (every process a run starts inherits CRYPTCOST_RUN).
@@ -122,6 +124,8 @@ def nothing_left_behind(tmp_path_factory):
     assert after == [], "left behind after the test session:\n" + "\n".join(after)
 
 
-def need_root():
+def need_root(*stacks: str) -> None:
+    """A test that needs root skips without it — or fails, when CRYPTCOST_REQUIRE names
+    ``root`` (as .ci/run does) or one of the ``stacks`` the test measures."""
     if os.geteuid() != 0:
-        pytest.skip("needs root")
+        skip_or_fail(("root", *stacks), f"needs root (running as uid {os.geteuid()})")

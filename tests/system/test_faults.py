@@ -126,7 +126,7 @@ def test_a_pass_on_fewer_cpus_killed_gets_the_host_settings_back_from_cleanup(tm
     from cryptcost.host import kernel
     from tests.system.conftest import MASK_BEFORE, PAGE_REPORTING_ORDER, SETTINGS_BEFORE, WORKQUEUE_MASK
     if MASK_BEFORE is None:
-        pytest.skip(f"no {WORKQUEUE_MASK} on this kernel")
+        skip_or_fail("pinning", f"no {WORKQUEUE_MASK} on this kernel")
     reporting = (kernel.page_reporting() or {}).get("enabled") and PAGE_REPORTING_ORDER in SETTINGS_BEFORE
     before, dirs = set(leftovers([])), _tmpdirs()
     args = [*ARGS[:2], "plain", "--cpus", "1", *ARGS[3:]]

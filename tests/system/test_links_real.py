@@ -22,7 +22,7 @@ def _namespaces() -> set[str]:
 
 
 def _need_tcp():
-    need_root()
+    need_root("tcp")
     exc = unavailable_reason(get("tcp"))
     if exc:
         skip_or_fail("tcp", f"tcp unavailable: {exc}")

@@ -29,7 +29,7 @@ DAEMONS = ("stunnel4", "sshd", "ssh", "wireguard-go", "charon-systemd", "smbd", 
 
 
 def _available(name: str) -> None:
-    need_root()
+    need_root(name)
     exc = unavailable_reason(get(name))
     if exc:
         skip_or_fail(name, f"{name} unavailable: {exc}")

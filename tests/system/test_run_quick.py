@@ -13,7 +13,7 @@ from tests.system.conftest import need_root
 @pytest.mark.root
 @pytest.mark.slow
 def test_quick_suite_end_to_end(cli, tmp_path):
-    need_root()
+    need_root("plain")
     report = tmp_path / "cryptcost-report.html"
     proc = cli("run", "-o", str(report), "--json", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -53,7 +53,7 @@ warmup = 0
 
 
 def _vm_ready() -> None:
-    need_root()
+    need_root("vm")
     from cryptcost.runner.vmimage import kernels
     missing = [t for t in ("qemu-system-x86_64", "cpio", "modprobe") if not shutil.which(t)]
     if not os.path.exists("/bin/busybox"):

@@ -8,6 +8,7 @@ import pytest
 from cryptcost.host import cpu
 from cryptcost.media import guard
 from cryptcost.model import CpuSplit
+from tests.conftest import skip_or_fail
 
 
 def _stat(user, system, idle, steal):
@@ -31,7 +32,7 @@ def test_fio_reads_proc_stat_when_its_job_starts(tmp_path):
     inside the wall time of the run."""
     from cryptcost.engines import fio
     if not fio_installed():
-        pytest.skip("fio is not installed")
+        skip_or_fail("plain", "fio is not installed (apt-get install fio)")
     stat_dir, data = tmp_path / "stat", tmp_path / "data"
     stat_dir.mkdir()
     data.mkdir()

@@ -16,6 +16,7 @@ from cryptcost.runner.wire import CANARY, entropy, judge
 from cryptcost.stacks import get
 from cryptcost.workloads import network as wl
 from cryptcost.workloads.plan import load, validate
+from tests.conftest import skip_or_fail
 
 
 # --- iperf3 ---------------------------------------------------------------------------
@@ -202,7 +203,7 @@ def test_accel_off_twins_carry_their_library_switch_or_say_why_not():
     from cryptcost.runner.network import resolve
     from cryptcost.stacks import unavailable_reason
     if unavailable_reason(get("tls")) or unavailable_reason(get("ssh")):
-        pytest.skip("tls and ssh are not installed here")
+        skip_or_fail(("tls", "ssh"), "tls and ssh are not installed here")
     resolved, skipped = resolve(["tls", "ssh"], "netns", (True, False))
     labels = {s.label: s for s, _ in resolved}
     off = labels["tls:tls13-aes128-gcm/accel-off"]
@@ -216,7 +217,7 @@ def test_storage_stacks_without_a_switch_are_refused_not_measured_off():
     from cryptcost.runner.storage import resolve
     from cryptcost.stacks import unavailable_reason
     if unavailable_reason(get("cryfs")) or unavailable_reason(get("gocryptfs")):
-        pytest.skip("cryfs and gocryptfs are not installed here")
+        skip_or_fail(("cryfs", "gocryptfs"), "cryfs and gocryptfs are not installed here")
     resolved, skipped = resolve(["cryfs", "gocryptfs"], "ext4", (True, False))
     labels = {s.label for s, _ in resolved}
     assert "gocryptfs:aes-gcm/accel-off" in labels and not any(l.startswith("cryfs") and "off" in l for l in labels)

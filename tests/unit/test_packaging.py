@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NOT_IN_MAIN = {"zfsutils-linux (contrib, with zfs-dkms)"}     # named, not installed: needs a module build
 # What the CI machine's kernel has (the brief): FUSE, loop devices, ext4 with fscrypt, netns, veth, TUN.
 CI_KERNEL = {"fuse", "loop", "fscrypt", "netns", "veth", "tun"}
-CI_EXTRAS = {"chromium", "vm"}                                        # required checks that are not stacks
+# required checks that are not stacks: root itself, the browser, the guest, the workqueue cpumask
+CI_EXTRAS = {"root", "chromium", "vm", "pinning"}
 
 
 def listed_packages() -> set[str]:
@@ -62,3 +63,20 @@ def test_every_stack_is_one_documented_plugin():
         assert cls.description, name
         assert set(cls.default_variants) <= set(cls.variants), name
         assert all(t.package for t in cls.needed_tools()), name
+
+
+SKIPS = re.compile(r"pytest\.skip\(|importorskip|mark\.skip|skipif")
+
+
+def test_every_skip_in_the_tests_goes_through_skip_or_fail():
+    """So that CRYPTCOST_REQUIRE turns every skip that matters into a failure (CI): no
+    ``pytest.skip``, ``importorskip`` or skip marker anywhere but skip_or_fail itself."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path == Path(__file__):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if SKIPS.search(line) and not line.lstrip().startswith("#"):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert [f.split(":")[0] for f in found] == ["tests/conftest.py"], "\n".join(found)
+    assert found[0].endswith("pytest.skip(reason)")
