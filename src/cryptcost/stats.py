@@ -1,27 +1,25 @@
 """Statistics: summaries, outliers, confidence intervals, comparisons.
 
-Pure functions over lists of floats; no dependency beyond the standard
-library, so that every formula is visible here.
+Pure functions over lists of floats. The distributions and the tests are
+scipy's (``scipy.stats``, imported on first use, so that a command that
+compares nothing does not pay for it); what scipy has no function for is
+written here, with its reference.
 
 References
 ----------
-* Student-t interval for a mean: x̄ ± t(0.975, n−1)·s/√n.
-* Regularized incomplete beta I_x(a, b) by Lentz's continued fraction
-  (Press et al., *Numerical Recipes*, 3rd ed., §6.4); the t distribution's
-  CDF is F(t) = 1 − ½·I_{ν/(ν+t²)}(ν/2, ½) for t ≥ 0.
+* Student-t interval for a mean: x̄ ± t(0.975, n−1)·s/√n (``scipy.stats.t``).
 * Modified Z-score Mᵢ = 0.6745·(xᵢ − x̃)/MAD, outlier when |Mᵢ| > 3.5
   (Iglewicz & Hoaglin, *How to Detect and Handle Outliers*, 1993).
-* Welch's t-test: t = (x̄₁ − x̄₂)/√(s₁²/n₁ + s₂²/n₂) with the
-  Welch–Satterthwaite degrees of freedom
-  ν = (s₁²/n₁ + s₂²/n₂)² / ((s₁²/n₁)²/(n₁−1) + (s₂²/n₂)²/(n₂−1)),
-  always (with one side constant it becomes the other side's n − 1; a
-  pooled n₁ + n₂ − 2 would be anti-conservative); both sides constant:
-  no test (p = 1, or 0 when the means differ).
-* Mann–Whitney U, exact two-sided p-value from the permutation
-  distribution of U (Mann & Whitney, 1947) when there are no ties and at
-  most 20 samples a side; otherwise the normal approximation with tie
-  correction σ² = n₁n₂/12·((n+1) − Σ(t³−t)/(n(n−1))) and continuity
-  correction, as scipy.stats.mannwhitneyu does (the tests compare).
+* Welch's t-test (``scipy.stats.ttest_ind``, ``equal_var=False``): with one
+  side constant its Welch–Satterthwaite degrees of freedom become the other
+  side's n − 1 (a pooled n₁ + n₂ − 2 would be anti-conservative). Both sides
+  constant, or fewer than two samples a side: no test (p = 1), where scipy
+  gives t = ±∞ and p = 0 for two constants apart, which would call two
+  samples a side significant.
+* Mann–Whitney U (``scipy.stats.mannwhitneyu``, two-sided): the exact
+  permutation distribution (Mann & Whitney, 1947) without ties and with at
+  most 20 samples a side; otherwise the normal approximation with tie and
+  continuity corrections, its p clipped to 1.
 * Ratio of medians: percentile bootstrap (Efron & Tibshirani, *An
   Introduction to the Bootstrap*, 1993, ch. 13), 2000 resamples of each
   side, seeded, so the same samples always give the same interval.
@@ -37,6 +35,7 @@ import math
 import random
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -45,73 +44,21 @@ ALPHA = 0.05
 BOOTSTRAP = 2000
 HOST_DRIFT = 0.10     # the host's CPU speed moved more than this between a result's samples
 STEADY_MEMORY = 0.02   # a quiet host's memory copies vary by well under this (CV, runner.quiet.memory_noise)
+EXACT_UP_TO = 20       # Mann–Whitney's exact distribution up to this many samples a side, without ties
 
 
-# --- distributions -------------------------------------------------------------
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction for I_x(a, b), modified Lentz (Numerical Recipes §6.4)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-14:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    front = math.exp(lbeta + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """CDF of Student's t distribution with ``df`` degrees of freedom."""
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
+def _scipy():
+    """``scipy.stats``, imported when first needed (about a second, cold)."""
+    import scipy.stats
+    return scipy.stats
 
 
 @lru_cache(maxsize=256)
 def t_quantile(p: float, df: float) -> float:
-    """Inverse of :func:`t_cdf` for 0.5 ≤ p < 1, by bisection."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom."""
     if not 0.5 <= p < 1.0:
         raise ValueError("p must be in [0.5, 1)")
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12:
-            break
-    return (lo + hi) / 2.0
+    return float(_scipy().t.ppf(p, df))
 
 
 # --- one series ------------------------------------------------------------------
@@ -227,84 +174,39 @@ class Policy:
 # --- two series --------------------------------------------------------------------
 
 def welch_p(a: list[float], b: list[float]) -> float:
-    """Two-sided p-value of Welch's t-test; 1.0 when it cannot be computed."""
-    na, nb = len(a), len(b)
-    if na < 2 or nb < 2:
-        return 1.0
-    va, vb = statistics.variance(a) / na, statistics.variance(b) / nb
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    if va + vb == 0:
-        return 1.0 if diff == 0 else 0.0
-    t = diff / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))     # Welch–Satterthwaite, always
-    return 2.0 * (1.0 - t_cdf(abs(t), df))
+    """Two-sided p-value of Welch's t-test; 1.0 when it cannot be computed
+    (fewer than two samples a side, or no spread on either side: two constant
+    series carry no evidence of a difference, however far apart)."""
+    if len(a) < 2 or len(b) < 2 or (len(set(a)) == 1 and len(set(b)) == 1):
+        return 1.0                                # (scipy: t = ±inf and p = 0 for constants apart)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")           # scipy warns of what the nan below says
+        p = float(_scipy().ttest_ind(a, b, equal_var=False).pvalue)
+    return 1.0 if math.isnan(p) else p
 
 
 def log_welch_p(a: list[float], b: list[float]) -> float:
     """Welch's t-test on the logarithms: whether the ratio of the two series
     differs from 1. Throughput noise is multiplicative — a sample twice as
     fast spreads twice as wide — so raw values give the faster side's spread
-    undue weight (345/217/212 against 95/100/85 MB/s: p = 0.06 raw, 0.02 on
-    the logarithms). A series with a value ≤ 0 has no logarithm: raw Welch."""
+    undue weight. A series with a value ≤ 0 has no logarithm: raw Welch."""
     if min(a + b, default=0) <= 0:
         return welch_p(a, b)
     return welch_p([math.log(x) for x in a], [math.log(x) for x in b])
 
 
-def _u_statistic(a: list[float], b: list[float]) -> float:
-    u = 0.0
-    for x in a:
-        for y in b:
-            u += 1.0 if x > y else 0.5 if x == y else 0.0
-    return u
-
-
-@lru_cache(maxsize=64)
-def _u_counts(n1: int, n2: int) -> tuple[int, ...]:
-    """Number of arrangements giving each U for sample sizes n1, n2 (no ties)."""
-    # f(i, j)[u]: ways for i of the first and j of the second sample.
-    table = {(0, j): (1,) for j in range(n2 + 1)}
-    for i in range(1, n1 + 1):
-        table[(i, 0)] = (1,)
-        for j in range(1, n2 + 1):
-            left = table[(i - 1, j)]          # largest element from sample 1: adds j
-            down = table[(i, j - 1)]
-            size = max(len(left) + j, len(down))
-            row = [0] * size
-            for u, c in enumerate(left):
-                row[u + j] += c
-            for u, c in enumerate(down):
-                row[u] += c
-            table[(i, j)] = tuple(row)
-    return table[(n1, n2)]
-
-
 def mann_whitney_p(a: list[float], b: list[float]) -> float:
     """Two-sided p-value of the Mann–Whitney U test: exact without ties (up to
-    20 a side), tie-corrected normal approximation otherwise."""
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
+    :data:`EXACT_UP_TO` a side), tie-corrected normal approximation otherwise."""
+    if not a or not b:
         return 1.0
-    u = _u_statistic(a, b)
-    mu = n1 * n2 / 2.0
-    tied = len(set(a + b)) < n1 + n2
-    if max(n1, n2) <= 20 and not tied:
-        counts = _u_counts(n1, n2)
-        total = sum(counts)
-        extreme = abs(u - mu)
-        tail = sum(c for k, c in enumerate(counts) if abs(k - mu) >= extreme - 1e-9)
-        return min(1.0, tail / total)
-    ranks = sorted(a + b)
-    ties = {}
-    for x in ranks:
-        ties[x] = ties.get(x, 0) + 1
-    n = n1 + n2
-    tie_term = sum(t ** 3 - t for t in ties.values()) / (n * (n - 1))
-    sigma = math.sqrt(n1 * n2 / 12.0 * ((n + 1) - tie_term))
-    if sigma == 0:
-        return 1.0
-    z = (abs(u - mu) - 0.5) / sigma
-    return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
+    tied = len(set(a + b)) < len(a) + len(b)
+    method = "exact" if max(len(a), len(b)) <= EXACT_UP_TO and not tied else "asymptotic"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = float(_scipy().mannwhitneyu(a, b, alternative="two-sided", method=method,
+                                        use_continuity=True).pvalue)
+    return 1.0 if math.isnan(p) else min(1.0, p)
 
 
 def median_ratio_ci(a: list[float], b: list[float], confidence: float = 0.95,

@@ -14,11 +14,6 @@ def test_t_quantile_matches_tables(df, expected):
     assert stats.t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
 
 
-def test_betainc_symmetry_and_known_value():
-    assert stats.betainc(2, 3, 0.4) == pytest.approx(0.5248, abs=1e-4)
-    assert stats.betainc(2, 3, 0.4) == pytest.approx(1 - stats.betainc(3, 2, 0.6))
-
-
 def test_mean_ci_hand_computed():
     lo, hi = stats.mean_ci([10, 12, 14])
     half = 4.3027 * 2 / math.sqrt(3)
@@ -104,6 +99,10 @@ def test_three_samples_that_do_not_overlap_by_chance_are_not_a_difference():
 
 CASES = [
     ([1, 2, 3, 4], [2, 3, 4, 5]),
+    ([1, 2], [3, 5]),                                    # n = 2
+    ([1, 2], [1, 2]),                                    # identical: |U − μ| = 0, below the 0.5 correction
+    ([1, 2, 3], [1, 2, 3]),
+    ([1, 2, 3], [1.5, 2, 3.5]),                          # |U − μ| = 0.5
     ([100, 100, 100], [90, 91, 89]),                     # one side constant
     ([5.0, 5.1, 4.9, 5.2, 5.0], [5.0, 5.0, 5.3, 4.8]),   # ties across the sides
     ([1, 1, 2, 2, 3, 3], [2, 2, 3, 3, 4, 4]),            # many ties
@@ -150,5 +149,30 @@ def test_log_welch_falls_back_to_raw_values_when_a_value_has_no_logarithm():
 def test_the_old_welch_fallback_was_anti_conservative():
     """With one constant side, pooled df (n1 + n2 − 2) gave a smaller p than Welch's."""
     a, b = [100, 100, 100], [90, 95, 99]
-    pooled = 2 * (1 - stats.t_cdf(abs((100 - 94.6667) / ((stats.statistics.variance(b) / 3) ** 0.5)), 4))
+    pooled = 2 * (1 - scipy_stats.t.cdf(abs((100 - 94.6667) / ((stats.statistics.variance(b) / 3) ** 0.5)), 4))
     assert stats.welch_p(a, b) > pooled
+
+
+@pytest.mark.parametrize("a,b", [([1, 2], [1, 2]), ([1, 2, 3], [1, 2, 3]), ([5.0] * 6, [5.0] * 6),
+                                 ([1, 2, 3], [1.5, 2, 3.5])])
+def test_no_p_value_exceeds_one(a, b):
+    """The normal approximation with its continuity correction went past 1 when |U − μ| < 0.5
+    (1.33 for [1, 2] against itself)."""
+    c = stats.compare(a, b)
+    assert 0 <= c.p_mann_whitney <= 1 and 0 <= c.p_welch <= 1, c
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_two_constant_series_apart_are_no_evidence_of_a_difference(n):
+    """No spread on either side: Welch has nothing to weigh the gap against (scipy: nan), and
+    with fewer than four a side it decides alone. Such series used to give p = 0 and
+    'significant' from n = 2."""
+    c = stats.compare([100.0] * n, [90.0] * n)
+    assert c.p_welch == 1.0 and not c.significant and c.verdict == "no significant difference"
+
+
+def test_t_quantile_is_scipys():
+    for df in (1, 2, 3, 7.5, 40):
+        assert stats.t_quantile(0.975, df) == pytest.approx(scipy_stats.t.ppf(0.975, df), rel=1e-12)
+    with pytest.raises(ValueError):
+        stats.t_quantile(0.2, 3)
