@@ -26,6 +26,34 @@ MEASURING = {"ciphers", "storage", "network", "run", "vm"}
 COMMANDS = [probe, ciphers, storage, network, run, vm, listing, report, compare, importing, cleanup]
 
 
+# What each command's --help ends with: a first command line or two to copy (the README's
+# test parses every one of them).
+EXAMPLES = {
+    "cryptcost": ["cryptcost run", "cryptcost probe", "cryptcost COMMAND --help"],
+    "probe": ["cryptcost probe", "cryptcost probe --json"],
+    "ciphers": ["cryptcost ciphers", "cryptcost ciphers --engine openssl --algo aes-256-xts --accel on,off"],
+    "storage": ["cryptcost storage --stacks fscrypt,gocryptfs --workloads quick",
+                "cryptcost storage --stacks all --medium throttled:200MB/s --json"],
+    "network": ["cryptcost network --stacks tls,wireguard --workloads send",
+                "cryptcost network --stacks 'ssh:*' --accel on,off"],
+    "run": ["cryptcost run", "cryptcost run --suite standard --time-budget 30m",
+            "cryptcost run --plan my.toml --device-speed 3GB/s"],
+    "vm": ["cryptcost vm -- storage --stacks luks --json",
+           "cryptcost vm --blacklist aesni_intel -- ciphers --engine kernel"],
+    "list": ["cryptcost list", "cryptcost list --json"],
+    "show": ["cryptcost show latest", "cryptcost show latest --json --samples"],
+    "report": ["cryptcost report latest --format html -o report.html", "cryptcost report 3 --format csv"],
+    "compare": ["cryptcost compare 1 2", "cryptcost compare 1 2 --json"],
+    "import": ["cryptcost import other-host.json"],
+    "cleanup": ["cryptcost cleanup"],
+}
+
+
+def _examples(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports bad usage as a one-line :class:`UserError`."""
 
@@ -53,6 +81,9 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for module in COMMANDS:
         module.add_parser(sub, common)
+    _examples(parser, "cryptcost")
+    for name, command in sub.choices.items():
+        _examples(command, name)
     return parser
 
 
