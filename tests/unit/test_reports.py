@@ -201,3 +201,29 @@ def test_compare_says_how_far_the_host_moved_and_marks_what_that_move_could_make
     assert main(["--db", db, "compare", str(a), str(b), "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["host_move"]["ratio"] == pytest.approx(0.85)
+
+
+def test_the_first_screen_of_the_terminal_summary_is_the_answer(stored):
+    """At 80 columns: a line per use (its recommendation's first sentence), the ranking and the
+    findings come before any table of results, and nothing runs past the 80th column."""
+    from rich.console import Console
+    from cryptcost.report import document, terminal
+    store, run = stored
+    doc = document.build(run, store.results(run.id))
+    console = Console(record=True, width=80)
+    for item in terminal.summary_tables(doc):
+        console.print(item)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    measured = [rec["title"] for rec in doc["recommendations"] if rec["ranking"]]
+    assert measured, "the fixture run recommends nothing"
+    lead = text[:text.index("Ranking: 1 MiB")]
+    assert lead.lstrip().startswith("╭─ The answer")
+    for title in measured + ["Cipher"]:
+        assert f"{title}: " in lead, title
+    assert text.index("Ranking: 1 MiB") < text.index("Storage: each stack against its baseline")
+    if doc["findings"]:
+        assert text.index("! ") < text.index("Storage: each stack against its baseline")
+    assert all(line.rstrip().endswith((".", ")", ":")) for line in terminal.answer(doc)), terminal.answer(doc)
+    # text from the data is shown as written, never read as rich's markup ("a plan with a [network] table")
+    assert "[network]" in text

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from rich.markup import escape
 from rich.table import Table
 
 from cryptcost.report.document import UNSTABLE_INTRO, cipher_row, network_row, storage_row, unstable_groups
@@ -135,10 +138,29 @@ def network_table(results: list[dict], title: str = "Network stacks against thei
     return table
 
 
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def answer(doc: dict) -> list[str]:
+    """The answer in a line or two per use: each recommendation's first sentence, for the
+    uses some stack was measured for (and the cipher), so that it fits a first screen."""
+    lines = []
+    for rec in doc["recommendations"]:
+        if rec.get("ranking") or rec.get("use_case") == "cipher":
+            first = SENTENCE_END.split(rec["text"].strip(), maxsplit=1)[0]
+            lines.append(f"[bold]{escape(rec['title'])}[/bold]: {escape(first)}")
+    return lines
+
+
 def summary_tables(doc: dict) -> list:
-    """The terminal summary of a run: ranking, recommendation, findings, bottlenecks."""
+    """The terminal summary of a run, the answer first: a line per use, the ranking and the
+    findings; then the details: each result with its bottleneck, the cost split, acceleration
+    and cores, the network, the ciphers, the unstable results, each recommendation in full,
+    and what was not measured."""
     from rich.panel import Panel
-    out = [f"[bold]{doc['emulated']}[/bold]"] if doc.get("emulated") else []
+    lead = [f"[bold]{doc['emulated']}[/bold]"] if doc.get("emulated") else []
+    if answer(doc):
+        lead.append(Panel("\n".join(answer(doc)), title="The answer", title_align="left"))
     if doc["ranking"]:
         t = Table(title="Ranking: 1 MiB sequential throughput relative to plain", title_justify="left")
         t.add_column("#", justify="right")
@@ -146,7 +168,9 @@ def summary_tables(doc: dict) -> list:
         t.add_column("relative to plain", justify="right")
         for r in doc["ranking"]:
             t.add_row(r["rank"], r["stack"], r["relative"])
-        out.append(t)
+        lead.append(t)
+    lead += [f"! {escape(f)}" for f in doc["findings"]]
+    out = []                                  # the details, after the answer
     measured = [r for r in doc["storage"] if r["role"] != "baseline"]
     if measured:
         t = Table(title="Storage: each stack against its baseline", title_justify="left")
@@ -188,10 +212,8 @@ def summary_tables(doc: dict) -> list:
         out.append(t)
     out += unstable_lines(doc.get("unstable", []))
     for rec in doc["recommendations"]:
-        out.append(Panel(rec["text"], title=rec["title"], title_align="left"))
-    for f in doc["findings"]:
-        out.append(f"! {f}")
+        out.append(Panel(escape(rec["text"]), title=escape(rec["title"]), title_align="left"))
     if doc["not_measured"]:
         out.append(skipped_table([{"stack": m["what"], "reason": m["why"], "install": m["install"]}
                                   for m in doc["not_measured"]]))
-    return out
+    return lead + out
