@@ -7,7 +7,7 @@ PKGS   := $(shell grep -v '^\s*\#' packaging/debian-packages.txt | grep -v '^\s*
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test deps debs venv gofuse clean bench
+.PHONY: run test deps debs venv gofuse man clean bench
 
 run: deps
 	$(VENV)/bin/cryptcost run $(ARGS)
@@ -15,7 +15,18 @@ run: deps
 test: deps
 	$(VENV)/bin/python -m pytest $(ARGS)
 
-deps: debs venv gofuse
+deps: debs venv gofuse man
+
+# cryptcost(1), generated from the argument parser: `man .venv/share/man/man1/cryptcost.1`
+# (or `man cryptcost` with the venv's bin on PATH, which man-db maps to ../share/man).
+MANPAGE := $(VENV)/share/man/man1/cryptcost.1
+man: $(MANPAGE)
+
+$(MANPAGE): $(STAMP) $(wildcard src/cryptcost/cli/*.py)
+	@mkdir -p $(dir $@)
+	$(VENV)/bin/argparse-manpage --module cryptcost.cli --function build_parser --prog cryptcost \
+	  --project-name cryptcost --manual-title "cryptcost manual" \
+	  --description "what encryption costs on this machine, and which option to pick" --output $@
 
 # gocryptfs's FUSE baseline: go-fuse's loopback, from the pinned module in
 # packaging/gofuse (the Go module proxy; Debian's golang-go when no go is on PATH).

@@ -1,6 +1,7 @@
 """What make installs, what CI requires and what docs/stacks.md lists are
 derived from (or checked against) the stack registry."""
 
+import os
 import re
 from pathlib import Path
 
@@ -80,3 +81,22 @@ def test_every_skip_in_the_tests_goes_through_skip_or_fail():
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert [f.split(":")[0] for f in found] == ["tests/conftest.py"], "\n".join(found)
     assert found[0].endswith("pytest.skip(reason)")
+
+
+def test_make_builds_a_man_page_that_shows_every_subcommand(tmp_path):
+    """cryptcost(1), made by the Makefile's own rule from the argument parser, rendered by man."""
+    import shutil
+    import subprocess
+    from cryptcost.cli import build_parser
+    page = tmp_path / "man1" / "cryptcost.1"
+    done = subprocess.run(["make", "-s", "man", f"MANPAGE={page}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and page.is_file(), done.stderr[-2000:]
+    text = page.read_text()
+    if shutil.which("man"):
+        text = subprocess.run(["man", "-l", str(page)], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "MANWIDTH": "80", "MAN_KEEP_FORMATTING": ""}).stdout
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name in sub.choices:
+        assert f"cryptcost {name}" in text, name
+    assert "what encryption costs on this machine" in text
