@@ -60,8 +60,8 @@ $(STAMP): requirements.lock pyproject.toml
 
 # Refresh the lock after changing dependencies in pyproject.toml.
 lock:
-	$(PYTHON) -m venv /tmp/cryptcost-lock && /tmp/cryptcost-lock/bin/pip install -q pip-tools && \
-	/tmp/cryptcost-lock/bin/pip-compile -q --generate-hashes --allow-unsafe --extra test --extra build --strip-extras \
+	$(PYTHON) -m venv /tmp/pip-compile-venv && /tmp/pip-compile-venv/bin/pip install -q pip-tools && \
+	/tmp/pip-compile-venv/bin/pip-compile -q --generate-hashes --allow-unsafe --extra test --extra build --strip-extras \
 	  -o requirements.lock pyproject.toml && sed -i '/^--find-links/d' requirements.lock
 
 bench: deps
