@@ -14,6 +14,7 @@ made from the records alone:
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -65,7 +66,6 @@ def record(bench: str, goal: str, met: bool, figures: list[dict], directory: Pat
 
 
 def _cores() -> int | None:
-    import os
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 

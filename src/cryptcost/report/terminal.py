@@ -159,8 +159,9 @@ def summary_tables(doc: dict) -> list:
     and what was not measured."""
     from rich.panel import Panel
     lead = [f"[bold]{doc['emulated']}[/bold]"] if doc.get("emulated") else []
-    if answer(doc):
-        lead.append(Panel("\n".join(answer(doc)), title="The answer", title_align="left"))
+    lines = answer(doc)
+    if lines:
+        lead.append(Panel("\n".join(lines), title="The answer", title_align="left"))
     if doc["ranking"]:
         t = Table(title="Ranking: 1 MiB sequential throughput relative to plain", title_justify="left")
         t.add_column("#", justify="right")
