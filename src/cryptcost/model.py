@@ -1,15 +1,114 @@
-"""Small immutable records: a sample, a result, a run, the host.
+"""Small immutable records: a cell, a sample, a result, a run.
 
-Records turn into plain dicts (``to_dict``) for the store and for ``--json``;
-the JSON field names are part of the interface contract.
+:class:`Cell` is the one identity of a measurement. Records turn into plain
+dicts (``to_dict``) for the store and for ``--json``; the JSON field names
+are part of the interface contract, and :meth:`Cell.of` reads a cell back
+from them.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Hashable
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Hashable, Mapping
 
 from cryptcost.stats import Comparison, Summary
+from cryptcost.units import size as _size
+
+KINDS = ("cipher", "storage", "network")
+_FLOWS = ("storage", "network")          # the kinds whose cells name a stack and a workload
+
+
+def _of(*kinds: str) -> dict:
+    """A cell field that only these kinds carry (another kind's JSON may hold a key of the same
+    name that says how it was measured, e.g. a storage result's engine, fio)."""
+    return {"default": None, "metadata": {"kinds": kinds}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """What one series measured, and where: the identity a result is stored
+    under, paired with its baselines on, grouped with its peers on and
+    compared across runs on. There is no other definition: a use that lets
+    a dimension vary says which, with :meth:`but` (``cell.but(stack=base)``
+    is the same cell of a baseline; ``but(cpus=None)`` groups CPU counts).
+
+    ``None`` is "not a dimension of this cell" (a cipher has no medium). The
+    field order is the order cells sort in. ``host`` and ``peer`` name the
+    machine that measured and the one at the link's other end, where the
+    run reaches beyond this host.
+    """
+
+    kind: str | None = None                                # cipher, storage, network
+    stack: str | None = field(**_of(*_FLOWS))              # stack[:variant][/accel-off]
+    workload: str | None = field(**_of(*_FLOWS))
+    op: str | None = field(**_of(*_FLOWS))
+    block_bytes: int | None = field(**_of("storage"))
+    iodepth: int | None = field(**_of("storage"))
+    cpus: int | None = None                                # pinned CPUs (None: all)
+    part: str | None = None                                # the suite's part that planned it
+    medium: str | None = field(**_of("storage"))
+    fs: str | None = field(**_of("storage"))
+    size: int | None = field(**_of(*_FLOWS))               # storage: the file; network: a copied file
+    link: str | None = field(**_of("network"))
+    mtu: int | None = field(**_of("network"))
+    streams: int | None = field(**_of("network"))
+    engine: str | None = field(**_of("cipher"))
+    algorithm: str | None = field(**_of("cipher"))
+    buffer_bytes: int | None = field(**_of("cipher"))
+    threads: int | None = field(**_of("cipher"))
+    accel: bool | None = None
+    host: str | None = None
+    peer: str | None = None
+
+    @classmethod
+    def cipher(cls, engine: str, algorithm: str, buffer_bytes: int, threads: int, accel: bool) -> "Cell":
+        return cls(kind="cipher", engine=engine, algorithm=algorithm, buffer_bytes=buffer_bytes,
+                   threads=threads, accel=accel)
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any]) -> "Cell":
+        """The cell of a result as stored or exported (a flat dict); keys that are no
+        dimension of its kind are left out."""
+        kind = d.get("kind")
+        return cls(**{f.name: d.get(f.name) for f in fields(cls)
+                      if kind in f.metadata.get("kinds", (kind,))})
+
+    def fields(self) -> dict[str, Any]:
+        """The dimensions as its result's JSON carries them (``kind`` apart): each of its
+        kind's own, and those every kind may have (CPUs, part, acceleration, hosts) where set."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kind" and
+                (self.kind in f.metadata.get("kinds", ()) or getattr(self, f.name) is not None)}
+
+    def but(self, **changes: Any) -> "Cell":
+        """The same cell with these dimensions changed (None: left out)."""
+        return replace(self, **changes)
+
+    def sort_key(self) -> tuple:
+        """For sorting cells whose dimensions may be None."""
+        return tuple((0, v) if v is not None else (1, 0) for v in (getattr(self, f.name) for f in fields(self)))
+
+    def label(self) -> str:
+        """The cell in a line: ``luks:aes-xts-plain64 seq write 1 MiB``, ``openssl aes-256-gcm
+        4 KiB ×2 threads, acceleration off``."""
+        if self.kind == "cipher":
+            what = f"{self.engine} {self.algorithm} {_size(self.buffer_bytes)}"
+            what += f" ×{self.threads} threads" if (self.threads or 1) > 1 else ""
+        else:
+            what = f"{self.stack} {self.title()}"
+            what += f" at queue depth {self.iodepth}" if (self.iodepth or 1) > 1 else ""
+        what += f" on {self.cpus} CPU{'s' if self.cpus > 1 else ''}" if self.cpus else ""
+        what += f" via {self.peer}" if self.peer else ""
+        what += f" on {self.host}" if self.host else ""
+        return what + (", acceleration off" if self.accel is False and self.kind == "cipher" else "")
+
+    def title(self) -> str:
+        """What was measured, in words: ``seq write 1 MiB``, ``send ×4``."""
+        what = f"{self.workload} {self.op}" if self.op and self.op != self.workload else str(self.workload)
+        if self.block_bytes:
+            what += f" {_size(self.block_bytes)}"
+        if (self.streams or 1) > 1:
+            what += f" ×{self.streams}"
+        return what
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -82,31 +181,31 @@ def metric_median(samples: "list[Sample] | tuple[Sample, ...]", name: str) -> fl
 class Result:
     """A series summarised.
 
-    ``kind`` is ``cipher``, ``storage`` or ``network``; ``fields`` identify
-    the cell (engine/stack, algorithm, sizes, …) and appear verbatim in the
-    JSON; ``metrics`` are derived numbers (iops, cpu_s_per_gib, …);
+    ``cell`` is what was measured; ``attrs`` describe it without being part
+    of its identity (the stack's ``params`` and facts, a network stack's
+    ``variant``); ``metrics`` are derived numbers (iops, cpu_s_per_gib, …);
     ``notes`` are sentences a person should read next to the number.
     """
 
-    kind: str
-    fields: dict[str, Any]
+    cell: Cell
     summary: Summary
     stop_reason: str
+    attrs: dict[str, Any] = field(default_factory=dict)
     samples: tuple[Sample, ...] = ()
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     baseline: "Comparison | None" = None
 
     @property
-    def key(self) -> tuple:
-        return (self.kind,) + tuple(sorted((k, str(v)) for k, v in self.fields.items()))
+    def kind(self) -> str:
+        return self.cell.kind or "?"
 
     def to_dict(self) -> dict:
         """The flat JSON form promised by the CLI contract."""
         s = self.summary
         unit = self.metrics.get("unit", "bytes/s")
         per = "bytes" if unit == "bytes/s" else "ops"
-        d = {"kind": self.kind, **self.fields,
+        d = {"kind": self.kind, **self.cell.fields(), **self.attrs,
              f"median_{per}_per_s": s.median, f"mean_{per}_per_s": s.mean,
              "ci95": list(s.ci95), "samples": s.n, "outliers": list(s.outliers),
              "values": [x.value for x in self.samples],

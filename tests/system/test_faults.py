@@ -173,9 +173,9 @@ def test_a_second_run_refuses_at_once_and_names_the_first(tmp_path, workdir):
 def test_two_processes_write_one_store_at_once(tmp_path):
     """WAL and the busy timeout: two writers interleave 300 samples each, none is lost."""
     db = tmp_path / "r.db"
-    script = ("import sys\nfrom cryptcost.store.db import Store\nfrom cryptcost.model import Sample\n"
+    script = ("import sys\nfrom cryptcost.store.db import Store\nfrom cryptcost.model import Cell, Sample\n"
               "s = Store.open(sys.argv[1])\nrun = s.begin_run('ciphers', {})\n"
-              "for i in range(300):\n    s.add_sample(run, 'cipher', {'w': sys.argv[2]}, i, Sample(1.0, 1.0))\n"
+              "for i in range(300):\n    s.add_sample(run, Cell.cipher(sys.argv[2], 'x', 16, 1, True), i, Sample(1.0, 1.0))\n"
               "s.finish_run(run, 'complete')\n")
     Store_open = [sys.executable, "-c", script, str(db)]
     subprocess.run(Store_open + ["init"], check=True, timeout=120)     # the schema, once

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from cryptcost import stacks
-from cryptcost.analysis import analyze, cell_key
+from cryptcost.analysis import analyze, cell
 from cryptcost.errors import CryptcostError
 from cryptcost.store.db import Store
 from tests.conftest import FIXTURES
@@ -43,7 +43,7 @@ def test_pairing_uses_the_full_cell_key():
         if r["stack"] == "novelfs":
             device = a.verdicts[i]["ceilings"]["device"]
             assert device == 100e6 * r["cpus"] + (1e6 if r["part"] == "R3" else 0)
-    assert len({cell_key(r) for r in results}) == len(results)
+    assert len({cell(r) for r in results}) == len(results)
 
 
 def test_an_unknown_stack_is_ranked_and_its_facts_repeated():
@@ -295,20 +295,20 @@ def test_the_cipher_table_holds_the_threads_each_stack_runs_its_cipher_with():
     """On 2 CPUs the quick suite's gocryptfs write and WireGuard need their
     ciphers at 2 threads; Go's engine runs one, so OpenSSL's 1- and
     2-thread cells stand beside it."""
-    from cryptcost.engines.base import Cell
+    from cryptcost.model import Cell
     from cryptcost.runner.suite import ceiling_cells
     from cryptcost.workloads.plan import Part, RunPlan, load
     plan = load("quick", None)
     cells = set(ceiling_cells(plan, {"cpu": {"cores": 2, "cores_usable": 2}}))
-    assert Cell("openssl", "aes-256-gcm", 4096, 2, True) in cells
-    assert Cell("openssl", "aes-256-gcm", 4096, 1, True) in cells
-    assert Cell("openssl", "chacha20-poly1305", 1420, 2, True) in cells
+    assert Cell.cipher("openssl", "aes-256-gcm", 4096, 2, True) in cells
+    assert Cell.cipher("openssl", "aes-256-gcm", 4096, 1, True) in cells
+    assert Cell.cipher("openssl", "chacha20-poly1305", 1420, 2, True) in cells
     assert not any(c.engine == "go" and c.threads > 1 for c in cells)
     one = set(ceiling_cells(plan, {"cpu": {"cores": 1, "cores_usable": 1}}))
     assert all(c.threads == 1 for c in one)
     every = RunPlan("t", parts=[Part("p", storage={"stacks": ["gocryptfs:*"], "workloads": ["seq-1m"]})])
     cells = ceiling_cells(every, {"cpu": {"cores": 2, "cores_usable": 2}})
-    assert Cell("go", "xchacha20-poly1305", 4096, 1, True) in cells     # OpenSSL has no XChaCha20:
+    assert Cell.cipher("go", "xchacha20-poly1305", 4096, 1, True) in cells     # OpenSSL has no XChaCha20:
     assert not any(c.engine == "openssl" and c.algorithm == "xchacha20-poly1305" for c in cells)  # no gain cell
 
 
@@ -386,11 +386,15 @@ def test_a_twin_variant_is_compared_with_its_own_baseline():
     """plain:encrypt-feature is a baseline of fscrypt and is itself compared with
     plain, so its overhead is what the feature costs and its verdict is not
     "the device ceiling"."""
+    from cryptcost.model import Cell, Sample
     from cryptcost.runner.pairing import against_baselines
+    from cryptcost.runner.scheduler import Series
     twin, plain = stacks.get("plain")("encrypt-feature"), stacks.get("plain")()
     assert twin.baselines == ("plain",) and twin.facts()["baselines"] == ["plain"] and plain.baselines == ()
-    metrics, _ = against_baselines(twin, "cell", [600e6, 610e6, 590e6],
-                                   lambda label, key: [1000e6, 1010e6, 990e6] if label == "plain" else None)
+    cell = Cell(kind="storage", stack=twin.label, workload="seq", op="write", block_bytes=1 << 20, accel=True)
+    series = {cell.but(stack="plain"): Series(samples=[Sample(v, 1.0) for v in (1000e6, 1010e6, 990e6)]),
+              cell.but(op="read", stack="plain"): Series(samples=[Sample(1e6, 1.0)] * 3)}     # another cell
+    metrics, _ = against_baselines(twin, cell, [600e6, 610e6, 590e6], series)
     assert metrics["baseline"] == "plain" and metrics["overhead"] == pytest.approx(0.4, abs=0.01)
     r = _result("plain:encrypt-feature", "write", 600e6, facts={**PLAIN, "baselines": ["plain"]}, **{
         "baseline": "plain", "vs": {"plain": {"overhead": 0.4, "significant": True}}})

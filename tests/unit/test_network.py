@@ -257,10 +257,10 @@ def test_qemu_cipher_backend_is_read_from_the_binary_and_gates_nettles_switch(tm
 
 
 def _result(stack: str, values: list[float], accel: bool):
-    from cryptcost.model import Result, Sample
+    from cryptcost.model import Cell, Result, Sample
     from cryptcost.stats import summarize
-    return Result("network", {"stack": stack, "workload": "send", "streams": 1, "accel": accel, "params": {}},
-                  summarize(values), "cap_reached", tuple(Sample(v, 1.0) for v in values))
+    return Result(Cell(kind="network", stack=stack, workload="send", streams=1, accel=accel),
+                  summarize(values), "cap_reached", {"params": {}}, tuple(Sample(v, 1.0) for v in values))
 
 
 def test_accel_off_counts_only_when_it_is_significantly_slower():
@@ -269,7 +269,7 @@ def test_accel_off_counts_only_when_it_is_significantly_slower():
     slower = _result("tls:x/accel-off", [40.0, 41, 39, 40, 40.5], False)
     same = _result("ssh:y/accel-off", [100.0, 101, 99, 100, 100.5], False)
     ssh_on = _result("ssh:y", [100.2, 100.8, 99.1, 100, 100.4], True)
-    out = {r.fields["stack"]: r for r in verify_accel([on, slower, same, ssh_on])}
+    out = {r.cell.stack: r for r in verify_accel([on, slower, same, ssh_on])}
     assert out["tls:x/accel-off"].metrics["accel_verified"] is True
     assert out["tls:x/accel-off"].metrics["accel_speedup"] == pytest.approx(2.5, rel=0.05)
     assert out["ssh:y/accel-off"].metrics["accel_verified"] is False

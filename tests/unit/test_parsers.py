@@ -4,6 +4,7 @@ import pytest
 
 from cryptcost.engines import go, kernel as kernel_engine, openssl
 from cryptcost.host import cpu, kernel
+from cryptcost.model import Cell
 
 
 def test_openssl_single(fixture_text):
@@ -36,7 +37,7 @@ def test_openssl_unknown_cipher_output_is_refused(fixture_text):
 
 def test_openssl_argv_for_each_family():
     e = openssl.OpenSSLEngine()
-    cell = lambda alg, t=1, accel=True: openssl.Cell("openssl", alg, 4096, t, accel)
+    cell = lambda alg, t=1, accel=True: Cell.cipher("openssl", alg, 4096, t, accel)
     assert e.argv(cell("aes-256-xts"), 1)[-2:] == ["-evp", "aes-256-xts"]
     assert e.argv(cell("hmac-sha256"), 1)[-2:] == ["-hmac", "sha256"]
     assert "legacy" in e.argv(cell("bf-cbc"), 1)
@@ -191,7 +192,7 @@ def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_s
     """A fresh kernel's first ``cryptsetup benchmark`` of a cipher pays a one-time start-up
     (50× slower in a fresh guest): it is run once before the first sample, never kept as one."""
     from cryptcost import proc
-    from cryptcost.engines.base import Cell
+    from cryptcost.model import Cell
     text = fixture_text("cryptsetup_benchmark_2x.txt")
     slow = text.replace("349.5 MiB/s", "7.0 MiB/s")
     calls = []
@@ -202,7 +203,7 @@ def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_s
     monkeypatch.setattr(kernel_engine.proc, "run", fake_run)
     monkeypatch.setattr(kernel_engine.kernel, "drivers_for", lambda alg: {})
     engine = kernel_engine.KernelEngine()
-    cell = Cell(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
+    cell = Cell.cipher(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
     first, second = engine.measure(cell), engine.measure(cell)
     assert len(calls) == 3                                      # one priming run, then one per sample
     assert first.value == second.value == pytest.approx(349.5 * 2**20)
@@ -211,11 +212,11 @@ def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_s
 
 
 def test_a_cipher_result_says_when_its_untimed_first_run_was_a_start_up():
-    from cryptcost.engines.base import Cell
+    from cryptcost.model import Cell
     from cryptcost.model import Sample
     from cryptcost.runner.ciphers import _result
     from cryptcost.runner.scheduler import Series
-    cell = Cell(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
+    cell = Cell.cipher(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
     series = Series([Sample(26e6, 1.0, metrics={"first_run_bytes_per_s": 0.5e6}), Sample(25e6, 1.0)])
     result = _result(cell, series, {cell: series}, {})
     assert result.metrics["first_run_bytes_per_s"] == 0.5e6

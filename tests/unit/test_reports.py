@@ -72,21 +72,26 @@ def test_cost_model():
     assert units.parse_link("2.5Gbit") == pytest.approx(2.5e9 / 8 * 0.936)
     with pytest.raises(UserError):
         units.parse_device_speed("fast")
-    rows = [{"stack": "x", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
+    rows = [{"kind": "storage", "stack": "x", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
              "median_bytes_per_s": 500e6, "baseline": "plain", "role": "measured"},
-            {"stack": "plain", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
+            {"kind": "storage", "stack": "plain", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
              "median_bytes_per_s": 1000e6, "baseline": None, "role": "baseline"}]
     [slow] = costmodel.predict(rows, 100e6, "a disk")
-    assert slow["predicted_high"] == 100e6 and slow["binding"] == "a disk"
-    assert slow["predicted_low"] == pytest.approx(1 / (1 / 100e6 + 1 / 500e6 - 1 / 1000e6))
+    assert slow.high == 100e6 and slow.binding == "a disk"
+    assert slow.low == pytest.approx(1 / (1 / 100e6 + 1 / 500e6 - 1 / 1000e6))
     [fast] = costmodel.predict(rows, 3e9, "NVMe")
-    assert fast["predicted_high"] == 500e6 and fast["binding"].startswith("the stack")
+    assert fast.high == 500e6 and fast.binding.startswith("the stack")
     # held against the same stack measured on a 100 MB/s device: inside the range, near it, far off
-    low = slow["predicted_low"]
+    low = slow.low
     for measured, error, holds in ((95e6, 0.0, True), (110e6, 0.1, True), (0.7 * low, -0.3, False)):
         [row] = costmodel.check([slow], [{**rows[0], "median_bytes_per_s": measured}])
         assert row["error"] == pytest.approx(error) and row["holds"] is holds
     assert costmodel.check([slow], [{**rows[0], "op": "write"}]) == []          # another cell: no check
+    # the device is another medium: the check pairs across it, on every other dimension
+    on_ram = [{**r, "medium": "ram"} for r in rows]
+    [p] = costmodel.predict(on_ram, 100e6, "a disk")
+    assert len(costmodel.check([p], [{**on_ram[0], "medium": "throttled:100MB/s"}])) == 1
+    assert costmodel.check([p], [{**on_ram[0], "medium": "throttled:100MB/s", "cpus": 1}]) == []
 
 
 def test_compare_same_run_is_no_significant_difference(stored):

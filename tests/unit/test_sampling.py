@@ -7,7 +7,7 @@ import os
 import pytest
 
 from cryptcost.engines import fio
-from cryptcost.engines.base import Cell
+from cryptcost.model import Cell
 from cryptcost.engines.go import GoEngine
 from cryptcost.engines.openssl import OpenSSLEngine
 from cryptcost.errors import CryptcostError, DataIntegrityError
@@ -40,10 +40,10 @@ def test_a_job_may_need_fewer_warm_ups_than_the_policy():
 
 
 def test_cipher_engines_warm_up_once_or_not_at_all():
-    cells = [Cell("openssl", alg, 4096, 1, True) for alg in ("aes-256-gcm", "aes-256-xts", "chacha20-poly1305")]
+    cells = [Cell.cipher("openssl", alg, 4096, 1, True) for alg in ("aes-256-gcm", "aes-256-xts", "chacha20-poly1305")]
     jobs = OpenSSLEngine().jobs(cells, 1)
     assert [j.warmups(1) for j in jobs] == [1, 0, 0]
-    go = GoEngine().jobs([Cell("go", "aes-256-gcm", 4096, 1, True)], 1)
+    go = GoEngine().jobs([Cell.cipher("go", "aes-256-gcm", 4096, 1, True)], 1)
     assert [j.warmups(2) for j in go] == [0]          # testing.Benchmark warms itself up
 
 

@@ -68,11 +68,11 @@ class Recorder(Sink):
     def __init__(self):
         self.events = []
 
-    def sample(self, kind, fields, index, sample):
-        self.events.append(("sample", fields["algorithm"], index))
+    def sample(self, cell, index, sample):
+        self.events.append(("sample", cell.algorithm, index))
 
     def result(self, result):
-        self.events.append(("result", result.fields["algorithm"]))
+        self.events.append(("result", result.cell.algorithm))
 
 
 def test_cipher_run_saves_every_sample_and_result_and_verifies_accel():
@@ -81,7 +81,7 @@ def test_cipher_run_saves_every_sample_and_result_and_verifies_accel():
     plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-xts", "chacha20-poly1305"),
                       accel=(False,))
     out = run_ciphers(plan, fake, Policy(3, 5, 0.03, 1), sink=sink, cpu_flags={"aes": True})
-    by_alg = {r.fields["algorithm"]: r for r in out.results}
+    by_alg = {r.cell.algorithm: r for r in out.results}
     assert set(by_alg) == {"aes-256-xts", "chacha20-poly1305"}       # the on references are not results
     assert by_alg["aes-256-xts"].metrics["accel_verified"] is True
     assert by_alg["aes-256-xts"].metrics["accel_on_bytes_per_s"] > by_alg["aes-256-xts"].summary.median
@@ -94,7 +94,7 @@ def test_accel_switch_that_does_nothing_is_reported():
     fake = FakeExecutor(rate=lambda c: 1e9)
     out = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
                       fake, Policy(3, 5, 0.03, 0), cpu_flags={"aes": True})
-    off = next(r for r in out.results if not r.fields["accel"])
+    off = next(r for r in out.results if not r.cell.accel)
     assert off.metrics["accel_verified"] is False
     assert "did NOT take effect" in off.notes[-1]
 
@@ -105,8 +105,8 @@ def test_a_cipher_cell_wider_than_the_target_is_marked_unstable_like_any_result(
     plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-xts", "chacha20-poly1305"), threads=(1, 2))
     noisy = run_ciphers(plan, FakeExecutor(noise=0.1, seed=3), Policy(3, 3, 0.03, 0))
     assert noisy.results and all(r.metrics.get("unstable") for r in noisy.results)
-    one = next(r for r in noisy.results if r.fields["threads"] == 1)
-    two = next(r for r in noisy.results if r.fields["threads"] == 2)
+    one = next(r for r in noisy.results if r.cell.threads == 1)
+    two = next(r for r in noisy.results if r.cell.threads == 2)
     assert one.metrics["cv"] > 0.01 and any(n.startswith("unstable: ±") for n in one.notes)
     assert one.metrics["likely_cause"].startswith("the host's CPU itself")
     assert two.metrics["likely_cause"].startswith("2 thread(s) on 2 core(s)")
@@ -120,13 +120,13 @@ def test_unavailable_engine_is_listed_with_reason():
     out = run_ciphers(CipherPlan(engines=("openssl", "kernel"), algorithms=("aes-256-xts",)),
                       fake, Policy(3, 3, 0.03, 0))
     assert {"engine": "kernel", "reason": "no AF_ALG", "install": "a kernel with it"} in out.skipped
-    assert all(r.fields["engine"] == "openssl" for r in out.results)
+    assert all(r.cell.engine == "openssl" for r in out.results)
 
 
 def test_cells_a_given_engine_cannot_measure_are_skipped_with_reason():
     out = run_ciphers(CipherPlan(engines=("go",), algorithms=("aes-256-gcm",), sizes=(512, 4096)),
                       FakeExecutor(), Policy(3, 3, 0.03, 0))
-    assert [r.fields["buffer_bytes"] for r in out.results] == [4096]
+    assert [r.cell.buffer_bytes for r in out.results] == [4096]
     assert any("4096-byte" in s["reason"] for s in out.skipped)
 
 
@@ -134,12 +134,12 @@ def test_one_sample_a_side_verifies_only_an_unmistakable_drop():
     one = Policy(1, 1, 0.03, 0)
     big = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
                       FakeExecutor(), one, cpu_flags={"aes": True})
-    off = next(r for r in big.results if not r.fields["accel"])
+    off = next(r for r in big.results if not r.cell.accel)
     assert off.metrics["accel_verified"] is True and "one sample a side" in off.notes[-1]
     small = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
                         FakeExecutor(rate=lambda c: 1e9 if c.accel else 0.7e9, noise=0), one,
                         cpu_flags={"aes": True})
-    off = next(r for r in small.results if not r.fields["accel"])
+    off = next(r for r in small.results if not r.cell.accel)
     assert off.metrics["accel_verified"] is None and "too few samples" in off.notes[-1]
 
 
@@ -147,6 +147,7 @@ def test_the_cipher_table_holds_what_the_stacks_need():
     """Every stack's cipher, at its own unit, is added to the run's cipher table;
     without acceleration where the kernel's AES is software (the ceiling of
     fscrypt and dm-crypt there)."""
+    from cryptcost.model import Cell
     from cryptcost.runner.storage import resolve
     from cryptcost.runner.suite import ceiling_cells
     from cryptcost.workloads.plan import Part, RunPlan
@@ -158,7 +159,7 @@ def test_the_cipher_table_holds_what_the_stacks_need():
         if not ref:
             continue
         engine = "go" if ref["where"] == "go" else "openssl"
-        assert (engine, ref["algorithm"], ref["unit"], 1, True) in [tuple(vars(c).values()) for c in cells] \
+        assert Cell.cipher(engine, ref["algorithm"], ref["unit"], 1, True) in cells \
             or ref["algorithm"] not in __import__("cryptcost.engines", fromlist=["x"]).CIPHER_ENGINES[engine].algorithms
         if ref["where"] == "kernel" and ref["algorithm"].startswith("aes"):
             assert any(c.algorithm == ref["algorithm"] and not c.accel and c.buffer_bytes == ref["unit"]
@@ -166,11 +167,11 @@ def test_the_cipher_table_holds_what_the_stacks_need():
 
 
 def test_extra_cells_are_measured_alongside_the_product():
-    from cryptcost.engines.base import Cell
-    extra = (Cell("openssl", "aes-256-xts", 512, 1, False),)
+    from cryptcost.model import Cell
+    extra = (Cell.cipher("openssl", "aes-256-xts", 512, 1, False),)
     out = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-128-gcm",), extra_cells=extra),
                       FakeExecutor(), Policy(2, 2, 0.03, 0), cpu_flags={"aes": True})
-    got = {(r.fields["algorithm"], r.fields["buffer_bytes"], r.fields["accel"]) for r in out.results}
+    got = {(r.cell.algorithm, r.cell.buffer_bytes, r.cell.accel) for r in out.results}
     assert ("aes-256-xts", 512, False) in got and ("aes-128-gcm", 4096, True) in got
 
 

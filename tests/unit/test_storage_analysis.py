@@ -5,7 +5,7 @@ import pytest
 from cryptcost.media import RamMedium
 from cryptcost.model import CpuSplit, Sample
 from cryptcost.runner.scheduler import Series
-from cryptcost.runner.storage import Instance, StoragePlan, _result, resolve
+from cryptcost.runner.storage import Instance, StoragePlan, _cell, _result, resolve
 from cryptcost.stacks import get
 from cryptcost.workloads import storage as wl
 
@@ -20,13 +20,19 @@ def _plan():
     return StoragePlan(stacks=["securefs"], medium=RamMedium())
 
 
+def _on(label: str, op: wl.Op, plan: StoragePlan):
+    """The cell a baseline measures in the same run: what the run's series are keyed by."""
+    return _cell(Instance(get(label.split(":")[0])(), label, "baseline"), op, plan).but(stack=label)
+
+
 def test_overhead_against_the_matched_baseline_and_plain():
-    op = wl.Op("seq", "read", 4096)
+    op, plan = wl.Op("seq", "read", 4096), _plan()
     stack = get("securefs")()
-    series = {("fuse-passthrough:big-writes", op.key): _series([200e6, 202e6, 198e6]),
-              ("plain", op.key): _series([400e6, 404e6, 396e6])}
+    series = {_on("fuse-passthrough:big-writes", op, plan): _series([200e6, 202e6, 198e6]),
+              _on("plain", op, plan): _series([400e6, 404e6, 396e6]),
+              _on("plain", wl.Op("seq", "write", 4096), plan): _series([1e6] * 3)}     # another cell
     mine = _series([150e6, 151e6, 149e6])
-    r = _result(Instance(stack, stack.label, "measured"), op, mine, series, _plan()).to_dict()
+    r = _result(Instance(stack, stack.label, "measured"), op, mine, series, plan).to_dict()
     assert r["baseline"] == "fuse-passthrough:big-writes"        # securefs mounts with big_writes
     assert r["overhead"] == pytest.approx(0.25, abs=0.005)
     lo, hi = r["overhead_ci95"]
@@ -39,11 +45,11 @@ def test_overhead_against_the_matched_baseline_and_plain():
 
 def test_noise_is_not_ranked(monkeypatch):
     monkeypatch.setattr("cryptcost.host.cpu.os.sched_getaffinity", lambda pid: set(range(8)))
-    op = wl.Op("seq", "write", 4096)
+    op, plan = wl.Op("seq", "write", 4096), _plan()
     stack = get("securefs")()
-    series = {("fuse-passthrough:big-writes", op.key): _series([100e6, 130e6, 80e6])}
+    series = {_on("fuse-passthrough:big-writes", op, plan): _series([100e6, 130e6, 80e6])}
     r = _result(Instance(stack, stack.label, "measured"), op, _series([105e6, 85e6, 120e6]),
-                series, _plan()).to_dict()
+                series, plan).to_dict()
     assert r["overhead_significant"] is False
     assert r["vs"]["fuse-passthrough:big-writes"]["verdict"] == "no significant difference"
     assert any("baseline plain has no samples" in n for n in r["notes"])

@@ -6,16 +6,15 @@ import sqlite3
 import pytest
 
 from cryptcost.errors import UserError
-from cryptcost.model import CpuSplit, Result, Sample
+from cryptcost.model import Cell, CpuSplit, Result, Sample
 from cryptcost.stats import summarize
 from cryptcost.store.db import MIGRATIONS, SCHEMA_VERSION, Store
 
 
 def _result():
     samples = (Sample(1e9, 1.0, 10**9, CpuSplit(user=0.5, system=0.25)), Sample(1.1e9, 1.0))
-    return Result("cipher", {"engine": "openssl", "algorithm": "aes-256-xts", "buffer_bytes": 4096,
-                             "threads": 1, "accel": True}, summarize([s.value for s in samples]),
-                  "ci_target_met", samples, {"accel_verified": None}, ("a note",))
+    return Result(Cell.cipher("openssl", "aes-256-xts", 4096, 1, True), summarize([s.value for s in samples]),
+                  "ci_target_met", samples=samples, metrics={"accel_verified": None}, notes=("a note",))
 
 
 def test_round_trip(tmp_path):
@@ -23,7 +22,7 @@ def test_round_trip(tmp_path):
     run = store.begin_run("ciphers", {"hostname": "h", "cpu": {"model": "x"}})
     r = _result()
     for i, s in enumerate(r.samples):
-        store.add_sample(run, "cipher", r.fields, i, s)
+        store.add_sample(run, r.cell, i, s)
     store.add_result(run, r)
     store.finish_run(run, "complete")
     again = Store.open(tmp_path / "r.db")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from cryptcost import stats
 from cryptcost.analysis import bottleneck, costmodel, recommend, scaling
-from cryptcost.analysis.cells import cell_key, facts, is_baseline  # noqa: F401 (the package's API)
+from cryptcost.analysis.cells import cell, facts, is_baseline  # noqa: F401 (the package's API)
 from cryptcost.units import rate, size
 
 GiB = 1 << 30
@@ -44,7 +44,7 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
             target: float | None = None, target_label: str | None = None) -> Analysis:
     storage = [r for r in results if r.get("kind") == "storage"]
     ciphers = [r for r in results if r.get("kind") == "cipher"]
-    index = {cell_key(r): r for r in storage}
+    index = {cell(r): r for r in storage}
     a = Analysis()
     mhz = host.get("cpu", {}).get("mhz")
     for i, r in enumerate(results):
@@ -52,21 +52,23 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
             continue
         if mhz and r.get("cpu_s_per_gib"):
             a.cycles_per_byte[i] = r["cpu_s_per_gib"] / GiB * mhz * 1e6
-        base = index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
-        large = index.get(cell_key(r, block_bytes=1 << 20))
+        base = index.get(cell(r, stack=r["baseline"])) if r.get("baseline") else None
+        large = index.get(cell(r, block_bytes=1 << 20))
         a.verdicts[i] = bottleneck.classify(r, base, large, _fuse_baseline(r, index), ciphers, host).to_dict()
     network = [r for r in results if r.get("kind") == "network"]
-    net_index = {cell_key(r): r for r in network}
+    net_index = {cell(r): r for r in network}
     for i, r in enumerate(results):
         if r.get("kind") == "network":
-            base = net_index.get(cell_key(r, stack=r["baseline"])) if r.get("baseline") else None
+            base = net_index.get(cell(r, stack=r["baseline"])) if r.get("baseline") else None
             a.verdicts[i] = bottleneck.classify_network(r, base, ciphers, host).to_dict()
     a.scaling = scaling.curves(results, a.verdicts, host, skipped)
     a.findings = host_noise(ciphers, storage + network) + findings(storage, ciphers) + \
         network_findings(network) + scaling.findings(a.scaling)
     a.tuning = tuning(storage)
     if target:
-        a.predictions = costmodel.predict(storage, target, target_label or rate(target), a.verdicts)
+        at = [i for i, r in enumerate(results) if r.get("kind") == "storage"]     # verdicts are by index in results
+        a.predictions = [p.to_dict() for p in costmodel.predict(
+            storage, target, target_label or rate(target), {j: a.verdicts[i] for j, i in enumerate(at)})]
     a.recommendations = recommend.recommend(results, ciphers, skipped or [], host)
     a.ranking = ranking(storage)
     a.split = split(storage, index)
@@ -85,8 +87,8 @@ def split(storage: list[dict], index: dict) -> list[dict]:
         bases = facts(r).get("baselines") or []
         if is_baseline(r) or "median_bytes_per_s" not in r or len(bases) < 2:
             continue
-        plain = index.get(cell_key(r, stack=bases[-1]))
-        twin = next((b for label in bases[:-1] if (b := index.get(cell_key(r, stack=label)))), None)
+        plain = index.get(cell(r, stack=bases[-1]))
+        twin = next((b for label in bases[:-1] if (b := index.get(cell(r, stack=label)))), None)
         if not twin or not plain or not plain.get("median_bytes_per_s") or not twin.get("median_bytes_per_s"):
             continue
         p, t, s = plain["median_bytes_per_s"], twin["median_bytes_per_s"], r["median_bytes_per_s"]
@@ -111,7 +113,7 @@ def _fuse_baseline(r: dict, index: dict) -> dict | None:
     if facts(r).get("layer") != "fuse" or is_baseline(r):
         return None
     for label in facts(r).get("baselines", []):
-        b = index.get(cell_key(r, stack=label))
+        b = index.get(cell(r, stack=label))
         if b and facts(b).get("layer") == "fuse":
             return b
     return None
@@ -129,11 +131,6 @@ def ranking(storage: list[dict]) -> list[dict]:
     for row, (rank, tie) in zip(rows, recommend.ranks(storage, [x["stack"] for x in rows])):
         row.update(rank=rank, tie=tie)
     return rows
-
-
-def _order(key: tuple) -> tuple:
-    """Sort cell keys whose fields may be None (absent in older runs)."""
-    return tuple((0, v) if v is not None else (1, 0) for v in key)
 
 
 STEADY_CPU = 0.02          # OpenSSL's sample-to-sample CV on a quiet host is well under this
@@ -188,9 +185,9 @@ def findings(storage: list[dict], ciphers: list[dict]) -> list[str]:
     out = []
     cells = {}
     for r in storage:
-        cells.setdefault(cell_key(r, op=None), {})[r["op"]] = r
-    for key, ops in sorted(cells.items(), key=lambda kv: _order(kv[0])):
-        stack, workload, bs = key[0], key[1], key[3]
+        cells.setdefault(cell(r, op=None), {})[r["op"]] = r
+    for key, ops in sorted(cells.items(), key=lambda kv: kv[0].sort_key()):
+        stack, workload, bs = key.stack, key.workload, key.block_bytes
         w, rd = ops.get("write"), ops.get("read")
         if w and rd and len(w.get("values", [])) > 1 and len(rd.get("values", [])) > 1:
             cmp = stats.compare(w["values"], rd["values"])
@@ -265,10 +262,9 @@ def tuning(storage: list[dict]) -> list[str]:
     out = []
     by_cell: dict = {}
     for r in storage:
-        name = r["stack"].split(":")[0]
-        by_cell.setdefault((name,) + cell_key(r)[1:], []).append(r)
-    for key, rs in sorted(by_cell.items(), key=lambda kv: _order(kv[0])):
-        name, workload, op, bs = key[0], key[1], key[2], key[3]
+        by_cell.setdefault(cell(r, stack=r["stack"].split(":")[0]), []).append(r)
+    for key, rs in sorted(by_cell.items(), key=lambda kv: kv[0].sort_key()):
+        name, workload, op, bs = key.stack, key.workload, key.op, key.block_bytes
         if len(rs) < 2 or bs != 1 << 20:
             continue
         rs = sorted(rs, key=lambda r: -r["median_bytes_per_s"] if "median_bytes_per_s" in r else 0)

@@ -1,11 +1,9 @@
 """What the analysis knows of a stored result: the facts its stack declared,
-and the key that identifies its cell (what it is paired and grouped on)."""
+and its cell (what it is paired and grouped on)."""
 
 from __future__ import annotations
 
-# The fields that identify one storage cell within a run: a result is paired
-# with its baseline, and grouped with its peers, only on all of them.
-CELL = ("workload", "op", "block_bytes", "iodepth", "cpus", "part", "medium", "fs", "size", "link", "mtu", "streams")
+from cryptcost.model import Cell
 
 
 def facts(r: dict) -> dict:
@@ -18,7 +16,8 @@ def is_baseline(r: dict) -> bool:
     return facts(r).get("role") == "baseline"
 
 
-def cell_key(r: dict, **over) -> tuple:
-    """(stack, every CELL field): the full pairing key of a storage result."""
-    d = {**r, **over}
-    return (d["stack"],) + tuple(d.get(k) for k in CELL)
+def cell(r: dict, **changes) -> Cell:
+    """The cell a stored result is paired on; with ``changes``, the same cell of another stack
+    (a baseline), op or block size. Acceleration is left out: an acceleration-off twin's label
+    says so (``/accel-off``), and it is paired with baselines that run with it on."""
+    return Cell.of(r).but(accel=None, **changes)

@@ -17,18 +17,40 @@ one), each within 20 % of its predicted range or not;
 
 from __future__ import annotations
 
-from cryptcost.analysis.cells import cell_key, is_baseline
+from dataclasses import dataclass
+
+from cryptcost.analysis.cells import cell, is_baseline
+from cryptcost.model import Cell
 from cryptcost.units import rate
 
+
+@dataclass(frozen=True)
+class Prediction:
+    """A stack's throughput on the target, from its cell measured on the RAM medium."""
+
+    cell: Cell
+    measured: float
+    low: float
+    high: float
+    binding: str
+    sentence: str
+
+    def to_dict(self) -> dict:
+        c = self.cell
+        return {"stack": c.stack, "workload": c.workload, "op": c.op, "block_bytes": c.block_bytes,
+                "iodepth": c.iodepth, "measured": self.measured, "predicted_low": self.low,
+                "predicted_high": self.high, "binding": self.binding, "sentence": self.sentence}
+
+
 def predict(results: list[dict], target: float, target_label: str,
-            verdicts: dict[int, dict] | None = None) -> list[dict]:
+            verdicts: dict[int, dict] | None = None) -> list[Prediction]:
     """One prediction per measured (non-baseline) byte-throughput result."""
-    by_key = {cell_key(r): r for r in results}
+    by_key = {cell(r): r for r in results}
     out = []
     for i, r in enumerate(results):
         if is_baseline(r) or "median_bytes_per_s" not in r or not r.get("baseline"):
             continue
-        base = by_key.get(cell_key(r, stack=r["baseline"]))
+        base = by_key.get(cell(r, stack=r["baseline"]))
         s = r["median_bytes_per_s"]
         b = base["median_bytes_per_s"] if base else s
         extra = max(0.0, 1 / s - 1 / b)
@@ -39,35 +61,29 @@ def predict(results: list[dict], target: float, target_label: str,
         else:
             kind = (verdicts or {}).get(i, {}).get("bottleneck", "stack")
             binding = f"the stack ({kind})"
-        out.append({"stack": r["stack"], "workload": r["workload"], "op": r["op"],
-                    "block_bytes": r["block_bytes"], "iodepth": r["iodepth"], "measured": s,
-                    "predicted_low": min(serial, pipelined), "predicted_high": pipelined,
-                    "binding": binding,
-                    "sentence": f"on {target_label}: {rate(min(serial, pipelined))}–{rate(pipelined)}, "
-                                f"{binding} binds"})
+        out.append(Prediction(cell(r), s, min(serial, pipelined), pipelined, binding,
+                              f"on {target_label}: {rate(min(serial, pipelined))}–{rate(pipelined)}, "
+                              f"{binding} binds"))
     return out
 
 
 TOLERANCE = 0.20          # a prediction holds when the measurement is within 20 % of its range
 
 
-def _cell(r: dict) -> tuple:
-    return (r["stack"], r["workload"], r["op"], r.get("block_bytes"), r.get("iodepth"))
-
-
-def check(predictions: list[dict], measured: list[dict]) -> list[dict]:
+def check(predictions: list[Prediction], measured: list[dict]) -> list[dict]:
     """Each prediction beside the same stack and cell measured on a device of
     the target's speed: ``error`` is 0 inside the predicted range, else the
     relative distance to its nearer end; ``holds`` when within TOLERANCE."""
-    by_cell = {_cell(r): r for r in measured if r.get("median_bytes_per_s")}
+    by_cell = {cell(r, medium=None): r for r in measured if r.get("median_bytes_per_s")}
     out = []
     for p in predictions:
-        m = by_cell.get(_cell(p))
+        m = by_cell.get(p.cell.but(medium=None))       # the same cell, on the device
         if not m:
             continue
-        v, lo, hi = m["median_bytes_per_s"], p["predicted_low"], p["predicted_high"]
+        v, lo, hi = m["median_bytes_per_s"], p.low, p.high
         error = 0.0 if lo <= v <= hi else (v - hi) / hi if v > hi else (v - lo) / lo
-        out.append({**{k: p[k] for k in ("stack", "workload", "op", "block_bytes", "iodepth", "binding")},
+        d = p.to_dict()
+        out.append({**{k: d[k] for k in ("stack", "workload", "op", "block_bytes", "iodepth", "binding")},
                     "predicted_low": lo, "predicted_high": hi, "measured_on_device": v,
                     "measured_ci95": m.get("ci95"), "error": error, "holds": abs(error) <= TOLERANCE})
     return out

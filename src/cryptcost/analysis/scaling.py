@@ -22,7 +22,7 @@ analysis.
 from __future__ import annotations
 
 from cryptcost.analysis.bottleneck import kernel_aes_is_software
-from cryptcost.analysis.cells import cell_key, facts, is_baseline
+from cryptcost.analysis.cells import cell, facts, is_baseline
 from cryptcost.units import rate, size
 
 OFF = "/accel-off"
@@ -30,15 +30,6 @@ OFF = "/accel-off"
 
 def _name(stack: str) -> str:
     return stack.removesuffix(OFF)
-
-
-def _cell(r: dict) -> str:
-    what = f"{r['workload']} {r['op']}" if r.get("op") and r["op"] != r["workload"] else r["workload"]
-    if r.get("block_bytes"):
-        what += f" {size(r['block_bytes'])}"
-    if (r.get("streams") or 1) > 1:
-        what += f" ×{r['streams']}"
-    return what
 
 
 def _cpus(n: int | None) -> str:
@@ -53,7 +44,7 @@ def curves(results: list[dict], verdicts: dict[int, dict], host: dict,
     groups: dict[tuple, list[tuple[int, dict]]] = {}
     for i, r in enumerate(results):
         if r.get("kind") in ("storage", "network") and not is_baseline(r) and r.get("median_bytes_per_s"):
-            groups.setdefault(cell_key(r, stack=_name(r["stack"]), cpus=None), []).append((i, r))
+            groups.setdefault(cell(r, stack=_name(r["stack"]), cpus=None), []).append((i, r))
     no_switch = {_name(s["stack"]): s.get("reason", "") for s in skipped or []
                  if s.get("accel") == "cannot be switched off"}
     out = []
@@ -65,9 +56,9 @@ def curves(results: list[dict], verdicts: dict[int, dict], host: dict,
                           "verified": r.get("accel_verified"), "speedup": r.get("accel_speedup")}
                          for i, r in members), key=lambda p: (not p["accel"], p["cpus"] or 0))
         first = members[0][1]
-        curve = {"stack": key[0], "kind": first["kind"], "cell": _cell(first), "workload": first["workload"],
+        curve = {"stack": key.stack, "kind": first["kind"], "cell": key.title(), "workload": first["workload"],
                  "op": first.get("op"), "block_bytes": first.get("block_bytes"), "points": points,
-                 "accel": _accel(first, points, no_switch.get(key[0]), host),
+                 "accel": _accel(first, points, no_switch.get(key.stack), host),
                  "scaling": _scaling(points), "cipher_bound": _knee(points),
                  "cipher_bound_off": _knee(points, accel=False)}
         if len(points) > 1 or curve["accel"]["state"] in ("cannot be switched off", "kernel"):

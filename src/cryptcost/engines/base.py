@@ -13,28 +13,14 @@ then ``unsupported(cell)`` per cell, then ``jobs(cells, seconds)``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import ClassVar
 
 from cryptcost.host import tools
-from cryptcost.model import Job
+from cryptcost.model import Cell, Job
 
 # The buffer sizes a cipher table can sweep: a sector (512 B) up to 1 MiB.
 ALL_SIZES = (512, 1024, 4096, 16384, 65536, 1048576)
-
-
-@dataclass(frozen=True, order=True)
-class Cell:
-    """The identity of one raw-cipher series."""
-
-    engine: str
-    algorithm: str
-    buffer_bytes: int
-    threads: int
-    accel: bool
-
-    def fields(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from cryptcost import proc
-from cryptcost.engines.base import Algorithm, Cell, CipherEngine
+from cryptcost.engines.base import Algorithm, CipherEngine
+from cryptcost.model import Cell
 from cryptcost.errors import ProcessError, Unavailable
 from cryptcost.host import kernel
 from cryptcost.model import Sample

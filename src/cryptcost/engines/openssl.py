@@ -22,7 +22,8 @@ import re
 
 from cryptcost import proc
 from cryptcost.host import cpu
-from cryptcost.engines.base import Algorithm, Cell, CipherEngine
+from cryptcost.engines.base import Algorithm, CipherEngine
+from cryptcost.model import Cell
 from cryptcost.errors import ProcessError
 from cryptcost.model import Sample
 from cryptcost.model import Job

@@ -15,19 +15,14 @@ from __future__ import annotations
 import statistics
 
 from cryptcost import stats
+from cryptcost.model import Cell
 
 MOVE_CELLS = 3            # OpenSSL cells both runs need before the host's move is estimated
 STILL = 0.02              # a host whose cipher cells moved less than this between the runs held still
 
-IDENTITY = ("kind", "engine", "algorithm", "buffer_bytes", "threads", "accel", "stack", "workload", "op",
-            "block_bytes", "iodepth", "cpus", "medium", "link", "mtu", "streams", "size")
-
-
-def key(r: dict) -> tuple:
-    """The identity of a result across runs (the engine of a storage or network result — fio or
-    dbench, iperf3 or a file copy — is how it was measured, not what)."""
-    skip = {"engine"} if r.get("kind") in ("storage", "network") else set()
-    return tuple((k, r.get(k)) for k in IDENTITY if k in r and k not in skip)
+def key(r: dict) -> Cell:
+    """The identity of a result across runs: its cell, whichever suite's part planned it."""
+    return Cell.of(r).but(part=None)
 
 
 def environment_diff(a: dict, b: dict) -> list[dict]:
@@ -85,9 +80,7 @@ def compare_runs(results_a: list[dict], results_b: list[dict], move: dict | None
             continue
         va, vb = ra.get("values") or [ra[metric]], rb.get("values") or [rb[metric]]
         cmp = stats.compare(va, vb)
-        shown = [str(v) for k, v in key(rb) if k not in ("kind", "medium") and v is not None]
-        label = " ".join(v for i, v in enumerate(shown) if not i or v != shown[i - 1])
-        rows.append({"result": label, "a": ra[metric], "b": rb[metric], "unit": metric.split("_")[1] + "/s",
+        rows.append({"result": key(rb).label(), "a": ra[metric], "b": rb[metric], "unit": metric.split("_")[1] + "/s",
                      "ratio": cmp.ratio, "ratio_ci95": list(cmp.ratio_ci95), "significant": cmp.significant,
                      "verdict": cmp.verdict, "host_could": cmp.significant and within_move(cmp.ratio, move)})
     return rows

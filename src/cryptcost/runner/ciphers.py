@@ -13,7 +13,7 @@ from typing import Hashable
 
 from cryptcost import stats
 from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.engines.base import Cell
+from cryptcost.model import Cell
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import cpu
 from cryptcost.model import Result
@@ -84,7 +84,7 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
             for size in plan.sizes:
                 for threads in plan.threads:
                     for accel in plan.accel:
-                        cell = Cell(name, alg, size, threads, accel)
+                        cell = Cell.cipher(name, alg, size, threads, accel)
                         why = executor.unsupported(cell)
                         if why:
                             skipped.append({"engine": name, "algorithm": alg, "buffer_bytes": size,
@@ -105,7 +105,7 @@ def _references(cells: list[Cell]) -> list[Cell]:
     """Accelerated twins needed to verify accel-off cells, not already planned."""
     have = set(cells)
     refs = {replace(c, accel=True) for c in cells if not c.accel}
-    return sorted(r for r in refs if r not in have)
+    return sorted((r for r in refs if r not in have), key=Cell.sort_key)
 
 
 def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
@@ -127,7 +127,7 @@ def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
     def done(key: Hashable, series: Series) -> None:
         all_series[key] = series
 
-    schedule(jobs, policy, on_sample=lambda job, key, i, s: sink.sample("cipher", key.fields(), i, s),
+    schedule(jobs, policy, on_sample=lambda job, key, i, s: sink.sample(key, i, s),
              on_done=done, progress=progress)
     outcome = CipherOutcome(skipped=skipped)
     for cell in cells:
@@ -167,7 +167,7 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
         metrics["accel_verified"] = verified
         metrics["accel_on_bytes_per_s"] = on_speed
         notes.append(note)
-    return Result(kind="cipher", fields=cell.fields(), summary=summary,
+    return Result(cell=cell, summary=summary,
                   stop_reason=series.stop_reason or "cap_reached", samples=tuple(series.samples),
                   metrics=metrics, notes=tuple(n for n in notes if n))
 

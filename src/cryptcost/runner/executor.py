@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Callable
 
 from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.engines.base import Cell
+from cryptcost.model import Cell
 from cryptcost.model import Sample
 from cryptcost.model import Job
 

@@ -25,7 +25,7 @@ from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
-from cryptcost.model import Job, Result, metric_median as median
+from cryptcost.model import Cell, Job, Result, Sample, metric_median as median
 from cryptcost.runner import pairing, pinning
 from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
 from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable, schedule
@@ -167,15 +167,18 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
             log.warning("%s: setup failed: %s", inst.label, exc)
     ops = {i.label: wl.ops(names, i.stack.traffic, streams=plan.streams, file_bytes=plan.file_bytes,
                            small_files=plan.small_files) for i in ready}
-    jobs = [Job(label=f"{i.label}: {op.workload}", keys=((i.label, op.key),),
-                measure=lambda i=i, op=op: runner(i, op), group=("network", op.key), est_seconds=plan.seconds + 1)
+    cell = {(i.label, op.key): _cell(i, op, plan) for i in ready for op in ops[i.label]}
+
+    def measure(inst: NetInstance, op: wl.NetOp) -> dict[Cell, Sample]:
+        return {cell[k]: sample for k, sample in runner(inst, op).items()}
+    jobs = [Job(label=f"{i.label}: {op.workload}", keys=(cell[(i.label, op.key)],),
+                measure=lambda i=i, op=op: measure(i, op), group=("network", op.key), est_seconds=plan.seconds + 1)
             for op in _ordered(ops) for i in ready if op in ops[i.label]]
     sink = sink or Sink()
-    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, n, s: sink.sample(
-        "network", _fields(_inst(ready, key[0]), _op(ops, key), plan), n, s))
+    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, n, s: sink.sample(key, n, s))
     for inst in ready:
         for op in ops[inst.label]:
-            s = series.get((inst.label, op.key))
+            s = series.get(cell[(inst.label, op.key)])
             if s is None:
                 continue
             if not pairing.failed_series(out, inst.label, op.workload, s, "network"):
@@ -192,26 +195,20 @@ def _ordered(ops: dict[str, list[wl.NetOp]]) -> list[wl.NetOp]:
     return seen
 
 
-def _inst(instances: list[NetInstance], label: str) -> NetInstance:
-    return next(i for i in instances if i.label == label)
 
 
-def _op(ops: dict[str, list[wl.NetOp]], key: tuple) -> wl.NetOp:
-    return next(op for op in ops[key[0]] if op.key == key[1])
+def _cell(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> Cell:
+    return Cell(kind="network", stack=inst.label, accel=inst.stack.accel, link=inst.link.name,
+                mtu=inst.link.mtu, workload=op.workload, op=op.op, streams=op.streams, size=op.file_bytes,
+                part=plan.part or None, cpus=plan.cpus or None)
 
 
-def _fields(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> dict:
-    link = inst.link
-    fields = {"stack": inst.label, "variant": inst.stack.variant, "accel": inst.stack.accel,
-              "params": inst.stack.describe(),
-              "link": link.name, "mtu": link.mtu, "workload": op.workload, "op": op.op,
-              "streams": op.streams, "size": op.file_bytes}
-    if plan.part:
-        fields["part"] = plan.part
+def _attrs(inst: NetInstance, plan: NetworkPlan) -> dict:
+    """What describes the instance beside its cell: its variant, and its stack's params."""
+    params = inst.stack.describe()
     if plan.cpus:
-        fields["cpus"] = plan.cpus
-        fields["params"]["affinity"] = plan.affinity
-    return fields
+        params["affinity"] = plan.affinity
+    return {"variant": inst.stack.variant, "params": params}
 
 
 def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: NetworkPlan,
@@ -250,12 +247,9 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
     if inst.stack.security:
         metrics["security"] = list(inst.stack.security)
 
-    def baseline_values(label: str, key) -> list[float] | None:
-        bs = series.get((label, key))
-        return bs.values() if bs is not None and bs.samples else None
-    paired, more = pairing.against_baselines(inst.stack, op.key, s.values(), baseline_values)
+    paired, more = pairing.against_baselines(inst.stack, _cell(inst, op, plan), s.values(), series)
     metrics.update(paired)
-    return Result(kind="network", fields=_fields(inst, op, plan), summary=summary,
+    return Result(cell=_cell(inst, op, plan), attrs=_attrs(inst, plan), summary=summary,
                   stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
                   notes=tuple(notes + more))
 

@@ -10,13 +10,16 @@ overhead = 1 − stack/baseline, with its interval and significance.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Hashable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from cryptcost import stats
-from cryptcost.model import Result
+from cryptcost.model import Cell, Result
 from cryptcost.errors import UserError
 from cryptcost.stacks import get, of_kind, parse_spec, unavailable_reason
 from cryptcost.stacks.base import Stack
+
+if TYPE_CHECKING:
+    from cryptcost.runner.scheduler import Series
 
 # How a run builds one instance: (class, variant) → Stack (storage stacks need the filesystem).
 Make = Callable[[type[Stack], str], Stack]
@@ -81,19 +84,18 @@ def baseline_labels(stack: Stack) -> list[str]:
     return [s if ":" in s else get(s).name for s in stack.baselines]
 
 
-def against_baselines(stack: Stack, key: Hashable, values: list[float],
-                      series: Callable[[str, Hashable], list[float] | None]) -> tuple[dict, list[str]]:
-    """The overhead of ``values`` against each baseline's series for ``key``.
-
-    ``series(label, key)`` returns a baseline's values for the same cell, or
-    None. Returns (metrics: ``baseline``, ``overhead``, ``overhead_ci95``,
-    ``overhead_significant``, ``vs``), notes)."""
+def against_baselines(stack: Stack, cell: Cell, values: list[float],
+                      series: Mapping[Cell, Series]) -> tuple[dict, list[str]]:
+    """The overhead of ``values``, measured on ``cell``, against the same cell of each baseline
+    in ``series`` (the run's, by cell; a baseline runs with acceleration on). Returns (metrics:
+    ``baseline``, ``overhead``, ``overhead_ci95``, ``overhead_significant``, ``vs``), notes)."""
     bases = [b for b in baseline_labels(stack) if b != stack.label]     # a baseline variant is no twin of itself
     metrics: dict = {"baseline": bases[0] if bases else None, "overhead": None, "overhead_ci95": None}
     notes: list[str] = []
     vs = {}
     for base in bases:
-        other = series(base, key)
+        got = series.get(cell.but(stack=base, accel=True))
+        other = got.values() if got is not None and got.samples else None
         if not other:
             notes.append(f"baseline {base} has no samples for this workload")
             continue
@@ -129,22 +131,21 @@ def add_accel_twins(resolved: list[tuple[Stack, str]], skipped: list[dict], make
         resolved.append((twin, "measured"))
 
 
-def _cell(r: Result) -> tuple:
-    skip = {"stack", "params", "accel", "variant"}
-    return (r.fields["stack"].removesuffix("/accel-off"),) + tuple(
-        sorted((k, str(v)) for k, v in r.fields.items() if k not in skip))
+def _accel_on(r: Result) -> Cell:
+    """The cell of the same stack with acceleration on: an /accel-off twin's reference."""
+    return r.cell.but(stack=r.cell.stack.removesuffix("/accel-off") if r.cell.stack else None, accel=True)
 
 
 def verify_accel(results: list[Result]) -> list[Result]:
     """An acceleration-off result counts only if it is significantly slower
     than the same stack and cell with acceleration on (rule 14)."""
-    on = {_cell(r): r for r in results if r.fields.get("accel", True)}
+    on = {r.cell: r for r in results if r.cell.accel is not False}
     out = []
     for r in results:
-        if r.fields.get("accel", True):
+        if r.cell.accel is not False:
             out.append(r)
             continue
-        twin = on.get(_cell(r))
+        twin = on.get(_accel_on(r))
         if twin is None or len(twin.samples) < 2 or len(r.samples) < 2:
             out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
                                notes=r.notes + ("acceleration off is unverified: no comparable result with it on",)))

@@ -6,13 +6,13 @@ store, so that a run that fails later keeps everything measured before.
 
 from __future__ import annotations
 
-from cryptcost.model import Result, Sample
+from cryptcost.model import Cell, Result, Sample
 
 
 class Sink:
     """Receives every sample and every result as soon as it exists."""
 
-    def sample(self, kind: str, fields: dict, index: int, sample: Sample) -> None: ...
+    def sample(self, cell: Cell, index: int, sample: Sample) -> None: ...
 
     def result(self, result: Result) -> None: ...
 
@@ -24,8 +24,8 @@ class StoreSink(Sink):
         self.store = store
         self.run_id = run_id
 
-    def sample(self, kind: str, fields: dict, index: int, sample: Sample) -> None:
-        self.store.add_sample(self.run_id, kind, fields, index, sample)
+    def sample(self, cell: Cell, index: int, sample: Sample) -> None:
+        self.store.add_sample(self.run_id, cell, index, sample)
 
     def result(self, result: Result) -> None:
         self.store.add_result(self.run_id, result)

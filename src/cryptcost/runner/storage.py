@@ -27,7 +27,7 @@ from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
-from cryptcost.model import Job, Result, Sample, metric_median as median
+from cryptcost.model import Cell, Job, Result, Sample, metric_median as median
 from cryptcost.runner import pairing, pinning, quiet
 from cryptcost.runner.integrity import check_pattern
 from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable, schedule
@@ -172,25 +172,27 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     archive = make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
     runner = StepRunner(res, archive, direct, warm_up=policy.warmup > 0)
     steps = wl.steps(names, sizes, direct)
-    jobs = [Job(label=f"{inst.label}: {step.label}", keys=tuple((inst.label, op.key) for op in step.ops),
-                measure=lambda inst=inst, step=step: runner(inst, step), group=step.name,
+    cell = {(inst.label, op.key): _cell(inst, op, plan) for step in steps for op in step.ops for inst in ready}
+
+    def measure(inst: Instance, step: wl.Step) -> dict[Cell, Sample]:
+        return {cell[k]: sample for k, sample in runner(inst, step).items()}
+    jobs = [Job(label=f"{inst.label}: {step.label}", keys=tuple(cell[(inst.label, op.key)] for op in step.ops),
+                measure=lambda inst=inst, step=step: measure(inst, step), group=step.name,
                 est_seconds=2.0 * len(step.ops))
             for step in steps for inst in ready]
     sink = sink or Sink()
-    op_of = {op.key: op for step in steps for op in step.ops}
     if ready:
         plan.warmed = quiet.warm_memory(warm_bytes(plan.size))
         log.info("memory warmed before the first sample: %s", plan.warmed)
         plan.memory_noise = quiet.memory_noise()
         log.info("the host's memory bandwidth before the first sample: %s", plan.memory_noise)
-    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, i, s: sink.sample(
-        "storage", _fields(_inst(ready, key[0]), op_of[key[1]], plan), i, s))
+    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, i, s: sink.sample(key, i, s))
     outcome = StorageOutcome(skipped=skipped, cache_mode="direct" if direct else "buffered+fsync",
                              failed=failed)
     for inst in ready:
         for step in steps:
             for op in step.ops:
-                s = series.get((inst.label, op.key))
+                s = series.get(cell[(inst.label, op.key)])
                 if s is None:
                     continue
                 if not pairing.failed_series(outcome, inst.label, op.workload, s, "storage"):
@@ -209,24 +211,22 @@ def warm_bytes(size: int) -> int:
     return min(2 * size, (cpu.memory().get("available") or 8 * size) // 4)
 
 
-def _inst(instances: list[Instance], label: str) -> Instance:
-    return next(i for i in instances if i.label == label)
+def _cell(inst: Instance, op: wl.Op, plan: StoragePlan) -> Cell:
+    return Cell(kind="storage", stack=inst.label, accel=inst.stack.accel, medium=plan.medium.describe()["medium"],
+                fs=inst.stack.fs, workload=op.workload, op=op.op, block_bytes=op.block_bytes,
+                iodepth=op.iodepth, size=plan.size, part=plan.part or None, cpus=plan.cpus or None)
 
 
-def _fields(inst: Instance, op: wl.Op, plan: StoragePlan) -> dict:
-    fields = {"stack": inst.label, "accel": inst.stack.accel, "params": inst.stack.describe(),
-              "medium": plan.medium.describe()["medium"], "fs": inst.stack.fs, "workload": op.workload,
-              "op": op.op, "block_bytes": op.block_bytes, "iodepth": op.iodepth, "size": plan.size}
-    if plan.part:
-        fields["part"] = plan.part
+def _params(inst: Instance, plan: StoragePlan) -> dict:
+    """What describes the instance and the run's conditions, beside its cell."""
+    params = inst.stack.describe()
     if plan.cpus:
-        fields["cpus"] = plan.cpus
-        fields["params"]["affinity"] = plan.affinity
+        params["affinity"] = plan.affinity
     if plan.warmed:
-        fields["params"]["memory_warmed"] = plan.warmed
+        params["memory_warmed"] = plan.warmed
     if plan.memory_noise:
-        fields["params"]["memory_noise"] = plan.memory_noise
-    return fields
+        params["memory_noise"] = plan.memory_noise
+    return params
 
 
 MEMORY_COVERS = 1.5     # a result whose CV is within this multiple of the memory's own is no wider than it
@@ -300,11 +300,8 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     if stack.security:
         metrics["security"] = list(stack.security)
 
-    def baseline_values(label: str, key) -> list[float] | None:
-        bs = series.get((label, key))
-        return bs.values() if bs is not None and bs.samples else None
-    paired, more = pairing.against_baselines(stack, op.key, s.values(), baseline_values)
+    paired, more = pairing.against_baselines(stack, _cell(inst, op, plan), s.values(), series)
     metrics.update(paired)
-    return Result(kind="storage", fields=_fields(inst, op, plan), summary=summary,
+    return Result(cell=_cell(inst, op, plan), attrs={"params": _params(inst, plan)}, summary=summary,
                   stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
                   notes=tuple(notes + more))

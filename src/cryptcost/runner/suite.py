@@ -17,7 +17,7 @@ from cryptcost.model import Result
 from cryptcost.stacks import parse_spec, unavailable_reason
 from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import parse_size
-from cryptcost.engines.base import Cell
+from cryptcost.model import Cell
 from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
 from cryptcost.runner.executor import Executor, RealExecutor
 from cryptcost.lifecycle.resources import Resources
@@ -202,12 +202,12 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
         for accel in accels:
             for n in threads:
                 if cap is None or n <= cap:
-                    cells.add(Cell(engine, ref["algorithm"], ref["unit"], n, accel))
+                    cells.add(Cell.cipher(engine, ref["algorithm"], ref["unit"], n, accel))
                     continue
-                cells.add(Cell(engine, ref["algorithm"], ref["unit"], cap, accel))
+                cells.add(Cell.cipher(engine, ref["algorithm"], ref["unit"], cap, accel))
                 if gain:
-                    cells |= {Cell("openssl", ref["algorithm"], ref["unit"], k, accel) for k in (1, n)}
-    return tuple(sorted(cells))
+                    cells |= {Cell.cipher("openssl", ref["algorithm"], ref["unit"], k, accel) for k in (1, n)}
+    return tuple(sorted(cells, key=Cell.sort_key))
 
 
 def _stacks_and_uses(plan: RunPlan):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cryptcost import faults
 from cryptcost.errors import UserError
-from cryptcost.model import Result, Run, Sample
+from cryptcost.model import Cell, Result, Run, Sample
 from cryptcost.store.backfill import add_facts, add_skip_facts
 
 def _backfill_facts(conn: sqlite3.Connection) -> None:
@@ -29,6 +29,23 @@ def _backfill_facts(conn: sqlite3.Connection) -> None:
         extra = json.loads(row[1] or "{}")
         if add_skip_facts(extra):
             conn.execute("UPDATE runs SET extra = ? WHERE id = ?", (json.dumps(extra), row[0]))
+
+
+def _series_by_cell(conn: sqlite3.Connection) -> None:
+    """4 → 5: a series is named by its cell (it was the dict of everything the runner
+    described, params and all), so that an older run's series read the same as a new one's."""
+    for table in ("results", "samples"):
+        for row in conn.execute(f"SELECT id, kind, series, {'data' if table == 'results' else 'NULL'} "
+                                f"FROM {table}").fetchall():
+            old = row[3] or row[2]
+            if not old:
+                continue
+            try:
+                described = {"kind": row[1], **json.loads(old)}
+            except (ValueError, TypeError):
+                continue
+            conn.execute(f"UPDATE {table} SET series = ? WHERE id = ?",
+                         (series_key(Cell.of(described)), row[0]))
 
 
 # Each entry migrates from version i to i+1: SQL, or a function of the
@@ -60,6 +77,8 @@ MIGRATIONS: list = [
     """,
     # 3 → 4: the facts each stack declares, stored with every result (back-filled).
     _backfill_facts,
+    # 4 → 5: series named by their cell.
+    _series_by_cell,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -111,8 +130,9 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def series_key(fields: dict) -> str:
-    return json.dumps(fields, sort_keys=True, default=str)
+def series_key(cell: Cell) -> str:
+    """How a series is named in the store: its cell, as JSON."""
+    return json.dumps({"kind": cell.kind, **cell.fields()}, sort_keys=True, default=str)
 
 
 class Store:
@@ -196,13 +216,13 @@ class Store:
     def finish_run(self, run_id: int, status: str) -> None:
         self._write("UPDATE runs SET status = ?, finished = ? WHERE id = ?", (status, now(), run_id))
 
-    def add_sample(self, run_id: int, kind: str, fields: dict, index: int, sample: Sample) -> None:
+    def add_sample(self, run_id: int, cell: Cell, index: int, sample: Sample) -> None:
         self._write("INSERT INTO samples(run_id, kind, series, idx, data) VALUES (?,?,?,?,?)",
-                    (run_id, kind, series_key(fields), index, json.dumps(sample.to_dict())))
+                    (run_id, cell.kind, series_key(cell), index, json.dumps(sample.to_dict())))
 
     def add_result(self, run_id: int, result: Result) -> None:
         self._write("INSERT INTO results(run_id, kind, series, data) VALUES (?,?,?,?)",
-                    (run_id, result.kind, series_key(result.fields),
+                    (run_id, result.kind, series_key(result.cell),
                      json.dumps(result.to_dict(), default=str)))
 
     def import_run(self, data: dict) -> int:
@@ -219,7 +239,7 @@ class Store:
         for res in data["results"]:
             add_facts(res)                    # an export from an older cryptcost
             self._write("INSERT INTO results(run_id, kind, series, data) VALUES (?,?,?,?)",
-                        (run_id, res.get("kind", "?"), series_key({k: res.get(k) for k in ("stack", "engine")}),
+                        (run_id, res.get("kind", "?"), series_key(Cell.of(res)),
                          json.dumps(res)))
         return run_id
 
