@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -260,3 +261,42 @@ def test_jumbo_frames_carry_through_the_tunnel(cli):
     [r] = [r for r in json.loads(done.stdout)["results"] if r["stack"] == "wireguard"]
     assert r["mtu"] == 9000 and r["params"]["tunnel_mtu"] == 8920
     assert 1500 < r["wire"]["median_packet_bytes"] <= 9000 + 14, r["wire"]
+
+
+@pytest.mark.root
+def test_a_renamed_copy_of_a_network_plugin_is_planned_measured_and_recommended(tmp_path):
+    """Suites select stacks by their declared facts, never by name: a copy of tls.py with
+    its name changed, and nothing else, is in the quick and standard suites the moment its
+    file exists, and the quick suite's network part measures, ranks and recommends it."""
+    _available("tls")
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    text = (Path(stacks.__file__).parent / "tls.py").read_text()
+    assert text.count('name = "tls"') == 1
+    (plugins / "tlscopy.py").write_text(text.replace('name = "tls"', 'name = "tlscopy"'))
+    load = ("import sys, cryptcost.stacks as s; s.__path__.append(sys.argv[1]); "
+            "from cryptcost.workloads.plan import load; from cryptcost.cli import main; ")
+    planned = subprocess.run([sys.executable, "-c", load + "print({n: [p.network['stacks'] for p in load(n, None).parts "
+                              "if p.network] for n in ('quick', 'standard')})", str(plugins)],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "'tlscopy'" in planned.split("'standard'")[0] and "'tlscopy:*'" in planned, planned
+    plan = tmp_path / "plan.toml"
+    plan.write_text('ciphers = false\nstorage = false\n[run]\nsuite = "quick"\n'
+                    '[policy]\nmin_samples = 2\nmax_samples = 2\nwarmup = 0\n')
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+    done = subprocess.run([sys.executable, "-c", load + "sys.exit(main(sys.argv[2:]))", str(plugins),
+                           "run", "--plan", str(plan), "--json"], capture_output=True, text=True, env=env,
+                          timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    copy = [r for r in out["results"] if r.get("stack", "").split(":")[0] == "tlscopy"]
+    assert copy and copy[0]["baseline"] == "tcp" and copy[0]["overhead"] is not None, out["results"]
+    assert copy[0]["params"]["facts"]["use_case"] == get("tls").use_case
+    report = subprocess.run([sys.executable, "-c", load + "sys.exit(main(sys.argv[2:]))", str(plugins),
+                             "report", "latest", "--format", "json"], capture_output=True, text=True, env=env,
+                            timeout=300, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr[-2000:]
+    [rec] = [r for r in json.loads(report.stdout)["analysis"]["recommendations"]
+             if r.get("use_case") == get("tls").use_case]
+    # ranked against tls in its use case, with its own figures: the two are one program, so they tie
+    assert "tlscopy:" in rec["text"] and "tls:" in rec["text"] and "vs tcp" in rec["text"], rec

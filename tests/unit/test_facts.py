@@ -4,6 +4,7 @@ only thing the analysis knows of a stack. Adding a stack is one file."""
 import json
 import sqlite3
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -417,3 +418,24 @@ def test_a_verdict_never_gives_a_negative_cost_or_a_twin_crypto():
     assert a.verdicts[1]["bottleneck"] == "unknown"                  # not "device": the ceiling is void
     said = a.verdicts[2]["explanation"]
     assert "crypto" not in said and said.endswith("not ext4's encrypt feature")
+
+
+def test_suites_select_network_stacks_by_their_declared_facts(tmp_path, monkeypatch):
+    """A copy of tls.py under another name is in the quick and standard suites; a plugin that
+    declares no ``suites`` is in the standard one at its default variants, not in the quick one."""
+    from cryptcost.workloads.plan import load
+    text = (Path(stacks.__file__).parent / "tls.py").read_text()
+    (tmp_path / "tlscopy.py").write_text(text.replace('name = "tls"', 'name = "tlscopy"'))
+    (tmp_path / "tlsplain.py").write_text(text.replace('name = "tls"', 'name = "tlsplain"').replace(
+        '    suites = {"quick": "", "standard": "*", "full": "*"}\n', ""))
+    monkeypatch.setattr(stacks, "__path__", [*stacks.__path__, str(tmp_path)])
+    stacks.registry.cache_clear()
+    try:
+        planned = {s: [x for p in load(s, None).parts if p.network for x in p.network["stacks"]]
+                   for s in ("quick", "standard", "full", "seeds")}
+    finally:
+        stacks.registry.cache_clear()
+    assert "tlscopy" in planned["quick"] and "tlscopy:*" in planned["standard"] and "tlscopy:*" in planned["full"]
+    assert "tlsplain" not in planned["quick"] and "tlsplain" in planned["standard"]
+    assert "tlsplain:*" in planned["full"] and "tlscopy" in planned["seeds"]      # R3's every stack
+    assert not any(s.startswith("tcp") for p in planned.values() for s in p)      # a baseline comes with its stack

@@ -84,3 +84,12 @@ def test_every_commands_help_ends_with_its_examples():
     for name, command in [("cryptcost", parser), *sub.choices.items()]:
         text = command.format_help()
         assert text.rstrip().endswith(EXAMPLES[name][-1]), name
+
+
+def test_the_stacks_the_guide_walks_through_are_the_real_files():
+    """docs/adding-a-stack.md shows securefs.py and tls.py whole: every declaration, as they are."""
+    guide = (ROOT / "docs/adding-a-stack.md").read_text()
+    shown = re.findall(r"<!-- file: (\S+) -->\n```python\n(.*?)```\n<!-- end file -->", guide, re.S)
+    assert [path for path, _ in shown] == ["src/cryptcost/stacks/securefs.py", "src/cryptcost/stacks/tls.py"]
+    for path, text in shown:
+        assert text == (ROOT / path).read_text(), f"{path} changed: paste it into docs/adding-a-stack.md again"

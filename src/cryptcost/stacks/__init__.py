@@ -56,6 +56,14 @@ def of_kind(kind: str | None) -> dict[str, type[Stack]]:
     return {n: c for n, c in registry().items() if kind is None or c.kind == kind}
 
 
+def in_suite(suite: str, kind: str, *, default_variants: bool = False) -> list[str]:
+    """The specs of the measured stacks of ``kind`` whose facts (``suites``) put them in ``suite``:
+    ``name`` for their default variants, ``name:*`` for every one (``default_variants``: never)."""
+    return [name + (":*" if how == "*" and not default_variants else "")
+            for name, cls in of_kind(kind).items()
+            if cls.role == "measured" and (how := getattr(cls, "suites", {}).get(suite)) is not None]
+
+
 def get(name: str, kind: str | None = None) -> type[Stack]:
     stacks = of_kind(kind)
     if name not in stacks:

@@ -30,7 +30,9 @@ through the endpoint; ``files``: the stack's own file transfer, see
 ``transport`` (what carries it on the wire, e.g. "UDP 51820"),
 ``exclusive`` (it claims fixed ports, addresses or routes in the namespaces:
 the runner gives each instance a link of its own, identical to the shared
-one, with its own iperf3 server).
+one, with its own iperf3 server), ``suites`` (the built-in suites that
+measure it without naming it, each with the variants it takes there: ``""``
+its default variants, ``"*"`` every one; :func:`cryptcost.stacks.in_suite`).
 
 Reference implementation: :mod:`cryptcost.stacks.tcp`.
 """
@@ -77,6 +79,7 @@ class NetworkStack(Stack):
     links: ClassVar[tuple[str, ...]] = ("netns", "loopback")
     transport: ClassVar[str] = "TCP"
     exclusive: ClassVar[bool] = False       # needs the link's namespaces to itself (fixed ports, routes)
+    suites: ClassVar[dict[str, str]] = {"standard": "", "full": "*"}    # suite → "" (default variants) or "*"
     # A stack the kernel can run itself (WireGuard, ESP), with a userspace fallback where it cannot:
     kernel_features: ClassVar[tuple[str, ...]] = ()          # all present: the kernel path
     userspace_tools: ClassVar[tuple[Tool, ...]] = ()         # needed only for the fallback

@@ -72,6 +72,7 @@ class Nfs(FileShareStack):
     description = "NFSv4.2 (the kernel's server at b, its client at a) with sec=sys, krb5, krb5i or krb5p"
     layer = "kernel"
     use_case = "file-share"
+    suites: dict[str, str] = {}      # the guest's kernel: seeds' R4, or by name
     baselines = ("nfs:sys",)
     baseline_variants = ("sys",)
     security = ("only sec=krb5p encrypts: sys, krb5 and krb5i send every file in plaintext (krb5 "

@@ -38,6 +38,7 @@ class Smb3(FileShareStack):
     description = "SMB 3.1.1 file share (smbd at b, smbclient at a), with or without encryption"
     layer = "userspace"
     use_case = "file-share"
+    suites = {"standard": "*", "full": "*"}
     baselines = ("smb3:off",)
     baseline_variants = ("off",)
     security = ("SMB3 encryption protects data in transit only; the share's files are plaintext on the "

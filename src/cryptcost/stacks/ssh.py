@@ -31,6 +31,7 @@ class Ssh(NetworkStack):
     description = "SSH port forwarding (ssh -N -L at a, a private sshd at b)"
     layer = "userspace"
     use_case = "remote-access"
+    suites = {"quick": "", "standard": "*", "full": "*"}
     baselines = ("tcp",)
     security = ("an SSH tunnel runs in one process per connection: its cipher work uses one core "
                 "for each direction",)

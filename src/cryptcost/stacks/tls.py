@@ -26,6 +26,7 @@ class Tls(NetworkStack):
     description = "TLS through stunnel (server at b in front of the service, client at a)"
     layer = "userspace"
     use_case = "service-tls"
+    suites = {"quick": "", "standard": "*", "full": "*"}
     baselines = ("tcp",)
     security = ("stunnel's TLS protects each connection, not the host: what reaches the forwarder's "
                 "local port at either end travels in plaintext there",)

@@ -32,6 +32,7 @@ class Wireguard(NetworkStack):
     description = "WireGuard tunnel (kernel module, or wireguard-go over TUN)"
     layer = "kernel"
     use_case = "site-to-site"
+    suites = {"quick": "", "standard": "", "full": ""}
     baselines = ("tcp",)
     security = ("WireGuard has one fixed suite (ChaCha20-Poly1305, Curve25519, BLAKE2s): nothing to "
                 "negotiate or downgrade, and no choice of cipher",

@@ -26,7 +26,7 @@ from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.errors import UserError
 from cryptcost.units import target_of
 from cryptcost.engines.base import ALL_SIZES
-from cryptcost.stacks import parse_spec
+from cryptcost.stacks import in_suite, parse_spec
 from cryptcost.stacks.fs import FILESYSTEMS
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads.storage import SETS, WORKLOADS
@@ -169,27 +169,31 @@ QUICK_ALGOS = ["aes-256-xts", "aes-256-gcm", "chacha20-poly1305", "xchacha20-pol
 R2_LUKS = ["aes-256-ecb", "aes-256-cbc-essiv", "aes-256-xts-plain64", "twofish-256-xts-plain64",
            "serpent-256-xts-plain64"]
 
-SUITE_PLANS: dict[str, dict] = {
-    # ≤ 5 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the ranking
-    # and the recommendation read (1 MiB sequential write and read), each sample ≥ 1 s of
-    # measured time after a warm-up round: fewer cells rather than noisier ones.
-    "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
-                          "sizes": [4096], "threads": [1], "accel": ["on"]},
-              "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
-                          "seq_cap": "256M", "ops_cap": 8192},
-              "network": {"stacks": ["tls", "ssh", "wireguard"], "workloads": ["send"], "seconds": 1},
-              "policy": {"min_samples": 3, "max_samples": 3, "warmup": 1}},
-    "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2], "accel": ["on", "off"]},
-                 "storage": {"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"],
-                             "size": "512M"},
-                 "network": {"stacks": ["tls:*", "ssh:*", "wireguard", "ipsec", "smb3:*"],
-                             "workloads": ["standard"], "accel": ["on", "off"]},
-                 "policy": {"min_samples": 3, "max_samples": 6, "warmup": 1}},
-    "full": {"ciphers": {"sizes": list(ALL_SIZES), "threads": [1, 2], "accel": ["on", "off"]},
-             "storage": {"stacks": ["all"], "workloads": ["full"], "size": "1024M"},
-             "network": {"stacks": ["tls:*", "ssh:*", "wireguard", "ipsec:*", "smb3:*"], "workloads": ["full"]},
-             "policy": {"min_samples": 3, "max_samples": 10, "warmup": 1}},
-}
+def suite_plans() -> dict[str, dict]:
+    """The built-in suites as plans. Storage takes every storage stack; network takes the
+    network stacks whose declared ``suites`` name the suite (a new plugin is in the moment
+    its file is, if its facts say so), with the variants they declare for it."""
+    return {
+        # ≤ 5 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the ranking
+        # and the recommendation read (1 MiB sequential write and read), each sample ≥ 1 s of
+        # measured time after a warm-up round: fewer cells rather than noisier ones.
+        "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
+                              "sizes": [4096], "threads": [1], "accel": ["on"]},
+                  "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
+                              "seq_cap": "256M", "ops_cap": 8192},
+                  "network": {"stacks": in_suite("quick", "network"), "workloads": ["send"], "seconds": 1},
+                  "policy": {"min_samples": 3, "max_samples": 3, "warmup": 1}},
+        "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2], "accel": ["on", "off"]},
+                     "storage": {"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"],
+                                 "size": "512M"},
+                     "network": {"stacks": in_suite("standard", "network"),
+                                 "workloads": ["standard"], "accel": ["on", "off"]},
+                     "policy": {"min_samples": 3, "max_samples": 6, "warmup": 1}},
+        "full": {"ciphers": {"sizes": list(ALL_SIZES), "threads": [1, 2], "accel": ["on", "off"]},
+                 "storage": {"stacks": ["all"], "workloads": ["full"], "size": "1024M"},
+                 "network": {"stacks": in_suite("full", "network"), "workloads": ["full"]},
+                 "policy": {"min_samples": 3, "max_samples": 10, "warmup": 1}},
+    }
 
 
 # R3's question for every stack: what hardware acceleration is worth, and how it scales with cores.
@@ -216,8 +220,8 @@ def seeds_plans() -> list[dict]:
                       "workloads": ["seq"], "size": "512M", "cpus": [1, 2]}}
     r3_stacks = {"run": {"label": "R3 AES-NI and cores for every stack, 1 MiB sequential"}, **ACCEL_CORES,
                  "storage": {**ACCEL_CORES["storage"], "cpus": [1, 2], "size": "512M"},
-                 "network": {"stacks": ["tls", "ssh", "wireguard", "ipsec", "smb3"], "workloads": ["send"],
-                             "accel": ["on", "off"], "cpus": [1, 2]}}
+                 "network": {"stacks": in_suite("standard", "network", default_variants=True),
+                             "workloads": ["send"], "accel": ["on", "off"], "cpus": [1, 2]}}
     r4 = {"run": {"label": "R4 NFS 4.2 with Kerberos: sec=sys, krb5, krb5i, krb5p"},
           "ciphers": False, "storage": False,
           "network": {"stacks": ["nfs:*"], "workloads": ["put", "get", "smallfiles"]}}
@@ -266,9 +270,9 @@ def load(suite: str | None, plan_file: str | None) -> RunPlan:
                               "get and small-file copies; NFS 3 needs rpcbind and a second mount protocol",
                     "install": None}]
     elif suite == "standard":
-        bases = [SUITE_PLANS["standard"], STANDARD_ACCEL]
+        bases = [suite_plans()["standard"], STANDARD_ACCEL]
     else:
-        bases = [SUITE_PLANS.get(suite, {})]
+        bases = [suite_plans().get(suite, {})]
     parts, policy, model = [], {}, {}
     for base in bases:
         merged = validate(_merge(base, data), where)
