@@ -300,3 +300,25 @@ def test_a_renamed_copy_of_a_network_plugin_is_planned_measured_and_recommended(
              if r.get("use_case") == get("tls").use_case]
     # ranked against tls in its use case, with its own figures: the two are one program, so they tie
     assert "tlscopy:" in rec["text"] and "tls:" in rec["text"] and "vs tcp" in rec["text"], rec
+
+
+@pytest.mark.root
+def test_a_network_profile_finds_the_cipher_in_the_tunnels_own_library(cli):
+    """--profile on a network stack: stunnel's AES-GCM runs in libcrypto, at both ends."""
+    _available("tls")
+    from cryptcost.engines import perf
+    from cryptcost.errors import Unavailable
+    try:
+        perf.check()
+    except Unavailable as exc:
+        skip_or_fail("profile", str(exc))
+    done = cli("network", "--stacks", "tls", "--workloads", "send", "--seconds", "1", "--profile",
+               "--min-samples", "2", "--max-samples", "2", "--json", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    tls = [r for r in json.loads(done.stdout)["results"] if r["stack"].startswith("tls:")][0]
+    rows = tls["profile"]["rows"]
+    assert tls["profile"]["samples"] > 50 and tls["samples"] == 2
+    assert any(x["comm"].startswith("stunnel") and x["dso"].startswith("libcrypto") for x in rows), rows[:10]
+    report = json.loads(cli("report", "latest", "--format", "json").stdout)["analysis"]
+    [b] = [b for b in report["bottlenecks"] if b["stack"] == tls["stack"]]
+    assert "perf" in b["explanation"] or b["bottleneck"] == "cipher", b

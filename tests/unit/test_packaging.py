@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NOT_IN_MAIN = {"zfsutils-linux (contrib, with zfs-dkms)"}     # named, not installed: needs a module build
 # What the CI machine's kernel has (the brief): FUSE, loop devices, ext4 with fscrypt, netns, veth, TUN.
 CI_KERNEL = {"fuse", "loop", "fscrypt", "netns", "veth", "tun"}
-# required checks that are not stacks: root itself, the browser, the guest, the workqueue cpumask
-CI_EXTRAS = {"root", "chromium", "vm", "pinning"}
+# required checks that are not stacks: root itself, the browser, the guest, the workqueue cpumask, perf
+CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile"}
 
 
 def listed_packages() -> set[str]:

@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from cryptcost import stats
-from cryptcost.analysis import bottleneck, costmodel, recommend, scaling
+from cryptcost.analysis import bottleneck, costmodel, profile, recommend, scaling
 from cryptcost.analysis.cells import cell, facts, is_baseline  # noqa: F401 (the package's API)
 from cryptcost.units import rate, size
 
@@ -54,13 +54,17 @@ def analyze(results: list[dict], host: dict, skipped: list[dict] | None = None, 
             a.cycles_per_byte[i] = r["cpu_s_per_gib"] / GiB * mhz * 1e6
         base = index.get(cell(r, stack=r["baseline"])) if r.get("baseline") else None
         large = index.get(cell(r, block_bytes=1 << 20))
-        a.verdicts[i] = bottleneck.classify(r, base, large, _fuse_baseline(r, index), ciphers, host).to_dict()
+        v = bottleneck.classify(r, base, large, _fuse_baseline(r, index), ciphers, host)
+        spent = profile.layers(r.get("profile"), frozenset(facts(r).get("tools") or ()))
+        a.verdicts[i] = bottleneck.with_profile(v, spent, f"{r['stack']} {r['op']} {size(r['block_bytes'])}").to_dict()
     network = [r for r in results if r.get("kind") == "network"]
     net_index = {cell(r): r for r in network}
     for i, r in enumerate(results):
         if r.get("kind") == "network":
             base = net_index.get(cell(r, stack=r["baseline"])) if r.get("baseline") else None
-            a.verdicts[i] = bottleneck.classify_network(r, base, ciphers, host).to_dict()
+            v = bottleneck.classify_network(r, base, ciphers, host)
+            spent = profile.layers(r.get("profile"), frozenset(facts(r).get("tools") or ()))
+            a.verdicts[i] = bottleneck.with_profile(v, spent, f"{r['stack']} {r['workload']}").to_dict()
     a.scaling = scaling.curves(results, a.verdicts, host, skipped)
     a.findings = host_noise(ciphers, storage + network) + findings(storage, ciphers) + \
         network_findings(network) + scaling.findings(a.scaling)

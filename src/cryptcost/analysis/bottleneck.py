@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cryptcost.analysis import profile
 from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import rate
 
@@ -267,3 +268,21 @@ def classify_network(r: dict, baseline: dict | None, ciphers: list[dict], host: 
                        f"{label} {rate(value)}, {ratio}: a core was {busy:.0%} busy; both ends share this "
                        "host's CPUs")
     return verdict("unknown", "no rule holds", f"{label} {rate(value)}, {ratio}, cipher ceiling {shown_cipher}")
+
+
+def with_profile(v: Verdict, split: dict | None, label: str) -> Verdict:
+    """A verdict held against the cell's CPU profile (``analysis.profile``): where the
+    cipher takes at least half of the busy CPU it binds, whatever the ceilings inferred
+    (a device or link ceiling stays: the stack already runs at its baseline's speed); otherwise
+    the profile is said next to the verdict, as its evidence."""
+    if not split:
+        return v
+    share = split["of_busy"].get("cipher", 0.0)
+    ceilings = {**v.ceilings, "profile": split}
+    if share >= profile.CIPHER_BOUND and v.bottleneck not in ("device", "link", "cipher"):
+        ran = ", ".join(split["cipher_symbols"]) or "its crypto code"
+        return Verdict("cipher", f"{label}: {share:.0%} of the busy CPU ran the cipher ({ran}), by its CPU "
+                                 f"profile: cipher-bound (the ceilings alone said {v.bottleneck})",
+                       {**ceilings, "rule": f"profile: the cipher ≥ {profile.CIPHER_BOUND:.0%} of the busy CPU"})
+    return Verdict(v.bottleneck, f"{v.sentence}; {profile.sentence(split)}", ceilings)
+

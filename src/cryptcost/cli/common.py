@@ -62,6 +62,12 @@ def add_cpus_option(p) -> None:
                    "CPUs (softirq is not): the scaling curve (default: no pinning)")
 
 
+def add_profile_option(p) -> None:
+    p.add_argument("--profile", action="store_true",
+                   help="after the samples, one more round under perf (every CPU, sampled only while each "
+                        "pass runs): where each cell's CPU time goes, by layer, said in its verdict")
+
+
 def cpu_counts(args) -> list[int | None]:
     """``--cpus`` as a list of counts, each checked against this process's CPUs; [None] without it."""
     if not getattr(args, "cpus", None):

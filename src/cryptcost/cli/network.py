@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option, cpu_counts, err, parse_accel, parse_list,
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option, add_profile_option, cpu_counts, err, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.links import LINKS
 from cryptcost.report.terminal import network_table
@@ -28,6 +28,7 @@ def add_parser(sub, common) -> None:
     p.add_argument("--file-size", default="256M", help="size of the file-share workloads' large file "
                    "(default: 256M)")
     add_cpus_option(p)
+    add_profile_option(p)
     add_policy_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object with a results list")
     add_host_options(p)
@@ -41,7 +42,8 @@ def plan_from(args) -> NetworkPlan:
         raise UserError(f"--file-size {args.file_size}: use 1M … 8G")
     return NetworkPlan(stacks=parse_list(args.stacks, "stack"), link=args.link, mtu=args.mtu,
                        workloads=parse_list(args.workloads, "workload"), streams=args.streams,
-                       seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)))
+                       seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)),
+                       profile=args.profile)
 
 
 def run(args) -> int:

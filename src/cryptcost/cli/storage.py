@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option, cpu_counts, parse_accel, parse_list,
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option, add_profile_option, cpu_counts, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.media import parse_medium
 from cryptcost.units import parse_size
@@ -37,6 +37,7 @@ def add_options(p) -> None:
     p.add_argument("--accel", default="on", help="on (default), or on,off: each measured stack also with "
                    "its crypto library's hardware acceleration off, verified by the speed drop")
     add_cpus_option(p)
+    add_profile_option(p)
 
 
 def plan_from(args) -> StoragePlan:
@@ -48,7 +49,8 @@ def plan_from(args) -> StoragePlan:
         raise UserError(f"--size {args.size} is too small: at least 64M")
     medium = parse_medium(args.medium, destroy=args.destroy_data_on, force=args.force)
     return StoragePlan(stacks=parse_list(args.stacks, "stack"), medium=medium, workloads=workloads,
-                       size=size, fs=args.fs, accel=tuple(parse_accel(args.accel)))
+                       size=size, fs=args.fs, accel=tuple(parse_accel(args.accel)),
+                       profile=getattr(args, "profile", False))
 
 
 def measure(args, sink, plan: StoragePlan | None = None):

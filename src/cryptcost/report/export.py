@@ -26,10 +26,10 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
         data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
                                                 "predictions", "target", "scaling")}
         data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]    # reference → twin → stack
-        data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"], "op": r["op"],
-                                            "block": r["block"], "bottleneck": r["bottleneck"],
-                                            "explanation": r["explanation"]}
-                                           for r in doc["storage"] if r["bottleneck"]]
+        data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"],
+                                            "op": r.get("op", r["workload"]), "block": r.get("block", ""),
+                                            "bottleneck": r["bottleneck"], "explanation": r["explanation"]}
+                                           for r in doc["storage"] + doc["network"] if r["bottleneck"]]
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 

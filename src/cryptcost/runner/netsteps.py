@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -98,6 +98,8 @@ class NetRunner:
     def __init__(self, res: Resources, workdir: Path, seconds: float, files: FileSource | None = None):
         self.res, self.workdir = res, workdir
         self.seconds, self.files = seconds, files
+        # What each measured transfer runs inside (a profiler's sampling window); nothing by default.
+        self.window = lambda inst, op: nullcontext()
 
     # --- the canary ---------------------------------------------------------------
     def canary(self, inst: NetInstance) -> dict:
@@ -126,7 +128,7 @@ class NetRunner:
         try:
             with self._capture(inst) as cap:
                 if op.traffic == "stream":
-                    with meter.window():
+                    with self.window(inst, op), meter.window():
                         moved, seconds, ends = self._stream(inst, op)
                 else:
                     moved, seconds, ends = self._files(inst, op, meter)
@@ -203,7 +205,7 @@ class NetRunner:
             if op.workload == "get":
                 stack.forget([src.big.name])
             client_before = cpu.children_cpu()
-            with meter.window():
+            with self.window(inst, op), meter.window():
                 start = time.perf_counter()
                 if op.workload == "put":
                     stack.put(self.res, [src.big], "")

@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from cryptcost import proc, stats
-from cryptcost.engines import iperf3
+from cryptcost.engines import iperf3, perf
 from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
@@ -28,6 +28,7 @@ from cryptcost.links import Link, parse_link
 from cryptcost.model import Cell, Job, Result, Sample, metric_median as median
 from cryptcost.runner import pairing, pinning
 from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
+from cryptcost.runner.profile import attach, profile_round
 from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable, schedule
 from cryptcost.runner.sink import Sink
 from cryptcost.stacks.net import NetworkStack
@@ -50,6 +51,7 @@ class NetworkPlan:
     part: str | None = None
     cpus: int | None = None              # both ends' programs and daemons pinned to this many CPUs
     affinity: str | None = None          # what the pass on ``cpus`` pinned (runner.pinning)
+    profile: bool = False                # a profiled round after the samples: where each cell's CPU goes (perf)
 
 
 @dataclass
@@ -85,6 +87,8 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
     if not plan.accel or set(plan.accel) - {True, False}:
         raise UserError("bad --accel: use on, off or on,off")
     cpu.check_cpu_count(plan.cpus)
+    if plan.profile:
+        perf.check()
     resolved, skipped = resolve(plan.stacks, plan.link, (True,) + tuple(a for a in plan.accel if not a))
     for stack, _ in resolved:
         if plan.link not in stack.links:
@@ -176,6 +180,8 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
             for op in _ordered(ops) for i in ready if op in ops[i.label]]
     sink = sink or Sink()
     series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, n, s: sink.sample(key, n, s))
+    profiles = profile_round(res, runner, [(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]],
+                             cell) if plan.profile and ready else {}
     for inst in ready:
         for op in ops[inst.label]:
             s = series.get(cell[(inst.label, op.key)])
@@ -183,7 +189,7 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
                 continue
             if not pairing.failed_series(out, inst.label, op.workload, s, "network"):
                 continue
-            out.results.append(_result(inst, op, s, series, plan, policy.target))
+            out.results.append(attach(_result(inst, op, s, series, plan, policy.target), profiles))
     out.results = pairing.store_results(out.results, sink)
     return out
 

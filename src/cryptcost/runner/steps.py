@@ -30,15 +30,14 @@ warm-up.
 
 from __future__ import annotations
 
-import io
 import os
-import random
 import re
 import statistics
-import tarfile
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from cryptcost import proc
 from cryptcost.engines import fio
@@ -84,25 +83,6 @@ def reset_one_file(res: Resources, inst: Instance, path: Path) -> str:
     return inst.stack.reset_cache(res)
 
 
-def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
-    """A tar of a generated source-like tree (random bytes, 1–32 KiB files,
-    nested directories) on a private tmpfs: (path, payload bytes)."""
-    rng = random.Random(seed)
-    root = res.tmpdir("cryptcost-tree-")
-    res.tmpfs(root, files * 40 * 1024 + (16 << 20), "0700")
-    archive = root / "tree.tar"
-    total = 0
-    with tarfile.open(archive, "w") as tar:
-        for i in range(files):
-            size = rng.randint(1024, 32 * 1024)
-            info = tarfile.TarInfo(f"src/mod{i % 40:02d}/sub{i % 7}/file{i:05d}.c")
-            info.size = size
-            info.mtime = 1_700_000_000
-            tar.addfile(info, io.BytesIO(os.urandom(size)))
-            total += size
-    return archive, total
-
-
 def _daemon_cpu(pids: list[int]) -> float:
     return sum(cpu.process_cpu(pids).values()) if pids else 0.0
 
@@ -123,6 +103,8 @@ class StepRunner:
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
+        # What each pass's engine runs inside (a profiler's sampling window); nothing by default.
+        self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = lambda inst, op: nullcontext()
 
     def stat_dir(self) -> Path | None:
         """A private directory where fio leaves /proc/stat as it was at its
@@ -268,7 +250,9 @@ class StepRunner:
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
         if op.engine == "fio":
             job = self.job(inst, op, step, left)
-            outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step), stat_dir=self.stat_dir())
+            with self.window(inst, op):        # a write's window holds its writeback too: fscrypt encrypts there
+                outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step), stat_dir=self.stat_dir())
+                settled = inst.stack.settle() if op.op in WRITES else 0.0
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
             if outcome.stat:
@@ -278,7 +262,7 @@ class StepRunner:
                                                                     " until fio exited")
             if op.op in WRITES:
                 # One clock for every stack: fio's, plus the time until the data is durable.
-                metrics["settle_s"] = inst.stack.settle()
+                metrics["settle_s"] = settled
                 seconds += metrics["settle_s"]
                 metrics["timing"] = "fio's runtime + the time until durable on the medium"
             count = outcome.total_ios
@@ -288,9 +272,11 @@ class StepRunner:
             if self.by_time(inst, op):
                 metrics.update(pass_bytes=moved, cut_by_time=bool(job.cap) and moved < job.size)
         elif op.engine == "untar":
-            moved, count, seconds = self.untar(inst)
+            with self.window(inst, op):
+                moved, count, seconds = self.untar(inst)
         else:
-            moved, count, seconds, engine = self.dbench(inst, op, step)
+            with self.window(inst, op):
+                moved, count, seconds, engine = self.dbench(inst, op, step)
             metrics["engine"] = engine
         metrics["harness_cpu_s"] = cpu.harness_cpu() - harness
         after, dafter = cpu.stat_snapshot(), _daemon_cpu(pids)

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from cryptcost import proc, stats
+from cryptcost.engines import perf
 from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
@@ -30,9 +31,10 @@ from cryptcost.media import Medium
 from cryptcost.model import Cell, Job, Result, Sample, metric_median as median
 from cryptcost.runner import pairing, pinning, quiet
 from cryptcost.runner.integrity import check_pattern
+from cryptcost.runner.profile import attach, profile_round
 from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable, schedule
 from cryptcost.runner.sink import Sink
-from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, make_archive, reset_one_file
+from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, reset_one_file
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -55,6 +57,7 @@ class StoragePlan:
     accel: tuple[bool, ...] = (True,)   # (True, False): each measured stack also with acceleration off
     warmed: dict | None = None       # the memory touched before the first sample (runner.quiet.warm_memory)
     memory_noise: dict | None = None  # the host's memory bandwidth and its spread then (runner.quiet.memory_noise)
+    profile: bool = False            # a profiled round after the samples: where each cell's CPU goes (perf)
 
 
 @dataclass
@@ -90,6 +93,8 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
     if os.geteuid() != 0:
         raise UserError("storage stacks need root (loop devices, mounts, FUSE): run with sudo")
     cpu.check_cpu_count(plan.cpus)
+    if plan.profile:
+        perf.check()
     if plan.size is None:
         plan.size = plan.medium.auto_size(len(resolved))
     plan.medium.check(plan.size, len(resolved))
@@ -169,7 +174,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
         except (CryptcostError, OSError) as exc:
             setup_failed(inst, exc)
     ready = [i for i in instances if not i.error]
-    archive = make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
+    archive = wl.make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
     runner = StepRunner(res, archive, direct, warm_up=policy.warmup > 0)
     steps = wl.steps(names, sizes, direct)
     cell = {(inst.label, op.key): _cell(inst, op, plan) for step in steps for op in step.ops for inst in ready}
@@ -189,6 +194,8 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, i, s: sink.sample(key, i, s))
     outcome = StorageOutcome(skipped=skipped, cache_mode="direct" if direct else "buffered+fsync",
                              failed=failed)
+    profiles = profile_round(res, runner, [(i, step) for step in steps for i in ready], cell) \
+        if plan.profile and ready else {}
     for inst in ready:
         for step in steps:
             for op in step.ops:
@@ -197,7 +204,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
                     continue
                 if not pairing.failed_series(outcome, inst.label, op.workload, s, "storage"):
                     continue
-                outcome.results.append(_result(inst, op, s, series, plan, policy.target))
+                outcome.results.append(attach(_result(inst, op, s, series, plan, policy.target), profiles))
     outcome.results = pairing.store_results(outcome.results, sink)
     return outcome
 

@@ -57,7 +57,7 @@ def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
     return [StoragePlan(stacks=list(s.get("stacks", ["all"])), medium=medium,
                         workloads=list(s.get("workloads", ["quick"])), size=size, fs=s.get("fs", "ext4"),
                         sizes=sizes, cpus=cpus, part=part,
-                        accel=tuple(a == "on" for a in s.get("accel", ["on"])))
+                        accel=tuple(a == "on" for a in s.get("accel", ["on"])), profile=s.get("profile", False))
             for cpus in (s.get("cpus") or [None])]
 
 
@@ -67,7 +67,8 @@ def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
                         workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
                         seconds=n.get("seconds", 2), file_bytes=parse_size(str(n.get("file_size", "256M")),
                                                                             "network.file_size"),
-                        accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part, cpus=cpus)
+                        accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part, cpus=cpus,
+                        profile=n.get("profile", False))
             for cpus in (n.get("cpus") or [None])]
 
 

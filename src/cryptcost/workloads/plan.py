@@ -4,8 +4,8 @@ A plan has up to five tables; every key is optional::
 
     [run]      label = "nas-2026"                 suite = "quick"   (a base to start from)
     [ciphers]  engines, algorithms, sizes, threads, accel = ["on", "off"], seconds
-    [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2], accel = ["on", "off"]
-    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds, file_size, accel, cpus
+    [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2], accel = ["on", "off"], profile
+    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds, file_size, accel, cpus, profile
     [policy]   min_samples, max_samples, ci_target (percent), warmup
     [model]    device_speed = "3GB/s", link = "1GbE"
 
@@ -44,11 +44,11 @@ SCHEMA: dict[str, dict[str, tuple]] = {
                 "workloads": ("list[str]", tuple(WORKLOADS) + tuple(SETS) + ("seq-quick", "seq-1m")),
                 "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
                 "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None),
-                "accel": ("list[str]", ("on", "off"))},
+                "accel": ("list[str]", ("on", "off")), "profile": ("bool", None)},
     "network": {"stacks": ("list[str]", None), "link": ("str", ("netns", "loopback")), "mtu": ("int", None),
                 "workloads": ("list[str]", tuple(netwl.WORKLOADS) + tuple(netwl.SETS)), "streams": ("int", None),
                 "seconds": ("int", None), "file_size": ("size", None), "accel": ("list[str]", ("on", "off")),
-                "cpus": ("list[int]", None)},
+                "cpus": ("list[int]", None), "profile": ("bool", None)},
     "policy": {"min_samples": ("int", None), "max_samples": ("int", None), "ci_target": ("float", None),
                "warmup": ("int", None)},
     "model": {"device_speed": ("str", None), "link": ("str", None)},

@@ -11,11 +11,17 @@ from the page cache.
 
 from __future__ import annotations
 
+import io
+import os
+import random
+import tarfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptcost import units
 from cryptcost.engines.fio import FioJob
 from cryptcost.errors import UserError
+from cryptcost.lifecycle.resources import Resources
 
 KiB, MiB = 1024, 1024 * 1024
 R3_SIZES = (512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB)
@@ -212,3 +218,22 @@ def steps(names: list[str], sizes: Sizes, direct: bool) -> list[Step]:
                                     f"{op.op} {units.size(op.block_bytes)}: choose one of them")
             steps.append(step)
     return steps
+
+
+def make_archive(res: Resources, files: int, seed: int = 1) -> tuple[Path, int]:
+    """A tar of a generated source-like tree (random bytes, 1–32 KiB files,
+    nested directories) on a private tmpfs: (path, payload bytes)."""
+    rng = random.Random(seed)
+    root = res.tmpdir("cryptcost-tree-")
+    res.tmpfs(root, files * 40 * 1024 + (16 << 20), "0700")
+    archive = root / "tree.tar"
+    total = 0
+    with tarfile.open(archive, "w") as tar:
+        for i in range(files):
+            size = rng.randint(1024, 32 * 1024)
+            info = tarfile.TarInfo(f"src/mod{i % 40:02d}/sub{i % 7}/file{i:05d}.c")
+            info.size = size
+            info.mtime = 1_700_000_000
+            tar.addfile(info, io.BytesIO(os.urandom(size)))
+            total += size
+    return archive, total

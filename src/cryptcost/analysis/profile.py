@@ -1,0 +1,113 @@
+"""Where a cell's CPU time went: its profile's rows sorted into layers.
+
+A stored profile (``runner.profile``) holds ``perf report``'s rows: each
+(command, shared object, symbol)'s share of all samples on every CPU during
+the profiled passes. :func:`layers` sorts them, first rule that matches:
+
+* ``idle`` — the idle loop (swapper, ``*_idle``, ``*safe_halt``);
+* ``cipher`` — the cipher itself: the kernel's crypto code (AES, XTS, GCM,
+  ChaCha20, Poly1305, GHASH, …), and in user space the crypto libraries
+  (libcrypto, libgcrypt, nettle, Crypto++) and Go's ``crypto/`` packages;
+* ``copy`` — copies between user and kernel space and within memory;
+* ``fuse`` — the FUSE kernel module and libfuse;
+* ``page cache`` — the page cache, ext4/xfs/btrfs and their journals;
+* ``block`` — the block layer, loop, device-mapper, the workqueues' glue;
+* ``measuring tool`` — fio's own code, its start-up included (the window
+  opens before fio starts: its dynamic linking and timer calibration are in);
+* ``stack (user)`` / ``kernel, other`` / ``user, other`` — the rest, by
+  where it ran.
+
+The shares are of all CPU time in the windows; ``of_busy`` divides by what
+was not idle, which is what a bottleneck is judged on.
+"""
+
+from __future__ import annotations
+
+import re
+
+LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "measuring tool", "stack (user)",
+          "kernel, other", "user, other", "idle")
+CIPHER_BOUND = 0.5          # the cipher takes at least half the busy CPU: it binds
+
+_IDLE = re.compile(r"(^|_)idle|safe_halt|^cpuidle|^do_idle|mwait|^poll_idle|^default_idle")
+_KCIPHER = re.compile(r"aes|xts|gcm|ghash|gf128|chacha|poly1305|serpent|twofish|adiantum|nh_|sha\d|"
+                      r"blake2|crc32c|xctr|essiv|_encrypt|_decrypt|crypt_(convert|iv)|skcipher|aead")
+_UCIPHER_DSO = re.compile(r"libcrypto|libgcrypt|libnettle|libhogweed|libcrypto\+\+|libcryptopp|libsodium|"
+                          r"libgnutls|libmbedcrypto")
+_UCIPHER_SYM = re.compile(r"^(crypto/|golang\.org/x/crypto|vendor/golang\.org/x/crypto|"
+                          r"github\.com/rfjakob/eme)|aes|gcm|chacha|poly1305|ghash")
+_COPY = re.compile(r"copy_(to|from)_(user|iter)|_copy_(to|from)_iter|copy_user|copy_page|memcpy|memmove|"
+                   r"rep_mov|__memmove|__memcpy|copyin|copyout|clear_page|memset")
+_FUSE = re.compile(r"^fuse_|^__fuse|fuse_dev|fuse_(simple|read|write|copy)")
+_PAGECACHE = re.compile(r"^(filemap|folio|page_cache|pagecache|ext4|jbd2|xfs|btrfs|iomap|mpage|"
+                        r"generic_perform_write|generic_file|__filemap|find_get|pagevec|mark_buffer|"
+                        r"writeback|wb_|__writeback|lru_|shmem)")
+_BLOCK = re.compile(r"^(blk|bio|__blk|submit_bio|loop_|lo_|dm_|kcryptd|crypt_|__submit|"
+                    r"bdev|mq_|elv|nvme|scsi|virtblk|iov_iter)")
+
+
+def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
+    """The layer one row of a profile belongs to (see the module docstring)."""
+    comm, dso, sym, kernel = row.get("comm", ""), row.get("dso", ""), row.get("sym", ""), row.get("where") == "kernel"
+    if comm == "swapper" or _IDLE.search(sym):
+        return "idle"
+    if kernel:
+        if _KCIPHER.search(sym) and not _PAGECACHE.match(sym):
+            return "cipher"
+        if _COPY.search(sym):
+            return "copy"
+        if _FUSE.search(sym):
+            return "fuse"
+        if _PAGECACHE.match(sym):
+            return "page cache"
+        if _BLOCK.match(sym):
+            return "block"
+        return "kernel, other"
+    if _UCIPHER_DSO.search(dso) or (not dso.startswith("lib") and _UCIPHER_SYM.search(sym)):
+        return "cipher"
+    if _COPY.search(sym):
+        return "copy"
+    if "libfuse" in dso:
+        return "fuse"
+    if comm == "fio" or dso == "fio":
+        return "measuring tool"
+    if comm in daemons or dso in daemons:
+        return "stack (user)"
+    return "user, other"
+
+
+def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict | None:
+    """{``shares``: layer → share of all CPU time, ``busy``: the share not idle, ``of_busy``:
+    layer → share of the busy time, ``top``: the largest non-idle rows with their layer,
+    ``cipher_symbols``: what the cipher share ran}; None without a profile's rows.
+    ``daemons``: the stack's daemons' command names (their other code is the stack's own)."""
+    rows = (profile or {}).get("rows")
+    if not rows:
+        return None
+    shares = dict.fromkeys(LAYERS, 0.0)
+    tagged = []
+    for row in rows:
+        name = layer(row, daemons)
+        shares[name] += row["share"]
+        tagged.append({**row, "layer": name})
+    # rows below perf's cut-off are the long tail: left out of every layer, said as such
+    shares = {k: v for k, v in shares.items() if v > 0}
+    busy = sum(v for k, v in shares.items() if k != "idle")
+    of_busy = {k: v / busy for k, v in shares.items() if k != "idle"} if busy else {}
+    cipher = [r for r in tagged if r["layer"] == "cipher"]
+    return {"shares": shares, "busy": busy, "of_busy": of_busy, "unlisted": max(0.0, 1 - sum(shares.values())),
+            "vs_median": profile.get("vs_median"), "samples": profile.get("samples"),
+            "top": [r for r in tagged if r["layer"] != "idle"][:8],
+            "cipher_symbols": [f"{r['sym']} ({r['dso']})" if r["where"] == "user" else r["sym"]
+                               for r in cipher[:3]]}
+
+
+def sentence(split: dict) -> str:
+    """``perf: 62 % of the busy CPU in the cipher (aesti_encrypt, aesti_decrypt), 14 % copies, …``."""
+    parts = [f"{share:.0%} {name if name != 'cipher' else 'the cipher'}"
+             for name, share in sorted(split["of_busy"].items(), key=lambda kv: -kv[1]) if share >= 0.05]
+    head = ", ".join(parts[:4])
+    what = f" ({', '.join(split['cipher_symbols'])})" if split["cipher_symbols"] else ""
+    ran = f", the profiled round at {split['vs_median']:.0%} of the median" if split.get("vs_median") else ""
+    return f"where the busy CPU went (perf, {split['busy']:.0%} of all CPU time busy{ran}): {head}" + \
+        (f"; the cipher ran in {what.strip(' ()')}" if what else "")

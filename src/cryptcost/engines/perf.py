@@ -1,0 +1,151 @@
+"""perf: where the CPU time of a measured window goes, on every CPU.
+
+:func:`record` starts ``perf record -e cpu-clock -a -g`` with its events
+off and a control FIFO (``--control``, ``-D -1``), so that perf's own
+start-up is never sampled; :meth:`Recording.window` turns sampling on for
+the code inside it and off after, as often as the work has passes;
+:meth:`Recording.close` ends perf (SIGTERM: it writes its file and exits).
+:func:`top` reads the file with ``perf report`` into rows — the share of
+all samples, the command, the shared object and the symbol — that the
+analysis sorts into layers (``analysis.profile``). ``cpu-clock`` is a
+software event: it works in a VM without a PMU, and idle CPUs show as
+samples in the idle loop, so a row's share is of all CPU time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from cryptcost import proc
+from cryptcost.errors import ProcessError, Unavailable
+from cryptcost.host.tools import tool
+from cryptcost.lifecycle.resources import Resources
+
+PERF = tool("perf")
+FREQ = 499                   # samples per second per CPU: off the timer's beat, and cheap
+ACK_TIMEOUT = 10.0
+_ADDRESS = re.compile(r"^0x[0-9a-f]+$")
+
+
+def check() -> None:
+    """Raise :class:`Unavailable` saying why perf cannot profile here."""
+    if not PERF.path():
+        raise Unavailable("perf is not installed", install=PERF.package)
+    if os.geteuid() != 0:
+        paranoid = Path("/proc/sys/kernel/perf_event_paranoid")
+        if paranoid.exists() and int(paranoid.read_text().split()[0] or 2) > -1:
+            raise Unavailable("perf needs root to sample every CPU (kernel.perf_event_paranoid > -1)",
+                              install="run with sudo")
+
+
+@dataclass
+class Recording:
+    """One ``perf record`` process, sampling only inside :meth:`window`."""
+
+    path: Path
+    daemon: proc.Daemon
+    ctl: int
+    ack: int
+    seconds: float = 0.0                  # the time sampling was on
+    windows: int = 0
+    res: Resources | None = field(default=None, repr=False)
+
+    def _say(self, command: bytes) -> None:
+        os.write(self.ctl, command + b"\n")
+        deadline = time.monotonic() + ACK_TIMEOUT
+        got = b""
+        while not got.startswith(b"ack"):
+            if time.monotonic() > deadline or not self.daemon.alive():
+                raise self.daemon.fail(f"perf did not acknowledge {command.decode()!r}")
+            try:
+                got += os.read(self.ack, 16)
+            except BlockingIOError:
+                time.sleep(0.005)
+
+    @contextmanager
+    def window(self) -> Iterator[None]:
+        self._say(b"enable")
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.windows += 1
+            self._say(b"disable")
+
+    def close(self) -> Path:
+        """End perf; the file it wrote."""
+        if self.res is not None:
+            self.res.stop(self.daemon, timeout=30)
+        else:
+            self.daemon.stop(timeout=30)
+        for fd in (self.ctl, self.ack):
+            os.close(fd)
+        if not self.path.exists():
+            raise self.daemon.fail("perf record wrote no file")
+        return self.path
+
+
+def record(res: Resources, path: Path) -> Recording:
+    """Start perf, sampling nothing until a :meth:`Recording.window`."""
+    check()
+    ctl, ack = path.with_suffix(".ctl"), path.with_suffix(".ack")
+    for fifo in (ctl, ack):
+        os.mkfifo(fifo, 0o600)
+    # O_RDWR: opening a FIFO for reading or writing alone would wait for the other end
+    ctl_fd, ack_fd = os.open(ctl, os.O_RDWR), os.open(ack, os.O_RDWR | os.O_NONBLOCK)
+    daemon = res.daemon(["perf", "record", "-e", "cpu-clock", "-F", str(FREQ), "-a", "-g", "-D", "-1",
+                         "--control", f"fifo:{ctl},{ack}", "-o", str(path)],
+                        logfile=str(path.with_suffix(".log")))
+    return Recording(path, daemon, ctl_fd, ack_fd, res=res)
+
+
+def top(path: Path, min_share: float = 0.001) -> tuple[list[dict], int]:
+    """(rows of ``perf report``: ``share`` of all samples (from its ``samples``, not perf's
+    rounded percentage), ``comm``, ``dso``, ``sym``, ``where`` (kernel or user), largest
+    first, down to ``min_share`` of all samples; the number of samples). The addresses of
+    a program without symbols (a stripped Go binary) are one row, ``sym`` "(no symbols)":
+    each alone is below the cut, together they are the program's own code."""
+    done = proc.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none", "-n",
+                     "--sort", "comm,dso,sym", "--percent-limit", "0", "-t", "\t"], timeout=300)
+    rows, total = parse_report(done.stdout)
+    return [r for r in rows if r["share"] >= min_share], total
+
+
+def parse_report(text: str) -> tuple[list[dict], int]:
+    """perf report's rows. Its header rounds the sample count (``1K``); each row's own count
+    is exact, and the largest row's count over its percentage gives the total."""
+    rows = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("\t")]
+        if line.startswith("#") or len(parts) < 5 or not parts[0].endswith("%") or not parts[1].isdigit():
+            continue
+        sym = parts[4]
+        rows.append({"percent": float(parts[0].rstrip("%")), "samples": int(parts[1]), "comm": parts[2],
+                     "dso": parts[3], "sym": sym[3:].strip() if sym[:3] in ("[k]", "[.]") else sym,
+                     "where": "kernel" if sym.startswith("[k]") else "user"})
+    if not rows:
+        if re.search(r"^# Samples: [1-9]", text, re.M):
+            raise ProcessError(["perf", "report"], 0, text[-2000:], "", why="perf report gave no rows")
+        return [], 0
+    big = max(rows, key=lambda r: r["samples"])
+    total = round(big["samples"] * 100 / big["percent"]) if big["percent"] else sum(r["samples"] for r in rows)
+    merged: dict[tuple, dict] = {}
+    for r in rows:
+        del r["percent"]
+        if _ADDRESS.match(r["sym"]):
+            r["sym"] = "(no symbols)"
+        key = (r["comm"], r["dso"], r["sym"], r["where"])
+        if key in merged:
+            merged[key]["samples"] += r["samples"]
+        else:
+            merged[key] = r
+    for r in merged.values():
+        r["share"] = r["samples"] / total
+    return sorted(merged.values(), key=lambda r: -r["samples"]), total

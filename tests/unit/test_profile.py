@@ -1,0 +1,91 @@
+"""CPU profiles: perf's report parsed, its rows sorted into layers, and the
+bottleneck named from them where the ceilings alone cannot."""
+
+import pytest
+
+from cryptcost.analysis import analyze, bottleneck, profile
+from cryptcost.engines import perf
+
+
+def test_perf_report_is_parsed_as_perf_prints_it(fixture_text):
+    rows, samples = perf.parse_report(fixture_text("perf_report_openssl.txt"))
+    assert samples > 100 and len(rows) > 10
+    assert all(0 < r["share"] <= 1 and r["where"] in ("kernel", "user") for r in rows)
+    assert rows == sorted(rows, key=lambda r: -r["share"])          # largest first, as perf prints them
+    assert sum(r["share"] for r in rows) <= 1.0001
+    # libcrypto has no symbols here: its addresses are one row, the library's own code
+    [crypto] = [r for r in rows if r["dso"].startswith("libcrypto") and r["sym"] == "(no symbols)"]
+    assert crypto["comm"] == "openssl" and crypto["samples"] > 10
+    assert sum(r["samples"] for r in rows) == samples                # nothing lost in the merge
+    assert any(r["dso"] == "[kernel.kallsyms]" and r["where"] == "kernel" and not r["sym"].startswith("[")
+               for r in rows)
+    split = profile.layers({"rows": rows})
+    assert split["shares"]["cipher"] > 0.1                          # openssl's AES, in libcrypto
+
+
+def _row(share, sym, comm="fio", dso="[kernel.kallsyms]", where="kernel"):
+    return {"share": share, "comm": comm, "dso": dso, "sym": sym, "where": where}
+
+
+FSCRYPT = [_row(0.31, "pv_native_safe_halt", comm="swapper"), _row(0.14, "aesti_encrypt", comm="kworker/u4:1"),
+           _row(0.10, "aesti_decrypt", comm="fio"), _row(0.06, "_copy_to_iter"), _row(0.05, "xts_crypt"),
+           _row(0.04, "filemap_read"), _row(0.03, "ext4_mpage_readpages"), _row(0.03, "blk_mq_submit_bio"),
+           _row(0.02, "td_io_queue", dso="fio", where="user"), _row(0.02, "do_syscall_64")]
+
+
+@pytest.mark.parametrize("row, layer", [
+    (_row(0.1, "aesni_xts_encrypt"), "cipher"), (_row(0.1, "gcm_ghash_pclmulqdq"), "cipher"),
+    (_row(0.1, "chacha_4block_xor_avx2"), "cipher"), (_row(0.1, "copy_user_enhanced_fast_string"), "copy"),
+    (_row(0.1, "fuse_dev_do_read"), "fuse"), (_row(0.1, "ext4_da_write_begin"), "page cache"),
+    (_row(0.1, "loop_process_work"), "block"), (_row(0.1, "intel_idle", comm="swapper"), "idle"),
+    (_row(0.1, "0x00000000000de01c", comm="openssl", dso="libcrypto.so.3", where="user"), "cipher"),
+    (_row(0.1, "crypto/aes.encryptBlocksGCM", comm="gocryptfs", dso="gocryptfs", where="user"), "cipher"),
+    (_row(0.1, "fuse_session_loop_mt", comm="securefs", dso="libfuse.so.2.9.9", where="user"), "fuse"),
+    (_row(0.1, "main.(*file).Read", comm="gocryptfs", dso="gocryptfs", where="user"), "stack (user)"),
+    (_row(0.1, "td_io_queue", dso="fio", where="user"), "measuring tool"),
+    (_row(0.1, "__memmove_avx_unaligned_erms", comm="fio", dso="libc.so.6", where="user"), "copy"),
+])
+def test_each_row_lands_in_its_layer(row, layer):
+    assert profile.layer(row, frozenset({"gocryptfs", "securefs"})) == layer
+
+
+def test_layers_are_shares_of_the_busy_cpu_and_name_what_ran_the_cipher():
+    split = profile.layers({"rows": FSCRYPT})
+    assert split["busy"] == pytest.approx(0.49)
+    assert split["of_busy"]["cipher"] == pytest.approx(0.29 / 0.49)
+    assert split["cipher_symbols"][:2] == ["aesti_encrypt", "aesti_decrypt"]
+    assert split["unlisted"] == pytest.approx(0.20)
+    assert "idle" not in split["of_busy"] and sum(split["of_busy"].values()) == pytest.approx(1)
+    assert profile.layers(None) is None and profile.layers({"error": "perf died"}) is None
+
+
+def _result(stack="fscrypt:aes-256-xts", rows=FSCRYPT, value=41e6):
+    return {"kind": "storage", "stack": stack, "workload": "seq", "op": "read", "block_bytes": 1 << 20,
+            "iodepth": 1, "medium": "ram", "fs": "ext4", "size": 1 << 29, "accel": True,
+            "median_bytes_per_s": value, "baseline": "plain", "cpu": {"max_core_busy": 0.8},
+            "params": {"facts": {"role": "measured", "layer": "kernel", "baselines": ["plain"]},
+                       "cipher_ref": {"algorithm": "aes-256-xts", "where": "kernel", "unit": 4096}},
+            "vs": {"plain": {"overhead": 0.9, "significant": True}},
+            **({"profile": {"rows": rows}} if rows else {})}
+
+
+def test_a_profile_where_the_cipher_takes_most_of_the_busy_cpu_makes_the_verdict_cipher():
+    plain = {**_result("plain", rows=None, value=900e6), "baseline": None, "vs": {},
+             "params": {"facts": {"role": "baseline", "layer": "kernel"}}}
+    without = analyze([_result(rows=None), plain], {"cpu": {}}).verdicts[0]
+    assert without["bottleneck"] != "cipher"           # the ceilings alone: no cipher table, no verdict
+    v = analyze([_result(), plain], {"cpu": {}}).verdicts[0]
+    assert v["bottleneck"] == "cipher" and "59% of the busy CPU ran the cipher" in v["explanation"]
+    assert "aesti_encrypt" in v["explanation"] and f"said {without['bottleneck']}" in v["explanation"]
+    assert v["ceilings"]["rule"].startswith("profile:")
+    # a profile where the cipher is a small share is evidence beside the verdict, never the verdict
+    light = [_row(0.6, "pv_native_safe_halt", comm="swapper"), _row(0.05, "aesti_encrypt"),
+             _row(0.2, "_copy_to_iter"), _row(0.15, "filemap_read")]
+    v = analyze([_result(rows=light), plain], {"cpu": {}}).verdicts[0]
+    assert v["bottleneck"] == without["bottleneck"] and "where the busy CPU went (perf" in v["explanation"]
+    assert "50% copy" in v["explanation"]
+
+
+def test_a_device_bound_verdict_stays_whatever_the_profile():
+    v = bottleneck.Verdict("device", "x: at its baseline's speed", {})
+    assert bottleneck.with_profile(v, profile.layers({"rows": FSCRYPT}), "x").bottleneck == "device"
