@@ -617,8 +617,10 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
 @pytest.mark.root
 def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli):
     """#35: --profile adds a round under perf after the samples. fscrypt on this kernel runs
-    the software aes-fixed-time: the profile finds the cipher in the kernel's AES, and its
-    verdict says where the busy CPU went; gocryptfs's cipher is in its own Go code."""
+    the software aes-fixed-time, and the profile finds the cipher in the kernel's AES;
+    gocryptfs's own code shows as its daemon's; every verdict says where the busy CPU went,
+    or is cipher-bound from it. (Not in the shared run of every stack: a profiled round of
+    all of them costs five minutes.)"""
     need_root("profile")
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
@@ -629,18 +631,18 @@ def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli)
     for name in ("fscrypt", "gocryptfs"):
         _available(name)
     before = set(leftovers([]))
-    done = cli("storage", "--stacks", "fscrypt,gocryptfs", "--workloads", "seq-1m", "--size", "128M", "--profile",
-               "--min-samples", "2", "--max-samples", "2", "--warmup", "0", "--json", timeout=900)
+    done = cli("storage", "--stacks", "fscrypt,gocryptfs", "--workloads", "seq-1m", "--size", "64M", "--profile",
+               "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json", timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)["results"]
     assert len(results) >= 8                                  # 2 stacks, 3 baselines, write and read
     for r in results:
         p = r["profile"]
-        assert p["samples"] > 50 and p["windows"] >= 1 and p["seconds"] > 0.2, (r["stack"], r["op"], p)
+        assert p["samples"] > 20 and p["windows"] >= 1 and p["seconds"] > 0.05, (r["stack"], r["op"], p)
         assert p["rows"] and all(0 < x["share"] <= 1 for x in p["rows"]), r["stack"]
         # the profiled round's own speed, beside the median: perf's weight on the work it watched
-        assert 0.3 < p["vs_median"] < 3, (r["stack"], r["op"], p["vs_median"])
-        assert r["samples"] == 2 and len(r["values"]) == 2      # the profiled round is not a sample
+        assert 0.2 < p["vs_median"] < 5, (r["stack"], r["op"], p["vs_median"])
+        assert r["samples"] == 1 and len(r["values"]) == 1      # the profiled round is not a sample
     assert [x for x in leftovers([]) if x not in before] == []
     report = json.loads(cli("report", "latest", "--format", "json").stdout)["analysis"]
     said = {(b["stack"], b["op"], b["block"]): b for b in report["bottlenecks"]}
@@ -648,8 +650,8 @@ def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli)
         for op in ("write", "read"):
             b = said[(stack, op, "1 MiB")]
             assert "perf" in b["explanation"] or b["bottleneck"] == "cipher", b
-    fscrypt = [r for r in results if r["stack"].startswith("fscrypt") and r["op"] == "read"][0]
+    fscrypt = [r for r in results if r["stack"] == "fscrypt:aes-256-xts" and r["op"] == "read"][0]
     kernel_cipher = [x for x in fscrypt["profile"]["rows"] if x["where"] == "kernel" and "aes" in x["sym"]]
     assert kernel_cipher, fscrypt["profile"]["rows"][:10]
-    go = [r for r in results if r["stack"].startswith("gocryptfs") and r["op"] == "read"][0]
+    go = [r for r in results if r["stack"] == "gocryptfs:aes-gcm" and r["op"] == "read"][0]
     assert any(x["comm"] == "gocryptfs" for x in go["profile"]["rows"]), go["profile"]["rows"][:10]

@@ -38,7 +38,7 @@ seconds = 1
 [storage]
 stacks = ["luks:aes-xts-plain64", "dm-null", "ecryptfs", "tcrypt"]
 workloads = ["seq-1m"]
-size = "128M"
+size = "64M"
 
 [network]
 stacks = ["wireguard", "ipsec:aes128gcm16"]
