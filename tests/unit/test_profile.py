@@ -21,6 +21,8 @@ def test_perf_report_is_parsed_as_perf_prints_it(fixture_text):
                for r in rows)
     split = profile.layers({"rows": rows})
     assert split["shares"]["cipher"] > 0.1                          # openssl's AES, in libcrypto
+    assert split["cipher_symbols"][0] == "libcrypto.so.3"
+    assert profile.sentence(split).endswith("; the cipher ran in " + ", ".join(split["cipher_symbols"]))
 
 
 def _row(share, sym, comm="fio", dso="[kernel.kallsyms]", where="kernel"):
@@ -89,3 +91,11 @@ def test_a_profile_where_the_cipher_takes_most_of_the_busy_cpu_makes_the_verdict
 def test_a_device_bound_verdict_stays_whatever_the_profile():
     v = bottleneck.Verdict("device", "x: at its baseline's speed", {})
     assert bottleneck.with_profile(v, profile.layers({"rows": FSCRYPT}), "x").bottleneck == "device"
+
+
+def test_without_perf_a_profile_is_refused_naming_the_package(monkeypatch):
+    from cryptcost.errors import Unavailable, UserError
+    monkeypatch.setattr(perf, "PERF", perf.PERF.__class__("perf", "cc-no-such-perf", "linux-perf", ()))
+    with pytest.raises(Unavailable, match="perf is not installed") as exc:
+        perf.check()
+    assert exc.value.install == "linux-perf" and isinstance(exc.value, UserError)     # exit 2, one line

@@ -98,8 +98,14 @@ def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict 
     return {"shares": shares, "busy": busy, "of_busy": of_busy, "unlisted": max(0.0, 1 - sum(shares.values())),
             "vs_median": profile.get("vs_median"), "samples": profile.get("samples"),
             "top": [r for r in tagged if r["layer"] != "idle"][:8],
-            "cipher_symbols": [f"{r['sym']} ({r['dso']})" if r["where"] == "user" else r["sym"]
-                               for r in cipher[:3]]}
+            "cipher_symbols": list(dict.fromkeys(_shown(r) for r in cipher))[:3]}
+
+
+def _shown(row: dict) -> str:
+    """A row's code in words: a kernel symbol, or a library and its symbol where it has one."""
+    if row["where"] == "kernel":
+        return row["sym"]
+    return row["dso"] if row["sym"] == "(no symbols)" else f"{row['sym']} in {row['dso']}"
 
 
 def sentence(split: dict) -> str:
@@ -107,7 +113,6 @@ def sentence(split: dict) -> str:
     parts = [f"{share:.0%} {name if name != 'cipher' else 'the cipher'}"
              for name, share in sorted(split["of_busy"].items(), key=lambda kv: -kv[1]) if share >= 0.05]
     head = ", ".join(parts[:4])
-    what = f" ({', '.join(split['cipher_symbols'])})" if split["cipher_symbols"] else ""
     ran = f", the profiled round at {split['vs_median']:.0%} of the median" if split.get("vs_median") else ""
-    return f"where the busy CPU went (perf, {split['busy']:.0%} of all CPU time busy{ran}): {head}" + \
-        (f"; the cipher ran in {what.strip(' ()')}" if what else "")
+    cipher = f"; the cipher ran in {', '.join(split['cipher_symbols'])}" if split["cipher_symbols"] else ""
+    return f"where the busy CPU went (perf, {split['busy']:.0%} of all CPU time busy{ran}): {head}{cipher}"

@@ -181,7 +181,7 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
     sink = sink or Sink()
     series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, n, s: sink.sample(key, n, s))
     profiles = profile_round(res, runner, [(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]],
-                             cell) if plan.profile and ready else {}
+                             cell, progress) if plan.profile and ready else {}
     for inst in ready:
         for op in ops[inst.label]:
             s = series.get(cell[(inst.label, op.key)])

@@ -19,6 +19,7 @@ from cryptcost.engines import perf
 from cryptcost.errors import CryptcostError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Cell, Result
+from cryptcost.runner.scheduler import Progress
 
 log = logging.getLogger("cryptcost.profile")
 
@@ -28,7 +29,8 @@ HOW = ("a profiled round after the measured samples, not counted in them: perf r
 ROWS = 40                  # the largest rows kept with a result
 
 
-def profile_round(res: Resources, runner, work: list[tuple], cells: dict[tuple, Cell]) -> dict[Cell, dict]:
+def profile_round(res: Resources, runner, work: list[tuple], cells: dict[tuple, Cell],
+                  progress: Progress | None = None) -> dict[Cell, dict]:
     """Run each (instance, step or op) of ``work`` once more under perf; a profile per cell.
     ``runner`` is the kind's step runner (its ``window`` is what a pass runs inside; it returns
     samples by (instance label, op key), which ``cells`` maps to their cells). Each profile also
@@ -45,8 +47,12 @@ def profile_round(res: Resources, runner, work: list[tuple], cells: dict[tuple, 
         return recordings[cell].window()
 
     runner.window = window
+    progress = progress or Progress()
+    progress.start(len(work), 0.0)
     try:
-        for inst, step in work:
+        for done, (inst, step) in enumerate(work):
+            progress.step(f"profiling {inst.label}: {getattr(step, 'label', getattr(step, 'workload', ''))}",
+                          done + 1, len(work))
             try:
                 got = runner(inst, step)
             except CryptcostError as exc:
@@ -61,6 +67,7 @@ def profile_round(res: Resources, runner, work: list[tuple], cells: dict[tuple, 
                 if cells.get(key) in out:
                     out[cells[key]]["value"] = sample.value
     finally:
+        progress.finish()
         runner.window = lambda inst, op: nullcontext()
         for rec in recordings.values():
             rec.close()

@@ -194,7 +194,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, i, s: sink.sample(key, i, s))
     outcome = StorageOutcome(skipped=skipped, cache_mode="direct" if direct else "buffered+fsync",
                              failed=failed)
-    profiles = profile_round(res, runner, [(i, step) for step in steps for i in ready], cell) \
+    profiles = profile_round(res, runner, [(i, step) for step in steps for i in ready], cell, progress) \
         if plan.profile and ready else {}
     for inst in ready:
         for step in steps:
