@@ -86,3 +86,32 @@ def test_auto_picks_kvm_only_where_it_boots_the_kernel_quickly_and_remembers(tmp
     monkeypatch.setattr(proc, "run", crawls)
     accel, why = vm.choose_accel(VmOptions(), kernel)
     assert accel == "tcg" and "did not boot the kernel within 10 s" in why
+
+
+def test_the_guest_reads_the_hosts_tool_versions_instead_of_asking_again(tmp_path, monkeypatch):
+    """Its root is the host's: the versions `cryptcost vm` writes are the guest's own. A tool
+    the file lacks is still asked, and several tools of one package ask dpkg once."""
+    from cryptcost import proc
+    from cryptcost.host import tools
+    kernel = GuestKernel("6.1.0-56-amd64", Path("/boot/vmlinuz-6.1.0-56-amd64"))
+    script = guest_script(["probe"], "/", emulation(VmOptions(accel="tcg"), kernel))
+    assert f"export {tools.KNOWN}=/cc-xchg/tools.json" in script
+    known = tmp_path / "tools.json"
+    known.write_text(json.dumps({"fio": "9.99"}))
+    monkeypatch.setenv(tools.KNOWN, str(known))
+    asked = []
+    real = proc.run
+    monkeypatch.setattr(proc, "run", lambda argv, **kw: asked.append(list(argv)) or real(argv, **kw))
+    for cache in (tools._known, tools.version, tools._package_version):
+        cache.cache_clear()
+    try:
+        assert tools.version("fio") == "9.99"
+        one = tools.Tool("cc-a", "sh", "dash", ())
+        two = tools.Tool("cc-b", "sh", "dash", ())
+        assert tools.version(one) == tools.version(two) != "unknown"
+        assert tools.version("tar") and tools.version("tar") != "9.99"
+    finally:
+        for cache in (tools._known, tools.version, tools._package_version):
+            cache.cache_clear()
+    assert not any("fio" in a for a in asked)
+    assert sum(a[:1] == ["dpkg-query"] for a in asked) == 1 and ["tar", "--version"] in asked

@@ -12,10 +12,12 @@ package named here or by a stack; a test checks that they agree.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from cryptcost import proc
 from cryptcost.errors import CryptcostError, UserError
@@ -74,19 +76,46 @@ def tool(name: "str | Tool") -> Tool:
         raise CryptcostError(f"internal: no tool named {name!r}") from None
 
 
+# A JSON file of versions already read from the same programs: `cryptcost vm` writes the host's
+# for its guest, which runs the host's own root filesystem (read-only), so each boot under
+# emulation does not start some sixty programs again to ask.
+KNOWN = "CRYPTCOST_TOOL_VERSIONS"
+
+
+@lru_cache(maxsize=None)
+def _known() -> dict:
+    path = os.environ.get(KNOWN)
+    try:
+        return json.loads(Path(path).read_text()) if path else {}
+    except (OSError, ValueError):
+        return {}
+
+
 @lru_cache(maxsize=None)
 def version(name: "str | Tool") -> str | None:
     """The installed version of a tool, or None when absent."""
     t = tool(name)
     if not t.path():
         return None
-    argv = list(t.version_argv) or ["dpkg-query", "-W", "-f=${Version}", t.package]
+    if _known().get(t.name):
+        return _known()[t.name]
+    if not t.version_argv:
+        return _package_version(t.package, t.version_re)
+    return _ask(tuple(t.version_argv), t.version_re)
+
+
+@lru_cache(maxsize=None)
+def _package_version(package: str, pattern: str) -> str | None:
+    """dpkg's version of a package (several tools of one package ask once)."""
+    return _ask(("dpkg-query", "-W", "-f=${Version}", package), pattern)
+
+
+def _ask(argv: tuple[str, ...], pattern: str) -> str | None:
     try:
-        done = proc.run(argv, timeout=20, check=False)
+        done = proc.run(list(argv), timeout=20, check=False)
     except (CryptcostError, UserError):
         return None
-    text = done.stdout + "\n" + done.stderr
-    match = re.search(t.version_re, text)
+    match = re.search(pattern, done.stdout + "\n" + done.stderr)
     return match.group(1) if match else "unknown"
 
 

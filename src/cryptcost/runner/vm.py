@@ -29,6 +29,8 @@ from pathlib import Path
 
 from cryptcost import proc
 from cryptcost.errors import CryptcostError, ProcessError, UserError
+from cryptcost.host import tools
+from cryptcost.stacks import stack_tools
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.vmimage import CACHE, GuestKernel, build_initrd, find_kernel
 
@@ -130,6 +132,7 @@ def guest_script(argv: list[str], cwd: str, emulated: dict) -> str:
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 TERM=dumb COLUMNS=120
 export CRYPTCOST_EMULATED={shlex.quote(json.dumps(emulated))}
+export {tools.KNOWN}={XCHG}/tools.json
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 hostname cc-guest
@@ -212,6 +215,8 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     proc.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1", str(scratch)], timeout=120)
     emulated = emulation(opts, kernel, accel_why)
     (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))
+    # the guest runs this root filesystem: the same programs, whose versions it need not ask again
+    (xchg / "tools.json").write_text(json.dumps(tools.versions(stack_tools())))
     console = work / "console.log"
     log_dir.mkdir(parents=True, exist_ok=True)
     kept = log_dir / f"vm-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
