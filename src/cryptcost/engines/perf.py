@@ -52,9 +52,9 @@ class Recording:
     daemon: proc.Daemon
     ctl: int
     ack: int
+    res: Resources = field(repr=False)
     seconds: float = 0.0                  # the time sampling was on
     windows: int = 0
-    res: Resources | None = field(default=None, repr=False)
 
     def _say(self, command: bytes) -> None:
         os.write(self.ctl, command + b"\n")
@@ -81,10 +81,7 @@ class Recording:
 
     def close(self) -> Path:
         """End perf; the file it wrote."""
-        if self.res is not None:
-            self.res.stop(self.daemon, timeout=30)
-        else:
-            self.daemon.stop(timeout=30)
+        self.res.stop(self.daemon, timeout=30)
         for fd in (self.ctl, self.ack):
             os.close(fd)
         if not self.path.exists():
@@ -103,7 +100,7 @@ def record(res: Resources, path: Path) -> Recording:
     daemon = res.daemon(["perf", "record", "-e", "cpu-clock", "-F", str(FREQ), "-a", "-g", "-D", "-1",
                          "--control", f"fifo:{ctl},{ack}", "-o", str(path)],
                         logfile=str(path.with_suffix(".log")))
-    return Recording(path, daemon, ctl_fd, ack_fd, res=res)
+    return Recording(path, daemon, ctl_fd, ack_fd, res)
 
 
 def top(path: Path, min_share: float = 0.001) -> tuple[list[dict], int]:
@@ -119,26 +116,24 @@ def top(path: Path, min_share: float = 0.001) -> tuple[list[dict], int]:
 
 
 def parse_report(text: str) -> tuple[list[dict], int]:
-    """perf report's rows. Its header rounds the sample count (``1K``); each row's own count
-    is exact, and the largest row's count over its percentage gives the total."""
+    """perf report's rows, read with ``--percent-limit 0``: every sample is in a row, so the
+    rows' exact counts sum to the total (the header rounds it: ``1K``)."""
     rows = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split("\t")]
         if line.startswith("#") or len(parts) < 5 or not parts[0].endswith("%") or not parts[1].isdigit():
             continue
         sym = parts[4]
-        rows.append({"percent": float(parts[0].rstrip("%")), "samples": int(parts[1]), "comm": parts[2],
+        rows.append({"samples": int(parts[1]), "comm": parts[2],
                      "dso": parts[3], "sym": sym[3:].strip() if sym[:3] in ("[k]", "[.]") else sym,
                      "where": "kernel" if sym.startswith("[k]") else "user"})
     if not rows:
         if re.search(r"^# Samples: [1-9]", text, re.M):
             raise ProcessError(["perf", "report"], 0, text[-2000:], "", why="perf report gave no rows")
         return [], 0
-    big = max(rows, key=lambda r: r["samples"])
-    total = round(big["samples"] * 100 / big["percent"]) if big["percent"] else sum(r["samples"] for r in rows)
+    total = sum(r["samples"] for r in rows)
     merged: dict[tuple, dict] = {}
     for r in rows:
-        del r["percent"]
         if _ADDRESS.match(r["sym"]):
             r["sym"] = "(no symbols)"
         key = (r["comm"], r["dso"], r["sym"], r["where"])
