@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from cryptcost import stats
-from cryptcost.analysis import analyze, cell
+from cryptcost.analysis import analyze
 from cryptcost.links import parse_link
 from cryptcost.media import RamMedium
 from cryptcost.model import Cell, CpuSplit, Sample
+from cryptcost.record import Stored
 from cryptcost.report import compare
 from cryptcost.runner import network, storage
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers
@@ -87,8 +88,8 @@ def test_each_kind_is_stored_paired_compared_and_analysed_on_its_cell(tmp_path):
     for r, d, (series,) in zip(built, stored, rows):
         assert Cell.of(d) == r.cell, d                       # the JSON reads back as the same cell
         assert series == series_key(r.cell) and series in samples     # a result and its samples: one name
-        assert compare.key(d) == r.cell.but(part=None)       # across runs: the same cell, whatever the part
-        assert cell(d) == r.cell.but(accel=None)             # paired in the analysis: the same cell
+        assert compare.key(Stored.of(d)) == r.cell.but(part=None)       # across runs: the same cell, whatever the part
+        assert Stored.of(d).paired() == r.cell.but(accel=None)             # paired in the analysis: the same cell
         assert "params" not in json.loads(series)            # what describes a stack is no identity
     fscrypt, twin, plain = (d for d in stored if d["kind"] == "storage")
     # paired in the runner on the cell: against each baseline's same cell, no other
@@ -101,9 +102,9 @@ def test_each_kind_is_stored_paired_compared_and_analysed_on_its_cell(tmp_path):
     [split] = a.split
     assert (split["stack"], split["twin"], split["reference"]) == (fscrypt["stack"], "plain:encrypt-feature", "plain")
     # and compare pairs a run with itself result for result, every kind
-    assert len({compare.key(d) for d in stored}) == len(stored)
+    assert len({compare.key(Stored.of(d)) for d in stored}) == len(stored)
     flows = [d for d in stored if d["kind"] != "cipher"]          # the analysis pairs stacks' results
-    assert len({cell(d) for d in flows}) == len(flows)
+    assert len({Stored.of(d).paired() for d in flows}) == len(flows)
     rows = compare.compare_runs(stored, stored)
     assert len(rows) == len(stored) and all(not x["significant"] for x in rows)
     assert any(x["result"] == "wireguard send" for x in rows), [x["result"] for x in rows]

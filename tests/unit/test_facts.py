@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from cryptcost import stacks
-from cryptcost.analysis import analyze, cell
+from cryptcost.analysis import analyze
+from cryptcost.record import CipherRef, Stored, read
 from cryptcost.errors import CryptcostError
 from cryptcost.store.db import Store
 from tests.conftest import FIXTURES
@@ -44,7 +45,7 @@ def test_pairing_uses_the_full_cell_key():
         if r["stack"] == "novelfs":
             device = a.verdicts[i]["ceilings"]["device"]
             assert device == 100e6 * r["cpus"] + (1e6 if r["part"] == "R3" else 0)
-    assert len({cell(r) for r in results}) == len(results)
+    assert len({Stored.of(r).paired() for r in results}) == len(results)
 
 
 def test_an_unknown_stack_is_ranked_and_its_facts_repeated():
@@ -278,15 +279,16 @@ def test_a_stack_that_splits_one_request_over_threads_meets_that_many_threads_ce
     measured gain from 1 to 2 threads, its read ceiling one thread's."""
     from cryptcost.analysis.bottleneck import cipher_ceiling
     from cryptcost.stacks import get
-    cref = get("gocryptfs")("aes-gcm-go").cipher_ref()
-    go = {**_cipher("aes-256-gcm", True, 1000e6), "engine": "go"}
-    ossl = [_cipher("aes-256-gcm", True, 800e6), _cipher("aes-256-gcm", True, 1400e6, threads=2)]
+    cref = CipherRef.of(get("gocryptfs")("aes-gcm-go").cipher_ref())
+    go = Stored.of({**_cipher("aes-256-gcm", True, 1000e6), "engine": "go"})
+    ossl = read([_cipher("aes-256-gcm", True, 800e6), _cipher("aes-256-gcm", True, 1400e6, threads=2)])
     host = {"cpu": {"cores": 2}}
-    write = {"op": "write", "block_bytes": 1 << 20, "accel": True}
+    w = {"kind": "storage", "op": "write", "block_bytes": 1 << 20, "accel": True}
+    write = Stored.of(w)
     value, how = cipher_ceiling(cref, [go, *ossl], host, 1, write)
     assert value == pytest.approx(1000e6 * 1400 / 800) and "measured gain from 1 to 2 threads" in how
-    assert cipher_ceiling(cref, [go, *ossl], host, 1, {**write, "op": "read"})[0] == pytest.approx(1000e6)
-    assert cipher_ceiling(cref, [go, *ossl], host, 1, {**write, "block_bytes": 4096})[0] == pytest.approx(1000e6)
+    assert cipher_ceiling(cref, [go, *ossl], host, 1, Stored.of({**w, "op": "read"}))[0] == pytest.approx(1000e6)
+    assert cipher_ceiling(cref, [go, *ossl], host, 1, Stored.of({**w, "block_bytes": 4096}))[0] == pytest.approx(1000e6)
     assert cipher_ceiling(cref, [go, *ossl], {"cpu": {"cores": 1}}, 1, write)[0] == pytest.approx(1000e6)
     value, how = cipher_ceiling(cref, [go], host, 1, write)         # no OpenSSL pair: said as assumed
     assert value == pytest.approx(2000e6) and "assumed linear" in how

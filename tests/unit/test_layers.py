@@ -14,6 +14,7 @@ LAYERS = [
     {"errors", "__init__"},
     {"units", "stats", "proc", "faults"},
     {"model"},
+    {"record"},
     {"host", "lifecycle", "store"},
     {"engines", "media", "links"},
     {"stacks"},

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import struct
+from dataclasses import replace
 
 import pytest
 
 from cryptcost.analysis import bottleneck, recommend
 from cryptcost.engines import iperf3, tcpdump
 from cryptcost.errors import ProcessError, UserError
+from cryptcost.record import Stored
 from cryptcost.runner.wire import CANARY, entropy, judge
 from cryptcost.stacks import get
 from cryptcost.workloads import network as wl
@@ -154,14 +156,16 @@ def test_bad_network_tables_are_refused(table, message):
 
 # --- analysis -------------------------------------------------------------------------------
 
-def _net(stack: str, value: float, *, role="measured", daemon=0.0, packet=1494, baseline="tcp", cipher=None):
-    return {"kind": "network", "stack": stack, "workload": "send", "op": "send", "streams": 1, "mtu": 1500,
+def _net(stack: str, value: float, *, role="measured", daemon=0.0, packet=1494, baseline="tcp", cipher=None,
+         **extra):
+    return Stored.of({"kind": "network", "stack": stack, "workload": "send", "op": "send", "streams": 1, "mtu": 1500,
             "link": "netns", "median_bytes_per_s": value, "values": [value * 0.99, value, value * 1.01],
             "baseline": baseline if role == "measured" else None, "busiest_daemon_core": daemon,
             "wire": {"median_packet_bytes": packet}, "cpu": {"max_core_busy": 0.5},
             "cpu_s_per_gb": {"a": 1.0, "b": 2.0},
             "params": {"cipher_ref": cipher, "facts": {"role": role, "use_case": None if role == "baseline"
-                                                        else "site-to-site", "baselines": ["tcp"]}}}
+                                                        else "site-to-site", "baselines": ["tcp"]}},
+                      **extra})
 
 
 def test_network_bottleneck_rules():
@@ -170,8 +174,8 @@ def test_network_bottleneck_rules():
     near = bottleneck.classify_network(_net("x", 2.9e9), base, [], {})
     assert near.bottleneck == "link" and near.ceilings["rule"].startswith("throughput ≥ 85%")
     gcm = {"algorithm": "aes-128-gcm", "where": "userspace", "unit": 16384, "exact": True}
-    table = [{"engine": "openssl", "algorithm": "aes-128-gcm", "accel": True, "threads": 1,
-              "buffer_bytes": 16384, "median_bytes_per_s": 1e9}]
+    table = [Stored.of({"kind": "cipher", "engine": "openssl", "algorithm": "aes-128-gcm", "accel": True,
+                        "threads": 1, "buffer_bytes": 16384, "median_bytes_per_s": 1e9})]
     cipher = bottleneck.classify_network(_net("x", 0.9e9, cipher=gcm), base, table, {})
     assert cipher.bottleneck == "cipher" and cipher.ceilings["ratio"]["cipher"] == pytest.approx(0.9)
     daemon = bottleneck.classify_network(_net("x", 0.3e9, daemon=0.97, cipher=gcm), base, table, {})
@@ -182,12 +186,10 @@ def test_network_bottleneck_rules():
 
 def test_network_recommendation_names_ties_and_security_facts():
     base = _net("tcp", 3e9, role="baseline")
-    a = _net("wireguard", 50e6)
-    b = _net("ipsec:aes128gcm16", 49.9e6)
-    for r in (a, b):
-        r["vs"] = {"tcp": {"overhead": 1 - r["median_bytes_per_s"] / 3e9, "significant": True}}
-        r["params"]["facts"]["security"] = [f"{r['stack']} fact"]
-    twin = {**_net("wireguard/accel-off", 40e6), "accel": False}
+    a, b = (_net(stack, value, vs={"tcp": {"overhead": 1 - value / 3e9, "significant": True}})
+            for stack, value in (("wireguard", 50e6), ("ipsec:aes128gcm16", 49.9e6)))
+    a, b = (replace(r, facts=replace(r.facts, security=(f"{r.stack} fact",))) for r in (a, b))
+    twin = _net("wireguard/accel-off", 40e6, accel=False)
     recs = {x["use_case"]: x for x in recommend.recommend([base, a, b, twin], [], [], {})}
     site = recs["site-to-site"]
     assert "whole-disk" not in recs, "a network-only run says nothing of storage use cases"
@@ -278,9 +280,8 @@ def test_accel_off_counts_only_when_it_is_significantly_slower():
 
 def test_network_findings_say_cpus_are_shared_and_distrust_a_silent_wire_check():
     from cryptcost.analysis import network_findings
-    base = {**_net("tcp", 3e9, role="baseline"), "shared_cpus": True,
-            "wire": {"canary": {"verdict": "encrypted"}}}
-    tunnel = {**_net("wireguard", 50e6), "shared_cpus": True, "wire": {"canary": {"verdict": "encrypted"}}}
+    base = _net("tcp", 3e9, role="baseline", shared_cpus=True, wire={"canary": {"verdict": "encrypted"}})
+    tunnel = _net("wireguard", 50e6, shared_cpus=True, wire={"canary": {"verdict": "encrypted"}})
     got = network_findings([base, tunnel])
     assert "ran on this host's CPUs" in got[0]
     assert len(got) == 2 and "no plaintext on the baseline tcp" in got[1]

@@ -11,6 +11,7 @@ from cryptcost.analysis import analyze, costmodel
 from cryptcost.report.compare import compare_runs, environment_diff
 from cryptcost.report.render import render
 from cryptcost.errors import UserError
+from cryptcost.record import Stored, read
 from cryptcost.store.db import Store
 from tests.conftest import FIXTURES
 
@@ -76,22 +77,22 @@ def test_cost_model():
              "median_bytes_per_s": 500e6, "baseline": "plain", "role": "measured"},
             {"kind": "storage", "stack": "plain", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
              "median_bytes_per_s": 1000e6, "baseline": None, "role": "baseline"}]
-    [slow] = costmodel.predict(rows, 100e6, "a disk")
+    [slow] = costmodel.predict(read(rows), 100e6, "a disk")
     assert slow.high == 100e6 and slow.binding == "a disk"
     assert slow.low == pytest.approx(1 / (1 / 100e6 + 1 / 500e6 - 1 / 1000e6))
-    [fast] = costmodel.predict(rows, 3e9, "NVMe")
+    [fast] = costmodel.predict(read(rows), 3e9, "NVMe")
     assert fast.high == 500e6 and fast.binding.startswith("the stack")
     # held against the same stack measured on a 100 MB/s device: inside the range, near it, far off
     low = slow.low
     for measured, error, holds in ((95e6, 0.0, True), (110e6, 0.1, True), (0.7 * low, -0.3, False)):
-        [row] = costmodel.check([slow], [{**rows[0], "median_bytes_per_s": measured}])
+        [row] = costmodel.check([slow], read([{**rows[0], "median_bytes_per_s": measured}]))
         assert row["error"] == pytest.approx(error) and row["holds"] is holds
-    assert costmodel.check([slow], [{**rows[0], "op": "write"}]) == []          # another cell: no check
+    assert costmodel.check([slow], read([{**rows[0], "op": "write"}])) == []          # another cell: no check
     # the device is another medium: the check pairs across it, on every other dimension
     on_ram = [{**r, "medium": "ram"} for r in rows]
-    [p] = costmodel.predict(on_ram, 100e6, "a disk")
-    assert len(costmodel.check([p], [{**on_ram[0], "medium": "throttled:100MB/s"}])) == 1
-    assert costmodel.check([p], [{**on_ram[0], "medium": "throttled:100MB/s", "cpus": 1}]) == []
+    [p] = costmodel.predict(read(on_ram), 100e6, "a disk")
+    assert len(costmodel.check([p], read([{**on_ram[0], "medium": "throttled:100MB/s"}]))) == 1
+    assert costmodel.check([p], read([{**on_ram[0], "medium": "throttled:100MB/s", "cpus": 1}])) == []
 
 
 def test_compare_same_run_is_no_significant_difference(stored):
@@ -153,7 +154,7 @@ def test_an_unstable_result_is_marked_beside_its_interval_and_its_cause_said_onc
     assert sum(1 for r in doc["storage"] if "~" in r["ci"]) == 3                 # the stable ones unmarked
     first, second = doc["unstable"]
     assert first["cause"] == cause and first["count"] == 2 and first["cv"] == "CV 5.0–11.3 %"
-    assert second["cv"] == "CV 20.0 %" and second["results"] == [document._label(storage[2])]
+    assert second["cv"] == "CV 20.0 %" and second["results"] == [document._label(Stored.of(storage[2]))]
     md = render("md", run, results)
     assert "## Unstable results" in md and f"- {first['text']}" in md
     page = render("html", run, results)
@@ -232,3 +233,24 @@ def test_the_first_screen_of_the_terminal_summary_is_the_answer(stored):
     assert all(line.rstrip().endswith((".", ")", ":")) for line in terminal.answer(doc)), terminal.answer(doc)
     # text from the data is shown as written, never read as rich's markup ("a plan with a [network] table")
     assert "[network]" in text
+
+
+def test_every_format_reads_the_results_as_typed_records_only(stored):
+    """The results are read once into records (no mapping: a string key fails at once), and every
+    format, the analysis and compare give the same from the records as from the stored JSON."""
+    from collections.abc import Mapping
+
+    from cryptcost.record import Stored, read
+    store, run = stored
+    stored_json = store.results(run.id)
+    records = read(stored_json)
+    assert not isinstance(records[0], Mapping) and not hasattr(Stored, "__getitem__")
+    with pytest.raises(TypeError):
+        records[0]["stack"]
+    from cryptcost.report import charts, document
+    doc = document.build(run, records)
+    assert doc == document.build(run, stored_json)
+    assert charts.all_charts(records, doc) == charts.all_charts(stored_json, doc)
+    assert render("md", run, records) == render("md", run, stored_json)
+    assert analyze(records, run.host).to_dict() == analyze(stored_json, run.host).to_dict()
+    assert compare_runs(records, stored_json) == compare_runs(stored_json, records)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from cryptcost.analysis import analyze, scaling
+from cryptcost.record import read
 
 MiB = 1 << 20
 
@@ -20,7 +21,7 @@ def _r(stack, op, value, cpus=None, accel=True, library="openssl+go", verified=N
 
 
 def _curves(results, verdicts=None, skipped=None, host=None):
-    return scaling.curves(results, verdicts or {}, host or {}, skipped)
+    return scaling.curves(read(results), verdicts or {}, host or {}, skipped)
 
 
 def test_a_verified_twin_says_what_acceleration_is_worth_per_cpu_count():
@@ -189,6 +190,6 @@ def test_a_series_that_failed_part_way_is_shown_but_never_ranked():
     rs = [res("gocryptfs:aes-gcm", op, 4e8) for op in ("write", "read")]
     rs += [res("cryfs:aes-256-gcm", op, 9e8, incomplete="cryfs (pid 7) exited (1) during the measurement")
            for op in ("write", "read")]
-    assert [x["stack"] for x in ranking(rs)] == ["gocryptfs:aes-gcm"]
-    said = [f for f in findings(rs, []) if "series failed" in f]
+    assert [x["stack"] for x in ranking(read(rs))] == ["gocryptfs:aes-gcm"]
+    said = [f for f in findings(read(rs), []) if "series failed" in f]
     assert len(said) == 2 and "cryfs:aes-256-gcm write 1 MiB: its series failed after 3 sample(s)" in said[0]

@@ -4,6 +4,7 @@ import pytest
 
 from cryptcost.media import RamMedium
 from cryptcost.model import CpuSplit, Sample
+from cryptcost.record import Stored, read
 from cryptcost.runner.scheduler import Series
 from cryptcost.runner.storage import Instance, StoragePlan, _cell, _result, resolve
 from cryptcost.stacks import get
@@ -117,7 +118,8 @@ def test_first_samples_that_run_low_across_the_run_are_a_finding():
     from cryptcost.analysis import first_samples_low, findings
 
     def result(stack, values):
-        return {"stack": stack, "op": "write", "block_bytes": 1 << 20, "values": values}
+        return Stored.of({"kind": "storage", "stack": stack, "op": "write", "block_bytes": 1 << 20,
+                          "values": values})
     cold = [result(f"s{i}", [80 + i, 100, 101, 99]) for i in range(6)]
     said = first_samples_low(cold)
     assert len(said) == 1 and "6 of 6 storage results" in said[0] and "s0 write 1 MiB 0.80" in said[0]
@@ -150,9 +152,9 @@ def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monke
     assert wider["likely_cause"] == "the FUSE daemon's threads competing with fio for 2 core(s)"
     still = result([100e6, 110e6, 92e6], {**shaky, "cv": 0.01})
     assert still["likely_cause"] == "the FUSE daemon's threads competing with fio for 2 core(s)"
-    [finding] = host_noise([], [within, wider])
+    [finding] = host_noise([], read([within, wider]))
     assert finding.startswith("the host's memory bandwidth was not steady: 10 copies of 0.2 s") and "CV 8.0%" in finding
     assert "1 unstable result(s) are no wider than that" in finding
-    assert host_noise([], [still]) == []
+    assert host_noise([], read([still])) == []
     got = memory_noise(copies=3, seconds=0.01)                      # the real measurement, briefly
     assert got["copies"] == 3 and got["low"] <= got["bytes_per_s"] <= got["high"] and got["cv"] >= 0

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cryptcost.analysis import profile
+from cryptcost.model import Cell
+from cryptcost.record import CipherRef, Stored
 from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import rate
 
@@ -44,15 +46,15 @@ class Verdict:
         return {"bottleneck": self.bottleneck, "explanation": self.sentence, "ceilings": self.ceilings}
 
 
-def _value(r: dict) -> float | None:
-    return r.get("median_bytes_per_s")
+def _value(r: Stored | None) -> float | None:
+    return r.bytes_per_s if r else None
 
 
-def kernel_aes_is_software(host: dict, r: dict | None = None) -> tuple[bool, str | None]:
+def kernel_aes_is_software(host: dict, r: Stored | None = None) -> tuple[bool, str | None]:
     """Whether the kernel's AES (what fscrypt and dm-crypt use) is software,
     and its driver: the one read after the stack was set up (``r``'s
     ``params.kernel_drivers``) where recorded, else the host's at probe time."""
-    drivers = {**host.get("crypto_drivers", {}), **((r or {}).get("params") or {}).get("kernel_drivers", {})}
+    drivers = {**host.get("crypto_drivers", {}), **(r.params.get("kernel_drivers", {}) if r else {})}
     for name in ("xts(aes)", "aes"):
         d = drivers.get(name)
         if d:
@@ -60,8 +62,8 @@ def kernel_aes_is_software(host: dict, r: dict | None = None) -> tuple[bool, str
     return False, None
 
 
-def cipher_ceiling(ref: dict | None, ciphers: list[dict], host: dict, iodepth: int,
-                   r: dict | None = None) -> tuple[float | None, str]:
+def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: dict, iodepth: int,
+                   r: Stored | None = None) -> tuple[float | None, str]:
     """(bytes/s, how it was obtained) for a stack's cipher reference: the
     cipher table's cell at the stack's unit and with as many threads as the
     stack runs its cipher with (:func:`cipher_threads`: its requests in
@@ -71,44 +73,44 @@ def cipher_ceiling(ref: dict | None, ciphers: list[dict], host: dict, iodepth: i
     cipher; a linear × N, said as assumed, only where neither was measured."""
     if not ref:
         return None, "the stack names no cipher the engines measure"
-    r = r or {}
-    cores = r.get("cpus") or host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
-    parallel = cipher_threads(ref, r.get("op"), r.get("block_bytes"), iodepth, cores)
-    want_engines = {"kernel": ["kernel", "openssl"], "go": ["go", "openssl"]}.get(ref["where"], ["openssl"])
-    accel = r.get("accel", True)              # an acceleration-off twin meets the cipher without it
+    cell = r.cell if r else Cell()
+    cores = cell.cpus or _cores(host)
+    parallel = cipher_threads(ref.threads, cell.op, cell.block_bytes, iodepth, cores)
+    want_engines = {"kernel": ["kernel", "openssl"], "go": ["go", "openssl"]}.get(ref.where, ["openssl"])
+    accel = cell.accel is not False           # an acceleration-off twin meets the cipher without it
     why = []
-    if ref["where"] == "kernel" and not any(c["engine"] == "kernel" for c in ciphers):
+    if ref.where == "kernel" and not any(c.cell.engine == "kernel" for c in ciphers):
         soft, driver = kernel_aes_is_software(host)
-        if soft and ref["algorithm"].startswith("aes"):
+        if soft and ref.algorithm.startswith("aes"):
             accel = False
             why.append(f"the kernel's AES is {driver}, a software driver, so OpenSSL without AES-NI "
                        "stands in (an upper bound)")
-    pool = [c for c in ciphers if c["algorithm"] == ref["algorithm"] and c["accel"] == accel
-            and c["threads"] in (1, parallel) and c.get("median_bytes_per_s")]
+    pool = [c for c in ciphers if c.cell.algorithm == ref.algorithm and c.cell.accel == accel
+            and c.cell.threads in (1, parallel) and c.bytes_per_s]
     for engine in want_engines:
-        mine = [c for c in pool if c["engine"] == engine]
+        mine = [c.cell for c in pool if c.cell.engine == engine]
         if mine:
-            best = min(mine, key=lambda c: (abs(c["buffer_bytes"] - ref["unit"]), c["threads"] != parallel))
+            best = min(mine, key=lambda c: (abs(c.buffer_bytes - ref.unit), c.threads != parallel))
             times, scaled = 1.0, ""
-            if best["threads"] != parallel:
-                times, scaled = thread_gain(pool, best["buffer_bytes"], parallel)
-            how = (f"{engine} {ref['algorithm']}{'' if accel else ' without acceleration'} at "
-                   f"{best['buffer_bytes']} B, {best['threads']} thread(s)" + scaled)
-            if not ref.get("exact", True):
+            if best.threads != parallel:
+                times, scaled = thread_gain(pool, best.buffer_bytes, parallel)
+            how = (f"{engine} {ref.algorithm}{'' if accel else ' without acceleration'} at "
+                   f"{best.buffer_bytes} B, {best.threads} thread(s)" + scaled)
+            if not ref.exact:
                 how += " (nearest measured algorithm)"
             if why:
                 how += "; " + why[0]
-            return best["median_bytes_per_s"] * times, how
-    return None, f"{ref['algorithm']} was not in this run's cipher table"
+            return next(c.bytes_per_s for c in pool if c.cell == best) * times, how
+    return None, f"{ref.algorithm} was not in this run's cipher table"
 
 
-def thread_gain(pool: list[dict], unit: int, parallel: int) -> tuple[float, str]:
+def thread_gain(pool: list[Stored], unit: int, parallel: int) -> tuple[float, str]:
     """(factor, how said) from one thread to ``parallel``: OpenSSL's measured
     ratio for the same cipher near ``unit``, else ``parallel`` assumed."""
     by = {}
     for c in pool:
-        if c["engine"] == "openssl":
-            by.setdefault(c["buffer_bytes"], {})[c["threads"]] = c["median_bytes_per_s"]
+        if c.cell.engine == "openssl":
+            by.setdefault(c.cell.buffer_bytes, {})[c.cell.threads] = c.bytes_per_s
     pairs = [(abs(b - unit), b, t) for b, t in by.items() if 1 in t and parallel in t]
     if pairs:
         _, b, t = min(pairs)
@@ -117,8 +119,13 @@ def thread_gain(pool: list[dict], unit: int, parallel: int) -> tuple[float, str]
     return float(parallel), f" × {parallel} (assumed linear: no {parallel}-thread cell measured)"
 
 
-def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict | None,
-             ciphers: list[dict], host: dict) -> Verdict:
+def _cores(host: dict) -> int:
+    """The CPUs this host let a run use."""
+    return host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
+
+
+def classify(r: Stored, baseline: Stored | None, large: Stored | None, fuse_base: Stored | None,
+             ciphers: list[Stored], host: dict) -> Verdict:
     """The bottleneck of storage result ``r``: the first rule that holds, in
     the order of the module docstring. The verdict names the ceilings, the
     ratio of the result to each, and the rule that decided.
@@ -128,41 +135,41 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
     ``fuse_base``: for FUSE stacks, the FUSE baseline's result.
     """
     value = _value(r)
-    label = f"{r['stack']} {r['op']} {_size(r['block_bytes'])}"
-    ref = (r.get("params") or {}).get("cipher_ref")
-    cipher, cipher_how = cipher_ceiling(ref, ciphers, host, r.get("iodepth", 1), r)
-    device = _value(baseline) if baseline else None
+    cell = r.cell
+    label = f"{cell.stack} {cell.op} {_size(cell.block_bytes)}"
+    ref = r.cipher_ref
+    cipher, cipher_how = cipher_ceiling(ref, ciphers, host, cell.iodepth or 1, r)
+    device = _value(baseline)
     ceilings = {"device": device, "cipher": cipher, "cipher_how": cipher_how}
     if value is None:
         return Verdict("unknown", f"{label}: not a throughput result", ceilings)
     ceilings["ratio"] = {k: value / c for k, c in (("device", device), ("cipher", cipher)) if c}
     shown_cipher = f"{rate(cipher)} ({cipher_how})" if cipher else f"not measured: {cipher_how}"
     soft, driver = kernel_aes_is_software(host, r)
-    software = bool(ref and ref["where"] == "kernel" and soft and ref["algorithm"].startswith("aes"))
+    software = bool(ref and ref.where == "kernel" and soft and ref.algorithm.startswith("aes"))
     aside = f"; the kernel uses the software {driver} driver, not AES-NI" if software else ""
 
     def verdict(kind: str, rule: str, sentence: str) -> Verdict:
         return Verdict(kind, sentence + aside, {**ceilings, "rule": rule})
-    busy = (r.get("cpu") or {}).get("max_core_busy") or 0
-    facts = (r.get("params") or {}).get("facts") or {}
-    if facts.get("role") == "baseline":         # a twin: no crypto, only what it adds to its reference
-        own = facts.get("isolates") or "what it adds to its baseline"
+    busy = r.cpu.max_core_busy
+    if r.facts.is_baseline:                     # a twin: no crypto, only what it adds to its reference
+        own = r.facts.isolates or "what it adds to its baseline"
         shown_cipher = "none: it encrypts nothing"
     else:
         own = "the crypto"
-    if not r.get("baseline"):
+    if not r.baseline:
         return verdict("device", "a plaintext baseline", f"{label} {rate(value)}: this is the plaintext "
                        "baseline, the device ceiling the encrypted stacks are measured against")
     if device and value >= NEAR * device:
-        share = f"{value / device:.0%} of its baseline {r.get('baseline')} ({rate(device)})"
-        if r.get("overhead_significant") and (r.get("overhead") or 0) < 0:
+        share = f"{value / device:.0%} of its baseline {r.baseline} ({rate(device)})"
+        if r.overhead_significant and (r.overhead or 0) < 0:
             return verdict("unknown", "significantly faster than its baseline",
                            f"{label} {rate(value)} is {share}: significantly faster than its baseline "
-                           f"({-100 * r['overhead']:.1f} %), which is no neutral reference for this operation, "
+                           f"({-100 * r.overhead:.1f} %), which is no neutral reference for this operation, "
                            "so it sets no device ceiling; read the overhead against the reference")
-        if r.get("overhead_significant"):
+        if r.overhead_significant:
             tail = (f"the device path binds, and {own} still costs a significant "
-                    f"{100 * (r.get('overhead') or 0):.1f} %")
+                    f"{100 * (r.overhead or 0):.1f} %")
         else:
             tail = f"no significant difference from its baseline: the device path binds, not {own}"
         return verdict("device", f"throughput ≥ {NEAR:.0%} of the device ceiling",
@@ -171,20 +178,20 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
         return verdict("cipher", f"throughput ≥ {NEAR:.0%} of the cipher ceiling",
                        f"{label} {rate(value)} is {value / cipher:.0%} of the cipher ceiling "
                        f"{shown_cipher}: cipher-bound")
-    if large and r["block_bytes"] and r["block_bytes"] < LARGE and _value(large) and \
-            value < 0.5 * _value(large) and r.get("iops"):
-        per_req = (1 / r["iops"] - r["block_bytes"] / _value(large)) * 1e6
+    if cell.block_bytes and cell.block_bytes < LARGE and _value(large) and \
+            value < 0.5 * _value(large) and r.iops:
+        per_req = (1 / r.iops - cell.block_bytes / _value(large)) * 1e6
         ceilings["per_request_us"] = per_req
         return verdict("per-request", "small blocks < 50 % of the 1 MiB throughput",
                        f"{label} {rate(value)} vs {rate(_value(large))} at 1 MiB: about {per_req:.0f} µs "
                        "per request beyond the bytes; per-request overhead (system calls, FUSE round "
                        "trips, journalling) dominates")
-    if fuse_base and _value(fuse_base) and value >= NEAR * _value(fuse_base):
+    if _value(fuse_base) and value >= NEAR * _value(fuse_base):
         return verdict("fuse", f"throughput ≥ {NEAR:.0%} of the FUSE passthrough's",
                        f"{label} {rate(value)} is {value / _value(fuse_base):.0%} of the FUSE passthrough "
                        f"({rate(_value(fuse_base))}): the FUSE round trip limits it, not the cipher")
-    machine = (r.get("cpu") or {}).get("machine_busy") or 0
-    cores = r.get("cpus") or host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
+    machine = r.cpu.machine_busy
+    cores = cell.cpus or _cores(host)
     if busy >= SATURATED and cores > 1 and machine >= ALL_BUSY:
         return verdict("cpu", f"the busiest core ≥ {SATURATED:.0%} and all {cores} CPUs ≥ {ALL_BUSY:.0%} "
                        "busy below every ceiling",
@@ -198,7 +205,7 @@ def classify(r: dict, baseline: dict | None, large: dict | None, fuse_base: dict
                        "code on one core is the limit (no parallelism)")
     below = (f"below the device ({rate(device)}, {value / device:.0%}) and cipher ({shown_cipher}) "
              "ceilings with no core saturated") if device else "with no core saturated"
-    if r.get("iodepth", 1) <= 1:
+    if (cell.iodepth or 1) <= 1:
         return verdict("latency", "below every ceiling at queue depth 1",
                        f"{label} {rate(value)}: {below}: each request waits for the previous one "
                        "(queue depth 1), so the stack's latency per request sets the speed")
@@ -210,7 +217,7 @@ def _size(n: int) -> str:
     return size(n) if n else ""
 
 
-def classify_network(r: dict, baseline: dict | None, ciphers: list[dict], host: dict) -> Verdict:
+def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored], host: dict) -> Verdict:
     """The bottleneck of network result ``r``, first rule that holds:
 
     * ``link`` — within 15 % of plain TCP on the same link (the link ceiling);
@@ -225,33 +232,34 @@ def classify_network(r: dict, baseline: dict | None, ciphers: list[dict], host: 
     * ``cpu`` — the busiest core ≥ 90 %; else ``unknown``.
     """
     value = _value(r)
-    label = f"{r['stack']} {r['workload']}" + (f" ×{r['streams']}" if (r.get("streams") or 1) > 1 else "")
-    ref = (r.get("params") or {}).get("cipher_ref")
-    cipher, cipher_how = cipher_ceiling(ref, ciphers, host, r.get("streams") or 1, r)
-    link = _value(baseline) if baseline else None
+    cell = r.cell
+    label = f"{cell.stack} {cell.workload}" + (f" ×{cell.streams}" if (cell.streams or 1) > 1 else "")
+    ref = r.cipher_ref
+    cipher, cipher_how = cipher_ceiling(ref, ciphers, host, cell.streams or 1, r)
+    link = _value(baseline)
     ceilings = {"link": link, "cipher": cipher, "cipher_how": cipher_how}
     if value is None:
         return Verdict("unknown", f"{label}: not a throughput result", ceilings)
     ceilings["ratio"] = {k: value / c for k, c in (("link", link), ("cipher", cipher)) if c}
     shown_cipher = f"{rate(cipher)} ({cipher_how})" if cipher else f"not measured: {cipher_how}"
-    daemon = r.get("busiest_daemon_core") or 0
-    wire, base_wire = r.get("wire") or {}, (baseline or {}).get("wire") or {}
-    mtu = r.get("mtu") or 1500
+    daemon = r.busiest_daemon_core or 0
+    wire, base_wire = r.wire or {}, (baseline.wire if baseline else None) or {}
+    mtu = cell.mtu or 1500
 
     def verdict(kind: str, rule: str, sentence: str) -> Verdict:
         return Verdict(kind, sentence, {**ceilings, "rule": rule})
-    if not r.get("baseline"):
+    if not r.baseline:
         return verdict("link", "a plaintext baseline", f"{label} {rate(value)}: the plaintext baseline on this "
                        "link, the ceiling the encrypted stacks are measured against")
     if link and value >= NEAR * link:
         return verdict("link", f"throughput ≥ {NEAR:.0%} of the link ceiling",
-                       f"{label} {rate(value)} is {value / link:.0%} of plain {r['baseline']} ({rate(link)}): "
+                       f"{label} {rate(value)} is {value / link:.0%} of plain {r.baseline} ({rate(link)}): "
                        "the link binds, not the crypto")
     if cipher and value >= NEAR * cipher:
         return verdict("cipher", f"throughput ≥ {NEAR:.0%} of the cipher ceiling",
                        f"{label} {rate(value)} is {value / cipher:.0%} of the cipher ceiling {shown_cipher}: "
                        "cipher-bound")
-    ratio = f"{value / link:.0%} of plain {r['baseline']} ({rate(link)})" if link else "no link ceiling measured"
+    ratio = f"{value / link:.0%} of plain {r.baseline} ({rate(link)})" if link else "no link ceiling measured"
     if daemon >= NEAR:
         return verdict("daemon", f"a stack process ≥ {NEAR:.0%} of one core",
                        f"{label} {rate(value)}, {ratio}: its busiest process used {daemon:.0%} of one core "
@@ -262,7 +270,7 @@ def classify_network(r: dict, baseline: dict | None, ciphers: list[dict], host: 
                        f"{label} {rate(value)}, {ratio}: it sends {size:.0f}-byte packets where plain TCP "
                        f"sends {base_size:.0f}-byte GSO frames, so it pays per-packet costs (encapsulation, "
                        "TUN reads, system calls) far more often than the cipher's ceiling suggests")
-    busy = (r.get("cpu") or {}).get("max_core_busy") or 0
+    busy = r.cpu.max_core_busy
     if busy >= 0.9:
         return verdict("cpu", "the busiest core ≥ 90 % busy below every ceiling",
                        f"{label} {rate(value)}, {ratio}: a core was {busy:.0%} busy; both ends share this "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cryptcost.analysis.cells import cell, is_baseline
+from cryptcost.record import Stored
 from cryptcost.model import Cell
 from cryptcost.units import rate
 
@@ -42,17 +42,17 @@ class Prediction:
                 "predicted_high": self.high, "binding": self.binding, "sentence": self.sentence}
 
 
-def predict(results: list[dict], target: float, target_label: str,
+def predict(results: list[Stored], target: float, target_label: str,
             verdicts: dict[int, dict] | None = None) -> list[Prediction]:
     """One prediction per measured (non-baseline) byte-throughput result."""
-    by_key = {cell(r): r for r in results}
+    by_key = {r.paired(): r for r in results}
     out = []
     for i, r in enumerate(results):
-        if is_baseline(r) or "median_bytes_per_s" not in r or not r.get("baseline"):
+        if r.facts.is_baseline or r.bytes_per_s is None or not r.baseline:
             continue
-        base = by_key.get(cell(r, stack=r["baseline"]))
-        s = r["median_bytes_per_s"]
-        b = base["median_bytes_per_s"] if base else s
+        base = by_key.get(r.paired(stack=r.baseline))
+        s = r.bytes_per_s
+        b = base.bytes_per_s if base else s
         extra = max(0.0, 1 / s - 1 / b)
         pipelined = min(target, s)
         serial = 1 / (1 / target + extra)
@@ -61,7 +61,7 @@ def predict(results: list[dict], target: float, target_label: str,
         else:
             kind = (verdicts or {}).get(i, {}).get("bottleneck", "stack")
             binding = f"the stack ({kind})"
-        out.append(Prediction(cell(r), s, min(serial, pipelined), pipelined, binding,
+        out.append(Prediction(r.paired(), s, min(serial, pipelined), pipelined, binding,
                               f"on {target_label}: {rate(min(serial, pipelined))}–{rate(pipelined)}, "
                               f"{binding} binds"))
     return out
@@ -70,20 +70,20 @@ def predict(results: list[dict], target: float, target_label: str,
 TOLERANCE = 0.20          # a prediction holds when the measurement is within 20 % of its range
 
 
-def check(predictions: list[Prediction], measured: list[dict]) -> list[dict]:
+def check(predictions: list[Prediction], measured: list[Stored]) -> list[dict]:
     """Each prediction beside the same stack and cell measured on a device of
     the target's speed: ``error`` is 0 inside the predicted range, else the
     relative distance to its nearer end; ``holds`` when within TOLERANCE."""
-    by_cell = {cell(r, medium=None): r for r in measured if r.get("median_bytes_per_s")}
+    by_cell = {r.paired(medium=None): r for r in measured if r.bytes_per_s}
     out = []
     for p in predictions:
         m = by_cell.get(p.cell.but(medium=None))       # the same cell, on the device
         if not m:
             continue
-        v, lo, hi = m["median_bytes_per_s"], p.low, p.high
+        v, lo, hi = m.bytes_per_s, p.low, p.high
         error = 0.0 if lo <= v <= hi else (v - hi) / hi if v > hi else (v - lo) / lo
         d = p.to_dict()
         out.append({**{k: d[k] for k in ("stack", "workload", "op", "block_bytes", "iodepth", "binding")},
                     "predicted_low": lo, "predicted_high": hi, "measured_on_device": v,
-                    "measured_ci95": m.get("ci95"), "error": error, "holds": abs(error) <= TOLERANCE})
+                    "measured_ci95": list(m.ci95) if m.ci95 else None, "error": error, "holds": abs(error) <= TOLERANCE})
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 
 from cryptcost import stats
-from cryptcost.analysis.cells import facts, is_baseline
+from cryptcost.record import Stored
 from cryptcost.stacks.base import USE_CASES
 from cryptcost.units import pct, rate
 
@@ -22,47 +22,46 @@ MAIN = ("seq", 1 << 20)
 MAIN_OPS = ("write", "read", "send", "receive", "put", "get")
 
 
-def is_main(r: dict) -> bool:
-    if r.get("kind") == "network":
-        return r["workload"] in MAIN_OPS and (r.get("streams") or 1) == 1
-    return r["workload"] == MAIN[0] and r.get("block_bytes") == MAIN[1]
+def is_main(r: Stored) -> bool:
+    if r.kind == "network":
+        return r.cell.workload in MAIN_OPS and (r.cell.streams or 1) == 1
+    return r.cell.workload == MAIN[0] and r.cell.block_bytes == MAIN[1]
 
 
-def _main_cells(results: list[dict], stack: str) -> list[dict]:
+def _main_cells(results: list[Stored], stack: str) -> list[Stored]:
     """A stack's results on the cells it is ranked on; a series that failed part-way
     (``incomplete``) is shown in the tables but never ranked or recommended."""
-    return [r for r in results if r["stack"] == stack and is_main(r) and r.get("median_bytes_per_s")
-            and not r.get("incomplete")]
+    return [r for r in results if r.stack == stack and is_main(r) and r.bytes_per_s
+            and not r.incomplete]
 
 
-def reference(r: dict) -> str | None:
+def reference(r: Stored) -> str | None:
     """The plainest twin a result is compared with: its last baseline."""
-    bases = facts(r).get("baselines") or []
-    return bases[-1] if bases else None
+    return r.facts.baselines[-1] if r.facts.baselines else None
 
 
-def score(results: list[dict], stack: str) -> float | None:
+def score(results: list[Stored], stack: str) -> float | None:
     """Throughput relative to the plaintext reference on the main cells (1.0 = as fast)."""
     ratios = []
     for r in _main_cells(results, stack):
-        vs = (r.get("vs") or {}).get(reference(r))
+        vs = r.vs.get(reference(r))
         if vs:
-            ratios.append(1 - vs["overhead"])
-        elif is_baseline(r) and not reference(r):
+            ratios.append(1 - vs.overhead)
+        elif r.facts.is_baseline and not reference(r):
             ratios.append(1.0)
     return statistics.fmean(ratios) if ratios else None
 
 
-def _compare(results: list[dict], a: str, b: str, op: str = "read") -> stats.Comparison | None:
+def _compare(results: list[Stored], a: str, b: str, op: str = "read") -> stats.Comparison | None:
     """b against a on the main cell of ``op``."""
-    ra = next((r for r in _main_cells(results, a) if r["op"] == op), None)
-    rb = next((r for r in _main_cells(results, b) if r["op"] == op), None)
-    if not ra or not rb or len(ra.get("values", [])) < 2 or len(rb.get("values", [])) < 2:
+    ra = next((r for r in _main_cells(results, a) if r.cell.op == op), None)
+    rb = next((r for r in _main_cells(results, b) if r.cell.op == op), None)
+    if not ra or not rb or len(ra.values) < 2 or len(rb.values) < 2:
         return None
-    return stats.compare(ra["values"], rb["values"])
+    return stats.compare(ra.values, rb.values)
 
 
-def faster_at(results: list[dict], a: str, b: str) -> tuple[list[str], list[str]]:
+def faster_at(results: list[Stored], a: str, b: str) -> tuple[list[str], list[str]]:
     """The main cells (ops) on which ``b`` is significantly faster than
     ``a``, and those on which it is significantly slower."""
     up, down = [], []
@@ -73,7 +72,7 @@ def faster_at(results: list[dict], a: str, b: str) -> tuple[list[str], list[str]
     return up, down
 
 
-def tied(results: list[dict], a: str, b: str) -> bool:
+def tied(results: list[Stored], a: str, b: str) -> bool:
     """Whether two stacks cannot be ranked: none of their main cells (1 MiB
     reads and writes; one stream or one file each way) differ significantly
     (or they cannot be compared), or they trade places — each significantly
@@ -82,13 +81,13 @@ def tied(results: list[dict], a: str, b: str) -> bool:
     return not (up and not down or down and not up)
 
 
-def trade_off(results: list[dict], a: str, b: str) -> bool:
+def trade_off(results: list[Stored], a: str, b: str) -> bool:
     """Each of the two is significantly faster on one main cell: neither ranks above the other."""
     up, down = faster_at(results, a, b)
     return bool(up and down)
 
 
-def ranks(results: list[dict], ordered: list[str]) -> list[tuple[int, bool]]:
+def ranks(results: list[Stored], ordered: list[str]) -> list[tuple[int, bool]]:
     """(rank, tied) for stacks in score order: a stack that ties with the
     first stack of the rank before it shares that rank; otherwise it starts
     its own. Ties are checked against that first stack, not the one just
@@ -105,37 +104,36 @@ def ranks(results: list[dict], ordered: list[str]) -> list[tuple[int, bool]]:
     return out
 
 
-def _trade(results: list[dict], best: str, other: str) -> str:
+def _trade(results: list[Stored], best: str, other: str) -> str:
     up, down = faster_at(results, best, other)
     return (f"{other} and {best} trade places: {other} is significantly faster at {' and '.join(up)}s "
             f"and slower at {' and '.join(down)}s ({_describe(results, other)}).")
 
 
-def _describe(results: list[dict], stack: str) -> str:
-    cells = {r["op"]: r for r in _main_cells(results, stack)}
+def _describe(results: list[Stored], stack: str) -> str:
+    cells = {r.cell.op: r for r in _main_cells(results, stack)}
     parts = []
     for op in MAIN_OPS:
         r = cells.get(op)
         if r:
             ref = reference(r)
-            vs = (r.get("vs") or {}).get(ref)
-            per_gb = r.get("cpu_s_per_gb") or {}
-            cpu = (f", {per_gb['a']:.2f} + {per_gb['b']:.2f} CPU-s/GB at the two ends"
-                   if per_gb.get("a") is not None and per_gb.get("b") is not None else "")
-            parts.append(f"{op}s {rate(r['median_bytes_per_s'])}" +
-                         (f" ({pct(-vs['overhead'])} vs {ref}{cpu})" if vs else cpu and f" ({cpu[2:]})"))
+            vs = r.vs.get(ref)
+            a, b = r.cpu_s_per_gb.get("a"), r.cpu_s_per_gb.get("b")
+            cpu = f", {a:.2f} + {b:.2f} CPU-s/GB at the two ends" if a is not None and b is not None else ""
+            parts.append(f"{op}s {rate(r.bytes_per_s)}" +
+                         (f" ({pct(-vs.overhead)} vs {ref}{cpu})" if vs else cpu and f" ({cpu[2:]})"))
     return ", ".join(parts) or "not measured on its main cells"
 
 
-def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], host: dict) -> list[dict]:
+def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict], host: dict) -> list[dict]:
     """Paragraphs: ``{use_case, title, text, ranking}``."""
     # Options are compared as they are deployed: an acceleration-off twin is a measurement, not an option.
-    measured = [r for r in results if r.get("kind") in ("storage", "network") and r.get("accel", True)
-                and not r.get("incomplete")]
-    use_of = {r["stack"]: facts(r).get("use_case") for r in measured if facts(r).get("use_case")}
+    measured = [r for r in results if r.kind in ("storage", "network") and r.cell.accel is not False
+                and not r.incomplete]
+    use_of = {r.stack: r.facts.use_case for r in measured if r.facts.use_case}
     stacks = sorted(use_of)
     seen = {kind for kind in ("storage", "network")
-            if any(r.get("kind") == kind for r in results) or any(s.get("kind") == kind for s in skipped)}
+            if any(r.kind == kind for r in results) or any(s.get("kind") == kind for s in skipped)}
     network_seen = "network" in seen
     out = []
     for use, (kind, title) in USE_CASES.items():
@@ -158,7 +156,7 @@ def recommend(results: list[dict], ciphers: list[dict], skipped: list[dict], hos
     return out
 
 
-def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: list[dict]) -> str:
+def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[dict]) -> str:
     sentences = []
     cells = "1 MiB reads or writes" if USE_CASES[use][0] == "storage" else "a stream or a file either way"
     if not ranked:
@@ -184,12 +182,12 @@ def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: list[di
             else:
                 sentences.append(f"{other}: {_describe(storage, other)}.")
         for _, s in ranked:
-            for fact in next((facts(r).get("security") or [] for r in storage if r["stack"] == s), []):
+            for fact in next((r.facts.security for r in storage if r.stack == s), ()):
                 fact = fact[0].upper() + fact[1:] + ("" if fact.endswith(".") else ".")
                 if fact not in sentences:
                     sentences.append(fact)
         mine = {s for _, s in ranked}
-        warnings = {w for r in storage if r["stack"] in mine for w in [(r.get("params") or {}).get("warning")] if w}
+        warnings = {w for r in storage if r.stack in mine for w in [r.params.get("warning")] if w}
         sentences += [f"Avoid: {w}." for w in sorted(warnings)]
     for u in unavailable:
         if u.get("advice"):
@@ -197,26 +195,25 @@ def _paragraph(use: str, ranked: list, storage: list[dict], unavailable: list[di
     return " ".join(sentences)
 
 
-def _cipher_paragraph(ciphers: list[dict], host: dict) -> str:
-    def best(alg: str):
-        rs = [c for c in ciphers if c["algorithm"] == alg and c["accel"] and c["threads"] == 1
-              and c["engine"] == "openssl" and c.get("median_bytes_per_s")]
-        return max(rs, key=lambda c: c["buffer_bytes"]) if rs else None
+def _cipher_paragraph(ciphers: list[Stored], host: dict) -> str:
+    def best(alg: str) -> Stored | None:
+        rs = [c for c in ciphers if c.cell.algorithm == alg and c.cell.accel and c.cell.threads == 1
+              and c.cell.engine == "openssl" and c.bytes_per_s]
+        return max(rs, key=lambda c: c.cell.buffer_bytes) if rs else None
     gcm, chacha, xts = best("aes-256-gcm") or best("aes-128-gcm"), best("chacha20-poly1305"), best("aes-256-xts")
     has_aes = host.get("cpu", {}).get("flags", {}).get("aes")
     parts = []
     if gcm and chacha:
-        cmp = stats.compare(chacha.get("values") or [chacha["median_bytes_per_s"]],
-                            gcm.get("values") or [gcm["median_bytes_per_s"]])
-        faster = "AES-GCM" if gcm["median_bytes_per_s"] > chacha["median_bytes_per_s"] else "ChaCha20-Poly1305"
+        cmp = stats.compare(chacha.values or [chacha.bytes_per_s], gcm.values or [gcm.bytes_per_s])
+        faster = "AES-GCM" if gcm.bytes_per_s > chacha.bytes_per_s else "ChaCha20-Poly1305"
         if cmp.significant:
-            parts.append(f"For authenticated encryption {faster} is faster here ({gcm['algorithm']} "
-                         f"{rate(gcm['median_bytes_per_s'])} vs chacha20-poly1305 "
-                         f"{rate(chacha['median_bytes_per_s'])} at {gcm['buffer_bytes']} B, one thread).")
+            parts.append(f"For authenticated encryption {faster} is faster here ({gcm.cell.algorithm} "
+                         f"{rate(gcm.bytes_per_s)} vs chacha20-poly1305 "
+                         f"{rate(chacha.bytes_per_s)} at {gcm.cell.buffer_bytes} B, one thread).")
         else:
             parts.append("AES-GCM and ChaCha20-Poly1305 show no significant difference here.")
     if xts:
-        parts.append(f"AES-256-XTS, the disk-encryption mode, runs at {rate(xts['median_bytes_per_s'])} "
+        parts.append(f"AES-256-XTS, the disk-encryption mode, runs at {rate(xts.bytes_per_s)} "
                      "in OpenSSL on one core.")
     if has_aes is False:
         parts.append("This CPU has no AES-NI: prefer ChaCha20-Poly1305 and Adiantum.")

@@ -22,7 +22,7 @@ analysis.
 from __future__ import annotations
 
 from cryptcost.analysis.bottleneck import kernel_aes_is_software
-from cryptcost.analysis.cells import cell, facts, is_baseline
+from cryptcost.record import Stored
 from cryptcost.units import rate, size
 
 OFF = "/accel-off"
@@ -36,28 +36,28 @@ def _cpus(n: int | None) -> str:
     return "all CPUs" if not n else f"{n} CPU{'s' if n > 1 else ''}"
 
 
-def curves(results: list[dict], verdicts: dict[int, dict], host: dict,
+def curves(results: list[Stored], verdicts: dict[int, dict], host: dict,
            skipped: list[dict] | None = None) -> list[dict]:
     """One curve per measured stack and cell that has something to say: two
     or more points (acceleration off, CPU counts), or a reason why
     acceleration could not be switched off."""
-    groups: dict[tuple, list[tuple[int, dict]]] = {}
+    groups: dict[tuple, list[tuple[int, Stored]]] = {}
     for i, r in enumerate(results):
-        if r.get("kind") in ("storage", "network") and not is_baseline(r) and r.get("median_bytes_per_s"):
-            groups.setdefault(cell(r, stack=_name(r["stack"]), cpus=None), []).append((i, r))
+        if r.kind in ("storage", "network") and not r.facts.is_baseline and r.bytes_per_s:
+            groups.setdefault(r.paired(stack=_name(r.stack), cpus=None), []).append((i, r))
     no_switch = {_name(s["stack"]): s.get("reason", "") for s in skipped or []
                  if s.get("accel") == "cannot be switched off"}
     out = []
     for key, members in groups.items():
-        points = sorted(({"cpus": r.get("cpus"), "accel": r.get("accel", True),
-                          "bytes_per_s": r["median_bytes_per_s"], "ci95": r.get("ci95"),
+        points = sorted(({"cpus": r.cell.cpus, "accel": r.cell.accel is not False,
+                          "bytes_per_s": r.bytes_per_s, "ci95": list(r.ci95) if r.ci95 else None,
                           "bottleneck": (verdicts.get(i) or {}).get("bottleneck"),
                           "cipher_ceiling": ((verdicts.get(i) or {}).get("ceilings") or {}).get("cipher"),
-                          "verified": r.get("accel_verified"), "speedup": r.get("accel_speedup")}
+                          "verified": r.accel_verified, "speedup": r.accel_speedup}
                          for i, r in members), key=lambda p: (not p["accel"], p["cpus"] or 0))
         first = members[0][1]
-        curve = {"stack": key.stack, "kind": first["kind"], "cell": key.title(), "workload": first["workload"],
-                 "op": first.get("op"), "block_bytes": first.get("block_bytes"), "points": points,
+        curve = {"stack": key.stack, "kind": key.kind, "cell": key.title(), "workload": key.workload,
+                 "op": key.op, "block_bytes": key.block_bytes, "points": points,
                  "accel": _accel(first, points, no_switch.get(key.stack), host),
                  "scaling": _scaling(points), "cipher_bound": _knee(points),
                  "cipher_bound_off": _knee(points, accel=False)}
@@ -66,7 +66,7 @@ def curves(results: list[dict], verdicts: dict[int, dict], host: dict,
     return sorted(out, key=lambda c: (c["stack"], c["cell"]))
 
 
-def _accel(r: dict, points: list[dict], no_switch: str | None, host: dict) -> dict:
+def _accel(r: Stored, points: list[dict], no_switch: str | None, host: dict) -> dict:
     """What is known of hardware acceleration for this curve's stack."""
     off = [p for p in points if not p["accel"]]
     if off:
@@ -78,16 +78,15 @@ def _accel(r: dict, points: list[dict], no_switch: str | None, host: dict) -> di
             return {"state": "not effective", "text": "switching acceleration off did not make it slower: the "
                     "switch does not reach this stack's crypto (or it does not use AES-NI)"}
         return {"state": "unverified", "text": "acceleration off is unverified: no comparable result with it on"}
-    if facts(r).get("crypto_library") == "kernel":
+    if r.facts.crypto_library == "kernel":
         soft, driver = kernel_aes_is_software(host, r)
-        ref = (r.get("params") or {}).get("cipher_ref") or {}
-        if soft and str(ref.get("algorithm", "")).startswith("aes"):
+        if soft and r.cipher_ref and r.cipher_ref.algorithm.startswith("aes"):
             text = (f"it gets nothing from AES-NI on this kernel: its AES driver is {driver}, a software "
                     "driver (a kernel with aesni_intel loaded would use the CPU's AES instructions)")
         else:
             text = (f"its kernel driver here is {driver or 'not recorded'}; acceleration cannot be switched off "
                     "from userspace: measure it without in a guest booted with the driver blacklisted "
-                    f"(cryptcost vm --blacklist aesni_intel -- {r['kind']} --stacks {_name(r['stack'])})")
+                    f"(cryptcost vm --blacklist aesni_intel -- {r.kind} --stacks {_name(r.stack)})")
         return {"state": "kernel", "driver": driver, "software": soft, "text": text}
     if no_switch is not None:
         return {"state": "cannot be switched off", "text": no_switch}

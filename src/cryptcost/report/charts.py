@@ -11,7 +11,7 @@ import io
 
 import matplotlib
 
-from cryptcost.analysis import is_baseline
+from cryptcost.record import Stored, read
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -36,34 +36,34 @@ def _mbs(v: float | None) -> float:
     return (v or 0) / 1e6
 
 
-def _err(r: dict) -> tuple[float, float]:
-    lo, hi = r.get("ci95") or (r["median_bytes_per_s"], r["median_bytes_per_s"])
-    m = r["median_bytes_per_s"]
+def _err(r: Stored) -> tuple[float, float]:
+    lo, hi = r.ci95 or (r.bytes_per_s, r.bytes_per_s)
+    m = r.bytes_per_s
     return max(0.0, _mbs(m - lo)), max(0.0, _mbs(hi - m))
 
 
-def throughput_vs_baseline(storage: list[dict], workload: str = "seq", block: int = 1 << 20) -> str | None:
+def throughput_vs_baseline(storage: list[Stored], workload: str = "seq", block: int = 1 << 20) -> str | None:
     """Median throughput per stack (write and read), baselines in grey, CI whiskers."""
-    rows = [r for r in storage if r["workload"] == workload and r["block_bytes"] == block
-            and "median_bytes_per_s" in r and r["op"] in ("write", "read")]
+    rows = [r for r in storage if r.cell.workload == workload and r.cell.block_bytes == block
+            and r.bytes_per_s is not None and r.cell.op in ("write", "read")]
     if not rows:
         return None
-    baselines = {r["stack"] for r in rows if is_baseline(r)}
-    stacks = sorted({r["stack"] for r in rows}, key=lambda s: (s not in baselines, s))
+    baselines = {r.stack for r in rows if r.facts.is_baseline}
+    stacks = sorted({r.stack for r in rows}, key=lambda s: (s not in baselines, s))
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(stacks) + 1.2))
     height = 0.38
     for j, op in enumerate(("write", "read")):
         ys, xs, errs, colours = [], [], [[], []], []
         for i, stack in enumerate(stacks):
-            r = next((x for x in rows if x["stack"] == stack and x["op"] == op), None)
+            r = next((x for x in rows if x.stack == stack and x.cell.op == op), None)
             if not r:
                 continue
             ys.append(i + (j - 0.5) * height)
-            xs.append(_mbs(r["median_bytes_per_s"]))
+            xs.append(_mbs(r.bytes_per_s))
             lo, hi = _err(r)
             errs[0].append(lo)
             errs[1].append(hi)
-            colours.append(BASE_COLOUR if is_baseline(r) else COLOURS[j])
+            colours.append(BASE_COLOUR if r.facts.is_baseline else COLOURS[j])
         ax.barh(ys, xs, height=height, xerr=errs, color=colours, capsize=2,
                 label=op, hatch=None if j == 0 else "//", edgecolor="white")
     ax.set_yticks(range(len(stacks)), stacks)
@@ -76,17 +76,17 @@ def throughput_vs_baseline(storage: list[dict], workload: str = "seq", block: in
     return _svg(fig)
 
 
-def overhead(storage: list[dict]) -> str | None:
+def overhead(storage: list[Stored]) -> str | None:
     """Overhead against the matched baseline, % (positive = slower), with CI."""
-    rows = [r for r in storage if r.get("overhead") is not None and not is_baseline(r)
-            and r["op"] in ("write", "read")]
+    rows = [r for r in storage if r.overhead is not None and not r.facts.is_baseline
+            and r.cell.op in ("write", "read")]
     if not rows:
         return None
-    labels = [f"{r['stack']} {r['workload']} {r['op']} {_block(r['block_bytes'])}" for r in rows]
-    vals = [r["overhead"] * 100 for r in rows]
-    errs = [[max(0, v - r["overhead_ci95"][0] * 100) for v, r in zip(vals, rows)],
-            [max(0, r["overhead_ci95"][1] * 100 - v) for v, r in zip(vals, rows)]]
-    colours = [COLOURS[3] if r.get("overhead_significant") else BASE_COLOUR for r in rows]
+    labels = [f"{r.stack} {r.cell.workload} {r.cell.op} {_block(r.cell.block_bytes)}" for r in rows]
+    vals = [r.overhead * 100 for r in rows]
+    errs = [[max(0, v - r.overhead_ci95[0] * 100) for v, r in zip(vals, rows)],
+            [max(0, r.overhead_ci95[1] * 100 - v) for v, r in zip(vals, rows)]]
+    colours = [COLOURS[3] if r.overhead_significant else BASE_COLOUR for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.2))
     ax.barh(range(len(rows)), vals, xerr=errs, color=colours, capsize=2)
     ax.set_yticks(range(len(rows)), labels)
@@ -99,40 +99,40 @@ def overhead(storage: list[dict]) -> str | None:
     return _svg(fig)
 
 
-def cpu_cost(storage: list[dict]) -> str | None:
+def cpu_cost(storage: list[Stored]) -> str | None:
     """System-wide CPU-seconds per GiB moved, per stack and operation."""
-    rows = [r for r in storage if r.get("cpu_s_per_gib") and r["op"] in ("write", "read")
-            and r["block_bytes"] == max(x["block_bytes"] for x in storage)]
+    rows = [r for r in storage if r.cpu_s_per_gib and r.cell.op in ("write", "read")
+            and r.cell.block_bytes == max(x.cell.block_bytes for x in storage)]
     if not rows:
         return None
-    stacks = sorted({r["stack"] for r in rows})
+    stacks = sorted({r.stack for r in rows})
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(stacks) + 1.2))
     for j, op in enumerate(("write", "read")):
-        vals = [next((r["cpu_s_per_gib"] for r in rows if r["stack"] == s and r["op"] == op), 0) for s in stacks]
+        vals = [next((r.cpu_s_per_gib for r in rows if r.stack == s and r.cell.op == op), 0) for s in stacks]
         ax.barh([i + (j - 0.5) * 0.38 for i in range(len(stacks))], vals, height=0.38, color=COLOURS[j], label=op)
     ax.set_yticks(range(len(stacks)), stacks)
     ax.invert_yaxis()
-    ax.set_xlabel(f"CPU-seconds per GiB moved, whole system ({_block(rows[0]['block_bytes'])} blocks)")
+    ax.set_xlabel(f"CPU-seconds per GiB moved, whole system ({_block(rows[0].cell.block_bytes)} blocks)")
     ax.set_ylabel("stack")
     ax.legend(loc="lower right")
     return _svg(fig)
 
 
-def block_size_curves(storage: list[dict]) -> str | None:
+def block_size_curves(storage: list[Stored]) -> str | None:
     """Throughput against block size (the R3 sweep), one line per stack."""
-    rows = [r for r in storage if r["workload"] == "seq" and "median_bytes_per_s" in r]
-    sizes = sorted({r["block_bytes"] for r in rows})
+    rows = [r for r in storage if r.cell.workload == "seq" and r.bytes_per_s is not None]
+    sizes = sorted({r.cell.block_bytes for r in rows})
     if len(sizes) < 3:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
     # one line per stack and CPU count (a run may measure both on 1 and on 2 CPUs)
-    lines = sorted({(r["stack"], r.get("cpus") or 0) for r in rows}, key=lambda x: (x[0], x[1]))
-    lines = [ln for ln in lines if len({r["block_bytes"] for r in rows
-                                        if (r["stack"], r.get("cpus") or 0) == ln}) >= 3]
+    lines = sorted({(r.stack, r.cell.cpus or 0) for r in rows}, key=lambda x: (x[0], x[1]))
+    lines = [ln for ln in lines if len({r.cell.block_bytes for r in rows
+                                        if (r.stack, r.cell.cpus or 0) == ln}) >= 3]
     for ax, op in zip(axes, ("write", "read")):
         for i, (stack, cpus) in enumerate(lines):
-            pts = sorted((r["block_bytes"], _mbs(r["median_bytes_per_s"])) for r in rows
-                         if r["stack"] == stack and (r.get("cpus") or 0) == cpus and r["op"] == op)
+            pts = sorted((r.cell.block_bytes, _mbs(r.bytes_per_s)) for r in rows
+                         if r.stack == stack and (r.cell.cpus or 0) == cpus and r.cell.op == op)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3,
                         linestyle="--" if cpus == 1 else "-", color=COLOURS[i % len(COLOURS)],
@@ -147,18 +147,18 @@ def block_size_curves(storage: list[dict]) -> str | None:
     return _svg(fig)
 
 
-def ciphers(cipher_rows: list[dict]) -> str | None:
+def ciphers(cipher_rows: list[Stored]) -> str | None:
     """Raw cipher speed, acceleration on vs off (one thread, largest common buffer)."""
-    rows = [r for r in cipher_rows if r["threads"] == 1]
+    rows = [r for r in cipher_rows if r.cell.threads == 1]
     if not rows:
         return None
-    size = max({r["buffer_bytes"] for r in rows}, key=lambda s: sum(1 for r in rows if r["buffer_bytes"] == s))
-    rows = [r for r in rows if r["buffer_bytes"] == size]
-    labels = sorted({f"{r['engine']} {r['algorithm']}" for r in rows})
+    size = max({r.cell.buffer_bytes for r in rows}, key=lambda s: sum(1 for r in rows if r.cell.buffer_bytes == s))
+    rows = [r for r in rows if r.cell.buffer_bytes == size]
+    labels = sorted({f"{r.cell.engine} {r.cell.algorithm}" for r in rows})
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(labels) + 1.2))
     for j, accel in enumerate((True, False)):
-        vals = [next((_mbs(r["median_bytes_per_s"]) for r in rows
-                      if f"{r['engine']} {r['algorithm']}" == lab and r["accel"] == accel), 0) for lab in labels]
+        vals = [next((_mbs(r.bytes_per_s) for r in rows
+                      if f"{r.cell.engine} {r.cell.algorithm}" == lab and r.cell.accel == accel), 0) for lab in labels]
         if any(vals):
             ax.barh([i + (j - 0.5) * 0.4 for i in range(len(labels))], vals, height=0.4, color=COLOURS[j * 3],
                     label="acceleration on" if accel else "acceleration off")
@@ -170,18 +170,18 @@ def ciphers(cipher_rows: list[dict]) -> str | None:
     return _svg(fig)
 
 
-def core_scaling(cipher_rows: list[dict]) -> str | None:
+def core_scaling(cipher_rows: list[Stored]) -> str | None:
     """Raw cipher speed against thread count."""
-    threads = sorted({r["threads"] for r in cipher_rows})
+    threads = sorted({r.cell.threads for r in cipher_rows})
     if len(threads) < 2:
         return None
     fig, ax = plt.subplots(figsize=(7, 3.4))
-    size = min({r["buffer_bytes"] for r in cipher_rows}, key=lambda s: abs(s - 4096))
-    series = sorted({(r["engine"], r["algorithm"], r["buffer_bytes"], r["accel"]) for r in cipher_rows
-                     if r["buffer_bytes"] == size})
+    size = min({r.cell.buffer_bytes for r in cipher_rows}, key=lambda s: abs(s - 4096))
+    series = sorted({(r.cell.engine, r.cell.algorithm, r.cell.buffer_bytes, r.cell.accel) for r in cipher_rows
+                     if r.cell.buffer_bytes == size})
     for i, (engine, alg, size, accel) in enumerate(series[:10]):
-        pts = sorted((r["threads"], _mbs(r["median_bytes_per_s"])) for r in cipher_rows
-                     if (r["engine"], r["algorithm"], r["buffer_bytes"], r["accel"]) == (engine, alg, size, accel))
+        pts = sorted((r.cell.threads, _mbs(r.bytes_per_s)) for r in cipher_rows
+                     if (r.cell.engine, r.cell.algorithm, r.cell.buffer_bytes, r.cell.accel) == (engine, alg, size, accel))
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=COLOURS[i % len(COLOURS)],
                 label=f"{alg} {_block(size)}{'' if accel else ' no-accel'}")
     ax.set_xticks(threads)
@@ -235,18 +235,18 @@ def _block(n: int) -> str:
     return f"{n // (1 << 20)} MiB" if n >= 1 << 20 else f"{n // 1024} KiB" if n >= 1024 else f"{n} B"
 
 
-def network_throughput(network: list[dict]) -> str | None:
+def network_throughput(network: list[Stored]) -> str | None:
     """Gbit/s per network stack and workload (one stream or file), baselines in grey, CI whiskers."""
-    rows = [r for r in network if r.get("median_bytes_per_s") and (r.get("streams") or 1) == 1]
+    rows = [r for r in network if r.bytes_per_s and (r.cell.streams or 1) == 1]
     if not rows:
         return None
-    labels = [f"{r['stack']} {r['workload']}" for r in rows]
-    vals = [r["median_bytes_per_s"] * 8 / 1e9 for r in rows]
-    errs = [[max(0.0, (r["median_bytes_per_s"] - (r.get("ci95") or [r["median_bytes_per_s"]] * 2)[0]) * 8 / 1e9)
+    labels = [f"{r.stack} {r.cell.workload}" for r in rows]
+    vals = [r.bytes_per_s * 8 / 1e9 for r in rows]
+    errs = [[max(0.0, (r.bytes_per_s - (r.ci95 or (r.bytes_per_s,) * 2)[0]) * 8 / 1e9)
              for r in rows],
-            [max(0.0, ((r.get("ci95") or [0, r["median_bytes_per_s"]])[1] - r["median_bytes_per_s"]) * 8 / 1e9)
+            [max(0.0, ((r.ci95 or (0, r.bytes_per_s))[1] - r.bytes_per_s) * 8 / 1e9)
              for r in rows]]
-    colours = [BASE_COLOUR if is_baseline(r) else COLOURS[0] for r in rows]
+    colours = [BASE_COLOUR if r.facts.is_baseline else COLOURS[0] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1.2))
     ax.barh(range(len(rows)), vals, xerr=errs, color=colours, capsize=2)
     ax.set_yticks(range(len(rows)), labels)
@@ -259,18 +259,18 @@ def network_throughput(network: list[dict]) -> str | None:
     return _svg(fig)
 
 
-def network_cpu(network: list[dict]) -> str | None:
+def network_cpu(network: list[Stored]) -> str | None:
     """CPU-seconds per GB at each end (and what no process accounts for), per network result."""
-    rows = [r for r in network if (r.get("cpu_s_per_gb") or {}).get("a") is not None
-            and (r.get("streams") or 1) == 1]
+    rows = [r for r in network if r.cpu_s_per_gb.get("a") is not None
+            and (r.cell.streams or 1) == 1]
     if not rows:
         return None
-    labels = [f"{r['stack']} {r['workload']}" for r in rows]
+    labels = [f"{r.stack} {r.cell.workload}" for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1.2))
     left = [0.0] * len(rows)
     for j, (key, name) in enumerate((("a", "end a (client)"), ("b", "end b (server)"),
                                      ("unattributed", "kernel, softirq (no process)"))):
-        vals = [(r["cpu_s_per_gb"].get(key) or 0) for r in rows]
+        vals = [(r.cpu_s_per_gb.get(key) or 0) for r in rows]
         ax.barh(range(len(rows)), vals, left=left, color=COLOURS[j], label=name)
         left = [x + v for x, v in zip(left, vals)]
     ax.set_yticks(range(len(rows)), labels)
@@ -280,10 +280,11 @@ def network_cpu(network: list[dict]) -> str | None:
     return _svg(fig)
 
 
-def all_charts(results: list[dict], doc: dict | None = None) -> dict:
-    storage = [r for r in results if r.get("kind") == "storage"]
-    network = [r for r in results if r.get("kind") == "network"]
-    cipher_rows = [r for r in results if r.get("kind") == "cipher"]
+def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> dict:
+    results = read(results)
+    storage = [r for r in results if r.kind == "storage"]
+    network = [r for r in results if r.kind == "network"]
+    cipher_rows = [r for r in results if r.kind == "cipher"]
     charts = {
         "throughput": throughput_vs_baseline(storage),
         "throughput_4k": throughput_vs_baseline(storage, block=4096),

@@ -16,13 +16,14 @@ import statistics
 
 from cryptcost import stats
 from cryptcost.model import Cell
+from cryptcost.record import Stored, read
 
 MOVE_CELLS = 3            # OpenSSL cells both runs need before the host's move is estimated
 STILL = 0.02              # a host whose cipher cells moved less than this between the runs held still
 
-def key(r: dict) -> Cell:
+def key(r: Stored) -> Cell:
     """The identity of a result across runs: its cell, whichever suite's part planned it."""
-    return Cell.of(r).but(part=None)
+    return r.cell.but(part=None)
 
 
 def environment_diff(a: dict, b: dict) -> list[dict]:
@@ -46,14 +47,14 @@ def environment_diff(a: dict, b: dict) -> list[dict]:
     return diffs
 
 
-def host_move(results_a: list[dict], results_b: list[dict]) -> dict | None:
+def host_move(results_a: list[dict] | list[Stored], results_b: list[dict] | list[Stored]) -> dict | None:
     """How far the host's CPU moved from run A to run B: the median B/A
     ratio of the OpenSSL cipher cells both runs measured (``ratio``), their
     range (``low``, ``high``) and how many (``cells``); None with fewer than
     MOVE_CELLS such cells."""
-    by_a = {key(r): r for r in results_a if r.get("kind") == "cipher" and r.get("engine") == "openssl"}
-    ratios = sorted(rb["median_bytes_per_s"] / ra["median_bytes_per_s"] for rb in results_b
-                    if (ra := by_a.get(key(rb))) and rb.get("median_bytes_per_s") and ra.get("median_bytes_per_s"))
+    by_a = {key(r): r for r in read(results_a) if r.kind == "cipher" and r.cell.engine == "openssl"}
+    ratios = sorted(rb.bytes_per_s / ra.bytes_per_s for rb in read(results_b)
+                    if (ra := by_a.get(key(rb))) and rb.bytes_per_s and ra.bytes_per_s)
     if len(ratios) < MOVE_CELLS:
         return None
     return {"ratio": statistics.median(ratios), "low": ratios[0], "high": ratios[-1], "cells": len(ratios)}
@@ -67,20 +68,20 @@ def within_move(ratio: float, move: dict | None) -> bool:
     return min(1.0, move["ratio"]) <= ratio <= max(1.0, move["ratio"])
 
 
-def compare_runs(results_a: list[dict], results_b: list[dict], move: dict | None = None) -> list[dict]:
+def compare_runs(results_a: list[dict] | list[Stored], results_b: list[dict] | list[Stored],
+                 move: dict | None = None) -> list[dict]:
     """Each result present in both runs: B against A, with significance; a
     significant difference the host's own ``move`` (:func:`host_move`)
     could make says so (``host_could``)."""
-    by_a = {key(r): r for r in results_a}
+    by_a = {key(r): r for r in read(results_a)}
     rows = []
-    for rb in results_b:
+    for rb in read(results_b):
         ra = by_a.get(key(rb))
-        metric = "median_bytes_per_s" if "median_bytes_per_s" in rb else "median_ops_per_s"
-        if not ra or metric not in ra:
+        if not ra or ra.per != rb.per or ra.median is None or rb.median is None:
             continue
-        va, vb = ra.get("values") or [ra[metric]], rb.get("values") or [rb[metric]]
-        cmp = stats.compare(va, vb)
-        rows.append({"result": key(rb).label(), "a": ra[metric], "b": rb[metric], "unit": metric.split("_")[1] + "/s",
+        va, vb = ra.values or [ra.median], rb.values or [rb.median]
+        cmp = stats.compare(list(va), list(vb))
+        rows.append({"result": key(rb).label(), "a": ra.median, "b": rb.median, "unit": rb.per + "/s",
                      "ratio": cmp.ratio, "ratio_ci95": list(cmp.ratio_ci95), "significant": cmp.significant,
                      "verdict": cmp.verdict, "host_could": cmp.significant and within_move(cmp.ratio, move)})
     return rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cryptcost.analysis import Analysis, analyze, scaling
 from cryptcost.model import Run
+from cryptcost.record import Stored, read
 from cryptcost import units
 from cryptcost.units import target_of
 
@@ -26,34 +27,35 @@ UNSTABLE_INTRO = (f"{UNSTABLE_MARK} unstable: the 95 % interval stayed wider tha
                   "more samples (--max-samples) or on a quieter host for a tighter figure. By likely cause:")
 
 
-def ci_text(r: dict, median: float | None) -> str:
+def ci_text(r: Stored) -> str:
     """A result's interval as ``±1.2 %``, marked when the result is unstable."""
-    text = units.ci(r.get("ci95"), median)
-    return f"{text} {UNSTABLE_MARK}" if r.get("unstable") else text
+    text = units.ci(list(r.ci95) if r.ci95 else None, r.median)
+    return f"{text} {UNSTABLE_MARK}" if r.unstable else text
 
 
-def _label(r: dict) -> str:
-    if r.get("kind") == "storage":
-        size = units.size(r["block_bytes"]) if r.get("block_bytes") else ""
-        return " ".join(str(x) for x in (r["stack"], r["workload"], r["op"], size) if x)
-    if r.get("kind") == "network":
-        return f"{r['stack']} {r['workload']}"
-    threads = f"×{r['threads']}" if (r.get("threads") or 1) > 1 else ""
-    accel = "" if r.get("accel", True) else "accel off"
-    size = units.size(r["buffer_bytes"]) if r.get("buffer_bytes") else ""
-    return " ".join(str(x) for x in (r.get("engine"), r.get("algorithm"), size, threads, accel) if x)
+def _label(r: Stored) -> str:
+    c = r.cell
+    if c.kind == "storage":
+        size = units.size(c.block_bytes) if c.block_bytes else ""
+        return " ".join(str(x) for x in (c.stack, c.workload, c.op, size) if x)
+    if c.kind == "network":
+        return f"{c.stack} {c.workload}"
+    threads = f"×{c.threads}" if (c.threads or 1) > 1 else ""
+    accel = "" if c.accel is not False else "accel off"
+    size = units.size(c.buffer_bytes) if c.buffer_bytes else ""
+    return " ".join(str(x) for x in (c.engine, c.algorithm, size, threads, accel) if x)
 
 
-def unstable_groups(results: list[dict]) -> list[dict]:
+def unstable_groups(results: list[Stored]) -> list[dict]:
     """The unstable results, grouped by their likely cause, each group with
     its range of CVs: what the mark beside an interval means, said once."""
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[Stored]] = {}
     for r in results:
-        if r.get("unstable"):
-            groups.setdefault(r.get("likely_cause") or "not known", []).append(r)
+        if r.unstable:
+            groups.setdefault(r.likely_cause or "not known", []).append(r)
     out = []
     for cause, rs in sorted(groups.items(), key=lambda g: -len(g[1])):
-        cvs = sorted(r["cv"] * 100 for r in rs if r.get("cv") is not None)
+        cvs = sorted(r.cv * 100 for r in rs if r.cv is not None)
         cv = (f"CV {cvs[0]:.1f} %" if len(cvs) == 1 or cvs[0] == cvs[-1] else
               f"CV {cvs[0]:.1f}–{cvs[-1]:.1f} %") if cvs else "CV not known"
         out.append({"cause": cause, "cv": cv, "count": len(rs), "results": [_label(r) for r in rs],
@@ -66,19 +68,20 @@ def _significance(significant: bool | None) -> str:
     return "" if significant else " (n.s.)" if significant is False else " (untested)"
 
 
-def build(run: Run, results: list[dict], model: dict | None = None) -> dict:
+def build(run: Run, results: list[dict] | list[Stored], model: dict | None = None) -> dict:
     """Everything a report shows, as plain data."""
+    results = read(results)
     model = model if model is not None else run.extra.get("model", {})
     target, label = target_of(model or {})
     skipped = run.extra.get("skipped", [])
     a: Analysis = analyze(results, run.host, skipped, target=target, target_label=label)
     storage_rows, cipher_rows, network_rows = [], [], []
     for i, r in enumerate(results):
-        if r.get("kind") == "storage":
+        if r.kind == "storage":
             storage_rows.append(storage_row(r, a.verdicts.get(i), a.cycles_per_byte.get(i)))
-        elif r.get("kind") == "network":
+        elif r.kind == "network":
             network_rows.append(network_row(r, a.verdicts.get(i)))
-        elif r.get("kind") == "cipher":
+        elif r.kind == "cipher":
             cipher_rows.append(cipher_row(r))
     cpu = run.host.get("cpu", {})
     return {
@@ -128,65 +131,62 @@ def emulated_why(host: dict) -> str | None:
             "Read it for what works and how stacks relate within this run.")
 
 
-def storage_row(r: dict, verdict: dict | None = None, cpb: float | None = None) -> dict:
+def storage_row(r: Stored, verdict: dict | None = None, cpb: float | None = None) -> dict:
     """One storage result formatted for people (terminal and reports alike)."""
-    ops = "median_ops_per_s" in r
-    median = r.get("median_ops_per_s") if ops else r.get("median_bytes_per_s")
-    vs = _vs(r)
-    return {"stack": r["stack"], "role": r.get("role", "measured"), "workload": r["workload"], "op": r["op"],
-            "block": units.size(r["block_bytes"]) if r["block_bytes"] else "—", "qd": r["iodepth"],
-            "cpus": r.get("cpus"),
-            "median": f"{median:,.0f} op/s" if ops else units.rate(median),
-            "ci": ci_text(r, median), "n": r["samples"],
-            "iops": f"{r['iops']:,.0f}" if r.get("iops") else "—",
-            "cpu_s_per_gib": f"{r['cpu_s_per_gib']:.2f}" if r.get("cpu_s_per_gib") else "—",
+    c, median = r.cell, r.median
+    return {"stack": c.stack, "role": r.role, "workload": c.workload, "op": c.op,
+            "block": units.size(c.block_bytes) if c.block_bytes else "—", "qd": c.iodepth,
+            "cpus": c.cpus,
+            "median": f"{median:,.0f} op/s" if r.per == "ops" else units.rate(median),
+            "ci": ci_text(r), "n": r.n,
+            "iops": f"{r.iops:,.0f}" if r.iops else "—",
+            "cpu_s_per_gib": f"{r.cpu_s_per_gib:.2f}" if r.cpu_s_per_gib else "—",
             "cycles_per_byte": f"{cpb:.1f}" if cpb else "—",
-            "vs": vs, "cache": r.get("cache_mode") or "",
+            "vs": _vs(r), "cache": r.cache_mode or "",
             "bottleneck": verdict["bottleneck"] if verdict else "",
             "explanation": verdict["explanation"] if verdict else "",
-            "notes": r.get("notes", [])}
+            "notes": list(r.notes)}
 
 
-def _vs(r: dict) -> str:
-    if r.get("overhead") is None:
+def _vs(r: Stored) -> str:
+    if r.overhead is None:
         return "—"
-    return (f"{units.pct(-r['overhead'])} vs {r['baseline']}" if r.get("overhead_significant")
-            else f"n.s. vs {r['baseline']}")
+    return f"{units.pct(-r.overhead)} vs {r.baseline}" if r.overhead_significant else f"n.s. vs {r.baseline}"
 
 
-def network_row(r: dict, verdict: dict | None = None) -> dict:
+def network_row(r: Stored, verdict: dict | None = None) -> dict:
     """One network result formatted for people (terminal and reports alike)."""
-    per_gb = r.get("cpu_s_per_gb") or {}
-    wire = r.get("wire") or {}
+    c, wire = r.cell, r.wire or {}
 
     def cpu(end: str) -> str:
-        return f"{per_gb[end]:.2f}" if per_gb.get(end) is not None else "—"
-    median = r.get("median_bytes_per_s")
-    accel = "" if r.get("accel", True) else {True: " (verified)", False: " (NOT verified)"}.get(
-        r.get("accel_verified"), " (unverified)")
-    return {"stack": r["stack"] + accel, "role": r.get("role", "measured"), "workload": r["workload"],
-            "streams": r.get("streams") or 1, "link": f"{r.get('link')} MTU {r.get('mtu')}",
+        return f"{r.cpu_s_per_gb[end]:.2f}" if r.cpu_s_per_gb.get(end) is not None else "—"
+    median = r.bytes_per_s
+    accel = "" if c.accel is not False else {True: " (verified)", False: " (NOT verified)"}.get(
+        r.accel_verified, " (unverified)")
+    return {"stack": c.stack + accel, "role": r.role, "workload": c.workload,
+            "streams": c.streams or 1, "link": f"{c.link} MTU {c.mtu}",
             "median": units.rate(median), "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
-            "ci": ci_text(r, median), "n": r["samples"],
+            "ci": ci_text(r), "n": r.n,
             "cpu_a": cpu("a"), "cpu_b": cpu("b"), "cpu_system": cpu("system"),
-            "retransmits": f"{r['retransmits']:,.0f}" if r.get("retransmits") is not None else "—",
+            "retransmits": f"{r.retransmits:,.0f}" if r.retransmits is not None else "—",
             "packet": f"{wire['median_packet_bytes']:,.0f} B" if wire.get("median_packet_bytes") else "—",
             "wire": wire.get("verdict", "not checked") + (" (by design)" if wire.get("expected") else ""),
             "vs": _vs(r),
-            "negotiated": ", ".join(f"{k} {v}" for k, v in ((r.get("params") or {}).get("negotiated") or {}).items()
+            "negotiated": ", ".join(f"{k} {v}" for k, v in (r.params.get("negotiated") or {}).items()
                                     if k != "from"),
             "bottleneck": verdict["bottleneck"] if verdict else "",
-            "explanation": verdict["explanation"] if verdict else "", "notes": r.get("notes", [])}
+            "explanation": verdict["explanation"] if verdict else "", "notes": list(r.notes)}
 
 
-def cipher_row(r: dict) -> dict:
+def cipher_row(r: Stored) -> dict:
     """One cipher result formatted for people (terminal and reports alike)."""
-    verified = {True: "verified", False: "NOT effective", None: ""}[r.get("accel_verified")]
-    return {"engine": r["engine"], "algorithm": r["algorithm"], "buffer": units.size(r["buffer_bytes"]),
-            "threads": r["threads"], "accel": ("on" if r["accel"] else "off") + (f" ({verified})" if verified else ""),
-            "median": units.rate(r["median_bytes_per_s"]), "ci": ci_text(r, r["median_bytes_per_s"]),
-            "n": r["samples"], "warning": r.get("warning") or "",
-            "note": r["notes"][-1] if not r["accel"] and r.get("notes") else r.get("warning") or ""}
+    c = r.cell
+    verified = {True: "verified", False: "NOT effective", None: ""}[r.accel_verified]
+    return {"engine": c.engine, "algorithm": c.algorithm, "buffer": units.size(c.buffer_bytes),
+            "threads": c.threads, "accel": ("on" if c.accel else "off") + (f" ({verified})" if verified else ""),
+            "median": units.rate(r.bytes_per_s), "ci": ci_text(r),
+            "n": r.n, "warning": r.warning or "",
+            "note": r.notes[-1] if not c.accel and r.notes else r.warning or ""}
 
 
 def _environment(host: dict) -> list[tuple[str, str]]:

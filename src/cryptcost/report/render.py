@@ -4,6 +4,7 @@ report uses (``report``, ``run``)."""
 from __future__ import annotations
 
 from cryptcost.errors import UserError
+from cryptcost.record import read
 from cryptcost.report import document, export, markdown
 
 FORMATS = ("terminal", "md", "html", "json", "csv")
@@ -13,12 +14,13 @@ def render(fmt: str, run, results: list[dict], model: dict | None = None) -> str
     """The report of ``run`` in ``fmt``: a pure function of stored data."""
     if fmt == "csv":
         return export.to_csv(run, results)
-    doc = document.build(run, results, model)
+    records = read(results)                            # the JSON read once; the exports pass it on as stored
+    doc = document.build(run, records, model)
     if fmt == "json":
         return export.to_json(run, results, doc)
     if fmt == "md":
         return markdown.render(doc)
     if fmt == "html":
         from cryptcost.report import charts, html     # matplotlib: only when drawing
-        return html.render(doc, charts.all_charts(results, doc))
+        return html.render(doc, charts.all_charts(records, doc))
     raise UserError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS[1:])}")

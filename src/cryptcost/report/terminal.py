@@ -7,6 +7,7 @@ import re
 from rich.markup import escape
 from rich.table import Table
 
+from cryptcost.record import Stored, read
 from cryptcost.report.document import UNSTABLE_INTRO, cipher_row, network_row, storage_row, unstable_groups
 
 
@@ -55,15 +56,15 @@ def probe_tables(info: dict) -> list:
     return out
 
 
-def cipher_table(results: list[dict], title: str = "Raw cipher throughput") -> Table:
+def cipher_table(results: list[dict] | list[Stored], title: str = "Raw cipher throughput") -> Table:
     """One row per cipher result, fastest first within each engine."""
     table = Table(title=title, title_justify="left")
     for col, just in (("engine", "left"), ("algorithm", "left"), ("buffer", "right"),
                       ("threads", "right"), ("accel", "left"), ("median", "right"),
                       ("95 % CI", "right"), ("n", "right"), ("note", "left")):
         table.add_column(col, justify=just)
-    for r in sorted(results, key=lambda r: (r["engine"], r["algorithm"], r["buffer_bytes"],
-                                            r["threads"], not r["accel"])):
+    for r in sorted(read(results), key=lambda r: (r.cell.engine, r.cell.algorithm, r.cell.buffer_bytes,
+                                                  r.cell.threads, not r.cell.accel)):
         c = cipher_row(r)
         table.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"],
                       c["ci"], str(c["n"]), c["note"])
@@ -84,16 +85,17 @@ def skipped_table(skipped: list[dict]) -> Table:
     return table
 
 
-def result_tables(results: list[dict]) -> list:
+def result_tables(results: list[dict] | list[Stored]) -> list:
     """Tables for a run's results, one per kind present."""
+    results = read(results)
     tables = []
-    ciphers = [r for r in results if r.get("kind") == "cipher"]
+    ciphers = [r for r in results if r.kind == "cipher"]
     if ciphers:
         tables.append(cipher_table(ciphers))
-    storage = [r for r in results if r.get("kind") == "storage"]
+    storage = [r for r in results if r.kind == "storage"]
     if storage:
         tables.append(storage_table(storage))
-    network = [r for r in results if r.get("kind") == "network"]
+    network = [r for r in results if r.kind == "network"]
     if network:
         tables.append(network_table(network))
     return tables + unstable_lines(unstable_groups(results))
@@ -106,7 +108,7 @@ def unstable_lines(groups: list[dict]) -> list[str]:
     return [UNSTABLE_INTRO] + [f"  • {g['text']}" for g in groups]
 
 
-def storage_table(results: list[dict], title: str = "Storage stacks against their baselines") -> Table:
+def storage_table(results: list[dict] | list[Stored], title: str = "Storage stacks against their baselines") -> Table:
     """One row per storage result; overhead against the matched baseline."""
     table = Table(title=title, title_justify="left")
     for col, just in (("stack", "left"), ("workload", "left"), ("op", "left"), ("block", "right"),
@@ -114,14 +116,14 @@ def storage_table(results: list[dict], title: str = "Storage stacks against thei
                       ("CPU-s/GiB", "right"), ("vs baseline", "right"), ("n", "right"),
                       ("cache", "left")):
         table.add_column(col, justify=just)
-    for r in results:
+    for r in read(results):
         row = storage_row(r)
         table.add_row(row["stack"], row["workload"], row["op"], row["block"], str(row["qd"]), row["median"],
                       row["ci"], row["iops"], row["cpu_s_per_gib"], row["vs"], str(row["n"]), row["cache"])
     return table
 
 
-def network_table(results: list[dict], title: str = "Network stacks against their baselines",
+def network_table(results: list[dict] | list[Stored], title: str = "Network stacks against their baselines",
                   rows: list[dict] | None = None) -> Table:
     """One row per network result: throughput, CPU-seconds per GB at each end, the wire check."""
     table = Table(title=title, title_justify="left")
@@ -130,7 +132,7 @@ def network_table(results: list[dict], title: str = "Network stacks against thei
                       ("retrans", "right"), ("packet", "right"), ("wire", "left"), ("vs baseline", "right"),
                       ("n", "right")):
         table.add_column(col, justify=just)
-    for row in rows if rows is not None else [network_row(r) for r in results]:
+    for row in rows if rows is not None else [network_row(r) for r in read(results)]:
         workload = row["workload"] + (f" ×{row['streams']}" if row["streams"] > 1 else "")
         table.add_row(row["stack"], workload, f"{row['median']} ({row['gbit']})", row["ci"], row["cpu_a"],
                       row["cpu_b"], row["cpu_system"], row["retransmits"], row["packet"], row["wire"], row["vs"],

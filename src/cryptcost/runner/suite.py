@@ -197,7 +197,7 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
             continue
         accels = {stack.accel} | ({False} if ref["where"] == "kernel" and soft_kernel_aes
                                   and ref["algorithm"].startswith("aes") else set())
-        threads = {cipher_threads(ref, op, size, depth, cpus or usable) for op, size, depth in uses} | {1}
+        threads = {cipher_threads(ref.get("threads"), op, size, depth, cpus or usable) for op, size, depth in uses} | {1}
         cap = CIPHER_ENGINES[engine].max_threads
         gain = ref["algorithm"] in CIPHER_ENGINES["openssl"].algorithms    # else the gain is said as assumed
         for accel in accels:

@@ -65,7 +65,7 @@ Reference implementations: :mod:`cryptcost.stacks.plain` (storage) and
 from __future__ import annotations
 
 from abc import ABC
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 from cryptcost.engines.openssl import ACCEL_OFF_MASK
 from cryptcost import proc
@@ -135,11 +135,13 @@ def ref(algorithm: str, where: str, unit: int = 4096, exact: bool = True,
     return out
 
 
-def cipher_threads(cref: dict, op: str | None, request_bytes: int | None, depth: int, cores: int) -> int:
+def cipher_threads(declared: Mapping | None, op: str | None, request_bytes: int | None, depth: int,
+                   cores: int) -> int:
     """How many threads run a stack's cipher at once: each of ``depth``
     outstanding requests (queue depth, streams) with the threads the stack
-    encrypts one request of ``op`` with (:func:`ref`), at most ``cores``."""
-    declared = cref.get("threads") or {}
+    encrypts one request of ``op`` with (``declared``: its cipher reference's
+    ``threads``, see :func:`ref`), at most ``cores``."""
+    declared = declared or {}
     per, least = declared.get(op) or declared.get("*") or (1, 0)
     if request_bytes is not None and request_bytes < least:
         per = 1
