@@ -10,7 +10,7 @@ import pytest
 
 from cryptcost import stacks
 from cryptcost.analysis import analyze
-from cryptcost.record import CipherRef, Stored, read
+from cryptcost.record import CipherRef, Stored, read as read_all
 from cryptcost.errors import CryptcostError
 from cryptcost.store.db import Store
 from tests.conftest import FIXTURES
@@ -281,7 +281,7 @@ def test_a_stack_that_splits_one_request_over_threads_meets_that_many_threads_ce
     from cryptcost.stacks import get
     cref = CipherRef.of(get("gocryptfs")("aes-gcm-go").cipher_ref())
     go = Stored.of({**_cipher("aes-256-gcm", True, 1000e6), "engine": "go"})
-    ossl = read([_cipher("aes-256-gcm", True, 800e6), _cipher("aes-256-gcm", True, 1400e6, threads=2)])
+    ossl = read_all([_cipher("aes-256-gcm", True, 800e6), _cipher("aes-256-gcm", True, 1400e6, threads=2)])
     host = {"cpu": {"cores": 2}}
     w = {"kind": "storage", "op": "write", "block_bytes": 1 << 20, "accel": True}
     write = Stored.of(w)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from cryptcost.analysis.bottleneck import kernel_aes_is_software
 from cryptcost.record import Stored
-from cryptcost.units import rate, size
+from cryptcost.units import rate
 
 OFF = "/accel-off"
 

@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 
 from cryptcost import proc, stats
 from cryptcost.engines import iperf3, perf
-from cryptcost.errors import CryptcostError, Unavailable, UserError
+from cryptcost.errors import CryptcostError, UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
-from cryptcost.model import Cell, Job, Result, Sample, metric_median as median
-from cryptcost.runner import pairing, pinning
+from cryptcost.model import Cell, Result, metric_median as median
+from cryptcost.runner import flow, pairing, pinning
 from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
-from cryptcost.runner.profile import attach, profile_round
-from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable, schedule
+from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable
 from cryptcost.runner.sink import Sink
 from cryptcost.stacks.net import NetworkStack
 from cryptcost.workloads import network as wl
@@ -55,10 +54,8 @@ class NetworkPlan:
 
 
 @dataclass
-class NetworkOutcome:
-    results: list[Result] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
+class NetworkOutcome(flow.Outcome):
+    pass
 
 
 def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
@@ -161,36 +158,17 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
                 inst.canary = runner.canary(inst)
             stack.verify(res)
             ready.append(inst)
-        except (CryptcostError, OSError) as exc:
+        except flow.SETUP_ERRORS as exc:
             exc = CryptcostError(stack.dead()) if stack.dead() else exc      # the daemon's death is the cause
-            inst.error = str(exc)
-            out.skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
-                                "install": getattr(exc, "install", None), "kind": "network"})
-            if role == "measured" and not isinstance(exc, Unavailable):
-                out.failed.append(f"{inst.label}: setup failed: {exc}")
-            log.warning("%s: setup failed: %s", inst.label, exc)
+            flow.setup_failed(out, inst, exc, "network", log)
     ops = {i.label: wl.ops(names, i.stack.traffic, streams=plan.streams, file_bytes=plan.file_bytes,
                            small_files=plan.small_files) for i in ready}
     cell = {(i.label, op.key): _cell(i, op, plan) for i in ready for op in ops[i.label]}
-
-    def measure(inst: NetInstance, op: wl.NetOp) -> dict[Cell, Sample]:
-        return {cell[k]: sample for k, sample in runner(inst, op).items()}
-    jobs = [Job(label=f"{i.label}: {op.workload}", keys=(cell[(i.label, op.key)],),
-                measure=lambda i=i, op=op: measure(i, op), group=("network", op.key), est_seconds=plan.seconds + 1)
-            for op in _ordered(ops) for i in ready if op in ops[i.label]]
-    sink = sink or Sink()
-    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, n, s: sink.sample(key, n, s))
-    profiles = profile_round(res, runner, [(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]],
-                             cell, progress) if plan.profile and ready else {}
-    for inst in ready:
-        for op in ops[inst.label]:
-            s = series.get(cell[(inst.label, op.key)])
-            if s is None:
-                continue
-            if not pairing.failed_series(out, inst.label, op.workload, s, "network"):
-                continue
-            out.results.append(attach(_result(inst, op, s, series, plan, policy.target), profiles))
-    out.results = pairing.store_results(out.results, sink)
+    flow.compare([(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]], lambda op: (op,), cell,
+                 runner, lambda inst, op, s, series: _result(inst, op, s, series, plan, policy.target),
+                 job=lambda op: {"label": op.workload, "group": ("network", op.key), "est_seconds": plan.seconds + 1},
+                 kind="network", outcome=out, policy=policy, res=res, sink=sink, progress=progress,
+                 profile=plan.profile)
     return out
 
 

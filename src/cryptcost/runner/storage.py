@@ -24,15 +24,14 @@ from dataclasses import dataclass, field, replace
 
 from cryptcost import proc, stats
 from cryptcost.engines import perf
-from cryptcost.errors import CryptcostError, Unavailable, UserError
+from cryptcost.errors import UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
-from cryptcost.model import Cell, Job, Result, Sample, metric_median as median
-from cryptcost.runner import pairing, pinning, quiet
+from cryptcost.model import Cell, Result, Sample, metric_median as median
+from cryptcost.runner import flow, pairing, pinning, quiet
 from cryptcost.runner.integrity import check_pattern
-from cryptcost.runner.profile import attach, profile_round
-from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable, schedule
+from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable
 from cryptcost.runner.sink import Sink
 from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, reset_one_file
 from cryptcost.stacks.fs import StorageStack
@@ -61,11 +60,8 @@ class StoragePlan:
 
 
 @dataclass
-class StorageOutcome:
-    results: list[Result] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)
+class StorageOutcome(flow.Outcome):
     cache_mode: str = ""
-    failed: list[str] = field(default_factory=list)      # measured stacks whose setup or series failed
 
 
 def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,)
@@ -144,16 +140,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     names = wl.expand(plan.workloads)
     instances = [Instance(stack, stack.label, role) for stack, role in resolved]
     direct = all(i.stack.honours_direct for i in instances)
-    failed: list[str] = []
-
-    def setup_failed(inst: Instance, exc: Exception) -> None:
-        inst.error = str(exc)
-        skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
-                        "install": getattr(exc, "install", None)})
-        if inst.role == "measured" and not isinstance(exc, Unavailable):
-            failed.append(f"{inst.label}: setup failed: {exc}")
-        log.warning("%s: setup failed: %s", inst.label, exc)
-
+    outcome = StorageOutcome(skipped=skipped, cache_mode="direct" if direct else "buffered+fsync")
     # Every stack's set-up begins before any is waited for: a daemon deriving
     # its key (CryFS's scrypt) then overlaps the others' set-up.
     for inst in instances:
@@ -161,8 +148,8 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
             backing = plan.medium.provide(res, plan.size)
             inst.cached_below = backing.cached
             inst.stack.begin(res, backing)
-        except (CryptcostError, OSError) as exc:
-            setup_failed(inst, exc)
+        except flow.SETUP_ERRORS as exc:
+            flow.setup_failed(outcome, inst, exc, "storage", log)
     for inst in instances:
         if inst.error:
             continue
@@ -171,41 +158,23 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
             inst.free = shutil.disk_usage(inst.workdir).free
             inst.stack.integrity = check_pattern(inst.workdir,
                                                  reset=lambda path, i=inst: reset_one_file(res, i, path))
-        except (CryptcostError, OSError) as exc:
-            setup_failed(inst, exc)
+        except flow.SETUP_ERRORS as exc:
+            flow.setup_failed(outcome, inst, exc, "storage", log)
     ready = [i for i in instances if not i.error]
     archive = wl.make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
     runner = StepRunner(res, archive, direct, warm_up=policy.warmup > 0)
     steps = wl.steps(names, sizes, direct)
     cell = {(inst.label, op.key): _cell(inst, op, plan) for step in steps for op in step.ops for inst in ready}
-
-    def measure(inst: Instance, step: wl.Step) -> dict[Cell, Sample]:
-        return {cell[k]: sample for k, sample in runner(inst, step).items()}
-    jobs = [Job(label=f"{inst.label}: {step.label}", keys=tuple(cell[(inst.label, op.key)] for op in step.ops),
-                measure=lambda inst=inst, step=step: measure(inst, step), group=step.name,
-                est_seconds=2.0 * len(step.ops))
-            for step in steps for inst in ready]
-    sink = sink or Sink()
     if ready:
         plan.warmed = quiet.warm_memory(warm_bytes(plan.size))
         log.info("memory warmed before the first sample: %s", plan.warmed)
         plan.memory_noise = quiet.memory_noise()
         log.info("the host's memory bandwidth before the first sample: %s", plan.memory_noise)
-    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed, on_sample=lambda job, key, i, s: sink.sample(key, i, s))
-    outcome = StorageOutcome(skipped=skipped, cache_mode="direct" if direct else "buffered+fsync",
-                             failed=failed)
-    profiles = profile_round(res, runner, [(i, step) for step in steps for i in ready], cell, progress) \
-        if plan.profile and ready else {}
-    for inst in ready:
-        for step in steps:
-            for op in step.ops:
-                s = series.get(cell[(inst.label, op.key)])
-                if s is None:
-                    continue
-                if not pairing.failed_series(outcome, inst.label, op.workload, s, "storage"):
-                    continue
-                outcome.results.append(attach(_result(inst, op, s, series, plan, policy.target), profiles))
-    outcome.results = pairing.store_results(outcome.results, sink)
+    flow.compare([(i, step) for step in steps for i in ready], lambda step: step.ops, cell, runner,
+                 lambda inst, op, s, series: _result(inst, op, s, series, plan, policy.target),
+                 job=lambda step: {"label": step.label, "group": step.name, "est_seconds": 2.0 * len(step.ops)},
+                 kind="storage", outcome=outcome, policy=policy, res=res, sink=sink, progress=progress,
+                 profile=plan.profile)
     return outcome
 
 

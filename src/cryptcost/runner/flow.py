@@ -1,0 +1,93 @@
+"""The comparison every kind of stack runs once its instances are set up.
+
+Storage and network differ in how an instance is built and how one step is
+measured (``runner.steps``, ``runner.netsteps``); from there on the flow is
+one: a job per instance and step, the instances of a step in one group so
+that a stack and its baselines stay in step (rule 2), the interleaved
+schedule, the optional profiled round, and each series summarised against
+its baselines, the acceleration-off twins verified, and every result handed
+to the sink. :func:`compare` is that flow, written once; each kind passes
+what it knows: its steps, their ops, each cell, and how a series becomes a
+result.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from cryptcost import stats
+from cryptcost.errors import CryptcostError, Unavailable
+from cryptcost.host import cpu
+from cryptcost.lifecycle.resources import Resources
+from cryptcost.model import Cell, Job, Result, Sample
+from cryptcost.runner import pairing
+from cryptcost.runner.profile import attach, profile_round
+from cryptcost.runner.scheduler import Progress, Series, schedule
+from cryptcost.runner.sink import Sink
+
+
+@dataclass
+class Outcome:
+    """What a kind's run gives back: its results, what was not measured and why, and the
+    measured stacks whose set-up or series failed."""
+
+    results: list[Result] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def setup_failed(outcome: Outcome, inst: Any, exc: Exception, kind: str, log: logging.Logger) -> None:
+    """An instance whose set-up failed: skipped with the reason, and a failure of the run
+    when it is a measured stack that should have worked (not one found unavailable)."""
+    inst.error = str(exc)
+    outcome.skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
+                            "install": getattr(exc, "install", None), "kind": kind})
+    if inst.role == "measured" and not isinstance(exc, Unavailable):
+        outcome.failed.append(f"{inst.label}: setup failed: {exc}")
+    log.warning("%s: setup failed: %s", inst.label, exc)
+
+
+SETUP_ERRORS = (CryptcostError, OSError)
+
+
+def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]],
+            cell: Mapping[tuple, Cell], runner: Callable[[Any, Any], dict[tuple, Sample]],
+            result: Callable[[Any, Any, Series, dict], Result], *, job: Callable[[Any], dict],
+            kind: str, outcome: Outcome, policy: stats.Policy, res: Resources, sink: Sink | None,
+            progress: Progress | None, profile: bool) -> None:
+    """Measure every (instance, step) of ``pairs``, in that order within each round, and add
+    each series' result to ``outcome``, instance by instance.
+
+    ``ops(step)``: the operations one step measures (each a series); ``cell[(label, op.key)]``:
+    their cells; ``runner(inst, step)``: one sample of each op, by (label, op.key);
+    ``result(inst, op, series, all_series)``: the summarised result; ``job(step)``: the job's
+    ``label`` suffix, ``group`` and ``est_seconds``."""
+    sink = sink or Sink()
+
+    def measure(inst: Any, step: Any) -> dict[Cell, Sample]:
+        return {cell[k]: sample for k, sample in runner(inst, step).items()}
+    jobs = []
+    for inst, step in pairs:
+        spec = job(step)
+        jobs.append(Job(label=f"{inst.label}: {spec['label']}",
+                        keys=tuple(cell[(inst.label, op.key)] for op in ops(step)),
+                        measure=lambda inst=inst, step=step: measure(inst, step), group=spec["group"],
+                        est_seconds=spec["est_seconds"]))
+    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed,
+                      on_sample=lambda job, key, i, s: sink.sample(key, i, s))
+    profiles = profile_round(res, runner, list(pairs), cell, progress) if profile and pairs else {}
+    results = []
+    instances: list = []
+    for inst, _ in pairs:                                              # each instance, in order
+        if not any(inst is x for x in instances):
+            instances.append(inst)
+    for inst in instances:
+        for step in (s for i, s in pairs if i is inst):
+            for op in ops(step):
+                s = series.get(cell[(inst.label, op.key)])
+                if s is None or not pairing.failed_series(outcome, inst.label, op.workload, s, kind):
+                    continue
+                results.append(attach(result(inst, op, s, series), profiles))
+    outcome.results += pairing.store_results(results, sink)
