@@ -43,7 +43,7 @@ MAD_THRESHOLD = 3.5
 ALPHA = 0.05
 BOOTSTRAP = 2000
 HOST_DRIFT = 0.10     # the host's CPU speed moved more than this between a result's samples
-STEADY_MEMORY = 0.02   # a quiet host's memory copies vary by well under this (CV, runner.quiet.memory_noise)
+STEADY_MEMORY = 0.02   # a quiet host's memory copies vary by well under this (CV, runner.core.quiet.memory_noise)
 EXACT_UP_TO = 20       # Mann–Whitney's exact distribution up to this many samples a side, without ties
 
 

@@ -54,7 +54,7 @@ warmup = 0
 
 def _vm_ready() -> None:
     need_root("vm")
-    from cryptcost.runner.vmimage import kernels
+    from cryptcost.runner.guest.image import kernels
     missing = [t for t in ("qemu-system-x86_64", "cpio", "modprobe") if not shutil.which(t)]
     if not os.path.exists("/bin/busybox"):
         missing.append("busybox")

@@ -127,7 +127,7 @@ def test_r5_proposals_through_kernel_esp(cli, tmp_path):
 
 
 def _guest_6_12() -> None:
-    from cryptcost.runner.vmimage import kernels
+    from cryptcost.runner.guest.image import kernels
     if not any(k.version.startswith("6.12") for k in kernels()):
         from tests.conftest import skip_or_fail
         skip_or_fail("vm", "no Linux 6.12 under /boot (linux-image-6.12-amd64, which make installs)")

@@ -19,10 +19,10 @@ from cryptcost.record import Stored
 from cryptcost.report import compare
 from cryptcost.runner import network, storage
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers
-from cryptcost.runner.executor import FakeExecutor
-from cryptcost.runner.netsteps import NetInstance
-from cryptcost.runner.scheduler import Series
-from cryptcost.runner.sink import StoreSink
+from cryptcost.runner.ciphers.executor import FakeExecutor
+from cryptcost.runner.network.steps import NetInstance
+from cryptcost.runner.core.scheduler import Series
+from cryptcost.runner.core.sink import StoreSink
 from cryptcost.stacks import get
 from cryptcost.store.db import MIGRATIONS, Store, series_key
 from cryptcost.workloads import network as netwl, storage as wl

@@ -68,7 +68,7 @@ def test_a_cpu_window_too_short_for_proc_stats_ticks_counts_no_cpu_rather_than_z
     """/proc/stat counts in ticks (10 ms here): a 24 ms pass of 25 MiB on plain showed 0 busy
     ticks, and CPU-s/GiB came out 0.0. Below 0.1 s of window nothing is counted, and the sample
     says why; passes that add up to 0.1 s are counted together."""
-    from cryptcost.runner import passes
+    from cryptcost.runner.storage import passes
     from cryptcost.model import Sample
     from cryptcost.workloads import storage as wl
     two_cpus = lambda ticks: cpu.stat_snapshot(f"cpu {ticks} 0 0 0 0 0 0 0\ncpu0 {ticks} 0 0 0 0 0 0 0\n"

@@ -390,8 +390,8 @@ def test_a_twin_variant_is_compared_with_its_own_baseline():
     plain, so its overhead is what the feature costs and its verdict is not
     "the device ceiling"."""
     from cryptcost.model import Cell, Sample
-    from cryptcost.runner.pairing import against_baselines
-    from cryptcost.runner.scheduler import Series
+    from cryptcost.runner.core.pairing import against_baselines
+    from cryptcost.runner.core.scheduler import Series
     twin, plain = stacks.get("plain")("encrypt-feature"), stacks.get("plain")()
     assert twin.baselines == ("plain",) and twin.facts()["baselines"] == ["plain"] and plain.baselines == ()
     cell = Cell(kind="storage", stack=twin.label, workload="seq", op="write", block_bytes=1 << 20, accel=True)

@@ -7,7 +7,7 @@ import pytest
 
 from cryptcost.errors import DataIntegrityError
 from cryptcost.lifecycle import release
-from cryptcost.runner.integrity import check_pattern
+from cryptcost.runner.storage.integrity import check_pattern
 from cryptcost.lifecycle.journal import journals
 from cryptcost.lifecycle.release import cleanup
 from cryptcost.lifecycle.resources import Resources

@@ -14,7 +14,7 @@ from cryptcost.analysis import bottleneck, recommend
 from cryptcost.engines import iperf3, tcpdump
 from cryptcost.errors import ProcessError, UserError
 from cryptcost.record import Stored
-from cryptcost.runner.wire import CANARY, entropy, judge
+from cryptcost.runner.network.wire import CANARY, entropy, judge
 from cryptcost.stacks import get
 from cryptcost.workloads import network as wl
 from cryptcost.workloads.plan import load, validate
@@ -266,7 +266,7 @@ def _result(stack: str, values: list[float], accel: bool):
 
 
 def test_accel_off_counts_only_when_it_is_significantly_slower():
-    from cryptcost.runner.pairing import verify_accel
+    from cryptcost.runner.core.pairing import verify_accel
     on = _result("tls:x", [100.0, 101, 99, 100, 100.5], True)
     slower = _result("tls:x/accel-off", [40.0, 41, 39, 40, 40.5], False)
     same = _result("ssh:y/accel-off", [100.0, 101, 99, 100, 100.5], False)
@@ -292,8 +292,8 @@ def test_network_findings_say_cpus_are_shared_and_distrust_a_silent_wire_check()
 def test_a_variant_that_does_not_encrypt_by_design_is_recorded_not_failed():
     from types import SimpleNamespace
 
-    from cryptcost.runner.netsteps import NetRunner
-    from cryptcost.runner.wire import PlaintextOnWire
+    from cryptcost.runner.network.steps import NetRunner
+    from cryptcost.runner.network.wire import PlaintextOnWire
     from cryptcost.stacks import get
 
     null, gcm = get("ipsec")("null-sha256"), get("ipsec")("aes128gcm16")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cryptcost.engines.tcpdump import Packet
-from cryptcost.runner.wire import judge
+from cryptcost.runner.network.wire import judge
 from cryptcost.stacks import get
 from cryptcost.stacks.nfs import (OP_SEQUENCE, call_protection, known_bug, mount_options, rpc_record,
                                   service_enctype)

@@ -126,7 +126,7 @@ def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_say
     from cryptcost.errors import CryptcostError
     from cryptcost.host import kernel, probe
     from cryptcost.lifecycle.release import SETTINGS
-    from cryptcost.runner import quiet
+    from cryptcost.runner.core import quiet
     buddy = tmp_path / "buddyinfo"
     buddy.write_text("Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3\n"
                      "Node 0, zone   Normal   9911   3924   2117   1163    815    435   1197    786    392     62    374\n")
@@ -179,7 +179,8 @@ def test_the_memory_the_passes_take_is_touched_once_before_the_first_sample(monk
     """2 × the medium (a pass file at every layer it crosses, with room to spare), at most a
     quarter of what is available; touching it says what it took."""
     from cryptcost.host import cpu
-    from cryptcost.runner import quiet, storage
+    from cryptcost.runner.core import quiet
+    from cryptcost.runner import storage
     monkeypatch.setattr(cpu, "memory", lambda: {"total": 24 << 30, "available": 20 << 30})
     assert storage.warm_bytes(512 << 20) == 2 * (512 << 20)
     monkeypatch.setattr(cpu, "memory", lambda: {"total": 4 << 30, "available": 2 << 30})
@@ -215,7 +216,7 @@ def test_a_cipher_result_says_when_its_untimed_first_run_was_a_start_up():
     from cryptcost.model import Cell
     from cryptcost.model import Sample
     from cryptcost.runner.ciphers import _result
-    from cryptcost.runner.scheduler import Series
+    from cryptcost.runner.core.scheduler import Series
     cell = Cell.cipher(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
     series = Series([Sample(26e6, 1.0, metrics={"first_run_bytes_per_s": 0.5e6}), Sample(25e6, 1.0)])
     result = _result(cell, series, {cell: series}, {})

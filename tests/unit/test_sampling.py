@@ -12,9 +12,9 @@ from cryptcost.engines.go import GoEngine
 from cryptcost.engines.openssl import OpenSSLEngine
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.model import Job, Sample
-from cryptcost.runner.scheduler import schedule
-from cryptcost.runner.passes import first_pass
-from cryptcost.runner.steps import FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner
+from cryptcost.runner.core.scheduler import schedule
+from cryptcost.runner.storage.passes import first_pass
+from cryptcost.runner.storage.steps import FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
 from cryptcost.workloads import storage as wl
@@ -347,7 +347,7 @@ def test_a_failed_step_says_what_the_fuse_daemon_last_logged(tmp_path):
 def test_a_samples_pass_size_is_its_largest_passs_not_its_cut_last_ones(tmp_path):
     """A read's last pass stops when the sample's second is up: the sample's
     pass_bytes (which bench/storage_vs_fio sizes its fio run by) is the full pass's."""
-    from cryptcost.runner.passes import combine
+    from cryptcost.runner.storage.passes import combine
     step, _, _ = _seq(tmp_path)
     full = Sample(value=1.0, seconds=0.45, bytes_moved=384 * MiB, metrics={"pass_bytes": 384 * MiB, "count": 384,
                                                                            "cut_by_time": False})

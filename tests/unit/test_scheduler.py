@@ -3,10 +3,10 @@
 from cryptcost.errors import CryptcostError
 from cryptcost.model import Sample
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers
-from cryptcost.runner.executor import FakeExecutor
+from cryptcost.runner.ciphers.executor import FakeExecutor
 from cryptcost.model import Job
-from cryptcost.runner.scheduler import schedule
-from cryptcost.runner.sink import Sink
+from cryptcost.runner.core.scheduler import schedule
+from cryptcost.runner.core.sink import Sink
 from cryptcost.stats import Policy
 
 
@@ -188,7 +188,7 @@ def test_the_eta_predicts_the_steps_left_instead_of_a_lower_bound():
     """Series with a 4 % CV need about ten samples, not the minimum three: once two rounds are
     measured, the ETA says so (the old estimate counted min_samples and was always exceeded)."""
     import itertools
-    from cryptcost.runner.scheduler import Progress
+    from cryptcost.runner.core.scheduler import Progress
     noisy = [100, 104, 96, 103, 97, 104, 96, 102, 98, 100]
     seen = []
 
@@ -220,7 +220,7 @@ def test_the_hosts_cpu_speed_is_timed_before_every_sample_and_a_move_is_named():
     each sample keeps it, and a result whose host moved more than 10 % between its
     samples is told so, as its likely cause and among the run's findings."""
     from cryptcost.analysis import analyze
-    from cryptcost.runner.scheduler import drift_cause, host_drift
+    from cryptcost.runner.core.scheduler import drift_cause, host_drift
     log, speeds = [], iter([2.0e9, 1.6e9, 2.0e9])
     calls = []
 

@@ -5,7 +5,7 @@ import pytest
 from cryptcost.media import RamMedium
 from cryptcost.model import CpuSplit, Sample
 from cryptcost.record import Stored, read
-from cryptcost.runner.scheduler import Series
+from cryptcost.runner.core.scheduler import Series
 from cryptcost.runner.storage import Instance, StoragePlan, _cell, _result, resolve
 from cryptcost.stacks import get
 from cryptcost.workloads import storage as wl
@@ -134,7 +134,7 @@ def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monke
     is within 1.5× that is put down to the memory, in the result and in a finding; one far wider keeps its
     stack's cause; a memory that held still explains nothing."""
     from cryptcost.analysis import host_noise
-    from cryptcost.runner.quiet import memory_noise
+    from cryptcost.runner.core.quiet import memory_noise
     monkeypatch.setattr("cryptcost.host.cpu.os.sched_getaffinity", lambda pid: set(range(2)))
     op = wl.Op("seq", "read", 1 << 20)
     stack = get("securefs")()

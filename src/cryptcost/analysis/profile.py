@@ -1,6 +1,6 @@
 """Where a cell's CPU time went: its profile's rows sorted into layers.
 
-A stored profile (``runner.profile``) holds ``perf report``'s rows: each
+A stored profile (``runner.core.profile``) holds ``perf report``'s rows: each
 (command, shared object, symbol)'s share of all samples on every CPU during
 the profiled passes. :func:`layers` sorts them, first rule that matches:
 

@@ -10,7 +10,7 @@ from cryptcost.units import parse_size
 from cryptcost.report.terminal import cipher_table
 from cryptcost.engines.base import ALL_SIZES
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers
-from cryptcost.runner.executor import RealExecutor
+from cryptcost.runner.ciphers.executor import RealExecutor
 
 
 def add_parser(sub, common) -> None:

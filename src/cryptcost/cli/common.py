@@ -15,9 +15,9 @@ from cryptcost.errors import UserError
 from cryptcost.host.probe import notes, probe
 from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
-from cryptcost.runner import quiet
-from cryptcost.runner.scheduler import Progress
-from cryptcost.runner.sink import StoreSink
+from cryptcost.runner.core import quiet
+from cryptcost.runner.core.scheduler import Progress
+from cryptcost.runner.core.sink import StoreSink
 from cryptcost.store.db import Store
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
@@ -143,7 +143,7 @@ def add_host_options(p) -> None:
 
 
 def quiet_host(res, host: dict, page_reporting: str = "hold") -> None:
-    """Quiet what the run may quiet on the host (runner.quiet), for the life of ``res``,
+    """Quiet what the run may quiet on the host (runner.core.quiet), for the life of ``res``,
     and say so in ``host``, which is stored with the run."""
     held = quiet.hold_page_reporting(res, page_reporting)
     if held is not None:

@@ -20,7 +20,7 @@ from cryptcost.errors import UserError
 from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.report.export import run_dict
-from cryptcost.runner.vm import VmOptions, run_guest
+from cryptcost.runner.guest import VmOptions, run_guest
 from cryptcost.store.db import Store
 from cryptcost.workloads.plan import load
 

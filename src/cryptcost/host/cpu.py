@@ -40,7 +40,7 @@ def pinned(n: int | None):
     """This process, and every process it starts meanwhile (fio, iperf3, the
     stacks' daemons), restricted to its first ``n`` allowed CPUs; all of
     them again afterwards. Kernel threads are not restricted here
-    (:mod:`cryptcost.runner.pinning` confines the unbound workqueues too, and
+    (:mod:`cryptcost.runner.core.pinning` confines the unbound workqueues too, and
     results say what was pinned). ``None``: no restriction."""
     if not n:
         yield

@@ -19,12 +19,13 @@ from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import parse_size
 from cryptcost.model import Cell
 from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
-from cryptcost.runner.executor import Executor, RealExecutor
+from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.runner.sink import Sink
-from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
+from cryptcost.runner.core.sink import Sink
+from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
 from cryptcost.runner.network import NetworkPlan, run_network
-from cryptcost.runner import network as netrun, quiet
+from cryptcost.runner import network as netrun
+from cryptcost.runner.core import quiet
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
@@ -159,7 +160,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
 
 def _op_seconds(op: wl.Op, rate: float, stack) -> float:
     """One sample of ``op``: at least a second of measured passes (see
-    runner.steps), within the sample budget, plus its cache reset (of the one
+    runner.storage.steps), within the sample budget, plus its cache reset (of the one
     file it reads, or of the stack) and start-up."""
     one = (op.intended_bytes or 32 << 20) / rate
     measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))

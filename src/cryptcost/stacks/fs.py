@@ -130,7 +130,7 @@ class StorageStack(Stack):
     # Every cache a read of one file meets is that file's own page cache (no
     # page cache of a layer below, no daemon): evicting it resets them all.
     file_cache_only: ClassVar[bool] = False
-    # Sequential passes sized by the last sample's rate (runner.steps); a
+    # Sequential passes sized by the last sample's rate (runner.storage.steps); a
     # stack that misbehaves with files of changing sizes says False and why.
     sized_by_time: ClassVar[bool] = True
     # Why a sample may take only one write pass on this stack (a stack that fails when

@@ -19,7 +19,7 @@ from cryptcost.engines import perf
 from cryptcost.errors import CryptcostError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Cell, Result
-from cryptcost.runner.scheduler import Progress
+from cryptcost.runner.core.scheduler import Progress
 
 log = logging.getLogger("cryptcost.profile")
 

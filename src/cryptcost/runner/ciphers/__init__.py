@@ -17,9 +17,9 @@ from cryptcost.model import Cell
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import cpu
 from cryptcost.model import Result
-from cryptcost.runner.executor import Executor
-from cryptcost.runner.scheduler import Progress, Series, drift_cause, mark_unstable, schedule
-from cryptcost.runner.sink import Sink
+from cryptcost.runner.ciphers.executor import Executor
+from cryptcost.runner.core.scheduler import Progress, Series, drift_cause, mark_unstable, schedule
+from cryptcost.runner.core.sink import Sink
 
 DEFAULT_SIZES = (4096,)
 MIN_SLOWDOWN = 1.2          # accel-off must be ≥ 20 % slower, significantly, to count

@@ -26,10 +26,10 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
 from cryptcost.model import Cell, Result, metric_median as median
-from cryptcost.runner import flow, pairing, pinning
-from cryptcost.runner.netsteps import FileSource, NetInstance, NetRunner
-from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable
-from cryptcost.runner.sink import Sink
+from cryptcost.runner.core import flow, pairing, pinning
+from cryptcost.runner.network.steps import FileSource, NetInstance, NetRunner
+from cryptcost.runner.core.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable
+from cryptcost.runner.core.sink import Sink
 from cryptcost.stacks.net import NetworkStack
 from cryptcost.workloads import network as wl
 
@@ -49,7 +49,7 @@ class NetworkPlan:
     accel: tuple[bool, ...] = (True,)     # (True, False): each measured stack also with acceleration off
     part: str | None = None
     cpus: int | None = None              # both ends' programs and daemons pinned to this many CPUs
-    affinity: str | None = None          # what the pass on ``cpus`` pinned (runner.pinning)
+    affinity: str | None = None          # what the pass on ``cpus`` pinned (runner.core.pinning)
     profile: bool = False                # a profiled round after the samples: where each cell's CPU goes (perf)
 
 
@@ -115,7 +115,7 @@ def describe_plan(plan: NetworkPlan, resolved, skipped) -> list[str]:
 def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
                 progress: Progress | None = None) -> NetworkOutcome:
     """Set up, verify, measure, compare. Teardown happens when ``res`` is released.
-    With ``plan.cpus`` everything it starts runs on that many CPUs (:mod:`runner.pinning`)."""
+    With ``plan.cpus`` everything it starts runs on that many CPUs (:mod:`runner.core.pinning`)."""
     with pinning.pinned(res, plan.cpus) as plan.affinity:
         return _run_network(plan, policy, res=res, sink=sink, progress=progress)
 

@@ -1,7 +1,7 @@
 """One network operation on one stack instance, turned into a sample.
 
 Every sample is timed by the workload's own clock (iperf3's receiver, or
-the file copy's wall time), captured on the wire (:mod:`runner.wire`) and
+the file copy's wall time), captured on the wire (:mod:`runner.network.wire`) and
 accounted for CPU three ways (rule 7): the whole system's split from
 ``/proc/stat`` (user, system, softirq …), each end's processes (iperf3's
 own figures or the client's rusage, plus the stack's daemons at that end,
@@ -27,7 +27,7 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 from cryptcost.model import CpuSplit, Sample
-from cryptcost.runner.wire import CANARY, Capture, PlaintextOnWire, judge
+from cryptcost.runner.network.wire import CANARY, Capture, PlaintextOnWire, judge
 from cryptcost.stacks.net import Endpoint, FileShareStack, NetworkStack
 from cryptcost.workloads.network import NetOp
 

@@ -45,7 +45,7 @@ from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
-from cryptcost.runner.passes import combine, cpu_per_unit, first_pass
+from cryptcost.runner.storage.passes import combine, cpu_per_unit, first_pass
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -298,7 +298,7 @@ class StepRunner:
         larger ``room`` where evicting pages makes a read cold, so no
         daemon's cache shares the medium: fewer passes, so fewer of fio's
         start-ups); a write that needs more than the file starts with what
-        full files leave (:func:`~cryptcost.runner.passes.first_pass`); a read also
+        full files leave (:func:`~cryptcost.runner.storage.passes.first_pass`); a read also
         stops once the sample's time is up (``left`` of it, by default all),
         and reads what the write before it left. A
         write is not cut at a time: its flush may come after (fscrypt

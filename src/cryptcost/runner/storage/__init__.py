@@ -29,11 +29,11 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
 from cryptcost.model import Cell, Result, Sample, metric_median as median
-from cryptcost.runner import flow, pairing, pinning, quiet
-from cryptcost.runner.integrity import check_pattern
-from cryptcost.runner.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable
-from cryptcost.runner.sink import Sink
-from cryptcost.runner.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, reset_one_file
+from cryptcost.runner.core import flow, pairing, pinning, quiet
+from cryptcost.runner.storage.integrity import check_pattern
+from cryptcost.runner.core.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable
+from cryptcost.runner.core.sink import Sink
+from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, reset_one_file
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -51,11 +51,11 @@ class StoragePlan:
     fs: str = "ext4"
     sizes: wl.Sizes | None = None
     cpus: int | None = None          # restrict fio and the stacks' daemons to this many CPUs (rule 15)
-    affinity: str | None = None      # what the pass on ``cpus`` pinned (runner.pinning)
+    affinity: str | None = None      # what the pass on ``cpus`` pinned (runner.core.pinning)
     part: str | None = None          # the run plan's part this belongs to (results are paired within it)
     accel: tuple[bool, ...] = (True,)   # (True, False): each measured stack also with acceleration off
-    warmed: dict | None = None       # the memory touched before the first sample (runner.quiet.warm_memory)
-    memory_noise: dict | None = None  # the host's memory bandwidth and its spread then (runner.quiet.memory_noise)
+    warmed: dict | None = None       # the memory touched before the first sample (runner.core.quiet.warm_memory)
+    memory_noise: dict | None = None  # the host's memory bandwidth and its spread then (runner.core.quiet.memory_noise)
     profile: bool = False            # a profiled round after the samples: where each cell's CPU goes (perf)
 
 
@@ -125,7 +125,7 @@ def run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink
 
     With ``plan.cpus`` the pass runs on that many CPUs: fio, every daemon a
     stack starts and, where the kernel allows, its unbound workqueues
-    (:mod:`cryptcost.runner.pinning`); each result records what was pinned.
+    (:mod:`cryptcost.runner.core.pinning`); each result records what was pinned.
     """
     with pinning.pinned(res, plan.cpus) as plan.affinity:
         return _run_storage(plan, policy, res=res, sink=sink, progress=progress)
@@ -213,7 +213,7 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | N
     """The most likely source of a result's spread (``cv``, of its
     samples), from what is known of it; ``memory`` is the host's memory
     bandwidth spread measured before the first sample
-    (:func:`runner.quiet.memory_noise`)."""
+    (:func:`runner.core.quiet.memory_noise`)."""
     moved = drift_cause(samples)
     if moved:
         return moved

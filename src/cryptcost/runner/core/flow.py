@@ -1,7 +1,7 @@
 """The comparison every kind of stack runs once its instances are set up.
 
 Storage and network differ in how an instance is built and how one step is
-measured (``runner.steps``, ``runner.netsteps``); from there on the flow is
+measured (``runner.storage.steps``, ``runner.network.steps``); from there on the flow is
 one: a job per instance and step, the instances of a step in one group so
 that a stack and its baselines stay in step (rule 2), the interleaved
 schedule, the optional profiled round, and each series summarised against
@@ -22,10 +22,10 @@ from cryptcost.errors import CryptcostError, Unavailable
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Cell, Job, Result, Sample
-from cryptcost.runner import pairing
-from cryptcost.runner.profile import attach, profile_round
-from cryptcost.runner.scheduler import Progress, Series, schedule
-from cryptcost.runner.sink import Sink
+from cryptcost.runner.core import pairing
+from cryptcost.runner.core.profile import attach, profile_round
+from cryptcost.runner.core.scheduler import Progress, Series, schedule
+from cryptcost.runner.core.sink import Sink
 
 
 @dataclass

@@ -19,7 +19,7 @@ from cryptcost.stacks import get, of_kind, parse_spec, unavailable_reason
 from cryptcost.stacks.base import Stack
 
 if TYPE_CHECKING:
-    from cryptcost.runner.scheduler import Series
+    from cryptcost.runner.core.scheduler import Series
 
 # How a run builds one instance: (class, variant) → Stack (storage stacks need the filesystem).
 Make = Callable[[type[Stack], str], Stack]
