@@ -14,6 +14,7 @@ result.
 from __future__ import annotations
 
 import logging
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -24,7 +25,7 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Cell, Job, Result, Sample
 from cryptcost.runner.core import pairing
 from cryptcost.runner.core.profile import attach, profile_round
-from cryptcost.runner.core.scheduler import Progress, Series, schedule
+from cryptcost.runner.core.scheduler import Progress, Series, host_drift, mark_unstable, schedule
 from cryptcost.runner.core.sink import Sink
 
 
@@ -91,3 +92,33 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
                     continue
                 results.append(attach(result(inst, op, s, series), profiles))
     outcome.results += pairing.store_results(results, sink)
+
+
+def cpu_mean(samples: Sequence[Sample], states: Sequence[str]) -> dict[str, float]:
+    """The mean CPU split of a series' samples, by state (and the busiest core's share)."""
+    return {k: statistics.fmean(getattr(x.cpu, k) for x in samples if x.cpu) for k in states}
+
+
+def summarise(stack: Any, cell: Cell, s: Series, series: Mapping[Cell, Series], *, target: float,
+              metrics: dict, attrs: dict, cause: Callable[[float | None], str],
+              notes: Sequence[str] = (), after: Sequence[str] = ()) -> Result:
+    """A series as a result, alike for every kind: its summary, a failure after some samples
+    kept (``incomplete``, never ranked), the samples' length and the host's drift between them,
+    the unstable mark with ``cause(cv)``, the stack's security facts, and its overhead against
+    each baseline's same cell. ``metrics`` and ``notes`` are the kind's own; ``after``: notes
+    said after the unstable mark."""
+    samples = s.samples
+    summary = stats.summarize(s.values())
+    said = ([s.error] if s.error else []) + list(notes)
+    if s.error:                          # the series failed after these samples: kept, never ranked
+        metrics["incomplete"] = s.error
+    metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
+    metrics["host_drift"] = host_drift(samples)
+    mark_unstable(metrics, said, summary, target, lambda: cause(summary.cv))
+    said += after
+    if stack.security:
+        metrics["security"] = list(stack.security)
+    paired, more = pairing.against_baselines(stack, cell, s.values(), series)
+    metrics.update(paired)
+    return Result(cell=cell, attrs=attrs, summary=summary, stop_reason=s.stop_reason or "cap_reached",
+                  samples=tuple(samples), metrics=metrics, notes=tuple(said + more))

@@ -28,7 +28,7 @@ from cryptcost.links import Link, parse_link
 from cryptcost.model import Cell, Result, metric_median as median
 from cryptcost.runner.core import flow, pairing, pinning
 from cryptcost.runner.network.steps import FileSource, NetInstance, NetRunner
-from cryptcost.runner.core.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable
+from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
 from cryptcost.runner.core.sink import Sink
 from cryptcost.stacks.net import NetworkStack
 from cryptcost.workloads import network as wl
@@ -198,16 +198,13 @@ def _attrs(inst: NetInstance, plan: NetworkPlan) -> dict:
 def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: NetworkPlan,
             target: float) -> Result:
     samples = s.samples
-    summary = stats.summarize(s.values())
-    cpu_mean = {k: statistics.fmean(getattr(x.cpu, k) for x in samples if x.cpu)
-                for k in ("user", "system", "softirq", "irq", "iowait", "daemons", "max_core_busy")}
     wires = [x.metrics["wire"] for x in samples if x.metrics.get("wire")]
     metrics = {
         "unit": "bytes/s", "role": inst.stack.variant_role(), "engine": samples[-1].metrics.get("engine"),
-        "gbit_per_s": summary.median * 8 / 1e9,
+        "gbit_per_s": statistics.median(s.values()) * 8 / 1e9,
         "retransmits": median(samples, "retransmits"),
         "files_per_s": median(samples, "files_per_s"),
-        "cpu": cpu_mean,
+        "cpu": flow.cpu_mean(samples, ("user", "system", "softirq", "irq", "iowait", "daemons", "max_core_busy")),
         "cpu_s_per_gb": {end: median(samples, f"cpu_s_per_gb_{end}")
                          for end in ("a", "b", "system", "unattributed")},
         "busiest_daemon_core": median(samples, "busiest_daemon_core"),
@@ -216,26 +213,14 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
                                 for name in samples[-1].metrics.get("daemon_cpu_s_per_gb", {})},
         "bytes_moved": samples[-1].bytes_moved,
         "bytes_moved_per_sample": [x.bytes_moved for x in samples],
-        "sample_seconds": statistics.median(x.seconds for x in samples),
-        "host_drift": host_drift(samples),
         "wire": _wire_summary(wires, inst.canary),
         "timing": samples[-1].metrics.get("timing") or "iperf3's receiver clock",
         "shared_cpus": inst.link.name in ("netns", "loopback"),
     }
-    notes = [s.error] if s.error else []
-    if s.error:                          # the series failed after these samples: kept, never ranked
-        metrics["incomplete"] = s.error
     if not inst.stack.accel:
         metrics["accel_env"] = sorted(inst.stack.accel_env())
-    mark_unstable(metrics, notes, summary, target, lambda: _likely_cause(inst, samples))
-    if inst.stack.security:
-        metrics["security"] = list(inst.stack.security)
-
-    paired, more = pairing.against_baselines(inst.stack, _cell(inst, op, plan), s.values(), series)
-    metrics.update(paired)
-    return Result(cell=_cell(inst, op, plan), attrs=_attrs(inst, plan), summary=summary,
-                  stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
-                  notes=tuple(notes + more))
+    return flow.summarise(inst.stack, _cell(inst, op, plan), s, series, target=target, metrics=metrics,
+                          attrs=_attrs(inst, plan), cause=lambda cv: _likely_cause(inst, samples))
 
 
 def _wire_summary(wires: list[dict], canary: dict | None) -> dict:

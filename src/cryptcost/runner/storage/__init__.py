@@ -31,7 +31,7 @@ from cryptcost.media import Medium
 from cryptcost.model import Cell, Result, Sample, metric_median as median
 from cryptcost.runner.core import flow, pairing, pinning, quiet
 from cryptcost.runner.storage.integrity import check_pattern
-from cryptcost.runner.core.scheduler import Progress, Series, drift_cause, host_drift, mark_unstable
+from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
 from cryptcost.runner.core.sink import Sink
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, reset_one_file
 from cryptcost.stacks.fs import StorageStack
@@ -238,9 +238,6 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | N
 def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePlan,
             target: float = 0.03) -> Result:
     samples = s.samples
-    cpu_mean = {k: statistics.fmean(getattr(x.cpu, k) for x in samples if x.cpu)
-                for k in ("user", "system", "iowait", "softirq", "irq", "daemons", "max_core_busy",
-                          "machine_busy")}
     stack = inst.stack
     metrics = {
         "unit": op.unit, "role": stack.variant_role(),
@@ -250,34 +247,24 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         "cpu_s_per_gib": median(samples, "cpu_s_per_gib"),
         "cpu_us_per_op": median(samples, "cpu_us_per_op"),
         "files_per_s": median(samples, "files_per_s"),
-        "cpu": cpu_mean,
+        "cpu": flow.cpu_mean(samples, ("user", "system", "iowait", "softirq", "irq", "daemons", "max_core_busy",
+                                       "machine_busy")),
         "bytes_moved": samples[-1].bytes_moved,
         "cache_mode": samples[-1].metrics.get("cache_mode"),
         "engine": samples[-1].metrics.get("engine", "fio"),
     }
-    notes = [s.error] if s.error else []
+    notes, after = [], []
     unmeasured = [x.metrics["cpu_unmeasured"] for x in samples if x.metrics.get("cpu_unmeasured")]
     if metrics["cpu_s_per_gib"] is None and metrics["cpu_us_per_op"] is None and unmeasured:
         metrics["cpu_unmeasured"] = unmeasured[0]
         notes.append(f"CPU not counted: {unmeasured[0]} (a longer sample counts it)")
-    if s.error:                          # the series failed after these samples: kept, never ranked
-        metrics["incomplete"] = s.error
     metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
-    metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
-    metrics["host_drift"] = host_drift(samples)
-    summary = stats.summarize(s.values())
-    mark_unstable(metrics, notes, summary, target, lambda: likely_cause(inst, op, samples, summary.cv, plan.memory_noise))
     short = statistics.median(x.seconds for x in samples)
     if short < SHORT_SAMPLE:
-        notes.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "
+        after.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "
                      "start-up weigh several percent: pass a larger --size")
     if samples[-1].metrics.get("timing"):
         metrics["timing"] = samples[-1].metrics["timing"]
-    if stack.security:
-        metrics["security"] = list(stack.security)
-
-    paired, more = pairing.against_baselines(stack, _cell(inst, op, plan), s.values(), series)
-    metrics.update(paired)
-    return Result(cell=_cell(inst, op, plan), attrs={"params": _params(inst, plan)}, summary=summary,
-                  stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples), metrics=metrics,
-                  notes=tuple(notes + more))
+    return flow.summarise(stack, _cell(inst, op, plan), s, series, target=target, metrics=metrics,
+                          attrs={"params": _params(inst, plan)}, notes=notes, after=after,
+                          cause=lambda cv: likely_cause(inst, op, samples, cv, plan.memory_noise))
