@@ -254,3 +254,43 @@ def test_every_format_reads_the_results_as_typed_records_only(stored):
     assert render("md", run, records) == render("md", run, stored_json)
     assert analyze(records, run.host).to_dict() == analyze(stored_json, run.host).to_dict()
     assert compare_runs(records, stored_json) == compare_runs(stored_json, records)
+
+
+def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figure(stored):
+    """A narrow terminal gets each stack's name on its own line and its figures in full below it:
+    no cell ellipsised, no line past the 80th column; a wide one keeps the tables."""
+    from rich.console import Console
+    from cryptcost.analysis import scaling
+    from cryptcost.record import read
+    from cryptcost.report import document, terminal
+    store, run = stored
+    doc = document.build(run, store.results(run.id))
+    net = {"kind": "network", "workload": "send", "op": "send", "streams": 1, "link": "netns", "mtu": 1500,
+           "values": [1e9] * 3, "samples": 3, "ci95": [0.99e9, 1.01e9], "cpu_s_per_gb": {"a": 1.5, "b": 2.25},
+           "wire": {"verdict": "encrypted", "median_packet_bytes": 1494}}
+    doc["network"] = [document.network_row(r, {"bottleneck": "cipher", "explanation": "cipher-bound"}) for r in read(
+        [{**net, "stack": "tcp", "median_bytes_per_s": 3e9},
+         {**net, "stack": "ipsec:aes256gcm16-x25519", "median_bytes_per_s": 1e9, "overhead": 0.667,
+          "overhead_significant": True, "baseline": "tcp"}])]
+    twin = {"kind": "storage", "stack": "gocryptfs:aes-gcm", "workload": "seq", "op": "read", "block_bytes": 1 << 20,
+            "iodepth": 1, "values": [4e8] * 3, "params": {"facts": {"role": "measured", "crypto_library": "go"}}}
+    doc["scaling_rows"] = scaling.rows(scaling.curves(read(
+        [{**twin, "cpus": n, "median_bytes_per_s": n * 4e8} for n in (1, 2)]
+        + [{**twin, "stack": "gocryptfs:aes-gcm/accel-off", "accel": False, "accel_verified": True,
+            "accel_speedup": 4.0, "cpus": n, "median_bytes_per_s": n * 1e8} for n in (1, 2)]), {}, {}, []))
+    assert doc["network"] and doc["scaling_rows"] and doc["split"] and doc["ciphers"]
+
+    def shown(width: int) -> str:
+        console = Console(record=True, width=width, color_system=None)
+        for item in terminal.summary_tables(doc, width=width):
+            console.print(item)
+        return console.export_text()
+    narrow = shown(80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "…" not in narrow
+    for name in ("luks-userspace:aes-256-xts-plain64", "ipsec:aes256gcm16-x25519  (vs tcp)",
+                 "fscrypt:aes-256-xts  (vs plain)", "gocryptfs:aes-gcm seq read 1 MiB"):
+        assert any(line.startswith(name) for line in narrow.splitlines()), name
+    assert "-66.7 %" in narrow and "1.50+2.25" in narrow and "what it is worth: 4.0× on 1 CPU" in narrow
+    wide = shown(200)
+    assert "┃ stack" in wide and "ipsec:aes256gcm16-x25519  (vs tcp)" not in wide

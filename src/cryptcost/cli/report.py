@@ -32,7 +32,7 @@ def run(args) -> int:
     run_ = store.run(args.run_id)
     results = store.results(run_.id)
     if args.format == "terminal":
-        for table in summary_tables(document.build(run_, results, model)):
+        for table in summary_tables(document.build(run_, results, model), width=out.width):
             out.print(table)
         return 0
     text = render(args.format, run_, results, model)

@@ -129,7 +129,7 @@ def run(args) -> int:
         print_json({"run": run_id, "suite": plan.name, "results": results, "report": doc,
                     "skipped": outcome.skipped, "failed": outcome.failed})
     else:
-        for table in summary_tables(doc):
+        for table in summary_tables(doc, width=out.width):
             out.print(table)
         out.print(f"run {run_id} stored in {store.path}; {time.monotonic() - started:.0f} s"
                   + ("" if args.no_report else f"; report: {args.report}"))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+from typing import Callable
 
+from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
+
 
 from cryptcost.record import Stored, read
 from cryptcost.report.document import UNSTABLE_INTRO, cipher_row, network_row, storage_row, unstable_groups
@@ -74,7 +77,7 @@ def cipher_table(results: list[dict] | list[Stored], title: str = "Raw cipher th
 def skipped_table(skipped: list[dict]) -> Table:
     table = Table(title="Not measured", title_justify="left")
     table.add_column("what")
-    table.add_column("why")
+    table.add_column("why", overflow="fold")
     seen = set()
     for s in skipped:
         what = " ".join(str(s[k]) for k in ("engine", "stack", "algorithm", "workload") if s.get(k))
@@ -154,11 +157,39 @@ def answer(doc: dict) -> list[str]:
     return lines
 
 
-def summary_tables(doc: dict) -> list:
+NARROW = 120       # a terminal narrower than this gets the results grouped by stack, not in one wide table
+
+
+def by_stack(title: str, rows: list[dict], columns: list[tuple[str, Callable[[dict], str]]],
+             heading: Callable[[dict], str]) -> Group:
+    """Rows grouped under their stack's name, each group a table of ``columns`` (header, value)
+    with the same column widths, so that a long stack name never squeezes the figures; the last
+    column wraps."""
+    from rich.text import Text
+    values = [[get(r) for _, get in columns] for r in rows]
+    widths = [max([len(h)] + [len(v[i]) for v in values]) for i, (h, _) in enumerate(columns)]
+    parts: list = [Text(title, style="italic")]
+    groups: dict[str, list[list[str]]] = {}
+    for r, v in zip(rows, values):
+        groups.setdefault(heading(r), []).append(v)
+    for n, (name, vals) in enumerate(groups.items()):
+        t = Table(box=None, show_header=n == 0, header_style="bold underline", pad_edge=False,
+                  padding=(0, 2, 0, 0))
+        for i, ((header, _), w) in enumerate(zip(columns, widths)):
+            last = i == len(columns) - 1              # the last column wraps: sentences go there
+            t.add_column(header, width=None if last else w, min_width=min(w, 12) if last else None,
+                         no_wrap=not last, overflow="fold" if last else "ellipsis")
+        for v in vals:
+            t.add_row(*v)
+        parts += [Text(name, style="bold", overflow="fold"), t]
+    return Group(*parts)
+
+
+def summary_tables(doc: dict, width: int | None = None) -> list:
     """The terminal summary of a run, the answer first: a line per use, the ranking and the
     findings; then the details: each result with its bottleneck, the cost split, acceleration
     and cores, the network, the ciphers, the unstable results, each recommendation in full,
-    and what was not measured."""
+    and what was not measured. Below :data:`NARROW` columns the results are grouped by stack."""
     from rich.panel import Panel
     lead = [f"[bold]{doc['emulated']}[/bold]"] if doc.get("emulated") else []
     lines = answer(doc)
@@ -175,7 +206,15 @@ def summary_tables(doc: dict) -> list:
     lead += [f"! {escape(f)}" for f in doc["findings"]]
     out = []                                  # the details, after the answer
     measured = [r for r in doc["storage"] if r["role"] != "baseline"]
-    if measured:
+    narrow = width is not None and width < NARROW
+    if measured and narrow:
+        out.append(by_stack("Storage: each stack against its baseline", measured, [
+            ("op", lambda r: " ".join(x for x in (r["workload"], r["op"], r["block"]) if x and x != "—")),
+            ("median", lambda r: r["median"]), ("95 % CI", lambda r: r["ci"]),
+            ("vs baseline", lambda r: r["vs"].split(" vs ")[0]), ("CPU-s/GiB", lambda r: r["cpu_s_per_gib"]),
+            ("bottleneck", lambda r: r["bottleneck"])],
+            heading=lambda r: r["stack"] + (f"  (vs {r['vs'].split(' vs ', 1)[1]})" if " vs " in r["vs"] else "")))
+    elif measured:
         t = Table(title="Storage: each stack against its baseline", title_justify="left")
         for col in ("stack", "workload", "op", "block", "median", "95 % CI", "CPU-s/GiB", "vs baseline", "bottleneck"):
             t.add_column(col)
@@ -183,7 +222,18 @@ def summary_tables(doc: dict) -> list:
             t.add_row(r["stack"], r["workload"], r["op"], r["block"], r["median"], r["ci"], r["cpu_s_per_gib"],
                       r["vs"], r["bottleneck"])
         out.append(t)
-    if doc.get("split"):
+    if doc.get("split") and narrow:
+        out.append(by_stack("Cost split: reference → twin → stack (share of the cost against the reference)",
+                            doc["split"], [
+            ("op", lambda x: f"{x['op']} {x['block']}"),
+            ("MB/s ref→twin→stack", lambda x: " → ".join(
+                f"{x['figures'][k] / 1e6:.0f}" for k in ("reference_bytes_per_s", "twin_bytes_per_s",
+                                                         "stack_bytes_per_s"))),
+            ("total", lambda x: x["total"]), ("twin's", lambda x: x["shared"]),
+            ("own", lambda x: x["own"] if not x["note"] else "not meaningful")],
+            heading=lambda x: f"{x['stack']}  ({x['figures']['reference']} → {x['figures']['twin']}, "
+                              f"which adds {x['isolates']})"))
+    elif doc.get("split"):
         t = Table(title="Cost split: reference → twin → stack (share of the cost against the reference)",
                   title_justify="left")
         for col in ("stack", "op", "block", "reference → twin → stack", "total", "the twin adds", "share", "own"):
@@ -192,25 +242,46 @@ def summary_tables(doc: dict) -> list:
             t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"], x["shared"],
                       x["own"] if not x["note"] else "not meaningful")
         out.append(t)
-    if doc.get("scaling_rows"):
+    if doc.get("scaling_rows") and narrow:
+        out.append("[italic]Hardware AES and cores, per stack[/italic]")
+        for x in doc["scaling_rows"]:                 # one line per figure: each is a sentence
+            out.append(f"[bold]{escape(x['stack'])}[/bold] {escape(x['cell'])}")
+            out += [f"  {name}: {escape(x[key])}" for name, key in (
+                ("acceleration on", "on"), ("acceleration off", "off"), ("what it is worth", "worth"),
+                ("from the fewest CPUs to the most", "scaling"), ("the cipher binds", "cipher_bound"))]
+    elif doc.get("scaling_rows"):
         t = Table(title="Hardware AES and cores, per stack", title_justify="left")
         for col in ("stack", "cell", "acceleration on", "acceleration off", "worth", "CPUs", "cipher binds"):
             t.add_column(col)
         for x in doc["scaling_rows"]:
             t.add_row(x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"], x["cipher_bound"])
         out.append(t)
-    if doc.get("network"):
+    if doc.get("network") and narrow:
+        out.append(by_stack("Network: each stack against plain TCP on the same link (both ends share this "
+                            "host's CPUs: compare CPU-s/GB, not Gbit/s)", doc["network"], [
+            ("workload", lambda r: r["workload"] + (f" ×{r['streams']}" if r["streams"] > 1 else "")),
+            ("median", lambda r: r["gbit"]), ("95 % CI", lambda r: r["ci"]),
+            ("CPU-s/GB a+b", lambda r: f"{r['cpu_a']}+{r['cpu_b']}"), ("wire", lambda r: r["wire"]),
+            ("vs baseline", lambda r: r["vs"].split(" vs ")[0])],
+            heading=lambda r: r["stack"] + (f"  (vs {r['vs'].split(' vs ', 1)[1]})" if " vs " in r["vs"] else "")))
+    elif doc.get("network"):
         out.append(network_table([], title="Network: each stack against plain TCP on the same link "
                                  "(both ends share this host's CPUs: compare CPU-s/GB, not Gbit/s)",
                                  rows=doc["network"]))
+    if doc.get("network"):
         verdicts = [r for r in doc["network"] if r["role"] != "baseline" and r["explanation"]]
         for r in verdicts:
             out.append(f"• {r['stack']} {r['workload']}: {r['explanation']}")
-    if doc["ciphers"]:
+    if doc["ciphers"] and narrow:
+        out.append(by_stack("Raw ciphers", doc["ciphers"], [
+            ("algorithm", lambda c: c["algorithm"]), ("buffer", lambda c: c["buffer"]),
+            ("threads", lambda c: str(c["threads"])), ("acceleration", lambda c: c["accel"]),
+            ("median", lambda c: c["median"]), ("95 % CI", lambda c: c["ci"])], heading=lambda c: c["engine"]))
+    elif doc["ciphers"]:
         t = Table(title="Raw ciphers", title_justify="left")
         for col in ("engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI"):
             t.add_column(col)
-        for c in sorted(doc["ciphers"], key=lambda c: c["median"]):
+        for c in doc["ciphers"]:                 # as measured, engine by engine
             t.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"], c["ci"])
         out.append(t)
     out += unstable_lines(doc.get("unstable", []))
