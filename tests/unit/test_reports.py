@@ -294,3 +294,26 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
     assert "-66.7 %" in narrow and "1.50+2.25" in narrow and "what it is worth: 4.0× on 1 CPU" in narrow
     wide = shown(200)
     assert "┃ stack" in wide and "ipsec:aes256gcm16-x25519  (vs tcp)" not in wide
+
+
+def test_a_command_prints_its_results_table_and_unstable_causes_from_its_outcome(tmp_path, capsys):
+    """What `cryptcost ciphers` prints after measuring (here with the fake executor): the table,
+    each unstable result's cause once, and where the run is stored."""
+    from argparse import Namespace
+    from dataclasses import replace
+
+    from cryptcost import stats
+    from cryptcost.cli.common import print_outcome
+    from cryptcost.report.terminal import cipher_table
+    from cryptcost.runner.ciphers import CipherPlan, run_ciphers
+    from cryptcost.runner.ciphers.executor import FakeExecutor
+    outcome = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",)), FakeExecutor(),
+                          stats.Policy(min_samples=3, max_samples=3, warmup=0))
+    first = outcome.results[0]
+    outcome.results[0] = replace(first, metrics={**first.metrics, "unstable": True, "cv": 0.2,
+                                                 "likely_cause": "a noisy neighbour"})
+    store = Store.open(tmp_path / "r.db")
+    assert print_outcome(Namespace(json=False), store, 1, outcome, cipher_table) == 0
+    printed = capsys.readouterr().out
+    assert "aes-256-gcm" in printed and "a noisy neighbour (1, CV 20.0 %)" in printed
+    assert f"run 1 stored in {store.path}" in printed

@@ -46,11 +46,11 @@ def _label(r: Stored) -> str:
     return " ".join(str(x) for x in (c.engine, c.algorithm, size, threads, accel) if x)
 
 
-def unstable_groups(results: list[Stored]) -> list[dict]:
+def unstable_groups(results: list[dict] | list[Stored]) -> list[dict]:
     """The unstable results, grouped by their likely cause, each group with
     its range of CVs: what the mark beside an interval means, said once."""
     groups: dict[str, list[Stored]] = {}
-    for r in results:
+    for r in read(results):
         if r.unstable:
             groups.setdefault(r.likely_cause or "not known", []).append(r)
     out = []
