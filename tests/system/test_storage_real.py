@@ -615,7 +615,7 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
 
 
 @pytest.mark.root
-def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli):
+def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli, tmp_path):
     """#35: --profile adds a round under perf after the samples. fscrypt on this kernel runs
     the software aes-fixed-time, and the profile finds the cipher in the kernel's AES;
     gocryptfs's own code shows as its daemon's; every verdict says where the busy CPU went,
@@ -655,3 +655,13 @@ def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli)
     assert kernel_cipher, fscrypt["profile"]["rows"][:10]
     go = [r for r in results if r["stack"] == "gocryptfs:aes-gcm" and r["op"] == "read"][0]
     assert any(x["comm"] == "gocryptfs" for x in go["profile"]["rows"]), go["profile"]["rows"][:10]
+    # the call stacks, folded: every sample once, fscrypt's AES under the kernel's read path; the
+    # layers beside each verdict in the JSON; a flame graph per stack in the HTML report
+    for r in results:
+        assert sum(r["profile"]["folded"].values()) == r["profile"]["samples"], (r["stack"], r["op"])
+    assert any("_[k]" in k and "aes" in k for k in fscrypt["profile"]["folded"]), list(fscrypt["profile"]["folded"])[:5]
+    assert any(k.startswith("gocryptfs;") for k in go["profile"]["folded"]), list(go["profile"]["folded"])[:5]
+    assert all(b.get("layers") for b in report["bottlenecks"]), report["bottlenecks"]
+    assert cli("report", "latest", "--format", "html", "-o", str(tmp_path / "r.html")).returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("a flame graph of its profiled passes") == len({r["stack"] for r in results})

@@ -80,6 +80,14 @@ def test_a_profile_where_the_cipher_takes_most_of_the_busy_cpu_makes_the_verdict
     assert v["bottleneck"] == "cipher" and "59% of the busy CPU ran the cipher" in v["explanation"]
     assert "aesti_encrypt" in v["explanation"] and f"said {without['bottleneck']}" in v["explanation"]
     assert v["ceilings"]["rule"].startswith("profile:")
+    # the JSON export carries the layer shares beside each verdict
+    import json
+    from cryptcost.model import Run
+    from cryptcost.report.render import render
+    run = Run(1, "2026-11-27", "storage", {"cpu": {}}, "complete")
+    [row] = [b for b in json.loads(render("json", run, [_result(), plain]))["analysis"]["bottlenecks"]
+             if b["stack"] != "plain"]
+    assert row["layers"]["cipher"] == pytest.approx(0.59, abs=0.01) and sum(row["layers"].values()) == pytest.approx(1)
     # a profile where the cipher is a small share is evidence beside the verdict, never the verdict
     light = [_row(0.6, "pv_native_safe_halt", comm="swapper"), _row(0.05, "aesti_encrypt"),
              _row(0.2, "_copy_to_iter"), _row(0.15, "filemap_read")]
@@ -99,3 +107,44 @@ def test_without_perf_a_profile_is_refused_naming_the_package(monkeypatch):
     with pytest.raises(Unavailable, match="perf is not installed") as exc:
         perf.check()
     assert exc.value.install == "linux-perf" and isinstance(exc.value, UserError)     # exit 2, one line
+
+
+def test_perf_script_is_folded_into_stacks_root_first(fixture_text):
+    """Each sample's chain, outermost caller first under its command; kernel frames marked
+    ``_[k]``; a library perf could not name is one ``[library]`` frame; every sample counted once."""
+    text = fixture_text("perf_script_openssl.txt")
+    samples = sum(1 for line in text.splitlines() if line.strip() and not line[0].isspace())
+    folded = perf.fold(text)
+    assert sum(folded.values()) == samples
+    assert all(";;" not in k and k.split(";", 1)[0] for k in folded)
+    assert folded == dict(sorted(folded.items(), key=lambda kv: (-kv[1], kv[0])))     # the most sampled first
+    crypto = {k: n for k, n in folded.items() if k.startswith("openssl;") and "[libcrypto.so.3]" in k}
+    assert crypto and not any("[libcrypto.so.3];[libcrypto.so.3]" in k for k in crypto)
+    syscall = next(k for k in folded if k.startswith("openssl;read;entry_SYSCALL_64"))
+    assert syscall.split(";")[2:4] == ["entry_SYSCALL_64_after_hwframe_[k]", "do_syscall_64_[k]"]
+    few = perf.fold(text, keep=10, depth=4)
+    assert len(few) <= 10 + len({k.split(";", 1)[0] for k in folded}) and sum(few.values()) == samples
+    assert any(k.endswith(";(rarer stacks)") for k in few)
+    assert all(len(k.split(";")) <= 1 + 1 + 4 for k in few)                         # command, "…", 4 frames
+    assert any(";…;" in k for k in few)
+
+
+def test_a_flame_graph_per_profiled_stack_coloured_by_layer(fixture_text):
+    from cryptcost.record import read
+    from cryptcost.report import flame
+    folded = perf.fold(fixture_text("perf_script_openssl.txt"))
+    idle = {"swapper;secondary_startup_64_[k];cpu_startup_entry_[k];do_idle_[k];pv_native_safe_halt_[k]": 50}
+    base = {"kind": "storage", "workload": "seq", "op": "write", "block_bytes": 1 << 20, "iodepth": 1}
+    results = read([{**base, "stack": "gocryptfs", "profile": {"folded": folded}},
+                    {**base, "stack": "gocryptfs", "op": "read", "profile": {"folded": idle}},
+                    {**base, "stack": "plain"}])
+    merged = flame.by_stack(results)
+    assert list(merged) == ["gocryptfs"] and sum(merged["gocryptfs"].values()) == sum(folded.values()) + 50
+    [(stack, svg)] = flame.graphs(results).items()
+    assert stack == "gocryptfs" and svg.startswith("<svg") and svg == flame.draw("gocryptfs", merged["gocryptfs"])
+    assert "openssl" in svg and "pv_native_safe_halt" not in svg         # the idle loop is left out
+    busy = sum(n for k, n in folded.items() if not flame._idle(k))
+    assert 0 < busy < sum(folded.values()) and f"{busy} of {sum(folded.values()) + 50}" in svg
+    assert flame.COLOURS["cipher"] in svg and flame._layer("[libcrypto.so.3]", "openssl") == "cipher"
+    assert flame._layer("aesni_xts_encrypt_[k]", "kworker") == "cipher"
+    assert flame.draw("idle", idle) is None

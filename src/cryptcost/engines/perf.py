@@ -7,7 +7,9 @@ the code inside it and off after, as often as the work has passes;
 :meth:`Recording.close` ends perf (SIGTERM: it writes its file and exits).
 :func:`top` reads the file with ``perf report`` into rows — the share of
 all samples, the command, the shared object and the symbol — that the
-analysis sorts into layers (``analysis.profile``). ``cpu-clock`` is a
+analysis sorts into layers (``analysis.profile``); :func:`folded` reads its
+call stacks with ``perf script``, folded (``command;outer;…;leaf`` → samples),
+for the report's flame graphs. ``cpu-clock`` is a
 software event: it works in a VM without a PMU, and idle CPUs show as
 samples in the idle loop, so a row's share is of all CPU time.
 """
@@ -144,3 +146,63 @@ def parse_report(text: str) -> tuple[list[dict], int]:
     for r in merged.values():
         r["share"] = r["samples"] / total
     return sorted(merged.values(), key=lambda r: -r["samples"]), total
+
+
+STACKS = 300            # folded stacks kept per profile, the most sampled first; the rest summed
+DEPTH = 40              # frames kept per stack, nearest the leaf
+_USER_SPECIAL = {"[unknown]", "[vdso]", "[vsyscall]", "[heap]", "[stack]", "[anon]"}
+_FRAME = re.compile(r"^\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)$")
+
+
+def folded(path: Path) -> dict[str, int]:
+    """The recording's call stacks, folded (see :func:`fold`)."""
+    done = proc.run(["perf", "script", "-i", str(path), "-F", "comm,ip,sym,dso"], timeout=300)
+    return fold(done.stdout)
+
+
+def _frame(sym: str, dso: str) -> str | None:
+    """A frame's name: ``sym_[k]`` in the kernel, the symbol in user space, or ``[library]``
+    where perf has no symbol (a stripped binary); None for a frame perf could not place."""
+    if dso.startswith("[") and dso not in _USER_SPECIAL or dso.endswith(".ko"):     # the kernel, a module
+        name = f"{sym}_[k]" if sym != "[unknown]" else None
+    elif sym == "[unknown]" or _ADDRESS.match(sym):
+        name = f"[{os.path.basename(dso)}]" if dso != "[unknown]" else None
+    else:
+        name = sym
+    return name.replace(";", ":") if name else None
+
+
+def fold(text: str, keep: int = STACKS, depth: int = DEPTH) -> dict[str, int]:
+    """``perf script -F comm,ip,sym,dso`` as folded stacks: ``command;outermost;…;leaf`` → the
+    samples that ended in it, the most sampled ``keep`` (the rest under ``command;(rarer
+    stacks)``), each cut to its ``depth`` frames nearest the leaf (``…`` marks the cut).
+    Consecutive frames in one library perf could not name are one."""
+    counts: dict[str, int] = {}
+    comm, frames = None, []
+
+    def flush() -> None:
+        if comm is None:
+            return
+        chain = [f for f in reversed(frames)]
+        chain = [f for i, f in enumerate(chain) if i == 0 or f != chain[i - 1] or not f.startswith("[")]
+        if len(chain) > depth:
+            chain = ["…"] + chain[-depth:]
+        key = ";".join([comm] + chain)
+        counts[key] = counts.get(key, 0) + 1
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            flush()
+            comm, frames = line.strip().replace(";", ":") or "?", []
+            continue
+        m = _FRAME.match(line)
+        if m and (name := _frame(m.group(1), m.group(2))):
+            frames.append(name)
+    flush()
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = dict(ranked[:keep])
+    for key, n in ranked[keep:]:
+        rest = key.split(";", 1)[0] + ";(rarer stacks)"
+        out[rest] = out.get(rest, 0) + n
+    return out

@@ -12,6 +12,7 @@ import io
 import matplotlib
 
 from cryptcost.record import Stored, read
+from cryptcost.report import flame
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -296,5 +297,6 @@ def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> d
         "network": network_throughput(network),
         "network_cpu": network_cpu(network),
         "per_stack": stack_scaling((doc or {}).get("scaling") or []),
+        "flames": flame.graphs(storage + network),
     }
     return {k: v for k, v in charts.items() if v}

@@ -144,8 +144,13 @@ def storage_row(r: Stored, verdict: dict | None = None, cpb: float | None = None
             "cycles_per_byte": f"{cpb:.1f}" if cpb else "—",
             "vs": _vs(r), "cache": r.cache_mode or "",
             "bottleneck": verdict["bottleneck"] if verdict else "",
-            "explanation": verdict["explanation"] if verdict else "",
+            "explanation": verdict["explanation"] if verdict else "", "layers": _layers(verdict),
             "notes": list(r.notes)}
+
+
+def _layers(verdict: dict | None) -> dict | None:
+    """Where the busy CPU went, by layer, from the cell's profile (None without one)."""
+    return (((verdict or {}).get("ceilings") or {}).get("profile") or {}).get("of_busy")
 
 
 def _vs(r: Stored) -> str:
@@ -175,7 +180,8 @@ def network_row(r: Stored, verdict: dict | None = None) -> dict:
             "negotiated": ", ".join(f"{k} {v}" for k, v in (r.params.get("negotiated") or {}).items()
                                     if k != "from"),
             "bottleneck": verdict["bottleneck"] if verdict else "",
-            "explanation": verdict["explanation"] if verdict else "", "notes": list(r.notes)}
+            "explanation": verdict["explanation"] if verdict else "", "layers": _layers(verdict),
+            "notes": list(r.notes)}
 
 
 def cipher_row(r: Stored) -> dict:

@@ -28,7 +28,8 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
         data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]    # reference → twin → stack
         data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"],
                                             "op": r.get("op", r["workload"]), "block": r.get("block", ""),
-                                            "bottleneck": r["bottleneck"], "explanation": r["explanation"]}
+                                            "bottleneck": r["bottleneck"], "explanation": r["explanation"],
+                                            **({"layers": r["layers"]} if r.get("layers") else {})}
                                            for r in doc["storage"] + doc["network"] if r["bottleneck"]]
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 

@@ -6,7 +6,8 @@ the engine's run, and a write's wait until durable, since a kernel stack
 may encrypt at writeback). The round's samples are discarded: perf's own
 cost never reaches a figure, and the profile is of the same work on the
 same instance, warm. What each cell gets is stored with its result as
-``profile``; ``analysis.profile`` sorts its rows into layers.
+``profile``: ``analysis.profile`` sorts its rows into layers, and the
+report draws its folded stacks as a flame graph per stack.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def _read(rec: perf.Recording) -> dict:
     path = rec.close()
     rows, samples = perf.top(path)
     return {"how": HOW, "seconds": rec.seconds, "windows": rec.windows, "samples": samples,
-            "frequency_hz": perf.FREQ, "rows": rows[:ROWS]}
+            "frequency_hz": perf.FREQ, "rows": rows[:ROWS], "folded": perf.folded(path)}
 
 
 def attach(result: Result, profiles: dict[Cell, dict]) -> Result:

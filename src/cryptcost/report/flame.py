@@ -1,0 +1,110 @@
+"""Flame graphs: where a stack's CPU time went, from its profiles' folded stacks.
+
+Each profiled cell stores its call stacks folded (``engines.perf.fold``:
+``command;outermost;…;leaf`` → samples, on every CPU during its passes). A
+stack's cells are summed into one graph: each frame a box as wide as the
+samples it was on, its callers below it, its callees above; the colour is the
+layer the frame belongs to (``analysis.profile``: the cipher, copies, FUSE,
+the page cache, the block layer…). The idle loop is left out and said in the
+title: the graph is of the busy CPU. Drawn with matplotlib as inline SVG,
+deterministic for the same data.
+"""
+
+from __future__ import annotations
+
+from cryptcost.analysis.profile import layer
+from cryptcost.record import Stored
+
+# One colour per layer (analysis.profile.LAYERS), the cipher the one that stands out.
+COLOURS = {"cipher": "#d62728", "copy": "#ff7f0e", "fuse": "#9467bd", "page cache": "#2ca02c",
+           "block": "#17becf", "measuring tool": "#c7c7c7", "stack (user)": "#1f77b4",
+           "kernel, other": "#bcbd22", "user, other": "#8c564b", "idle": "#eeeeee"}
+MIN_LABEL = 0.04          # a box narrower than this share of the graph gets no label
+MAX_DEPTH = 42
+
+
+def by_stack(results: list[Stored]) -> dict[str, dict[str, int]]:
+    """The folded stacks of each stack's profiled cells, summed, idle left out."""
+    out: dict[str, dict[str, int]] = {}
+    for r in results:
+        folded = (r.profile or {}).get("folded") or {}
+        mine = out.setdefault(r.stack, {}) if folded else None
+        for key, n in folded.items():
+            mine[key] = mine.get(key, 0) + n
+    return {s: f for s, f in out.items() if f}
+
+
+def _layer(frame: str, comm: str) -> str:
+    if frame.endswith("_[k]"):
+        return layer({"comm": comm, "sym": frame[:-4], "where": "kernel"})
+    if frame.startswith("["):
+        return layer({"comm": comm, "dso": frame.strip("[]"), "sym": "", "where": "user"})
+    return layer({"comm": comm, "sym": frame, "dso": "", "where": "user"})
+
+
+def _idle(key: str) -> bool:
+    """A stack that ends in the idle loop (or is the idle task's)."""
+    comm, leaf = key.split(";", 1)[0], key.rsplit(";", 1)[-1]
+    return layer({"comm": comm, "sym": leaf.removesuffix("_[k]"), "where": "kernel"}) == "idle"
+
+
+def _tree(folded: dict[str, int]) -> dict:
+    root: dict = {"n": 0, "kids": {}}
+    for key, n in folded.items():
+        node = root
+        node["n"] += n
+        for frame in key.split(";")[:MAX_DEPTH]:
+            node = node["kids"].setdefault(frame, {"n": 0, "kids": {}})
+            node["n"] += n
+    return root
+
+
+def draw(stack: str, folded: dict[str, int]) -> str | None:
+    """The flame graph of one stack, as an SVG string (None when there is nothing busy)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from cryptcost.report.charts import _svg
+    total = sum(folded.values())
+    root = _tree({k: n for k, n in folded.items() if not _idle(k)})
+    if not root["n"]:
+        return None
+    boxes = []                              # (depth, left, width, frame, layer)
+
+    def walk(node: dict, depth: int, left: float, comm: str) -> None:
+        x = left
+        for frame, kid in sorted(node["kids"].items()):
+            width = kid["n"] / root["n"]
+            c = frame if depth == 0 else comm
+            boxes.append((depth, x, width, frame, "user, other" if depth == 0 else _layer(frame, c)))
+            walk(kid, depth + 1, x, c)
+            x += width
+    walk(root, 0, 0.0, "")
+    depth = max(b[0] for b in boxes) + 1
+    fig, ax = plt.subplots(figsize=(9, 0.2 * depth + 1.3))
+    for d, x, w, frame, lay in boxes:
+        ax.barh(d, w, left=x, height=0.92, color=COLOURS.get(lay, "#999999"), edgecolor="white", linewidth=0.3)
+        if w >= MIN_LABEL:
+            chars = max(1, int(w * 150))
+            ax.text(x + 0.003, d, frame if len(frame) <= chars else frame[:chars - 1] + "…",
+                    va="center", ha="left", fontsize=6, clip_on=True)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.6, depth - 0.4)
+    ax.set_yticks([])
+    ax.set_xlabel(f"share of the busy CPU samples ({root['n']} of {total}; the rest idle), "
+                  "callers below, callees above")
+    ax.set_title(f"{stack}: where the busy CPU went in its profiled passes", loc="left", fontsize=9)
+    shown = sorted({b[4] for b in boxes if b[0]}, key=list(COLOURS).index)
+    ax.legend(handles=[Patch(color=COLOURS[lay], label=lay) for lay in shown], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="layer", title_fontsize=7)
+    return _svg(fig)
+
+
+def graphs(results: list[Stored]) -> dict[str, str]:
+    """A flame graph per stack that was profiled, by stack."""
+    out = {}
+    for stack, folded in sorted(by_stack(results).items()):
+        svg = draw(stack, folded)
+        if svg:
+            out[stack] = svg
+    return out
