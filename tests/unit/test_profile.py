@@ -148,3 +148,19 @@ def test_a_flame_graph_per_profiled_stack_coloured_by_layer(fixture_text):
     assert flame.COLOURS["cipher"] in svg and flame._layer("[libcrypto.so.3]", "openssl") == "cipher"
     assert flame._layer("aesni_xts_encrypt_[k]", "kworker") == "cipher"
     assert flame.draw("idle", idle) is None
+
+
+def test_the_html_report_draws_each_profiled_cell_by_layer_beside_its_baseline():
+    from cryptcost.model import Run
+    from cryptcost.report import charts, document, flame
+    plain = {**_result("plain", rows=[_row(0.5, "filemap_read"), _row(0.5, "_copy_to_iter")], value=900e6),
+             "baseline": None, "vs": {}, "role": "baseline", "params": {"facts": {"role": "baseline", "layer": "kernel"}}}
+    run = Run(1, "2026-11-27", "storage", {"cpu": {}}, "complete")
+    doc = document.build(run, [_result(), plain])
+    rows = doc["storage"]
+    assert [r["stack"] for r in rows if r["layers"]] == ["fscrypt:aes-256-xts", "plain"]
+    svg = flame.layer_bars(rows)
+    assert svg and flame.COLOURS["cipher"] in svg and flame.COLOURS["page cache"] in svg
+    assert svg.index("plain read 1 MiB") < svg.index("fscrypt:aes-256-xts read 1 MiB")   # the baseline first
+    assert flame.layer_bars([{**r, "layers": None} for r in rows]) is None
+    assert charts.all_charts([_result(), plain], doc)["layers"] == svg

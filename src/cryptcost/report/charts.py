@@ -298,5 +298,6 @@ def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> d
         "network_cpu": network_cpu(network),
         "per_stack": stack_scaling((doc or {}).get("scaling") or []),
         "flames": flame.graphs(storage + network),
+        "layers": flame.layer_bars((doc or {}).get("storage", []) + (doc or {}).get("network", [])),
     }
     return {k: v for k, v in charts.items() if v}

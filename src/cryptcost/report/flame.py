@@ -1,4 +1,5 @@
-"""Flame graphs: where a stack's CPU time went, from its profiles' folded stacks.
+"""Where a stack's CPU time went, drawn from its profiles: a flame graph per stack, from
+the folded stacks, and the layers' shares of each profiled cell beside its baseline's.
 
 Each profiled cell stores its call stacks folded (``engines.perf.fold``:
 ``command;outermost;…;leaf`` → samples, on every CPU during its passes). A
@@ -108,3 +109,33 @@ def graphs(results: list[Stored]) -> dict[str, str]:
         if svg:
             out[stack] = svg
     return out
+
+
+def layer_bars(rows: list[dict]) -> str | None:
+    """One stacked bar per profiled result (the report's storage and network rows that carry
+    ``layers``): the busy CPU's shares by layer, each cell's results together, baselines first."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from cryptcost.report.charts import _svg
+    rows = [r for r in rows if r.get("layers")]
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda r: (r.get("workload", ""), r.get("op", ""), r.get("block", ""),
+                                       r.get("role") != "baseline", r["stack"]))
+    labels = [" ".join(x for x in (r["stack"], r.get("op", r.get("workload", "")), r.get("block", ""))
+                       if x and x != "—") for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 0.26 * len(rows) + 1.2))
+    left = [0.0] * len(rows)
+    shown = [lay for lay in COLOURS if lay != "idle" and any(r["layers"].get(lay) for r in rows)]
+    for lay in shown:
+        vals = [r["layers"].get(lay, 0.0) for r in rows]
+        ax.barh(range(len(rows)), vals, left=left, color=COLOURS[lay], edgecolor="white", linewidth=0.3)
+        left = [x + v for x, v in zip(left, vals)]
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the busy CPU in each profiled cell, by layer (perf; the idle loop left out)")
+    ax.legend(handles=[Patch(color=COLOURS[lay], label=lay) for lay in shown], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="layer", title_fontsize=7)
+    return _svg(fig)
