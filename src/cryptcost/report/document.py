@@ -7,6 +7,7 @@ from __future__ import annotations
 from cryptcost.analysis import Analysis, analyze, scaling
 from cryptcost.model import Run
 from cryptcost.record import Stored, read
+from cryptcost.report import fieldreports
 from cryptcost import units
 from cryptcost.units import target_of
 
@@ -17,6 +18,14 @@ SPLIT_INTRO = ("Of each stack's cost against its reference (the plain filesystem
                "the share that is its own, the crypto. The twin is the stack without its encryption, and the table "
                "says what it adds to the reference (for a FUSE stack, FUSE itself: a passthrough on the same FUSE "
                "library). (n.s.): not significant; (untested): no comparison stored.")
+
+
+# What the field-report blocks are, once for every format.
+FIELD_REPORTS_INTRO = ("The five field reports cryptcost was built from, each figure of theirs beside the same "
+                       "comparison from this run: an overhead against the plaintext baseline, or a ratio (AES-NI on "
+                       "against off, two cores against one), which carries across hardware where absolute speeds "
+                       "do not. Their hardware, tools and years differ from this host's: read the direction and "
+                       "the size of a difference, not the digits.")
 
 
 # A result whose interval never reached the run's target: marked beside its interval, explained once per cause.
@@ -112,6 +121,7 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "scaling": a.scaling, "scaling_rows": scaling.rows(a.scaling),
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
+        "field_reports": fieldreports.section(results), "field_reports_intro": FIELD_REPORTS_INTRO,
         "not_measured": [{"what": " ".join(str(s[k]) for k in ("part", "stack", "engine", "algorithm")
                                            if s.get(k)),
                           "why": s.get("reason", ""), "install": s.get("install") or ""} for s in skipped],

@@ -24,7 +24,7 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     data = run_dict(run, results)
     if doc is not None:
         data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
-                                                "predictions", "target", "scaling")}
+                                                "predictions", "target", "scaling", "field_reports")}
         data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]    # reference → twin → stack
         data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"],
                                             "op": r.get("op", r["workload"]), "block": r.get("block", ""),

@@ -84,6 +84,16 @@ def render(doc: dict) -> str:
     if doc.get("unstable"):
         lines += ["## Unstable results", "", doc["unstable_intro"], ""] + [f"- {g['text']}" for g in doc["unstable"]]
         lines.append("")
+    if doc.get("field_reports"):
+        lines += ["## Field reports", "", doc["field_reports_intro"], ""]
+        for block in doc["field_reports"]:
+            lines += [f"### {block['label']}: {block['title']}", "", f"{block['source']}; {block['hardware']}.",
+                      f"Their conclusion: {block['conclusion']}.", ""]
+            if block["rows"]:
+                lines += _table(["comparison", "theirs", "here", "cells here", "note"],
+                                [[r["what"], r["theirs_shown"], r["here"], "; ".join(r["ours_cells"]), r["note"]]
+                                 for r in block["rows"]]) + [""]
+            lines += [block["sentence"], ""]
     if doc["not_measured"]:
         lines += ["## Not measured", ""]
         lines += _table(["what", "why", "install"], [[m["what"], m["why"], m["install"]] for m in doc["not_measured"]])

@@ -285,6 +285,10 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
             t.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"], c["ci"])
         out.append(t)
     out += unstable_lines(doc.get("unstable", []))
+    compared = [b for b in doc.get("field_reports", []) if b["measured"]]
+    if compared:
+        out.append("[italic]Field reports: their comparisons beside this run's[/italic]")
+        out += [f"• {escape(b['sentence'])}" for b in compared]
     for rec in doc["recommendations"]:
         out.append(Panel(escape(rec["text"]), title=escape(rec["title"]), title_align="left"))
     if doc["not_measured"]:

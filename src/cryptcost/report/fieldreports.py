@@ -1,0 +1,186 @@
+"""The five field reports cryptcost was built from, laid beside a run's results.
+
+Each report's figures are data (``report/seeds/R1.toml`` … ``R5.toml``: what was
+measured, their figure, the conditions, the source text). A figure names the
+comparison that carries across hardware — an overhead against a baseline, or a
+ratio between two cells (AES-NI on against off, two cores against one) — and
+the cells of a cryptcost run that give the same comparison: ``cell`` (what both
+sides share) and ``a``, ``b`` (each side's own dimensions). Where a dimension
+lists several values, they are candidates in order, taken at the same place on
+both sides (the kernel's dm-crypt in a guest first, qemu's LUKS on this host
+next). A report's block holds each figure beside its own, or says why this run
+has none.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from importlib import resources
+
+from cryptcost.model import Cell
+from cryptcost.record import Stored
+
+LABELS = ("R1", "R2", "R3", "R4", "R5")
+_CELL = {f.name for f in fields(Cell)}
+
+
+@dataclass(frozen=True)
+class Figure:
+    what: str
+    compare: str                          # overhead: 1 − a/b; ratio: a/b
+    theirs: float                         # in the compared form
+    theirs_said: str
+    cell: dict
+    a: dict
+    b: dict
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    label: str
+    title: str
+    source: str
+    hardware: str
+    conclusion: str
+    figures: tuple[Figure, ...] = ()
+    no_figures: str = ""
+    note: str = ""
+
+
+def _theirs(d: dict) -> tuple[float, str]:
+    """Their figure in the compared form, and as they gave it."""
+    raw, unit = d["theirs"], d.get("unit", "")
+    if isinstance(raw, list):
+        a, b = raw
+        value = 1 - a / b if d["compare"] == "overhead" else a / b
+        return value, d.get("theirs_said") or f"{a:g} against {b:g} {unit}".rstrip()
+    return float(raw), d.get("theirs_said") or f"{raw:g}"
+
+
+def load(label: str) -> Report:
+    """One report's figures, as the project keeps them."""
+    if label not in LABELS:
+        raise ValueError(f"no field report {label!r}")
+    data = tomllib.loads(resources.files("cryptcost.report").joinpath("seeds").joinpath(f"{label}.toml").read_text())
+    figures = []
+    for d in data.get("figures", []):
+        unknown = (set(d.get("cell", {})) | set(d["a"]) | set(d["b"])) - _CELL
+        if unknown or d["compare"] not in ("overhead", "ratio"):
+            raise ValueError(f"{label}: {d['what']}: bad figure ({unknown or d['compare']})")
+        value, said = _theirs(d)
+        figures.append(Figure(d["what"], d["compare"], value, said, d.get("cell", {}), d["a"], d["b"],
+                              d.get("note", "")))
+    return Report(data["label"], data["title"], data["source"], data["hardware"], data["conclusion"],
+                  tuple(figures), data.get("no_figures", ""), data.get("note", ""))
+
+
+def reports() -> list[Report]:
+    return [load(label) for label in LABELS]
+
+
+def _choices(side: dict) -> int:
+    return max([len(v) for v in side.values() if isinstance(v, list)] or [1])
+
+
+def _at(side: dict, i: int) -> dict:
+    return {k: (v[i] if i < len(v) else v[-1]) if isinstance(v, list) else v for k, v in side.items()}
+
+
+def _find(results: list[Stored], want: dict, label: str) -> Stored | None:
+    """The result whose cell has every dimension ``want`` names (its own part's first)."""
+    hits = [r for r in results if r.median is not None
+            and all(getattr(r.cell, k) == v for k, v in want.items())]
+    hits.sort(key=lambda r: (not (r.cell.part or "").startswith(label), r.cell.cpus or 0))
+    return hits[0] if hits else None
+
+
+@dataclass
+class Row:
+    figure: Figure
+    ours: float | None = None
+    a: Stored | None = None
+    b: Stored | None = None
+    why: str = ""
+
+    def to_dict(self) -> dict:
+        f = self.figure
+        return {"what": f.what, "compare": f.compare, "theirs": f.theirs, "theirs_said": f.theirs_said,
+                "theirs_shown": there(f), "ours": self.ours, "here": _here(self), "ours_cells": [x.cell.label() for x in (self.a, self.b) if x],
+                "why_not": self.why, "note": f.note}
+
+
+def _fmt(compare: str, value: float) -> str:
+    """An overhead as how much slower (or faster), a ratio as a factor."""
+    if compare == "overhead":
+        return f"{abs(value) * 100:.0f} % {'slower' if value >= 0 else 'faster'}"
+    return f"{value:.2f}×"
+
+
+def there(f: Figure) -> str:
+    """Their figure in the compared form, with how they gave it where that differs."""
+    shown = _fmt(f.compare, f.theirs)
+    return shown if f.theirs_said in (shown, f"{f.theirs:g}") else f"{shown} ({f.theirs_said})"
+
+
+def _here(row: Row) -> str:
+    if row.ours is None:
+        return f"not in this run: {row.why}"
+    return _fmt(row.figure.compare, row.ours)
+
+
+def compare(report: Report, results: list[Stored]) -> list[Row]:
+    """Each figure of ``report`` beside the run's same comparison, or why it has none."""
+    rows = []
+    for f in report.figures:
+        row = Row(f)
+        for i in range(max(_choices(f.a), _choices(f.b))):
+            a = _find(results, {**f.cell, **_at(f.a, i)}, report.label)
+            b = _find(results, {**f.cell, **_at(f.b, i)}, report.label)
+            if a and b and b.median:
+                row.a, row.b = a, b
+                row.ours = 1 - a.median / b.median if f.compare == "overhead" else a.median / b.median
+                break
+        else:
+            want = [{**f.cell, **_at(side, 0)} for side in (f.a, f.b)]
+            missing = [w for w in want if not _find(results, w, report.label)]
+            row.why = "no result for " + " nor ".join(_dims(w) for w in missing or want)
+        rows.append(row)
+    return rows
+
+
+def _dims(want: dict) -> str:
+    """A cell's dimensions in a few words: ``nfs:krb5p put``, ``openssl aes-256-xts 4096 B, accel off``."""
+    said = [str(want[k]) for k in ("stack", "engine", "algorithm", "workload", "op") if k in want]
+    said += [f"{want[k]} B" for k in ("block_bytes", "buffer_bytes") if k in want]
+    said += [f"{want['threads']} thread(s)"] if "threads" in want else []
+    said += [f"accel {'on' if want['accel'] else 'off'}"] if "accel" in want else []
+    return " ".join(said)
+
+
+def sentence(report: Report, rows: list[Row]) -> str:
+    """Whether the report's comparisons come out the same here, in one sentence."""
+    if not report.figures:
+        return f"{report.label}: {report.no_figures}."
+    seen = [r for r in rows if r.ours is not None]
+    if not seen:
+        return (f"{report.label}: none of its comparisons is in this run (`cryptcost run --suite seeds` "
+                "measures them, the kernel's stacks in `cryptcost vm`).")
+    told = "; ".join(f"{r.figure.what}: {there(r.figure)} there, {_here(r)} here" for r in seen)
+    return f"{report.label}: {told}."
+
+
+def section(results: list[Stored]) -> list[dict]:
+    """A block per field report: its source, hardware and conclusion, each figure beside
+    this run's, and one sentence; a report none of whose comparisons this run holds is
+    listed with that said."""
+    out = []
+    for report in reports():
+        rows = compare(report, results)
+        out.append({"label": report.label, "title": report.title, "source": report.source,
+                    "hardware": report.hardware, "conclusion": report.conclusion, "note": report.note,
+                    "measured": sum(1 for r in rows if r.ours is not None),
+                    "rows": [r.to_dict() for r in rows], "sentence": sentence(report, rows)})
+    return out
+

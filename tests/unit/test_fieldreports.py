@@ -1,0 +1,79 @@
+"""The five field reports as data, and a run's results laid beside them (#37's first slice)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cryptcost.record import read
+from cryptcost.report import fieldreports as fr
+from tests.conftest import skip_or_fail
+
+SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
+FILES = {"R1": "000_75dbeb9e5e03c5f1.txt", "R2": "001_0f1c3a61cd778107.txt", "R3": "002_f21579383df5ae1e.txt",
+         "R4": "003_62948da02dcafd69.txt", "R5": "004_d671f89c7be981b8.txt"}
+
+
+def test_every_report_loads_with_its_source_and_sane_figures():
+    reports = fr.reports()
+    assert [r.label for r in reports] == ["R1", "R2", "R3", "R4", "R5"]
+    for r in reports:
+        assert FILES[r.label] in r.source and r.title and r.hardware and r.conclusion
+        assert r.figures or r.no_figures, r.label
+        for f in r.figures:
+            assert f.compare in ("overhead", "ratio") and f.a and f.b, f.what
+            assert 0 < f.theirs < 1 if f.compare == "overhead" else f.theirs > 0, f.what
+    assert len(fr.load("R5").figures) == 6 and not fr.load("R1").figures
+    with pytest.raises(ValueError):
+        fr.load("R6")
+
+
+def _numbers(text: str) -> set[float]:
+    """Every number in a text, read with a decimal comma or point; and each long run of digits
+    cut after one and two decimals (the scraped tables run their columns together)."""
+    out = set()
+    for m in re.findall(r"\d+(?:[.,]\d+)?", text):
+        whole, _, frac = m.replace(",", ".").partition(".")
+        out.add(float(m.replace(",", ".")))
+        for keep in (1, 2):
+            if len(frac) > keep:
+                out.add(round(float(f"{whole}.{frac[:keep + 1]}"), keep))
+    return out
+
+
+@pytest.mark.parametrize("label", list(FILES))
+def test_every_figure_quoted_is_in_its_report(label):
+    """Each figure the data quotes appears in the report's own text (the copies the project
+    was given, beside it in ../shared/seeds)."""
+    path = SEEDS / FILES[label]
+    if not path.exists():
+        skip_or_fail(("seeds",), f"the field reports' texts are not at {SEEDS}")
+    found = _numbers(path.read_text())
+    for f in fr.load(label).figures:
+        said = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", f.theirs_said)]
+        said = [x * 100 if x < 1 else x for x in said]               # an overhead given as a fraction
+        assert said and all(round(x, 2) in found for x in said), (f.what, said)
+
+
+def _r(stack, value, **cell):
+    return {"kind": "network", "stack": stack, "median_bytes_per_s": value, "values": [value] * 3, **cell}
+
+
+def test_a_run_with_the_reports_cells_is_laid_beside_them():
+    results = read([_r("nfs:sys", 100e6, workload="put"), _r("nfs:krb5p", 30e6, workload="put"),
+                    _r("nfs:sys", 120e6, workload="get"), _r("nfs:krb5p", 24e6, workload="get"),
+                    {"kind": "storage", "stack": "luks-userspace:aes-256-xts-plain64", "workload": "seq",
+                     "op": "write", "block_bytes": 1 << 20, "median_bytes_per_s": 600e6},
+                    {"kind": "storage", "stack": "luks-userspace:aes-256-xts-plain64/accel-off", "workload": "seq",
+                     "op": "write", "block_bytes": 1 << 20, "accel": False, "median_bytes_per_s": 200e6}])
+    blocks = {b["label"]: b for b in fr.section(results)}
+    r4 = blocks["R4"]
+    assert r4["measured"] == 2 and [round(x["ours"], 2) for x in r4["rows"]] == [0.7, 0.8]
+    assert r4["sentence"] == ("R4: krb5p against sec=sys, writes: 15 % slower there, 70 % slower here; "
+                              "krb5p against sec=sys, reads: 30 % slower there, 80 % slower here.")
+    # R3's block device: the guest's dm-crypt pair first, this host's qemu LUKS and its twin next
+    [dev] = [x for x in blocks["R3"]["rows"] if x["what"].startswith("an encrypted block device")]
+    assert dev["ours"] == pytest.approx(3.0) and dev["ours_cells"][1].startswith("luks-userspace:aes-256-xts-plain64/accel-off")
+    [raw] = [x for x in blocks["R3"]["rows"] if x["what"].startswith("raw AES")]
+    assert raw["ours"] is None and raw["here"] == "not in this run: no result for openssl aes-256-xts 4096 B 1 thread(s) accel on nor openssl aes-256-xts 4096 B 1 thread(s) accel off"
+    assert blocks["R1"]["sentence"].startswith("R1: its text ends by announcing") and blocks["R5"]["measured"] == 0
