@@ -12,6 +12,10 @@ the profiled passes. :func:`layers` sorts them, first rule that matches:
 * ``fuse`` — the FUSE kernel module and libfuse;
 * ``page cache`` — the page cache, ext4/xfs/btrfs and their journals;
 * ``block`` — the block layer, loop, device-mapper, the workqueues' glue;
+* ``network`` — the kernel's network stack: TCP/UDP, IP, sk_buffs, the
+  veth pair, qdiscs, netfilter, softirq's receive path;
+* ``syscall, TUN`` — system-call entry and exit, the TUN device (what a
+  userspace tunnel pays per packet), and the scheduler's switches;
 * ``measuring tool`` — fio's own code, its start-up included (the window
   opens before fio starts: its dynamic linking and timer calibration are in);
 * ``stack (user)`` / ``kernel, other`` / ``user, other`` — the rest, by
@@ -25,8 +29,8 @@ from __future__ import annotations
 
 import re
 
-LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "measuring tool", "stack (user)",
-          "kernel, other", "user, other", "idle")
+LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "network", "syscall, TUN", "measuring tool",
+          "stack (user)", "kernel, other", "user, other", "idle")
 CIPHER_BOUND = 0.5          # the cipher takes at least half the busy CPU: it binds
 
 _IDLE = re.compile(r"(^|_)idle|safe_halt|^cpuidle|^do_idle|mwait|^poll_idle|^default_idle")
@@ -42,6 +46,13 @@ _FUSE = re.compile(r"^fuse_|^__fuse|fuse_dev|fuse_(simple|read|write|copy)")
 _PAGECACHE = re.compile(r"^(filemap|folio|page_cache|pagecache|ext4|jbd2|xfs|btrfs|iomap|mpage|"
                         r"generic_perform_write|generic_file|__filemap|find_get|pagevec|mark_buffer|"
                         r"writeback|wb_|__writeback|lru_|shmem)")
+_NETWORK = re.compile(r"^(__)?(tcp|udp|ip|ipv6|inet|skb|sk_|__sk|sock|net_|__netif|netif|napi|dev_|__dev|"
+                      r"veth|nf_|nft|ipt_|qdisc|__qdisc|sch_|fq_|__tcp|__ip|__inet|__skb|__kfree_skb|"
+                      r"kfree_skb|consume_skb|xfrm|esp|wg_|validate_xmit|__napi|process_backlog)")
+_SYSCALL = re.compile(r"^(entry_SYSCALL|do_syscall|syscall_(exit|enter)|__x64_sys|__x86_sys|x64_sys|"
+                      r"exit_to_user|__schedule|schedule|finish_task_switch|pick_next|tun_|__tun|"
+                      r"ksys_(read|write)|vfs_(read|write)|__fdget|fput|__fput|__sys_|do_epoll|ep_poll|"
+                      r"do_sys_poll|__x64_)")
 _BLOCK = re.compile(r"^(blk|bio|__blk|submit_bio|loop_|lo_|dm_|kcryptd|crypt_|__submit|"
                     r"bdev|mq_|elv|nvme|scsi|virtblk|iov_iter)")
 
@@ -62,6 +73,10 @@ def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
             return "page cache"
         if _BLOCK.match(sym):
             return "block"
+        if _NETWORK.match(sym):
+            return "network"
+        if _SYSCALL.match(sym):
+            return "syscall, TUN"
         return "kernel, other"
     if _UCIPHER_DSO.search(dso) or (not dso.startswith("lib") and _UCIPHER_SYM.search(sym)):
         return "cipher"
