@@ -10,10 +10,11 @@ key above this boundary fails at once, rather than reading ``None``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+import statistics
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping, Sequence
 
-from cryptcost.model import Cell
+from cryptcost.model import Cell, Sample
 
 
 def _tuple(x: Any) -> tuple:
@@ -75,6 +76,16 @@ class CpuUse:
     def of(cls, d: Mapping[str, Any] | None) -> "CpuUse":
         d = d or {}
         return cls(**{f.name: d.get(f.name) or 0.0 for f in fields(cls)})
+
+    @classmethod
+    def mean(cls, samples: Sequence[Sample]) -> "CpuUse":
+        """The mean of the samples' CPU splits (``model.CpuSplit``), by the fields above."""
+        splits = [x.cpu for x in samples if x.cpu]
+        return cls(**{f.name: statistics.fmean(getattr(c, f.name) for c in splits) if splits else 0.0
+                      for f in fields(cls)})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)

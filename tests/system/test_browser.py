@@ -63,3 +63,22 @@ def test_the_console_check_catches_a_broken_page(tmp_path):
     page.write_text("<html><body><script>undefinedFunction();</script><img src='missing.png'></body></html>")
     proc = chromium(tmp_path, page, "--dump-dom")
     assert console_errors(proc.stderr), proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_nothing_runs_past_the_screen_at_a_phones_width_or_a_desktops(tmp_path, report_page, width):
+    """The page itself never scrolls sideways: a wide table scrolls inside its own box, a long
+    name wraps. (The check is a copy of the page with one line of script, which the report
+    itself never carries.)"""
+    probe = tmp_path / "probe.html"
+    probe.write_text(report_page.read_text().replace(
+        "</body>", "<script>document.title = 'W' + document.documentElement.scrollWidth + 'x' + "
+                   "window.innerWidth + 'W';</script></body>"))
+    proc = chromium(tmp_path, probe, "--dump-dom", f"--window-size={width},900")
+    m = re.search(r"<title>W(\d+)x(\d+)W</title>", proc.stdout)
+    assert m, proc.stderr[-2000:]
+    scroll, inner = map(int, m.groups())
+    assert inner == width and scroll <= inner, f"the page is {scroll} px wide in a {inner} px window"
+    shot = tmp_path / f"shot-{width}.png"
+    chromium(tmp_path, report_page, f"--screenshot={shot}", f"--window-size={width},1600")
+    assert shot.exists()

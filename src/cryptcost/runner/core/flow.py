@@ -94,11 +94,6 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
     outcome.results += pairing.store_results(results, sink)
 
 
-def cpu_mean(samples: Sequence[Sample], states: Sequence[str]) -> dict[str, float]:
-    """The mean CPU split of a series' samples, by state (and the busiest core's share)."""
-    return {k: statistics.fmean(getattr(x.cpu, k) for x in samples if x.cpu) for k in states}
-
-
 def summarise(stack: Any, cell: Cell, s: Series, series: Mapping[Cell, Series], *, target: float,
               metrics: dict, attrs: dict, cause: Callable[[float | None], str],
               notes: Sequence[str] = (), after: Sequence[str] = ()) -> Result:

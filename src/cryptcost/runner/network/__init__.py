@@ -26,6 +26,7 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
 from cryptcost.model import Cell, Result, metric_median as median
+from cryptcost.record import CpuUse
 from cryptcost.runner.core import flow, pairing, pinning
 from cryptcost.runner.network.steps import FileSource, NetInstance, NetRunner
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
@@ -204,7 +205,7 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         "gbit_per_s": statistics.median(s.values()) * 8 / 1e9,
         "retransmits": median(samples, "retransmits"),
         "files_per_s": median(samples, "files_per_s"),
-        "cpu": flow.cpu_mean(samples, ("user", "system", "softirq", "irq", "iowait", "daemons", "max_core_busy")),
+        "cpu": CpuUse.mean(samples).to_dict(),
         "cpu_s_per_gb": {end: median(samples, f"cpu_s_per_gb_{end}")
                          for end in ("a", "b", "system", "unattributed")},
         "busiest_daemon_core": median(samples, "busiest_daemon_core"),

@@ -29,6 +29,7 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
 from cryptcost.model import Cell, Result, Sample, metric_median as median
+from cryptcost.record import CpuUse
 from cryptcost.runner.core import flow, pairing, pinning, quiet
 from cryptcost.runner.storage.integrity import check_pattern
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
@@ -247,8 +248,7 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         "cpu_s_per_gib": median(samples, "cpu_s_per_gib"),
         "cpu_us_per_op": median(samples, "cpu_us_per_op"),
         "files_per_s": median(samples, "files_per_s"),
-        "cpu": flow.cpu_mean(samples, ("user", "system", "iowait", "softirq", "irq", "daemons", "max_core_busy",
-                                       "machine_busy")),
+        "cpu": CpuUse.mean(samples).to_dict(),
         "bytes_moved": samples[-1].bytes_moved,
         "cache_mode": samples[-1].metrics.get("cache_mode"),
         "engine": samples[-1].metrics.get("engine", "fio"),
