@@ -55,7 +55,8 @@ class CipherRef:
     def of(cls, d: Mapping[str, Any] | None) -> "CipherRef | None":
         if not d:
             return None
-        return cls(d["algorithm"], d["where"], d["unit"], d.get("exact", True), d.get("threads") or {})
+        return cls(d["algorithm"], d["where"], d["unit"], d.get("exact", True),
+                   d.get("threads") or {})
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,8 @@ class CpuUse:
     def mean(cls, samples: Sequence[Sample]) -> "CpuUse":
         """The mean of the samples' CPU splits (``model.CpuSplit``), by the fields above."""
         splits = [x.cpu for x in samples if x.cpu]
-        return cls(**{f.name: statistics.fmean(getattr(c, f.name) for c in splits) if splits else 0.0
-                      for f in fields(cls)})
+        return cls(**{f.name: statistics.fmean(getattr(c, f.name) for c in splits)
+                      if splits else 0.0 for f in fields(cls)})
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -138,7 +139,7 @@ class Stored:
     cpu: CpuUse = CpuUse()
     cpu_s_per_gib: float | None = None      # storage and ciphers: CPU-seconds per GiB moved
     cpu_s_per_gb: Mapping[str, float] = field(default_factory=dict)  # network: per GB, at each end
-    busiest_daemon_core: float | None = None   # network: the busiest stack process's share of a core
+    busiest_daemon_core: float | None = None   # network: its busiest process's share of a core
     shared_cpus: bool = False               # network: both ends ran on this host's CPUs
     iops: float | None = None
     role: str = "measured"                  # or "baseline"
@@ -175,7 +176,8 @@ class Stored:
             cpu_s_per_gb=d.get("cpu_s_per_gb") or {}, iops=d.get("iops"),
             role=d.get("role") or "measured", cache_mode=d.get("cache_mode"),
             retransmits=d.get("retransmits"),
-            busiest_daemon_core=d.get("busiest_daemon_core"), shared_cpus=bool(d.get("shared_cpus")),
+            busiest_daemon_core=d.get("busiest_daemon_core"),
+            shared_cpus=bool(d.get("shared_cpus")),
             unstable=bool(d.get("unstable")), cv=d.get("cv"), likely_cause=d.get("likely_cause"),
             incomplete=d.get("incomplete"), accel_verified=d.get("accel_verified"),
             accel_speedup=d.get("accel_speedup"),

@@ -163,7 +163,7 @@ def folded(path: Path) -> dict[str, int]:
 def _frame(sym: str, dso: str) -> str | None:
     """A frame's name: ``sym_[k]`` in the kernel, the symbol in user space, or ``[library]``
     where perf has no symbol (a stripped binary); None for a frame perf could not place."""
-    if dso.startswith("[") and dso not in _USER_SPECIAL or dso.endswith(".ko"):     # the kernel, a module
+    if dso.startswith("[") and dso not in _USER_SPECIAL or dso.endswith(".ko"):   # kernel, module
         name = f"{sym}_[k]" if sym != "[unknown]" else None
     elif sym == "[unknown]" or _ADDRESS.match(sym):
         name = f"[{os.path.basename(dso)}]" if dso != "[unknown]" else None
@@ -184,7 +184,8 @@ def fold(text: str, keep: int = STACKS, depth: int = DEPTH) -> dict[str, int]:
         if comm is None:
             return
         chain = [f for f in reversed(frames)]
-        chain = [f for i, f in enumerate(chain) if i == 0 or f != chain[i - 1] or not f.startswith("[")]
+        chain = [f for i, f in enumerate(chain)
+                 if i == 0 or f != chain[i - 1] or not f.startswith("[")]
         if len(chain) > depth:
             chain = ["…"] + chain[-depth:]
         key = ";".join([comm] + chain)

@@ -21,11 +21,12 @@ SPLIT_INTRO = ("Of each stack's cost against its reference (the plain filesystem
 
 
 # What the field-report blocks are, once for every format.
-FIELD_REPORTS_INTRO = ("The five field reports cryptcost was built from, each figure of theirs beside the same "
-                       "comparison from this run: an overhead against the plaintext baseline, or a ratio (AES-NI on "
-                       "against off, two cores against one), which carries across hardware where absolute speeds "
-                       "do not. Their hardware, tools and years differ from this host's: read the direction and "
-                       "the size of a difference, not the digits.")
+FIELD_REPORTS_INTRO = ("The five field reports cryptcost was built from, each figure of theirs beside "
+                       "the same comparison from this run: an overhead against the plaintext baseline, "
+                       "or a ratio (AES-NI on against off, two cores against one), which carries across "
+                       "hardware where absolute speeds do not. Their hardware, tools and years differ "
+                       "from this host's: read the direction and the size of a difference, not the "
+                       "digits.")
 
 
 # A result whose interval never reached the run's target: marked beside its interval, explained once per cause.
@@ -166,7 +167,8 @@ def _layers(verdict: dict | None) -> dict | None:
 def _vs(r: Stored) -> str:
     if r.overhead is None:
         return "—"
-    return f"{units.pct(-r.overhead)} vs {r.baseline}" if r.overhead_significant else f"n.s. vs {r.baseline}"
+    shown = units.pct(-r.overhead) if r.overhead_significant else "n.s."
+    return f"{shown} vs {r.baseline}"
 
 
 def network_row(r: Stored, verdict: dict | None = None) -> dict:

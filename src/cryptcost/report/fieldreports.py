@@ -63,17 +63,20 @@ def load(label: str) -> Report:
     """One report's figures, as the project keeps them."""
     if label not in LABELS:
         raise ValueError(f"no field report {label!r}")
-    data = tomllib.loads(resources.files("cryptcost.report").joinpath("seeds").joinpath(f"{label}.toml").read_text())
+    seeds = resources.files("cryptcost.report").joinpath("seeds")
+    text = seeds.joinpath(f"{label}.toml").read_text()
+    data = tomllib.loads(text)
     figures = []
     for d in data.get("figures", []):
         unknown = (set(d.get("cell", {})) | set(d["a"]) | set(d["b"])) - _CELL
         if unknown or d["compare"] not in ("overhead", "ratio"):
             raise ValueError(f"{label}: {d['what']}: bad figure ({unknown or d['compare']})")
         value, said = _theirs(d)
-        figures.append(Figure(d["what"], d["compare"], value, said, d.get("cell", {}), d["a"], d["b"],
-                              d.get("note", "")))
-    return Report(data["label"], data["title"], data["source"], data["hardware"], data["conclusion"],
-                  tuple(figures), data.get("no_figures", ""), data.get("note", ""))
+        figures.append(Figure(d["what"], d["compare"], value, said, d.get("cell", {}), d["a"],
+                              d["b"], d.get("note", "")))
+    return Report(data["label"], data["title"], data["source"], data["hardware"],
+                  data["conclusion"], tuple(figures), data.get("no_figures", ""),
+                  data.get("note", ""))
 
 
 def reports() -> list[Report]:
@@ -85,7 +88,8 @@ def _choices(side: dict) -> int:
 
 
 def _at(side: dict, i: int) -> dict:
-    return {k: (v[i] if i < len(v) else v[-1]) if isinstance(v, list) else v for k, v in side.items()}
+    return {k: (v[i] if i < len(v) else v[-1]) if isinstance(v, list) else v
+            for k, v in side.items()}
 
 
 def _find(results: list[Stored], want: dict, label: str) -> Stored | None:
@@ -106,8 +110,9 @@ class Row:
 
     def to_dict(self) -> dict:
         f = self.figure
-        return {"what": f.what, "compare": f.compare, "theirs": f.theirs, "theirs_said": f.theirs_said,
-                "theirs_shown": there(f), "ours": self.ours, "here": _here(self), "ours_cells": [x.cell.label() for x in (self.a, self.b) if x],
+        return {"what": f.what, "compare": f.compare, "theirs": f.theirs,
+                "theirs_said": f.theirs_said, "theirs_shown": there(f), "ours": self.ours,
+                "here": _here(self), "ours_cells": [x.cell.label() for x in (self.a, self.b) if x],
                 "why_not": self.why, "note": f.note}
 
 
@@ -140,7 +145,8 @@ def compare(report: Report, results: list[Stored]) -> list[Row]:
             b = _find(results, {**f.cell, **_at(f.b, i)}, report.label)
             if a and b and b.median:
                 row.a, row.b = a, b
-                row.ours = 1 - a.median / b.median if f.compare == "overhead" else a.median / b.median
+                ratio = a.median / b.median
+                row.ours = 1 - ratio if f.compare == "overhead" else ratio
                 break
         else:
             want = [{**f.cell, **_at(side, 0)} for side in (f.a, f.b)]
@@ -151,7 +157,8 @@ def compare(report: Report, results: list[Stored]) -> list[Row]:
 
 
 def _dims(want: dict) -> str:
-    """A cell's dimensions in a few words: ``nfs:krb5p put``, ``openssl aes-256-xts 4096 B, accel off``."""
+    """A cell's dimensions in a few words: ``nfs:krb5p put``, ``openssl aes-256-xts 4096 B
+    1 thread(s) accel off``."""
     said = [str(want[k]) for k in ("stack", "engine", "algorithm", "workload", "op") if k in want]
     said += [f"{want[k]} B" for k in ("block_bytes", "buffer_bytes") if k in want]
     said += [f"{want['threads']} thread(s)"] if "threads" in want else []
@@ -165,8 +172,8 @@ def sentence(report: Report, rows: list[Row]) -> str:
         return f"{report.label}: {report.no_figures}."
     seen = [r for r in rows if r.ours is not None]
     if not seen:
-        return (f"{report.label}: none of its comparisons is in this run (`cryptcost run --suite seeds` "
-                "measures them, the kernel's stacks in `cryptcost vm`).")
+        return (f"{report.label}: none of its comparisons is in this run (`cryptcost run "
+                "--suite seeds` measures them, the kernel's stacks in `cryptcost vm`).")
     told = "; ".join(f"{r.figure.what}: {there(r.figure)} there, {_here(r)} here" for r in seen)
     return f"{report.label}: {told}."
 
@@ -179,7 +186,8 @@ def section(results: list[Stored]) -> list[dict]:
     for report in reports():
         rows = compare(report, results)
         out.append({"label": report.label, "title": report.title, "source": report.source,
-                    "hardware": report.hardware, "conclusion": report.conclusion, "note": report.note,
+                    "hardware": report.hardware, "conclusion": report.conclusion,
+                    "note": report.note,
                     "measured": sum(1 for r in rows if r.ours is not None),
                     "rows": [r.to_dict() for r in rows], "sentence": sentence(report, rows)})
     return out

@@ -64,7 +64,6 @@ def _tree(folded: dict[str, int]) -> dict:
 def draw(stack: str, folded: dict[str, int]) -> str | None:
     """The flame graph of one stack, as an SVG string (None when there is nothing busy)."""
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     from cryptcost.report.charts import _svg
     total = sum(folded.values())
@@ -78,14 +77,16 @@ def draw(stack: str, folded: dict[str, int]) -> str | None:
         for frame, kid in sorted(node["kids"].items()):
             width = kid["n"] / root["n"]
             c = frame if depth == 0 else comm
-            boxes.append((depth, x, width, frame, "user, other" if depth == 0 else _layer(frame, c)))
+            lay = "user, other" if depth == 0 else _layer(frame, c)
+            boxes.append((depth, x, width, frame, lay))
             walk(kid, depth + 1, x, c)
             x += width
     walk(root, 0, 0.0, "")
     depth = max(b[0] for b in boxes) + 1
     fig, ax = plt.subplots(figsize=(9, 0.2 * depth + 1.3))
     for d, x, w, frame, lay in boxes:
-        ax.barh(d, w, left=x, height=0.92, color=COLOURS.get(lay, "#999999"), edgecolor="white", linewidth=0.3)
+        ax.barh(d, w, left=x, height=0.92, color=COLOURS.get(lay, "#999999"), edgecolor="white",
+                linewidth=0.3)
         if w >= MIN_LABEL:
             chars = max(1, int(w * 150))
             ax.text(x + 0.003, d, frame if len(frame) <= chars else frame[:chars - 1] + "…",
@@ -97,9 +98,16 @@ def draw(stack: str, folded: dict[str, int]) -> str | None:
                   "callers below, callees above")
     ax.set_title(f"{stack}: where the busy CPU went in its profiled passes", loc="left", fontsize=9)
     shown = sorted({b[4] for b in boxes if b[0]}, key=list(COLOURS).index)
-    ax.legend(handles=[Patch(color=COLOURS[lay], label=lay) for lay in shown], fontsize=7,
-              loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="layer", title_fontsize=7)
+    _legend(ax, shown)
     return _svg(fig)
+
+
+def _legend(ax, shown: list[str]) -> None:
+    """The layers drawn, in the table's order, to the right of the chart."""
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color=COLOURS[lay], label=lay) for lay in shown], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="layer",
+              title_fontsize=7)
 
 
 def graphs(results: list[Stored]) -> dict[str, str]:
@@ -116,7 +124,6 @@ def layer_bars(rows: list[dict]) -> str | None:
     """One stacked bar per profiled result (the report's storage and network rows that carry
     ``layers``): the busy CPU's shares by layer, each cell's results together, baselines first."""
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     from cryptcost.report.charts import _svg
     rows = [r for r in rows if r.get("layers")]
@@ -124,19 +131,20 @@ def layer_bars(rows: list[dict]) -> str | None:
         return None
     rows = sorted(rows, key=lambda r: (r.get("workload", ""), r.get("op", ""), r.get("block", ""),
                                        r.get("role") != "baseline", r["stack"]))
-    labels = [" ".join(x for x in (r["stack"], r.get("op", r.get("workload", "")), r.get("block", ""))
-                       if x and x != "—") for r in rows]
+    labels = [" ".join(x for x in (r["stack"], r.get("op", r.get("workload", "")),
+                                   r.get("block", "")) if x and x != "—") for r in rows]
     fig, ax = plt.subplots(figsize=(9, 0.26 * len(rows) + 1.2))
     left = [0.0] * len(rows)
     shown = [lay for lay in COLOURS if lay != "idle" and any(r["layers"].get(lay) for r in rows)]
     for lay in shown:
         vals = [r["layers"].get(lay, 0.0) for r in rows]
-        ax.barh(range(len(rows)), vals, left=left, color=COLOURS[lay], edgecolor="white", linewidth=0.3)
+        ax.barh(range(len(rows)), vals, left=left, color=COLOURS[lay], edgecolor="white",
+                linewidth=0.3)
         left = [x + v for x, v in zip(left, vals)]
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("share of the busy CPU in each profiled cell, by layer (perf; the idle loop left out)")
-    ax.legend(handles=[Patch(color=COLOURS[lay], label=lay) for lay in shown], fontsize=7,
-              loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="layer", title_fontsize=7)
+    ax.set_xlabel("share of the busy CPU in each profiled cell, by layer "
+                  "(perf; the idle loop left out)")
+    _legend(ax, shown)
     return _svg(fig)

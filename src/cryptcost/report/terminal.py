@@ -66,8 +66,9 @@ def cipher_table(results: list[dict] | list[Stored], title: str = "Raw cipher th
                       ("threads", "right"), ("accel", "left"), ("median", "right"),
                       ("95 % CI", "right"), ("n", "right"), ("note", "left")):
         table.add_column(col, justify=just)
-    for r in sorted(read(results), key=lambda r: (r.cell.engine, r.cell.algorithm, r.cell.buffer_bytes,
-                                                  r.cell.threads, not r.cell.accel)):
+    for r in sorted(read(results), key=lambda r: (r.cell.engine, r.cell.algorithm,
+                                                  r.cell.buffer_bytes, r.cell.threads,
+                                                  not r.cell.accel)):
         c = cipher_row(r)
         table.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"],
                       c["ci"], str(c["n"]), c["note"])
@@ -111,7 +112,8 @@ def unstable_lines(groups: list[dict]) -> list[str]:
     return [UNSTABLE_INTRO] + [f"  • {g['text']}" for g in groups]
 
 
-def storage_table(results: list[dict] | list[Stored], title: str = "Storage stacks against their baselines") -> Table:
+def storage_table(results: list[dict] | list[Stored],
+                  title: str = "Storage stacks against their baselines") -> Table:
     """One row per storage result; overhead against the matched baseline."""
     table = Table(title=title, title_justify="left")
     for col, just in (("stack", "left"), ("workload", "left"), ("op", "left"), ("block", "right"),
@@ -126,7 +128,8 @@ def storage_table(results: list[dict] | list[Stored], title: str = "Storage stac
     return table
 
 
-def network_table(results: list[dict] | list[Stored], title: str = "Network stacks against their baselines",
+def network_table(results: list[dict] | list[Stored],
+                  title: str = "Network stacks against their baselines",
                   rows: list[dict] | None = None) -> Table:
     """One row per network result: throughput, CPU-seconds per GB at each end, the wire check."""
     table = Table(title=title, title_justify="left")
@@ -157,7 +160,44 @@ def answer(doc: dict) -> list[str]:
     return lines
 
 
-NARROW = 120       # a terminal narrower than this gets the results grouped by stack, not in one wide table
+NARROW = 120       # a narrower terminal gets the results grouped by stack, not in one wide table
+SPLIT_TITLE = "Cost split: reference → twin → stack (share of the cost against the reference)"
+NETWORK_TITLE = ("Network: each stack against plain TCP on the same link (both ends share this "
+                 "host's CPUs: compare CPU-s/GB, not Gbit/s)")
+
+
+def _against(r: dict) -> str:
+    """A result's stack, and the baseline it is compared against where it is."""
+    return r["stack"] + (f"  (vs {r['vs'].split(' vs ', 1)[1]})" if " vs " in r["vs"] else "")
+
+
+def _vs(r: dict) -> str:
+    return r["vs"].split(" vs ")[0]
+
+
+def _split_chain(x: dict) -> str:
+    return " → ".join(f"{x['figures'][k] / 1e6:.0f}"
+                      for k in ("reference_bytes_per_s", "twin_bytes_per_s", "stack_bytes_per_s"))
+
+
+# The columns of each kind's rows in a narrow terminal, the stack's name above them.
+STORAGE_NARROW = [
+    ("op", lambda r: " ".join(x for x in (r["workload"], r["op"], r["block"]) if x and x != "—")),
+    ("median", lambda r: r["median"]), ("95 % CI", lambda r: r["ci"]), ("vs baseline", _vs),
+    ("CPU-s/GiB", lambda r: r["cpu_s_per_gib"]), ("bottleneck", lambda r: r["bottleneck"])]
+SPLIT_NARROW = [
+    ("op", lambda x: f"{x['op']} {x['block']}"), ("MB/s ref→twin→stack", _split_chain),
+    ("total", lambda x: x["total"]), ("twin's", lambda x: x["shared"]),
+    ("own", lambda x: x["own"] if not x["note"] else "not meaningful")]
+NETWORK_NARROW = [
+    ("workload", lambda r: r["workload"] + (f" ×{r['streams']}" if r["streams"] > 1 else "")),
+    ("median", lambda r: r["gbit"]), ("95 % CI", lambda r: r["ci"]),
+    ("CPU-s/GB a+b", lambda r: f"{r['cpu_a']}+{r['cpu_b']}"), ("wire", lambda r: r["wire"]),
+    ("vs baseline", _vs)]
+CIPHERS_NARROW = [
+    ("algorithm", lambda c: c["algorithm"]), ("buffer", lambda c: c["buffer"]),
+    ("threads", lambda c: str(c["threads"])), ("acceleration", lambda c: c["accel"]),
+    ("median", lambda c: c["median"]), ("95 % CI", lambda c: c["ci"])]
 
 
 def by_stack(title: str, rows: list[dict], columns: list[tuple[str, Callable[[dict], str]]],
@@ -208,12 +248,8 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
     measured = [r for r in doc["storage"] if r["role"] != "baseline"]
     narrow = width is not None and width < NARROW
     if measured and narrow:
-        out.append(by_stack("Storage: each stack against its baseline", measured, [
-            ("op", lambda r: " ".join(x for x in (r["workload"], r["op"], r["block"]) if x and x != "—")),
-            ("median", lambda r: r["median"]), ("95 % CI", lambda r: r["ci"]),
-            ("vs baseline", lambda r: r["vs"].split(" vs ")[0]), ("CPU-s/GiB", lambda r: r["cpu_s_per_gib"]),
-            ("bottleneck", lambda r: r["bottleneck"])],
-            heading=lambda r: r["stack"] + (f"  (vs {r['vs'].split(' vs ', 1)[1]})" if " vs " in r["vs"] else "")))
+        out.append(by_stack("Storage: each stack against its baseline", measured, STORAGE_NARROW,
+                            heading=_against))
     elif measured:
         t = Table(title="Storage: each stack against its baseline", title_justify="left")
         for col in ("stack", "workload", "op", "block", "median", "95 % CI", "CPU-s/GiB", "vs baseline", "bottleneck"):
@@ -223,19 +259,11 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
                       r["vs"], r["bottleneck"])
         out.append(t)
     if doc.get("split") and narrow:
-        out.append(by_stack("Cost split: reference → twin → stack (share of the cost against the reference)",
-                            doc["split"], [
-            ("op", lambda x: f"{x['op']} {x['block']}"),
-            ("MB/s ref→twin→stack", lambda x: " → ".join(
-                f"{x['figures'][k] / 1e6:.0f}" for k in ("reference_bytes_per_s", "twin_bytes_per_s",
-                                                         "stack_bytes_per_s"))),
-            ("total", lambda x: x["total"]), ("twin's", lambda x: x["shared"]),
-            ("own", lambda x: x["own"] if not x["note"] else "not meaningful")],
-            heading=lambda x: f"{x['stack']}  ({x['figures']['reference']} → {x['figures']['twin']}, "
-                              f"which adds {x['isolates']})"))
+        out.append(by_stack(SPLIT_TITLE, doc["split"], SPLIT_NARROW,
+                            heading=lambda x: f"{x['stack']}  ({x['figures']['reference']} → "
+                                              f"{x['figures']['twin']}, which adds {x['isolates']})"))
     elif doc.get("split"):
-        t = Table(title="Cost split: reference → twin → stack (share of the cost against the reference)",
-                  title_justify="left")
+        t = Table(title=SPLIT_TITLE, title_justify="left")
         for col in ("stack", "op", "block", "reference → twin → stack", "total", "the twin adds", "share", "own"):
             t.add_column(col)
         for x in doc["split"]:
@@ -247,8 +275,9 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
         for x in doc["scaling_rows"]:                 # one line per figure: each is a sentence
             out.append(f"[bold]{escape(x['stack'])}[/bold] {escape(x['cell'])}")
             out += [f"  {name}: {escape(x[key])}" for name, key in (
-                ("acceleration on", "on"), ("acceleration off", "off"), ("what it is worth", "worth"),
-                ("from the fewest CPUs to the most", "scaling"), ("the cipher binds", "cipher_bound"))]
+                ("acceleration on", "on"), ("acceleration off", "off"),
+                ("what it is worth", "worth"), ("from the fewest CPUs to the most", "scaling"),
+                ("the cipher binds", "cipher_bound"))]
     elif doc.get("scaling_rows"):
         t = Table(title="Hardware AES and cores, per stack", title_justify="left")
         for col in ("stack", "cell", "acceleration on", "acceleration off", "worth", "CPUs", "cipher binds"):
@@ -257,26 +286,15 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
             t.add_row(x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"], x["cipher_bound"])
         out.append(t)
     if doc.get("network") and narrow:
-        out.append(by_stack("Network: each stack against plain TCP on the same link (both ends share this "
-                            "host's CPUs: compare CPU-s/GB, not Gbit/s)", doc["network"], [
-            ("workload", lambda r: r["workload"] + (f" ×{r['streams']}" if r["streams"] > 1 else "")),
-            ("median", lambda r: r["gbit"]), ("95 % CI", lambda r: r["ci"]),
-            ("CPU-s/GB a+b", lambda r: f"{r['cpu_a']}+{r['cpu_b']}"), ("wire", lambda r: r["wire"]),
-            ("vs baseline", lambda r: r["vs"].split(" vs ")[0])],
-            heading=lambda r: r["stack"] + (f"  (vs {r['vs'].split(' vs ', 1)[1]})" if " vs " in r["vs"] else "")))
+        out.append(by_stack(NETWORK_TITLE, doc["network"], NETWORK_NARROW, heading=_against))
     elif doc.get("network"):
-        out.append(network_table([], title="Network: each stack against plain TCP on the same link "
-                                 "(both ends share this host's CPUs: compare CPU-s/GB, not Gbit/s)",
-                                 rows=doc["network"]))
+        out.append(network_table([], title=NETWORK_TITLE, rows=doc["network"]))
     if doc.get("network"):
         verdicts = [r for r in doc["network"] if r["role"] != "baseline" and r["explanation"]]
         for r in verdicts:
             out.append(f"• {r['stack']} {r['workload']}: {r['explanation']}")
     if doc["ciphers"] and narrow:
-        out.append(by_stack("Raw ciphers", doc["ciphers"], [
-            ("algorithm", lambda c: c["algorithm"]), ("buffer", lambda c: c["buffer"]),
-            ("threads", lambda c: str(c["threads"])), ("acceleration", lambda c: c["accel"]),
-            ("median", lambda c: c["median"]), ("95 % CI", lambda c: c["ci"])], heading=lambda c: c["engine"]))
+        out.append(by_stack("Raw ciphers", doc["ciphers"], CIPHERS_NARROW, heading=lambda c: c["engine"]))
     elif doc["ciphers"]:
         t = Table(title="Raw ciphers", title_justify="left")
         for col in ("engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI"):

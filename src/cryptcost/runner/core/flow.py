@@ -39,12 +39,14 @@ class Outcome:
     failed: list[str] = field(default_factory=list)
 
 
-def setup_failed(outcome: Outcome, inst: Any, exc: Exception, kind: str, log: logging.Logger) -> None:
+def setup_failed(outcome: Outcome, inst: Any, exc: Exception, kind: str,
+                 log: logging.Logger) -> None:
     """An instance whose set-up failed: skipped with the reason, and a failure of the run
     when it is a measured stack that should have worked (not one found unavailable)."""
     inst.error = str(exc)
-    outcome.skipped.append({"stack": inst.label, "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
-                            "install": getattr(exc, "install", None), "kind": kind})
+    outcome.skipped.append({"stack": inst.label, "kind": kind,
+                            "reason": f"setup failed: {getattr(exc, 'reason', exc)}",
+                            "install": getattr(exc, "install", None)})
     if inst.role == "measured" and not isinstance(exc, Unavailable):
         outcome.failed.append(f"{inst.label}: setup failed: {exc}")
     log.warning("%s: setup failed: %s", inst.label, exc)
@@ -74,8 +76,8 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
         spec = job(step)
         jobs.append(Job(label=f"{inst.label}: {spec['label']}",
                         keys=tuple(cell[(inst.label, op.key)] for op in ops(step)),
-                        measure=lambda inst=inst, step=step: measure(inst, step), group=spec["group"],
-                        est_seconds=spec["est_seconds"]))
+                        measure=lambda inst=inst, step=step: measure(inst, step),
+                        group=spec["group"], est_seconds=spec["est_seconds"]))
     series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed,
                       on_sample=lambda job, key, i, s: sink.sample(key, i, s))
     profiles = profile_round(res, runner, list(pairs), cell, progress) if profile and pairs else {}
@@ -88,7 +90,9 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
         for step in (s for i, s in pairs if i is inst):
             for op in ops(step):
                 s = series.get(cell[(inst.label, op.key)])
-                if s is None or not pairing.failed_series(outcome, inst.label, op.workload, s, kind):
+                if s is None:
+                    continue
+                if not pairing.failed_series(outcome, inst.label, op.workload, s, kind):
                     continue
                 results.append(attach(result(inst, op, s, series), profiles))
     outcome.results += pairing.store_results(results, sink)
@@ -115,5 +119,6 @@ def summarise(stack: Any, cell: Cell, s: Series, series: Mapping[Cell, Series], 
         metrics["security"] = list(stack.security)
     paired, more = pairing.against_baselines(stack, cell, s.values(), series)
     metrics.update(paired)
-    return Result(cell=cell, attrs=attrs, summary=summary, stop_reason=s.stop_reason or "cap_reached",
-                  samples=tuple(samples), metrics=metrics, notes=tuple(said + more))
+    return Result(cell=cell, attrs=attrs, summary=summary,
+                  stop_reason=s.stop_reason or "cap_reached", samples=tuple(samples),
+                  metrics=metrics, notes=tuple(said + more))
