@@ -25,7 +25,7 @@ from tests.conftest import POINTS, TALLY, skip_or_fail
 from tests.system.conftest import leftovers, need_root
 
 STACK = "gocryptfs"               # a FUSE daemon, a key file, a RAM medium, two baselines
-ARGS = ["storage", "--stacks", STACK, "--workloads", "seq-quick", "--size", "64M",
+ARGS = ["storage", "--stacks", STACK, "--workloads", "seq-1m", "--size", "64M",
         "--min-samples", "2", "--max-samples", "2", "--warmup", "0"]
 
 # (spec, samples that must survive). Each point is hit with each signal; ":group" also
