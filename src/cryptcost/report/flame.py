@@ -29,11 +29,10 @@ def by_stack(results: list[Stored]) -> dict[str, dict[str, int]]:
     """The folded stacks of each stack's profiled cells, summed, idle left out."""
     out: dict[str, dict[str, int]] = {}
     for r in results:
-        folded = (r.profile or {}).get("folded") or {}
-        mine = out.setdefault(r.stack, {}) if folded else None
-        for key, n in folded.items():
+        for key, n in ((r.profile or {}).get("folded") or {}).items():
+            mine = out.setdefault(r.stack, {})
             mine[key] = mine.get(key, 0) + n
-    return {s: f for s, f in out.items() if f}
+    return out
 
 
 def _layer(frame: str, comm: str) -> str:
