@@ -456,11 +456,11 @@ def test_no_key_reaches_any_output_of_a_debug_storage_run(tmp_path):
     assert not found, found
 
 
-def _reads_after(stack, file_mib, medium_mib, resets):
-    """Median seconds to read one ``file_mib`` file through ``stack`` right
-    after each of ``resets`` — ``name → reset(res, path)`` run in turn, three
-    rounds (a reset may be "nothing": the read then meets what the previous
-    one left cached)."""
+def _reads_after(stack, file_mib, medium_mib, resets, rounds=3, stat=None):
+    """Seconds to read one ``file_mib`` file through ``stack`` right after
+    each of ``resets`` — ``name → reset(res, path)`` run in turn, ``rounds``
+    times — summed up by ``stat`` (the median unless named; a reset may be
+    "nothing": the read then meets what the previous one left cached)."""
     import os
     import statistics
     import time
@@ -480,11 +480,12 @@ def _reads_after(stack, file_mib, medium_mib, resets):
         path = workdir / "f"
         path.write_bytes(os.urandom(file_mib << 20))
         stack.settle()
-        for _ in range(3):
+        for _ in range(rounds):
             for name, reset in resets.items():
                 reset(res, path)
                 took[name].append(read(path))
-    return {name: statistics.median(xs) for name, xs in took.items()}, took
+    stat = stat or statistics.median
+    return {name: stat(xs) for name, xs in took.items()}, took
 
 
 @pytest.mark.root
@@ -600,7 +601,12 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
     pages and its ciphertext's under ``lower`` — no remount, no key
     derivation, no global drop_caches: a read after it must be no faster
     than after a remount (for CryFS, which caches blocks, the same eviction
-    leaves a read far faster: the check can fail)."""
+    leaves a read far faster: the check can fail).
+
+    A read here takes about a tenth of a second, where a scheduling hiccup
+    on a 2-core host is tens of milliseconds: each reset's fastest of five
+    reads is compared, the least disturbed one (a read that met a cache
+    would be faster at its best too)."""
     name, _, variant = spec.partition(":")
     _available(name)
     from cryptcost.stacks.fs import FuseStack
@@ -609,7 +615,7 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
     def forget(res, path):
         assert s.forget(res, path) == "fadvise_dontneed+lower"
     m, took = _reads_after(s, 128, 384, {"remount": lambda res, path: FuseStack.reset_cache(s, res),
-                                        "forget": forget})
+                                        "forget": forget}, rounds=5, stat=min)
     assert m["forget"] >= 0.8 * m["remount"], took
 
 
