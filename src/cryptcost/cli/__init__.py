@@ -92,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         args = build_parser().parse_args(argv)
-        logging.basicConfig(level=logging.DEBUG if (args.debug or getattr(args, "verbose", False))
-                            else logging.WARNING, format="%(levelname)s %(name)s: %(message)s",
-                            stream=sys.stderr)
+        verbose = args.debug or getattr(args, "verbose", False)
+        logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
+                            format=("%(relativeCreated)8.0fms " if verbose else "")
+                            + "%(levelname)s %(name)s: %(message)s")
         if not args.command:
             build_parser().print_help()
             return 2
