@@ -48,7 +48,8 @@ class Cell:
     part: str | None = None                                # the suite's part that planned it
     medium: str | None = field(**_of("storage"))
     fs: str | None = field(**_of("storage"))
-    size: int | None = field(**_of(*_FLOWS))               # storage: the file; network: a copied file
+    # storage: the file; network: a copied file
+    size: int | None = field(**_of(*_FLOWS))
     link: str | None = field(**_of("network"))
     mtu: int | None = field(**_of("network"))
     streams: int | None = field(**_of("network"))
@@ -61,7 +62,8 @@ class Cell:
     peer: str | None = None
 
     @classmethod
-    def cipher(cls, engine: str, algorithm: str, buffer_bytes: int, threads: int, accel: bool) -> "Cell":
+    def cipher(cls, engine: str, algorithm: str, buffer_bytes: int, threads: int,
+               accel: bool) -> "Cell":
         return cls(kind="cipher", engine=engine, algorithm=algorithm, buffer_bytes=buffer_bytes,
                    threads=threads, accel=accel)
 
@@ -85,7 +87,8 @@ class Cell:
 
     def sort_key(self) -> tuple:
         """For sorting cells whose dimensions may be None."""
-        return tuple((0, v) if v is not None else (1, 0) for v in (getattr(self, f.name) for f in fields(self)))
+        return tuple((0, v) if v is not None
+                     else (1, 0) for v in (getattr(self, f.name) for f in fields(self)))
 
     def label(self) -> str:
         """The cell in a line: ``luks:aes-xts-plain64 seq write 1 MiB``, ``openssl aes-256-gcm
@@ -99,11 +102,13 @@ class Cell:
         what += f" on {self.cpus} CPU{'s' if self.cpus > 1 else ''}" if self.cpus else ""
         what += f" via {self.peer}" if self.peer else ""
         what += f" on {self.host}" if self.host else ""
-        return what + (", acceleration off" if self.accel is False and self.kind == "cipher" else "")
+        return what + (", acceleration off" if self.accel is False and self.kind == "cipher"
+                       else "")
 
     def title(self) -> str:
         """What was measured, in words: ``seq write 1 MiB``, ``send ×4``."""
-        what = f"{self.workload} {self.op}" if self.op and self.op != self.workload else str(self.workload)
+        what = (f"{self.workload} {self.op}" if self.op and self.op != self.workload
+                else str(self.workload))
         if self.block_bytes:
             what += f" {_size(self.block_bytes)}"
         if (self.streams or 1) > 1:

@@ -107,13 +107,15 @@ def run(argv: Sequence[str], *, timeout: float = 120, env: Mapping[str, str] | N
     log.debug("run: %s", " ".join(shown))
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        proc = subprocess.Popen(argv,
+                                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(env),
                                 cwd=cwd, start_new_session=True)
     except FileNotFoundError as exc:
         raise UserError(f"{argv[0]} is not installed ({exc.strerror})") from None
     except OSError as exc:
-        raise ProcessError(shown, None, "", str(exc), why=f"could not start: {exc.strerror}") from None
+        raise ProcessError(shown, None, "", str(exc),
+                           why=f"could not start: {exc.strerror}") from None
     if isinstance(input, str):
         input = input.encode()
     try:

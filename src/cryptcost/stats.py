@@ -43,8 +43,10 @@ MAD_THRESHOLD = 3.5
 ALPHA = 0.05
 BOOTSTRAP = 2000
 HOST_DRIFT = 0.10     # the host's CPU speed moved more than this between a result's samples
-STEADY_MEMORY = 0.02   # a quiet host's memory copies vary by well under this (CV, runner.core.quiet.memory_noise)
-EXACT_UP_TO = 20       # Mann–Whitney's exact distribution up to this many samples a side, without ties
+# a quiet host's memory copies vary by well under this (CV, runner.core.quiet.memory_noise)
+STEADY_MEMORY = 0.02
+# Mann–Whitney's exact distribution up to this many samples a side, without ties
+EXACT_UP_TO = 20
 
 
 def _scipy():
@@ -219,7 +221,8 @@ def median_ratio_ci(a: list[float], b: list[float], confidence: float = 0.95,
     if len(set(a)) < 2 and len(set(b)) < 2:
         return (ratio, ratio, ratio)
     rng = random.Random(seed)
-    ratios = sorted(statistics.median(rng.choices(b, k=len(b))) / statistics.median(rng.choices(a, k=len(a)))
+    ratios = sorted(statistics.median(rng.choices(b,
+                                                  k=len(b))) / statistics.median(rng.choices(a, k=len(a)))
                     for _ in range(resamples))
     tail = (1 - confidence) / 2
     lo = ratios[int(math.floor(tail * (resamples - 1)))]

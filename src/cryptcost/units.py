@@ -54,7 +54,8 @@ def parse_size(text: str, what: str = "size") -> int:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).upper() if match else None
     if not match or unit not in _UNITS:
-        raise UserError(f"bad {what} {text!r}: use a number with an optional unit, e.g. 4096, 4K, 1M")
+        raise UserError(f"bad {what} {text!r}: use a number with an optional unit, e.g. "
+                        "4096, 4K, 1M")
     value = int(float(match.group(1)) * _UNITS[unit])
     if value <= 0:
         raise UserError(f"bad {what} {text!r}: must be positive")
@@ -74,7 +75,8 @@ def parse_duration(text: str, what: str = "duration") -> float:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).lower() if match else None
     if not match or unit not in _SECONDS or float(match.group(1)) <= 0:
-        raise UserError(f"bad {what} {text!r}: use a positive number of seconds, or e.g. 90s, 10m, 1.5h")
+        raise UserError(f"bad {what} {text!r}: use a positive number of seconds, or e.g. "
+                        "90s, 10m, 1.5h")
     return float(match.group(1)) * _SECONDS[unit]
 
 

@@ -30,7 +30,8 @@ class Analysis:
     recommendations: list[dict] = field(default_factory=list)
     ranking: list[dict] = field(default_factory=list)
     split: list[dict] = field(default_factory=list)            # reference → twin → stack
-    scaling: list[dict] = field(default_factory=list)          # per stack and cell: accel on/off × CPUs
+    # per stack and cell: accel on/off × CPUs
+    scaling: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"verdicts": {str(k): v for k, v in self.verdicts.items()},
@@ -57,7 +58,8 @@ def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] 
         spent = profile.layers(r.profile, frozenset(r.facts.tools))
         if r.kind == "network":
             v = bottleneck.classify_network(r, base, ciphers, host)
-            a.verdicts[i] = bottleneck.with_profile(v, spent, f"{r.stack} {r.cell.workload}").to_dict()
+            a.verdicts[i] = bottleneck.with_profile(v, spent,
+                                                    f"{r.stack} {r.cell.workload}").to_dict()
             continue
         if mhz and r.cpu_s_per_gib:
             a.cycles_per_byte[i] = r.cpu_s_per_gib / GiB * mhz * 1e6
@@ -70,9 +72,11 @@ def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] 
         network_findings(network) + scaling.findings(a.scaling)
     a.tuning = tuning(storage)
     if target:
-        at = [i for i, r in enumerate(results) if r.kind == "storage"]     # verdicts are by index in results
+        # verdicts are by index in results
+        at = [i for i, r in enumerate(results) if r.kind == "storage"]
         a.predictions = [p.to_dict() for p in costmodel.predict(
-            storage, target, target_label or rate(target), {j: a.verdicts[i] for j, i in enumerate(at)})]
+            storage, target, target_label or rate(target),
+            {j: a.verdicts[i] for j, i in enumerate(at)})]
     a.recommendations = recommend.recommend(results, ciphers, skipped or [], host)
     a.ranking = ranking(storage)
     a.split = split(storage, index)
@@ -99,15 +103,16 @@ def split(storage: list[Stored], index: dict) -> list[dict]:
         c = r.cell
         row = {"stack": c.stack, "workload": c.workload, "op": c.op, "block_bytes": c.block_bytes,
                "iodepth": c.iodepth, "cpus": c.cpus, "reference": bases[-1], "twin": twin.stack,
-               "isolates": twin.facts.isolates or ("FUSE" if twin.facts.layer == "fuse" else twin.stack),
+               "isolates": twin.facts.isolates or ("FUSE" if twin.facts.layer == "fuse"
+                                                   else twin.stack),
                "fuse": r.facts.layer == "fuse",
                "reference_bytes_per_s": p, "twin_bytes_per_s": t, "stack_bytes_per_s": s,
                "total": 1 - s / p, "shared": 1 - t / p, "own": (t - s) / p,
                "shared_significant": _versus(twin, bases[-1]).significant,
                "own_significant": _versus(r, twin.stack).significant}
         if s > t:
-            row["note"] = (f"{twin.stack} is slower than {r.stack} here: it is no neutral reference "
-                           "for this operation, so the split is not meaningful")
+            row["note"] = (f"{twin.stack} is slower than {r.stack} here: it is no neutral "
+                           "reference for this operation, so the split is not meaningful")
         out.append(row)
     return out
 
@@ -151,7 +156,8 @@ def cpu_noise(ciphers: list[Stored]) -> list[float]:
     spread is the host's noise floor (a shared VM's neighbours, a clock
     that moves)."""
     return sorted(statistics.stdev(v) / statistics.fmean(v) for c in ciphers
-                  if c.cell.engine == "openssl" and len(v := c.values) >= 3 and statistics.fmean(v) > 0)
+                  if c.cell.engine == "openssl" and len(v := c.values) >= 3
+                  and statistics.fmean(v) > 0)
 
 
 def host_noise(ciphers: list[Stored], measured: list[Stored]) -> list[str]:
@@ -161,10 +167,10 @@ def host_noise(ciphers: list[Stored], measured: list[Stored]) -> list[str]:
     out = []
     moved = sorted(r.host_drift for r in measured if (r.host_drift or 0) > stats.HOST_DRIFT)
     if moved:
-        out.append(f"{len(moved)} of {len(measured)} storage and network results saw the host's CPU speed move by "
-                   f"more than {stats.HOST_DRIFT:.0%} between their samples (up to {moved[-1]:.0%}; a fixed "
-                   "SHA-256 is timed before every sample, `host_drift`): their spread is the host's, and their "
-                   "likely cause says so")
+        out.append(f"{len(moved)} of {len(measured)} storage and network results saw the host's "
+                   f"CPU speed move by more than {stats.HOST_DRIFT:.0%} between their samples (up "
+                   f"to {moved[-1]:.0%}; a fixed SHA-256 is timed before every sample, "
+                   "`host_drift`): their spread is the host's, and their likely cause says so")
     shaky = [m for r in measured if (m := r.params.get("memory_noise"))
              and (m.get("cv") or 0) > stats.STEADY_MEMORY]
     if shaky:
@@ -172,21 +178,25 @@ def host_noise(ciphers: list[Stored], measured: list[Stored]) -> list[str]:
         memory_bound = sum(1 for r in measured if "memory bandwidth" in (r.likely_cause or ""))
         out.insert(0, f"the host's memory bandwidth was not steady: {worst['copies']} copies of "
                       f"{worst['seconds']:g} s each before the first storage sample ran at "
-                      f"{rate(worst['low'])}–{rate(worst['high'])} (CV {worst['cv']:.1%}, where a quiet "
-                      f"host stays under {stats.STEADY_MEMORY:.0%}; on a VM its neighbours' memory traffic moves it even "
-                      "while the CPU is steady). A figure that moves data "
-                      "at memory speed (a RAM medium read back, a FUSE passthrough's copies) is no steadier"
-                      + (f"; {memory_bound} unstable result(s) are no wider than that, and their likely cause says so"
+                      f"{rate(worst['low'])}–{rate(worst['high'])} (CV {worst['cv']:.1%}, where a "
+                      f"quiet host stays under {stats.STEADY_MEMORY:.0%}; on a VM its neighbours' "
+                      "memory traffic moves it even while the CPU is steady). A figure that moves "
+                      "data at memory speed (a RAM medium read back, a FUSE passthrough's copies) "
+                      "is no steadier"
+                      + (f"; {memory_bound} unstable result(s) are no wider than that, and their "
+                         "likely cause says so"
                          if memory_bound else ""))
     cvs = cpu_noise(ciphers)
     if len(cvs) < 3 or statistics.median(cvs) <= STEADY_CPU:
         return out
-    return [(f"the CPU's own speed was not steady during this run: OpenSSL's cipher figures, which depend on "
-            f"nothing but the CPU, varied from sample to sample by a median {statistics.median(cvs):.1%} "
-            f"(coefficient of variation over {len(cvs)} cells; up to {cvs[-1]:.0%}), where a quiet host stays "
-            f"under {STEADY_CPU:.0%}. No figure of this run is steadier than the host: wide intervals here are "
-            "the host's (a shared or throttled VM), not the stacks'; overheads, paired with their baselines round "
-            "by round, suffer least. Rerun when the host is quiet")] + out
+    return [("the CPU's own speed was not steady during this run: OpenSSL's cipher figures, "
+             "which depend on "
+            "nothing but the CPU, varied from sample to sample by a median "
+            f"{statistics.median(cvs):.1%} (coefficient of variation over {len(cvs)} cells; up to "
+            f"{cvs[-1]:.0%}), where a quiet host stays under {STEADY_CPU:.0%}. No figure of this "
+            "run is steadier than the host: wide intervals here are the host's (a shared or "
+            "throttled VM), not the stacks'; overheads, paired with their baselines round by "
+            "round, suffer least. Rerun when the host is quiet")] + out
 
 
 def findings(storage: list[Stored], ciphers: list[Stored]) -> list[str]:
@@ -207,25 +217,25 @@ def findings(storage: list[Stored], ciphers: list[Stored]) -> list[str]:
     for r in storage:
         for base, c in r.vs.items():
             if c.significant and c.overhead < -0.05:
-                out.append(f"{_short(r)} is {-c.overhead * 100:.0f} % "
-                           f"faster than its baseline {base}: the baseline is not a neutral reference "
-                           "for this operation (e.g. a passthrough that handles requests less efficiently)")
+                out.append(f"{_short(r)} is {-c.overhead * 100:.0f} % faster than its baseline "
+                           f"{base}: the baseline is not a neutral reference for this operation "
+                           "(e.g. a passthrough that handles requests less efficiently)")
     void = sorted({(c.cell.engine, c.cell.algorithm) for c in ciphers if c.accel_verified is False})
     for engine, alg in void:
-        out.append(f"{engine} {alg}: switching acceleration off did not lower the speed; the on/off "
-                   "comparison for it is void")
+        out.append(f"{engine} {alg}: switching acceleration off did not lower the speed; the "
+                   "on/off comparison for it is void")
     for r in storage:
         if r.incomplete:
-            out.append(f"{_short(r)}: its series failed after {r.n} "
-                       f"sample(s) ({r.incomplete}); they are kept and shown, but the stack is not ranked "
-                       "or recommended on them")
+            out.append(f"{_short(r)}: its series failed after {r.n} sample(s) ({r.incomplete}); "
+                       "they are kept and shown, but the stack is not ranked or "
+                       "recommended on them")
     out += first_samples_low(storage)
     short = sorted({r.stack for r in storage if any("lasted only" in n for n in r.notes)})
     if short:
         n = sum(1 for r in storage if any("lasted only" in x for x in r.notes))
-        out.append(f"{n} results ({', '.join(short)}) come from samples shorter than 0.5 s, where fio's "
-                   "1 ms timer and start-up weigh several percent; a larger --size (or the standard "
-                   "suite) measures them more precisely")
+        out.append(f"{n} results ({', '.join(short)}) come from samples shorter than 0.5 s, where "
+                   "fio's 1 ms timer and start-up weigh several percent; a larger --size (or the "
+                   "standard suite) measures them more precisely")
     return out
 
 
@@ -250,24 +260,26 @@ def first_samples_low(storage: list[Stored]) -> list[str]:
     if middle >= FIRST_LOW:
         return []
     worst = ", ".join(f"{label} {x:.2f}" for x, label in low[:3])
-    return [f"the first sample ran slower than the later ones in {len(low)} of {len(ratios)} storage results "
-            f"(first over the median of the rest: {middle:.2f} across them; lowest {worst}): the warm-up round "
-            "left something cold that the first full-size samples met (memory the VM had handed back to its host, "
-            "a daemon's buffers). Those samples are kept: the median resists one low sample, the interval widens; "
-            "--warmup 2 discards a second round"]
+    return [f"the first sample ran slower than the later ones in {len(low)} of {len(ratios)} "
+            f"storage results (first over the median of the rest: {middle:.2f} across them; lowest "
+            f"{worst}): the warm-up round left something cold that the first full-size samples met "
+            "(memory the VM had handed back to its host, a daemon's buffers). Those samples are "
+            "kept: the median resists one low sample, the interval widens; --warmup 2 discards a "
+            "second round"]
 
 
 def network_findings(network: list[Stored]) -> list[str]:
     """What the network results show that a Gbit/s figure hides."""
     out = []
     if network and any(r.shared_cpus for r in network):
-        out.append("both ends of every network link ran on this host's CPUs: Gbit/s here is not what two "
-                   "hosts would see; CPU-seconds per GB at each end is the figure that carries over")
+        out.append("both ends of every network link ran on this host's CPUs: Gbit/s here is not "
+                   "what two hosts would see; CPU-seconds per GB at each end is the figure that "
+                   "carries over")
     for r in network:
         canary = (r.wire or {}).get("canary") or {}
         if r.facts.is_baseline and canary.get("verdict") == "encrypted":
-            out.append(f"the wire check saw no plaintext on the baseline {r.stack}: it cannot be trusted "
-                       "on this link")
+            out.append(f"the wire check saw no plaintext on the baseline {r.stack}: it cannot be "
+                       "trusted on this link")
     return out
 
 

@@ -43,7 +43,8 @@ class Verdict:
     ceilings: dict
 
     def to_dict(self) -> dict:
-        return {"bottleneck": self.bottleneck, "explanation": self.sentence, "ceilings": self.ceilings}
+        return {"bottleneck": self.bottleneck, "explanation": self.sentence,
+                "ceilings": self.ceilings}
 
 
 def _value(r: Stored | None) -> float | None:
@@ -54,7 +55,8 @@ def kernel_aes_is_software(host: dict, r: Stored | None = None) -> tuple[bool, s
     """Whether the kernel's AES (what fscrypt and dm-crypt use) is software,
     and its driver: the one read after the stack was set up (``r``'s
     ``params.kernel_drivers``) where recorded, else the host's at probe time."""
-    drivers = {**host.get("crypto_drivers", {}), **(r.params.get("kernel_drivers", {}) if r else {})}
+    drivers = {**host.get("crypto_drivers", {}),
+               **(r.params.get("kernel_drivers", {}) if r else {})}
     for name in ("xts(aes)", "aes"):
         d = drivers.get(name)
         if d:
@@ -76,15 +78,16 @@ def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: dict, iod
     cell = r.cell if r else Cell()
     cores = cell.cpus or _cores(host)
     parallel = cipher_threads(ref.threads, cell.op, cell.block_bytes, iodepth, cores)
-    want_engines = {"kernel": ["kernel", "openssl"], "go": ["go", "openssl"]}.get(ref.where, ["openssl"])
+    want_engines = {"kernel": ["kernel", "openssl"],
+                    "go": ["go", "openssl"]}.get(ref.where, ["openssl"])
     accel = cell.accel is not False           # an acceleration-off twin meets the cipher without it
     why = []
     if ref.where == "kernel" and not any(c.cell.engine == "kernel" for c in ciphers):
         soft, driver = kernel_aes_is_software(host)
         if soft and ref.algorithm.startswith("aes"):
             accel = False
-            why.append(f"the kernel's AES is {driver}, a software driver, so OpenSSL without AES-NI "
-                       "stands in (an upper bound)")
+            why.append(f"the kernel's AES is {driver}, a software driver, so OpenSSL without "
+                       "AES-NI stands in (an upper bound)")
     pool = [c for c in ciphers if c.cell.algorithm == ref.algorithm and c.cell.accel == accel
             and c.cell.threads in (1, parallel) and c.bytes_per_s]
     for engine in want_engines:
@@ -115,7 +118,8 @@ def thread_gain(pool: list[Stored], unit: int, parallel: int) -> tuple[float, st
     if pairs:
         _, b, t = min(pairs)
         gain = t[parallel] / t[1]
-        return gain, (f" × {gain:.2f} (OpenSSL's measured gain from 1 to {parallel} threads at {b} B)")
+        return gain, (f" × {gain:.2f} (OpenSSL's measured gain from 1 to {parallel} "
+                      f"threads at {b} B)")
     return float(parallel), f" × {parallel} (assumed linear: no {parallel}-thread cell measured)"
 
 
@@ -152,21 +156,24 @@ def classify(r: Stored, baseline: Stored | None, large: Stored | None, fuse_base
     def verdict(kind: str, rule: str, sentence: str) -> Verdict:
         return Verdict(kind, sentence + aside, {**ceilings, "rule": rule})
     busy = r.cpu.max_core_busy
-    if r.facts.is_baseline:                     # a twin: no crypto, only what it adds to its reference
+    # a twin: no crypto, only what it adds to its reference
+    if r.facts.is_baseline:
         own = r.facts.isolates or "what it adds to its baseline"
         shown_cipher = "none: it encrypts nothing"
     else:
         own = "the crypto"
     if not r.baseline:
-        return verdict("device", "a plaintext baseline", f"{label} {rate(value)}: this is the plaintext "
+        return verdict("device", "a plaintext baseline",
+                       f"{label} {rate(value)}: this is the plaintext "
                        "baseline, the device ceiling the encrypted stacks are measured against")
     if device and value >= NEAR * device:
         share = f"{value / device:.0%} of its baseline {r.baseline} ({rate(device)})"
         if r.overhead_significant and (r.overhead or 0) < 0:
             return verdict("unknown", "significantly faster than its baseline",
-                           f"{label} {rate(value)} is {share}: significantly faster than its baseline "
-                           f"({-100 * r.overhead:.1f} %), which is no neutral reference for this operation, "
-                           "so it sets no device ceiling; read the overhead against the reference")
+                           f"{label} {rate(value)} is {share}: significantly faster than its "
+                           f"baseline ({-100 * r.overhead:.1f} %), which is no neutral reference "
+                           "for this operation, so it sets no device ceiling; read the overhead "
+                           "against the reference")
         if r.overhead_significant:
             tail = (f"the device path binds, and {own} still costs a significant "
                     f"{100 * (r.overhead or 0):.1f} %")
@@ -183,26 +190,29 @@ def classify(r: Stored, baseline: Stored | None, large: Stored | None, fuse_base
         per_req = (1 / r.iops - cell.block_bytes / _value(large)) * 1e6
         ceilings["per_request_us"] = per_req
         return verdict("per-request", "small blocks < 50 % of the 1 MiB throughput",
-                       f"{label} {rate(value)} vs {rate(_value(large))} at 1 MiB: about {per_req:.0f} µs "
-                       "per request beyond the bytes; per-request overhead (system calls, FUSE round "
-                       "trips, journalling) dominates")
+                       f"{label} {rate(value)} vs {rate(_value(large))} at 1 MiB: about "
+                       f"{per_req:.0f} µs per request beyond the bytes; per-request overhead "
+                       "(system calls, FUSE round trips, journalling) dominates")
     if _value(fuse_base) and value >= NEAR * _value(fuse_base):
         return verdict("fuse", f"throughput ≥ {NEAR:.0%} of the FUSE passthrough's",
-                       f"{label} {rate(value)} is {value / _value(fuse_base):.0%} of the FUSE passthrough "
-                       f"({rate(_value(fuse_base))}): the FUSE round trip limits it, not the cipher")
+                       f"{label} {rate(value)} is {value / _value(fuse_base):.0%} of the FUSE "
+                       f"passthrough ({rate(_value(fuse_base))}): the FUSE round trip limits it, "
+                       "not the cipher")
     machine = r.cpu.machine_busy
     cores = cell.cpus or _cores(host)
     if busy >= SATURATED and cores > 1 and machine >= ALL_BUSY:
-        return verdict("cpu", f"the busiest core ≥ {SATURATED:.0%} and all {cores} CPUs ≥ {ALL_BUSY:.0%} "
+        return verdict("cpu",
+                       f"the busiest core ≥ {SATURATED:.0%} and all {cores} CPUs ≥ {ALL_BUSY:.0%} "
                        "busy below every ceiling",
-                       f"{label} {rate(value)}: all {cores} CPUs were {machine:.0%} busy (the busiest "
-                       f"{busy:.0%}) while the device ({rate(device)}) and the cipher ({shown_cipher}) allow "
-                       "more: this machine's CPU is the limit, spread over every core")
+                       f"{label} {rate(value)}: all {cores} CPUs were {machine:.0%} busy (the "
+                       f"busiest {busy:.0%}) while the device ({rate(device)}) and the cipher "
+                       f"({shown_cipher}) allow more: this machine's CPU is the limit, spread "
+                       "over every core")
     if busy >= SATURATED:
         return verdict("cpu", f"the busiest core ≥ {SATURATED:.0%} busy below every ceiling",
-                       f"{label} {rate(value)}: one core was {busy * 100:.0f} % busy while the device "
-                       f"({rate(device)}) and the cipher ({shown_cipher}) allow more: the stack's own "
-                       "code on one core is the limit (no parallelism)")
+                       f"{label} {rate(value)}: one core was {busy * 100:.0f} % busy while the "
+                       f"device ({rate(device)}) and the cipher ({shown_cipher}) allow more: the "
+                       "stack's own code on one core is the limit (no parallelism)")
     below = (f"below the device ({rate(device)}, {value / device:.0%}) and cipher ({shown_cipher}) "
              "ceilings with no core saturated") if device else "with no core saturated"
     if (cell.iodepth or 1) <= 1:
@@ -217,7 +227,8 @@ def _size(n: int) -> str:
     return size(n) if n else ""
 
 
-def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored], host: dict) -> Verdict:
+def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored],
+                     host: dict) -> Verdict:
     """The bottleneck of network result ``r``, first rule that holds:
 
     * ``link`` — within 15 % of plain TCP on the same link (the link ceiling);
@@ -233,7 +244,8 @@ def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored], 
     """
     value = _value(r)
     cell = r.cell
-    label = f"{cell.stack} {cell.workload}" + (f" ×{cell.streams}" if (cell.streams or 1) > 1 else "")
+    label = f"{cell.stack} {cell.workload}" + (f" ×{cell.streams}" if (cell.streams or 1) > 1
+                                               else "")
     ref = r.cipher_ref
     cipher, cipher_how = cipher_ceiling(ref, ciphers, host, cell.streams or 1, r)
     link = _value(baseline)
@@ -249,33 +261,38 @@ def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored], 
     def verdict(kind: str, rule: str, sentence: str) -> Verdict:
         return Verdict(kind, sentence, {**ceilings, "rule": rule})
     if not r.baseline:
-        return verdict("link", "a plaintext baseline", f"{label} {rate(value)}: the plaintext baseline on this "
+        return verdict("link", "a plaintext baseline",
+                       f"{label} {rate(value)}: the plaintext baseline on this "
                        "link, the ceiling the encrypted stacks are measured against")
     if link and value >= NEAR * link:
         return verdict("link", f"throughput ≥ {NEAR:.0%} of the link ceiling",
-                       f"{label} {rate(value)} is {value / link:.0%} of plain {r.baseline} ({rate(link)}): "
-                       "the link binds, not the crypto")
+                       f"{label} {rate(value)} is {value / link:.0%} of plain {r.baseline} "
+                       f"({rate(link)}): the link binds, not the crypto")
     if cipher and value >= NEAR * cipher:
         return verdict("cipher", f"throughput ≥ {NEAR:.0%} of the cipher ceiling",
-                       f"{label} {rate(value)} is {value / cipher:.0%} of the cipher ceiling {shown_cipher}: "
-                       "cipher-bound")
-    ratio = f"{value / link:.0%} of plain {r.baseline} ({rate(link)})" if link else "no link ceiling measured"
+                       f"{label} {rate(value)} is {value / cipher:.0%} of the cipher ceiling "
+                       f"{shown_cipher}: cipher-bound")
+    ratio = (f"{value / link:.0%} of plain {r.baseline} ({rate(link)})" if link
+             else "no link ceiling measured")
     if daemon >= NEAR:
         return verdict("daemon", f"a stack process ≥ {NEAR:.0%} of one core",
-                       f"{label} {rate(value)}, {ratio}: its busiest process used {daemon:.0%} of one core "
-                       f"while the cipher allows {shown_cipher}: a single-threaded daemon is the limit")
+                       f"{label} {rate(value)}, {ratio}: its busiest process used {daemon:.0%} of "
+                       f"one core while the cipher allows {shown_cipher}: a single-threaded daemon "
+                       "is the limit")
     size, base_size = wire.get("median_packet_bytes"), base_wire.get("median_packet_bytes")
     if size and base_size and size <= mtu + 100 and base_size >= 4 * size:
         return verdict("per-packet", "MTU-sized packets where the baseline sends GSO frames",
-                       f"{label} {rate(value)}, {ratio}: it sends {size:.0f}-byte packets where plain TCP "
-                       f"sends {base_size:.0f}-byte GSO frames, so it pays per-packet costs (encapsulation, "
-                       "TUN reads, system calls) far more often than the cipher's ceiling suggests")
+                       f"{label} {rate(value)}, {ratio}: it sends {size:.0f}-byte packets where "
+                       f"plain TCP sends {base_size:.0f}-byte GSO frames, so it pays per-packet "
+                       "costs (encapsulation, TUN reads, system calls) far more often than the "
+                       "cipher's ceiling suggests")
     busy = r.cpu.max_core_busy
     if busy >= 0.9:
         return verdict("cpu", "the busiest core ≥ 90 % busy below every ceiling",
-                       f"{label} {rate(value)}, {ratio}: a core was {busy:.0%} busy; both ends share this "
-                       "host's CPUs")
-    return verdict("unknown", "no rule holds", f"{label} {rate(value)}, {ratio}, cipher ceiling {shown_cipher}")
+                       f"{label} {rate(value)}, {ratio}: a core was {busy:.0%} busy; both ends "
+                       "share this host's CPUs")
+    return verdict("unknown", "no rule holds",
+                   f"{label} {rate(value)}, {ratio}, cipher ceiling {shown_cipher}")
 
 
 def with_profile(v: Verdict, split: dict | None, label: str) -> Verdict:
@@ -289,8 +306,10 @@ def with_profile(v: Verdict, split: dict | None, label: str) -> Verdict:
     ceilings = {**v.ceilings, "profile": split}
     if share >= profile.CIPHER_BOUND and v.bottleneck not in ("device", "link", "cipher"):
         ran = ", ".join(split["cipher_symbols"]) or "its crypto code"
-        return Verdict("cipher", f"{label}: {share:.0%} of the busy CPU ran the cipher ({ran}), by its CPU "
-                                 f"profile: cipher-bound (the ceilings alone said {v.bottleneck})",
-                       {**ceilings, "rule": f"profile: the cipher ≥ {profile.CIPHER_BOUND:.0%} of the busy CPU"})
+        return Verdict("cipher",
+                       f"{label}: {share:.0%} of the busy CPU ran the cipher ({ran}), by its CPU "
+                       f"profile: cipher-bound (the ceilings alone said {v.bottleneck})",
+                       {**ceilings,
+                        "rule": f"profile: the cipher ≥ {profile.CIPHER_BOUND:.0%} of the busy CPU"})
     return Verdict(v.bottleneck, f"{v.sentence}; {profile.sentence(split)}", ceilings)
 

@@ -62,8 +62,8 @@ def predict(results: list[Stored], target: float, target_label: str,
             kind = (verdicts or {}).get(i, {}).get("bottleneck", "stack")
             binding = f"the stack ({kind})"
         out.append(Prediction(r.paired(), s, min(serial, pipelined), pipelined, binding,
-                              f"on {target_label}: {rate(min(serial, pipelined))}–{rate(pipelined)}, "
-                              f"{binding} binds"))
+                              f"on {target_label}: "
+                              f"{rate(min(serial, pipelined))}–{rate(pipelined)}, {binding} binds"))
     return out
 
 
@@ -83,7 +83,9 @@ def check(predictions: list[Prediction], measured: list[Stored]) -> list[dict]:
         v, lo, hi = m.bytes_per_s, p.low, p.high
         error = 0.0 if lo <= v <= hi else (v - hi) / hi if v > hi else (v - lo) / lo
         d = p.to_dict()
-        out.append({**{k: d[k] for k in ("stack", "workload", "op", "block_bytes", "iodepth", "binding")},
+        out.append({**{k: d[k] for k in ("stack", "workload", "op", "block_bytes", "iodepth",
+                                         "binding")},
                     "predicted_low": lo, "predicted_high": hi, "measured_on_device": v,
-                    "measured_ci95": list(m.ci95) if m.ci95 else None, "error": error, "holds": abs(error) <= TOLERANCE})
+                    "measured_ci95": list(m.ci95) if m.ci95 else None, "error": error,
+                    "holds": abs(error) <= TOLERANCE})
     return out

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import re
 
-LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "network", "syscall, TUN", "measuring tool",
+LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "network", "syscall, TUN",
+          "measuring tool",
           "stack (user)", "kernel, other", "user, other", "idle")
 CIPHER_BOUND = 0.5          # the cipher takes at least half the busy CPU: it binds
 
@@ -59,7 +60,9 @@ _BLOCK = re.compile(r"^(blk|bio|__blk|submit_bio|loop_|lo_|dm_|kcryptd|crypt_|__
 
 def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
     """The layer one row of a profile belongs to (see the module docstring)."""
-    comm, dso, sym, kernel = row.get("comm", ""), row.get("dso", ""), row.get("sym", ""), row.get("where") == "kernel"
+    comm, dso, sym, kernel = row.get("comm",
+                                     ""), row.get("dso",
+                                                  ""), row.get("sym", ""), row.get("where") == "kernel"
     if comm == "swapper" or _IDLE.search(sym):
         return "idle"
     if kernel:
@@ -110,7 +113,8 @@ def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict 
     busy = sum(v for k, v in shares.items() if k != "idle")
     of_busy = {k: v / busy for k, v in shares.items() if k != "idle"} if busy else {}
     cipher = [r for r in tagged if r["layer"] == "cipher"]
-    return {"shares": shares, "busy": busy, "of_busy": of_busy, "unlisted": max(0.0, 1 - sum(shares.values())),
+    return {"shares": shares, "busy": busy, "of_busy": of_busy,
+            "unlisted": max(0.0, 1 - sum(shares.values())),
             "vs_median": profile.get("vs_median"), "samples": profile.get("samples"),
             "top": [r for r in tagged if r["layer"] != "idle"][:8],
             "cipher_symbols": list(dict.fromkeys(_shown(r) for r in cipher))[:3]}
@@ -126,8 +130,12 @@ def _shown(row: dict) -> str:
 def sentence(split: dict) -> str:
     """``perf: 62 % of the busy CPU in the cipher (aesti_encrypt, aesti_decrypt), 14 % copies, …``."""
     parts = [f"{share:.0%} {name if name != 'cipher' else 'the cipher'}"
-             for name, share in sorted(split["of_busy"].items(), key=lambda kv: -kv[1]) if share >= 0.05]
+             for name, share in sorted(split["of_busy"].items(),
+                                       key=lambda kv: -kv[1]) if share >= 0.05]
     head = ", ".join(parts[:4])
-    ran = f", the profiled round at {split['vs_median']:.0%} of the median" if split.get("vs_median") else ""
-    cipher = f"; the cipher ran in {', '.join(split['cipher_symbols'])}" if split["cipher_symbols"] else ""
-    return f"where the busy CPU went (perf, {split['busy']:.0%} of all CPU time busy{ran}): {head}{cipher}"
+    ran = (f", the profiled round at {split['vs_median']:.0%} of the median"
+           if split.get("vs_median") else "")
+    cipher = (f"; the cipher ran in {', '.join(split['cipher_symbols'])}" if split["cipher_symbols"]
+              else "")
+    return (f"where the busy CPU went (perf, {split['busy']:.0%} of all CPU time busy{ran}): "
+            f"{head}{cipher}")

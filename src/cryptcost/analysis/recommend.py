@@ -106,8 +106,9 @@ def ranks(results: list[Stored], ordered: list[str]) -> list[tuple[int, bool]]:
 
 def _trade(results: list[Stored], best: str, other: str) -> str:
     up, down = faster_at(results, best, other)
-    return (f"{other} and {best} trade places: {other} is significantly faster at {' and '.join(up)}s "
-            f"and slower at {' and '.join(down)}s ({_describe(results, other)}).")
+    return (f"{other} and {best} trade places: {other} is significantly faster at "
+            f"{' and '.join(up)}s and slower at {' and '.join(down)}s "
+            f"({_describe(results, other)}).")
 
 
 def _describe(results: list[Stored], stack: str) -> str:
@@ -119,15 +120,19 @@ def _describe(results: list[Stored], stack: str) -> str:
             ref = reference(r)
             vs = r.vs.get(ref)
             a, b = r.cpu_s_per_gb.get("a"), r.cpu_s_per_gb.get("b")
-            cpu = f", {a:.2f} + {b:.2f} CPU-s/GB at the two ends" if a is not None and b is not None else ""
+            cpu = (f", {a:.2f} + {b:.2f} CPU-s/GB at the two ends"
+                   if a is not None and b is not None else "")
             parts.append(f"{op}s {rate(r.bytes_per_s)}" +
-                         (f" ({pct(-vs.overhead)} vs {ref}{cpu})" if vs else cpu and f" ({cpu[2:]})"))
+                         (f" ({pct(-vs.overhead)} vs {ref}{cpu})" if vs
+                          else cpu and f" ({cpu[2:]})"))
     return ", ".join(parts) or "not measured on its main cells"
 
 
-def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict], host: dict) -> list[dict]:
+def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
+              host: dict) -> list[dict]:
     """Paragraphs: ``{use_case, title, text, ranking}``."""
-    # Options are compared as they are deployed: an acceleration-off twin is a measurement, not an option.
+    # Options are compared as they are deployed: an acceleration-off twin is a measurement, not an
+    # option.
     measured = [r for r in results if r.kind in ("storage", "network") and r.cell.accel is not False
                 and not r.incomplete]
     use_of = {r.stack: r.facts.use_case for r in measured if r.facts.use_case}
@@ -145,20 +150,23 @@ def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
         text = _paragraph(use, ranked, measured, unavailable)
         out.append({"use_case": use, "title": title, "text": text,
                     "ranking": [{"stack": s, "relative_to_plain": v, "rank": rk, "tie": tie}
-                                for (v, s), (rk, tie) in zip(ranked, ranks(measured, [s for _, s in ranked]))]})
+                                for (v, s), (rk,
+                                             tie) in zip(ranked, ranks(measured, [s for _, s in ranked]))]})
     out.append({"use_case": "cipher", "title": "Cipher", "text": _cipher_paragraph(ciphers, host),
                 "ranking": []})
     if not network_seen:
         out.append({"use_case": "network", "title": "Network share and VPN",
-                    "text": "Not measured in this run: `cryptcost network` (or a plan with a [network] "
-                            "table) measures TLS, SSH, WireGuard, IPsec and SMB3 against plain TCP.",
+                    "text": "Not measured in this run: `cryptcost network` (or a plan with a "
+                            "[network] table) measures TLS, SSH, WireGuard, IPsec and SMB3 "
+                            "against plain TCP.",
                     "ranking": []})
     return out
 
 
 def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[dict]) -> str:
     sentences = []
-    cells = "1 MiB reads or writes" if USE_CASES[use][0] == "storage" else "a stream or a file either way"
+    cells = ("1 MiB reads or writes" if USE_CASES[use][0] == "storage"
+             else "a stream or a file either way")
     if not ranked:
         sentences.append("No stack for this use was measured in this run.")
     else:
@@ -167,8 +175,9 @@ def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[
             sentences.append(f"Measured here, no stack wins on every cell: {best}: "
                              f"{_describe(storage, best)}.")
         elif rest and tied(storage, best, rest[0][1]):
-            sentences.append(f"Measured here, {best} and {rest[0][1]} tie for the fastest (no significant "
-                             f"difference on {cells}): {best}: {_describe(storage, best)}.")
+            sentences.append(f"Measured here, {best} and {rest[0][1]} tie for the fastest (no "
+                             f"significant difference on {cells}): {best}: "
+                             f"{_describe(storage, best)}.")
         elif rest:
             sentences.append(f"Measured here, {best} is the fastest: {_describe(storage, best)}.")
         else:
@@ -191,7 +200,8 @@ def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[
         sentences += [f"Avoid: {w}." for w in sorted(warnings)]
     for u in unavailable:
         if u.get("advice"):
-            sentences.append(f"{u['stack']} could not be measured here ({u['reason']}); {u['advice']}.")
+            sentences.append(f"{u['stack']} could not be measured here ({u['reason']}); "
+                             f"{u['advice']}.")
     return " ".join(sentences)
 
 
@@ -200,15 +210,16 @@ def _cipher_paragraph(ciphers: list[Stored], host: dict) -> str:
         rs = [c for c in ciphers if c.cell.algorithm == alg and c.cell.accel and c.cell.threads == 1
               and c.cell.engine == "openssl" and c.bytes_per_s]
         return max(rs, key=lambda c: c.cell.buffer_bytes) if rs else None
-    gcm, chacha, xts = best("aes-256-gcm") or best("aes-128-gcm"), best("chacha20-poly1305"), best("aes-256-xts")
+    gcm, chacha, xts = (best("aes-256-gcm") or best("aes-128-gcm"), best("chacha20-poly1305"),
+                        best("aes-256-xts"))
     has_aes = host.get("cpu", {}).get("flags", {}).get("aes")
     parts = []
     if gcm and chacha:
         cmp = stats.compare(chacha.values or [chacha.bytes_per_s], gcm.values or [gcm.bytes_per_s])
         faster = "AES-GCM" if gcm.bytes_per_s > chacha.bytes_per_s else "ChaCha20-Poly1305"
         if cmp.significant:
-            parts.append(f"For authenticated encryption {faster} is faster here ({gcm.cell.algorithm} "
-                         f"{rate(gcm.bytes_per_s)} vs chacha20-poly1305 "
+            parts.append(f"For authenticated encryption {faster} is faster here "
+                         f"({gcm.cell.algorithm} {rate(gcm.bytes_per_s)} vs chacha20-poly1305 "
                          f"{rate(chacha.bytes_per_s)} at {gcm.cell.buffer_bytes} B, one thread).")
         else:
             parts.append("AES-GCM and ChaCha20-Poly1305 show no significant difference here.")
@@ -217,5 +228,6 @@ def _cipher_paragraph(ciphers: list[Stored], host: dict) -> str:
                      "in OpenSSL on one core.")
     if has_aes is False:
         parts.append("This CPU has no AES-NI: prefer ChaCha20-Poly1305 and Adiantum.")
-    parts.append("ECB leaks patterns; LRW is deprecated; DES, 3DES and Blowfish are obsolete (64-bit blocks).")
+    parts.append("ECB leaks patterns; LRW is deprecated; DES, 3DES and Blowfish are obsolete "
+                 "(64-bit blocks).")
     return " ".join(parts) if parts else "No cipher results in this run."

@@ -52,11 +52,13 @@ def curves(results: list[Stored], verdicts: dict[int, dict], host: dict,
         points = sorted(({"cpus": r.cell.cpus, "accel": r.cell.accel is not False,
                           "bytes_per_s": r.bytes_per_s, "ci95": list(r.ci95) if r.ci95 else None,
                           "bottleneck": (verdicts.get(i) or {}).get("bottleneck"),
-                          "cipher_ceiling": ((verdicts.get(i) or {}).get("ceilings") or {}).get("cipher"),
+                          "cipher_ceiling": ((verdicts.get(i) or {}).get("ceilings")
+                                             or {}).get("cipher"),
                           "verified": r.accel_verified, "speedup": r.accel_speedup}
                          for i, r in members), key=lambda p: (not p["accel"], p["cpus"] or 0))
         first = members[0][1]
-        curve = {"stack": key.stack, "kind": key.kind, "cell": key.title(), "workload": key.workload,
+        curve = {"stack": key.stack, "kind": key.kind, "cell": key.title(),
+                 "workload": key.workload,
                  "op": key.op, "block_bytes": key.block_bytes, "points": points,
                  "accel": _accel(first, points, no_switch.get(key.stack), host),
                  "scaling": _scaling(points), "cipher_bound": _knee(points),
@@ -73,20 +75,25 @@ def _accel(r: Stored, points: list[dict], no_switch: str | None, host: dict) -> 
         verified = [p for p in off if p["verified"] and p["speedup"]]
         if verified:
             return {"state": "verified", "worth": {p["cpus"] or 0: p["speedup"] for p in verified},
-                    "text": ", ".join(f"{p['speedup']:.1f}× on {_cpus(p['cpus'])}" for p in verified)}
+                    "text": ", ".join(f"{p['speedup']:.1f}× on {_cpus(p['cpus'])}"
+                                      for p in verified)}
         if any(p["verified"] is False for p in off):
-            return {"state": "not effective", "text": "switching acceleration off did not make it slower: the "
+            return {"state": "not effective",
+                    "text": "switching acceleration off did not make it slower: the "
                     "switch does not reach this stack's crypto (or it does not use AES-NI)"}
-        return {"state": "unverified", "text": "acceleration off is unverified: no comparable result with it on"}
+        return {"state": "unverified",
+                "text": "acceleration off is unverified: no comparable result with it on"}
     if r.facts.crypto_library == "kernel":
         soft, driver = kernel_aes_is_software(host, r)
         if soft and r.cipher_ref and r.cipher_ref.algorithm.startswith("aes"):
-            text = (f"it gets nothing from AES-NI on this kernel: its AES driver is {driver}, a software "
-                    "driver (a kernel with aesni_intel loaded would use the CPU's AES instructions)")
+            text = (f"it gets nothing from AES-NI on this kernel: its AES driver is {driver}, a "
+                    "software driver (a kernel with aesni_intel loaded would use the CPU's AES "
+                    "instructions)")
         else:
-            text = (f"its kernel driver here is {driver or 'not recorded'}; acceleration cannot be switched off "
-                    "from userspace: measure it without in a guest booted with the driver blacklisted "
-                    f"(cryptcost vm --blacklist aesni_intel -- {r.kind} --stacks {_name(r.stack)})")
+            text = (f"its kernel driver here is {driver or 'not recorded'}; acceleration cannot be "
+                    "switched off from userspace: measure it without in a guest booted with the "
+                    f"driver blacklisted (cryptcost vm --blacklist aesni_intel -- {r.kind} "
+                    f"--stacks {_name(r.stack)})")
         return {"state": "kernel", "driver": driver, "software": soft, "text": text}
     if no_switch is not None:
         return {"state": "cannot be switched off", "text": no_switch}
@@ -97,7 +104,8 @@ def _scaling(points: list[dict]) -> dict:
     """Throughput on the most CPUs over throughput on the fewest, with and without acceleration."""
     out = {}
     for accel in (True, False):
-        pts = sorted((p for p in points if p["accel"] == accel and p["cpus"]), key=lambda p: p["cpus"])
+        pts = sorted((p for p in points if p["accel"] == accel and p["cpus"]),
+                     key=lambda p: p["cpus"])
         if len(pts) >= 2:
             out["on" if accel else "off"] = {"from": pts[0]["cpus"], "to": pts[-1]["cpus"],
                                              "ratio": pts[-1]["bytes_per_s"] / pts[0]["bytes_per_s"]}
@@ -112,21 +120,26 @@ def _knee(points: list[dict], accel: bool = True) -> dict:
     if not pts:
         return {}
     if not any(p.get("cipher_ceiling") for p in pts):
-        return {"until": None, "stops_at": None, "text": "no cipher ceiling in this run (its cipher table lacks "
+        return {"until": None, "stops_at": None,
+                "text": "no cipher ceiling in this run (its cipher table lacks "
                 "the stack's cipher: cryptcost run measures both)"}
     bound = [p["cpus"] for p in pts if p["bottleneck"] == "cipher"]
     if not bound:
-        text = f"not cipher-bound on any CPU count measured (the bottleneck: {pts[-1]['bottleneck']})"
+        text = ("not cipher-bound on any CPU count measured (the bottleneck: "
+                f"{pts[-1]['bottleneck']})")
         return {"until": None, "stops_at": None, "text": text}
     since = f"from {_cpus(bound[0])} (on fewer: {pts[0]['bottleneck']})" if bound[0] > pts[0]["cpus"] else \
         f"on {_cpus(bound[0])}"
     after = [p for p in pts if p["cpus"] > bound[0] and p["bottleneck"] != "cipher"]
     if not after:
-        upto = "" if bound[0] == pts[-1]["cpus"] and bound[0] > pts[0]["cpus"] else f" up to {_cpus(pts[-1]['cpus'])}"
+        upto = ("" if bound[0] == pts[-1]["cpus"] and bound[0] > pts[0]["cpus"]
+                else f" up to {_cpus(pts[-1]['cpus'])}")
         text = f"cipher-bound {since}{upto}, the most measured: more cores would still help"
         return {"until": pts[-1]["cpus"], "stops_at": None, "text": text}
-    text = f"cipher-bound {since}; from {_cpus(after[0]['cpus'])} the bottleneck is {after[0]['bottleneck']}, not the cipher"
-    return {"until": max(c for c in bound if c < after[0]["cpus"]), "stops_at": after[0]["cpus"], "text": text}
+    text = (f"cipher-bound {since}; from {_cpus(after[0]['cpus'])} the bottleneck is "
+            f"{after[0]['bottleneck']}, not the cipher")
+    return {"until": max(c for c in bound if c < after[0]["cpus"]), "stops_at": after[0]["cpus"],
+            "text": text}
 
 
 def _bound_text(c: dict, told_only: bool = False) -> str:
@@ -170,7 +183,8 @@ def findings(cs: list[dict]) -> list[str]:
                 told = _bound_text(c, told_only=True)
                 part += f": {told}" if told else ""
                 parts.append(part)
-            out.append(f"{stack} from {_cpus(sc['from'])} to {_cpus(sc['to'])}: " + "; ".join(parts))
+            out.append(f"{stack} from {_cpus(sc['from'])} to {_cpus(sc['to'])}: "
+                       + "; ".join(parts))
     return out
 
 
@@ -183,8 +197,10 @@ def rows(cs: list[dict]) -> list[dict]:
     return [{"stack": c["stack"], "cell": c["cell"], "on": pts(True, c),
              "off": pts(False, c) if c["accel"]["state"] not in ("cannot be switched off", "kernel")
              else ("cannot be switched off" if c["accel"]["state"] == "cannot be switched off"
-                   else f"cannot be switched off from userspace (kernel driver {c['accel']['driver'] or '?'})"),
-             "worth": c["accel"]["text"] if c["accel"]["state"] == "verified" else c["accel"]["state"],
+                   else "cannot be switched off from userspace (kernel driver "
+                        f"{c['accel']['driver'] or '?'})"),
+             "worth": c["accel"]["text"] if c["accel"]["state"] == "verified"
+             else c["accel"]["state"],
              "scaling": ", ".join(f"{v['ratio']:.2f}×" + ("" if k == "on" else " (off)")
                                   for k, v in c["scaling"].items()) or "—",
              "cipher_bound": _bound_text(c)} for c in cs]

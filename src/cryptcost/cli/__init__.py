@@ -19,7 +19,8 @@ from cryptcost.lifecycle.journal import Journal, journals
 from cryptcost.lifecycle.lock import check_free
 from cryptcost.lifecycle.resources import Terminated
 
-from cryptcost.cli import ciphers, cleanup, compare, importing, listing, network, probe, report, run, storage, vm
+from cryptcost.cli import (ciphers, cleanup, compare, importing, listing, network, probe, report,
+                           run, storage, vm)
 
 # Commands that measure: one at a time per host (lifecycle.lock).
 MEASURING = {"ciphers", "storage", "network", "run", "vm"}
@@ -31,7 +32,8 @@ COMMANDS = [probe, ciphers, storage, network, run, vm, listing, report, compare,
 EXAMPLES = {
     "cryptcost": ["cryptcost run", "cryptcost probe", "cryptcost COMMAND --help"],
     "probe": ["cryptcost probe", "cryptcost probe --json"],
-    "ciphers": ["cryptcost ciphers", "cryptcost ciphers --engine openssl --algo aes-256-xts --accel on,off"],
+    "ciphers": ["cryptcost ciphers",
+                "cryptcost ciphers --engine openssl --algo aes-256-xts --accel on,off"],
     "storage": ["cryptcost storage --stacks fscrypt,gocryptfs --workloads quick",
                 "cryptcost storage --stacks all --medium throttled:200MB/s --json"],
     "network": ["cryptcost network --stacks tls,wireguard --workloads send",
@@ -42,7 +44,8 @@ EXAMPLES = {
            "cryptcost vm --blacklist aesni_intel -- ciphers --engine kernel"],
     "list": ["cryptcost list", "cryptcost list --json"],
     "show": ["cryptcost show latest", "cryptcost show latest --json --samples"],
-    "report": ["cryptcost report latest --format html -o report.html", "cryptcost report 3 --format csv"],
+    "report": ["cryptcost report latest --format html -o report.html",
+               "cryptcost report 3 --format csv"],
     "compare": ["cryptcost compare 1 2", "cryptcost compare 1 2 --json"],
     "import": ["cryptcost import other-host.json"],
     "cleanup": ["cryptcost cleanup"],
@@ -65,8 +68,10 @@ def _global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
     """--debug, -v and --db, accepted before or after the subcommand. Under a
     subcommand they default to nothing, so a value given before it stands."""
     keep = {} if defaults else {"default": argparse.SUPPRESS}
-    parser.add_argument("--debug", action="store_true", help="show tracebacks and every command run", **keep)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log each external command", **keep)
+    parser.add_argument("--debug", action="store_true",
+                        help="show tracebacks and every command run", **keep)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each external command",
+                        **keep)
     parser.add_argument("--db", metavar="PATH", help="result store (default: "
                         "$XDG_DATA_HOME/cryptcost/results.db)", **({} if defaults else keep))
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cryptcost import stats
-from cryptcost.cli.common import (add_host_options, ConsoleProgress, probe_host, parse_accel, parse_ints, parse_list,
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, probe_host, parse_accel,
+                                  parse_ints, parse_list,
                                   print_outcome, recorded_run)
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.units import parse_size
@@ -26,12 +27,15 @@ def add_options(p) -> None:
     p.add_argument("--engine", default=None, metavar="LIST",
                    help=f"engines to use (default: all available: {','.join(CIPHER_ENGINES)})")
     p.add_argument("--algo", default=None, metavar="LIST",
-                   help="algorithms, e.g. aes-256-xts,aes-128-gcm (default: every algorithm of each engine)")
+                   help="algorithms, e.g. aes-256-xts,aes-128-gcm (default: every algorithm of "
+                        "each engine)")
     p.add_argument("--sizes", default="4096", metavar="LIST",
                    help="buffer sizes, e.g. 512,4K,1M or 'all' for "
                         f"{','.join(str(s) for s in ALL_SIZES)} (default: 4096)")
-    p.add_argument("--threads", default="1", metavar="LIST", help="thread counts, e.g. 1,2 (default: 1)")
-    p.add_argument("--accel", default="on", metavar="on,off", help="hardware acceleration (default: on)")
+    p.add_argument("--threads", default="1", metavar="LIST",
+                   help="thread counts, e.g. 1,2 (default: 1)")
+    p.add_argument("--accel", default="on", metavar="on,off",
+                   help="hardware acceleration (default: on)")
     p.add_argument("--seconds", type=int, default=1, help="seconds per sample (default: 1)")
     add_policy_options(p)
 
@@ -40,7 +44,8 @@ def add_policy_options(p) -> None:
     p.add_argument("--min-samples", type=int, default=3, help="samples at least (default: 3)")
     p.add_argument("--max-samples", type=int, default=10, help="samples at most (default: 10)")
     p.add_argument("--ci-target", type=float, default=3.0, metavar="PCT",
-                   help="stop when the 95 %% CI half-width is within PCT %% of the mean (default: 3)")
+                   help="stop when the 95 %% CI half-width is within PCT %% of the mean "
+                        "(default: 3)")
     p.add_argument("--warmup", type=int, default=1, help="discarded runs per series (default: 1)")
 
 

@@ -10,7 +10,8 @@ from cryptcost.lifecycle.release import cleanup
 def add_parser(sub, common) -> None:
     p = sub.add_parser("cleanup", parents=[common],
                        help="release mounts, loops, daemons and keys a killed run left behind")
-    p.add_argument("--force", action="store_true", help="also release resources of runs still alive")
+    p.add_argument("--force", action="store_true",
+                   help="also release resources of runs still alive")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

@@ -57,15 +57,17 @@ def parse_accel(text: str) -> list[bool]:
 
 
 def add_cpus_option(p) -> None:
-    p.add_argument("--cpus", metavar="LIST", help="CPU counts, e.g. 1,2: the whole comparison once per count, "
-                   "everything cryptcost starts and the kernel's unbound workqueues pinned to that many "
-                   "CPUs (softirq is not): the scaling curve (default: no pinning)")
+    p.add_argument("--cpus", metavar="LIST",
+                   help="CPU counts, e.g. 1,2: the whole comparison once per count, "
+                   "everything cryptcost starts and the kernel's unbound workqueues pinned to "
+                   "that many CPUs (softirq is not): the scaling curve (default: no pinning)")
 
 
 def add_profile_option(p) -> None:
     p.add_argument("--profile", action="store_true",
-                   help="after the samples, one more round under perf (every CPU, sampled only while each "
-                        "pass runs): where each cell's CPU time goes, by layer, said in its verdict")
+                   help="after the samples, one more round under perf (every CPU, sampled only "
+                        "while each pass runs): where each cell's CPU time goes, by layer, said "
+                        "in its verdict")
 
 
 def cpu_counts(args) -> list[int | None]:
@@ -137,9 +139,9 @@ def recorded_run(args, command: str, host: dict):
 def add_host_options(p) -> None:
     """What a measuring command may change on the host for its run."""
     p.add_argument("--page-reporting", choices=quiet.CHOICES, default="hold",
-                   help="on a VM that hands freed memory back to its host: hold that off for the run, so "
-                        "memory freed between passes is not faulted in from the host again (default), or "
-                        "keep it as it is")
+                   help="on a VM that hands freed memory back to its host: hold that off for the "
+                        "run, so memory freed between passes is not faulted in from the host "
+                        "again (default), or keep it as it is")
 
 
 def quiet_host(res, host: dict, page_reporting: str = "hold") -> None:
@@ -183,15 +185,18 @@ class ConsoleProgress(Progress):
         text, steps = "", self.expected
         if eta is not None:
             steps = done - 1 + eta.steps
-            text = f"ETA ~{units.duration(eta.seconds)} ({eta.steps} of at most {eta.at_most_steps} steps left)"
+            text = (f"ETA ~{units.duration(eta.seconds)} ({eta.steps} of at most "
+                    f"{eta.at_most_steps} steps left)")
         if self.bar is not None:
-            self.bar.update(self.task, description=label[:40], completed=done - 1, total=steps, eta=text)
+            self.bar.update(self.task, description=label[:40], completed=done - 1, total=steps,
+                            eta=text)
             return
         now = time.monotonic()
         if now - self.last >= 5:
             self.last = now
             elapsed = now - self.started
-            err.print(f"  [{elapsed:5.0f} s] step {done}/{steps}" + (f", {text}" if text else "") + f": {label}")
+            err.print(f"  [{elapsed:5.0f} s] step {done}/{steps}" + (f", {text}" if text else "")
+                      + f": {label}")
 
     def finish(self) -> None:
         if self.bar is not None:

@@ -11,7 +11,8 @@ from cryptcost.units import rate
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("compare", parents=[common], help="compare two runs or hosts, with significance")
+    p = sub.add_parser("compare", parents=[common],
+                       help="compare two runs or hosts, with significance")
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
     p.add_argument("--json", action="store_true")
@@ -20,19 +21,21 @@ def add_parser(sub, common) -> None:
 
 def move_text(move: dict | None, marked: int) -> str:
     """What the host's own move between the runs means for the verdicts."""
-    note = ("each verdict's interval sees only the noise inside its own run, not a move of the whole host "
-            "between the runs")
+    note = ("each verdict's interval sees only the noise inside its own run, not a move of the "
+            "whole host between the runs")
     if not move:
-        return (f"the host's move between the runs is unknown (fewer than {MOVE_CELLS} OpenSSL cipher cells in both): "
-                f"{note}")
-    span = f"median over {move['cells']} OpenSSL cells, {(move['low'] - 1) * 100:+.1f} … {(move['high'] - 1) * 100:+.1f} %"
+        return (f"the host's move between the runs is unknown (fewer than {MOVE_CELLS} OpenSSL "
+                f"cipher cells in both): {note}")
+    span = (f"median over {move['cells']} OpenSSL cells, {(move['low'] - 1) * 100:+.1f} … "
+            f"{(move['high'] - 1) * 100:+.1f} %")
     if abs(move["ratio"] - 1) <= STILL:
-        return (f"the host's CPU held still between the runs ({(move['ratio'] - 1) * 100:+.1f} %, {span}); the host's "
-                "memory and I/O can still move between runs unseen by this, and by each verdict's interval, which "
-                "sees only the noise inside its own run")
-    return (f"the host's CPU moved {(move['ratio'] - 1) * 100:+.1f} % between the runs ({span}, which depend on "
-            f"nothing but the CPU): {note}. {marked} significant difference(s) lie within that move (≈ host): "
-            "the host alone could have made them; rerun both on a quiet host before reading them as the change's")
+        return (f"the host's CPU held still between the runs ({(move['ratio'] - 1) * 100:+.1f} %, "
+                f"{span}); the host's memory and I/O can still move between runs unseen by this, "
+                "and by each verdict's interval, which sees only the noise inside its own run")
+    return (f"the host's CPU moved {(move['ratio'] - 1) * 100:+.1f} % between the runs ({span}, "
+            f"which depend on nothing but the CPU): {note}. {marked} significant difference(s) lie "
+            "within that move (≈ host): the host alone could have made them; rerun both on a "
+            "quiet host before reading them as the change's")
 
 
 def run(args) -> int:
@@ -40,8 +43,8 @@ def run(args) -> int:
     a, b = store.run(args.run_a), store.run(args.run_b)
     if bool(a.host.get("emulated")) != bool(b.host.get("emulated")):
         emu, real = (a, b) if a.host.get("emulated") else (b, a)
-        raise UserError(f"run {emu.id} was measured in an emulated guest (cryptcost vm) and run {real.id} "
-                        "on real hardware: their speeds cannot be compared")
+        raise UserError(f"run {emu.id} was measured in an emulated guest (cryptcost vm) and run "
+                        f"{real.id} on real hardware: their speeds cannot be compared")
     results_a, results_b = store.results(a.id), store.results(b.id)
     move = host_move(results_a, results_b)
     rows = compare_runs(results_a, results_b, move)

@@ -10,7 +10,8 @@ from cryptcost.errors import UserError
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("import", parents=[common], help="add a run exported with report --format json")
+    p = sub.add_parser("import", parents=[common],
+                       help="add a run exported with report --format json")
     p.add_argument("file", metavar="FILE.json")
     p.set_defaults(func=run)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option, add_profile_option, cpu_counts, err, parse_accel, parse_list,
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option,
+                                  add_profile_option, cpu_counts, err, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.links import LINKS
 from cryptcost.report.terminal import network_table
@@ -13,19 +14,27 @@ from cryptcost.workloads.network import SETS, WORKLOADS
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("network", parents=[common], help="network stacks against plain TCP on the same link")
+    p = sub.add_parser("network", parents=[common],
+                       help="network stacks against plain TCP on the same link")
     p.add_argument("--stacks", default="all", metavar="LIST",
-                   help="stacks, e.g. tls,ssh:chacha20-poly1305,wireguard, or all (default: all available)")
-    p.add_argument("--link", default="netns", help=f"{', '.join(LINKS)} (default: netns, two namespaces "
+                   help="stacks, e.g. tls,ssh:chacha20-poly1305,wireguard, or all (default: "
+                        "all available)")
+    p.add_argument("--link", default="netns",
+                   help=f"{', '.join(LINKS)} (default: netns, two namespaces "
                    "joined by veth)")
-    p.add_argument("--mtu", type=int, default=1500, help="the link's MTU (default: 1500; 9000 for jumbo frames)")
-    p.add_argument("--streams", type=int, default=4, help="parallel streams of the 'streams' workload (default: 4)")
+    p.add_argument("--mtu", type=int, default=1500,
+                   help="the link's MTU (default: 1500; 9000 for jumbo frames)")
+    p.add_argument("--streams", type=int, default=4,
+                   help="parallel streams of the 'streams' workload (default: 4)")
     p.add_argument("--workloads", default="quick", metavar="LIST",
                    help=f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)} (default: quick)")
-    p.add_argument("--seconds", type=float, default=2.0, help="seconds per stream sample (default: 2)")
-    p.add_argument("--accel", default="on", help="on (default), or on,off: each measured stack also with "
+    p.add_argument("--seconds", type=float, default=2.0,
+                   help="seconds per stream sample (default: 2)")
+    p.add_argument("--accel", default="on",
+                   help="on (default), or on,off: each measured stack also with "
                    "its crypto library's hardware acceleration off, verified by the speed drop")
-    p.add_argument("--file-size", default="256M", help="size of the file-share workloads' large file "
+    p.add_argument("--file-size", default="256M",
+                   help="size of the file-share workloads' large file "
                    "(default: 256M)")
     add_cpus_option(p)
     add_profile_option(p)

@@ -7,7 +7,8 @@ from cryptcost.report.terminal import probe_tables
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("probe", parents=[common], help="describe this host and which stacks can run")
+    p = sub.add_parser("probe", parents=[common],
+                       help="describe this host and which stacks can run")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 

@@ -14,11 +14,14 @@ from cryptcost.report.render import FORMATS, render
 from cryptcost.report.terminal import summary_tables
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("report", parents=[common], help="a run as a table, Markdown, HTML, JSON or CSV")
-    p.add_argument("run_id", nargs="?", default="latest", metavar="RUN", help="run id (default: latest)")
+    p = sub.add_parser("report", parents=[common],
+                       help="a run as a table, Markdown, HTML, JSON or CSV")
+    p.add_argument("run_id", nargs="?", default="latest", metavar="RUN",
+                   help="run id (default: latest)")
     p.add_argument("--format", default="terminal", choices=FORMATS)
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    p.add_argument("--device-speed", metavar="RATE", help="cost model: predict on a device, e.g. 3GB/s")
+    p.add_argument("--device-speed", metavar="RATE",
+                   help="cost model: predict on a device, e.g. 3GB/s")
     p.add_argument("--link", metavar="LINK", help="cost model: predict over a link, e.g. 1GbE")
     p.set_defaults(func=run)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cryptcost.cli.common import (add_host_options, open_store, probe_host, ConsoleProgress, err, out, print_json,
+from cryptcost.cli.common import (add_host_options, open_store, probe_host, ConsoleProgress, err,
+                                  out, print_json,
                                   recorded_run)
 from cryptcost import units
 from cryptcost.errors import UserError
@@ -20,19 +21,26 @@ DEFAULT_REPORT = "cryptcost-report.html"
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("run", parents=[common], help="the main job: measure a suite, analyse, report")
-    p.add_argument("--suite", choices=SUITES, help="quick (default, about 5 min on 2 cores), standard, "
+    p = sub.add_parser("run", parents=[common],
+                       help="the main job: measure a suite, analyse, report")
+    p.add_argument("--suite", choices=SUITES,
+                   help="quick (default, about 5 min on 2 cores), standard, "
                    "seeds (the field reports' matrices), full")
     p.add_argument("--plan", metavar="FILE.toml", help="a plan file (see docs/plans.md)")
-    p.add_argument("--device-speed", metavar="RATE", help="predict throughput on a device, e.g. 3GB/s")
-    p.add_argument("--link", metavar="LINK", help="predict throughput over a link: 1GbE, 10GbE, 2.5Gbit")
+    p.add_argument("--device-speed", metavar="RATE",
+                   help="predict throughput on a device, e.g. 3GB/s")
+    p.add_argument("--link", metavar="LINK",
+                   help="predict throughput over a link: 1GbE, 10GbE, 2.5Gbit")
     p.add_argument("-o", "--report", default=DEFAULT_REPORT, metavar="FILE",
                    help=f"HTML report to write (default: {DEFAULT_REPORT})")
     p.add_argument("--no-report", action="store_true", help="write no HTML report")
-    p.add_argument("--time-budget", metavar="DURATION", help="plan the run to fit, e.g. 10m: fewer samples, "
+    p.add_argument("--time-budget", metavar="DURATION",
+                   help="plan the run to fit, e.g. 10m: fewer samples, "
                    "parts, block sizes or workloads; the report lists what was left out")
-    p.add_argument("--dry-run", action="store_true", help="print what would run and the estimate, then stop")
-    p.add_argument("--json", action="store_true", help="print one JSON object (results and analysis)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what would run and the estimate, then stop")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (results and analysis)")
     add_host_options(p)
     p.set_defaults(func=run)
 
@@ -64,12 +72,14 @@ def announce(plan, seconds: float, factor: tuple[float, int] = (1.0, 0)) -> None
                         f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])})")
         if part.storage:
             s = part.storage
-            what.append(f"storage {', '.join(s.get('stacks', ['all']))} × {', '.join(s.get('workloads', ['quick']))}"
+            what.append(f"storage {', '.join(s.get('stacks', ['all']))} × "
+                        f"{', '.join(s.get('workloads', ['quick']))}"
                         + _extent(s))
         if part.network:
             n = part.network
-            what.append(f"network {', '.join(n.get('stacks', ['all']))} × {', '.join(n.get('workloads', ['quick']))} "
-                        f"over {n.get('link', 'netns')}" + _extent(n))
+            what.append(f"network {', '.join(n.get('stacks', ['all']))} × "
+                        f"{', '.join(n.get('workloads', ['quick']))} over "
+                        f"{n.get('link', 'netns')}" + _extent(n))
         err.print(f"  {part.label}: " + "; ".join(what))
     for c in plan.cannot_run:
         if c.get("budget"):
@@ -80,14 +90,17 @@ def announce(plan, seconds: float, factor: tuple[float, int] = (1.0, 0)) -> None
     if cut:
         err.print(f"  {cut[0]['budget']}:")
         for c in cut:
-            err.print(f"    {c['part']}: {c['what']}" + (f" ({c['detail']})" if c["detail"] else ""))
+            err.print(f"    {c['part']}: {c['what']}"
+                      + (f" ({c['detail']})" if c["detail"] else ""))
     scale, runs = factor
     if runs:
-        err.print(f"estimated time: about {seconds * scale / 60:.1f} min (the model's {seconds / 60:.1f} min "
-                  f"× {scale:.2f}, what the last {runs} run(s) of this suite took here against theirs)")
+        err.print(f"estimated time: about {seconds * scale / 60:.1f} min (the model's "
+                  f"{seconds / 60:.1f} min × {scale:.2f}, what the last {runs} run(s) of this "
+                  "suite took here against theirs)")
     else:
-        err.print(f"estimated time: about {seconds / 60:.1f} min if every series is stable at its minimum "
-                  "number of samples; more if not (no earlier run of this suite here to calibrate from)")
+        err.print(f"estimated time: about {seconds / 60:.1f} min if every series is stable at its "
+                  "minimum number of samples; more if not (no earlier run of this suite here to "
+                  "calibrate from)")
 
 
 def run(args) -> int:
@@ -95,7 +108,8 @@ def run(args) -> int:
     model = _model(args, plan)
     if not args.no_report:
         _check_writable(args.report)
-    suite.validate_plan(plan)                              # bad input fails before anything is recorded
+    # bad input fails before anything is recorded
+    suite.validate_plan(plan)
     budget_s = units.parse_duration(args.time_budget, "--time-budget") if args.time_budget else None
     factor = _calibration(args, plan)
     if budget_s:
@@ -104,8 +118,10 @@ def run(args) -> int:
     announce(plan, seconds, factor)
     if args.dry_run:
         return 0
-    if budget_s:                                 # extra samples stop early enough to leave room for the rest
-        plan.policy = {**plan.policy, "deadline": time.monotonic() + budget.DEADLINE_SHARE * budget_s}
+    # extra samples stop early enough to leave room for the rest
+    if budget_s:
+        plan.policy = {**plan.policy,
+                       "deadline": time.monotonic() + budget.DEADLINE_SHARE * budget_s}
     host = probe_host()
     install_signal_handlers()
     started = time.monotonic()
@@ -114,7 +130,8 @@ def run(args) -> int:
             for note in host["notes"]:                # the host as quieted for the run
                 err.print(f"• {note}")
         store.update_extra(run_id, suite=plan.name, model=model, estimate_seconds=round(seconds, 1),
-                           time_budget=budget_s, skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
+                           time_budget=budget_s,
+                           skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
         outcome = suite.run_plan(plan, sink=sink, host=host,
                                  progress_factory=lambda what: _progress(what))
         store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
-from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option, add_profile_option, cpu_counts, parse_accel, parse_list,
+from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option,
+                                  add_profile_option, cpu_counts, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.media import parse_medium
 from cryptcost.units import parse_size
@@ -24,17 +25,22 @@ def add_parser(sub, common) -> None:
 
 def add_options(p) -> None:
     p.add_argument("--stacks", default="all", metavar="LIST",
-                   help="stacks, e.g. plain,fscrypt,gocryptfs:xchacha, or all (default: all available)")
-    p.add_argument("--medium", default="ram", help="ram (default), dir:PATH, device:/dev/X, or throttled:RATE (RAM behind a throttle of RATE, e.g. 200MB/s: checks the cost model)")
+                   help="stacks, e.g. plain,fscrypt,gocryptfs:xchacha, or all (default: "
+                        "all available)")
+    p.add_argument("--medium", default="ram",
+                   help="ram (default), dir:PATH, device:/dev/X, or throttled:RATE (RAM behind a "
+                        "throttle of RATE, e.g. 200MB/s: checks the cost model)")
     p.add_argument("--destroy-data-on", metavar="DEVICE", help="confirm that DEVICE may be wiped")
     p.add_argument("--force", action="store_true",
                    help="use a device that carries a filesystem signature (never a mounted one)")
     p.add_argument("--workloads", default="quick", metavar="LIST",
                    help=f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)} (default: quick)")
-    p.add_argument("--size", default=None, help="medium size per stack instance (default: chosen from "
+    p.add_argument("--size", default=None,
+                   help="medium size per stack instance (default: chosen from "
                    "free memory or space, 128M … 512M)")
     p.add_argument("--fs", default="ext4", choices=FILESYSTEMS, help="filesystem (default: ext4)")
-    p.add_argument("--accel", default="on", help="on (default), or on,off: each measured stack also with "
+    p.add_argument("--accel", default="on",
+                   help="on (default), or on,off: each measured stack also with "
                    "its crypto library's hardware acceleration off, verified by the speed drop")
     add_cpus_option(p)
     add_profile_option(p)

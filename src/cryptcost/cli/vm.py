@@ -29,15 +29,18 @@ HELP_TAIL = ("The numbers are emulated: under TCG the guest's CPU is software, s
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("vm", parents=[common], help="run a cryptcost command under Debian's stock kernel "
+    p = sub.add_parser("vm", parents=[common],
+                       help="run a cryptcost command under Debian's stock kernel "
                        "in a qemu guest (emulated numbers)", epilog=HELP_TAIL)
     p.add_argument("--timeout", type=float, default=1800, metavar="S",
                    help="kill the guest after S seconds (default 1800)")
-    p.add_argument("--memory", type=int, default=2048, metavar="MIB", help="guest memory (default 2048)")
+    p.add_argument("--memory", type=int, default=2048, metavar="MIB",
+                   help="guest memory (default 2048)")
     p.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
                    help="guest CPUs (default 2, at most this host's)")
     p.add_argument("--accel", choices=("auto", "tcg", "kvm"), default="auto",
-                   help="auto (the default: KVM where /dev/kvm boots the guest kernel quickly, else TCG), "
+                   help="auto (the default: KVM where /dev/kvm boots the guest kernel "
+                        "quickly, else TCG), "
                    "tcg (software: works everywhere) or kvm")
     p.add_argument("--kernel", metavar="VERSION", help="a kernel under /boot (default: the newest "
                    "with modules installed)")
@@ -73,10 +76,12 @@ def run(args) -> int:
     argv = guest_argv(args.argv)
     opts = VmOptions(timeout=args.timeout, memory_mib=args.memory, cpus=args.cpus, accel=args.accel,
                      kernel=args.kernel,
-                     blacklist=tuple(parse_list(args.blacklist, "module")) if args.blacklist else ())
+                     blacklist=tuple(parse_list(args.blacklist,
+                                                "module")) if args.blacklist else ())
     opts.validate()
     if os.geteuid() != 0:
-        raise UserError("cryptcost vm needs root: the guest reads this host's root filesystem as root")
+        raise UserError("cryptcost vm needs root: the guest reads this host's root "
+                        "filesystem as root")
     store = open_store(args)
     install_signal_handlers()
     with run_lock(sys.argv[1:]), Resources() as res:
@@ -84,10 +89,12 @@ def run(args) -> int:
     imported = import_guest_runs(store, outcome.store, outcome.emulated)
     how = outcome.emulated.get("accel", opts.accel)
     why = outcome.emulated.get("accel_why")
-    print(f"vm: kernel {outcome.kernel.version} ({how}{': ' + why if why and why != 'asked for' else ''}), "
-          f"{outcome.seconds:.0f} s, exit code "
+    print(f"vm: kernel {outcome.kernel.version} "
+          f"({how}{': ' + why if why and why != 'asked for' else ''}), {outcome.seconds:.0f} "
+          "s, exit code "
               f"{outcome.returncode}; console log {outcome.console}"
-              + (f"; imported as emulated run(s) {', '.join(map(str, imported))}" if imported else ""),
+              + (f"; imported as emulated run(s) {', '.join(map(str, imported))}" if imported
+                 else ""),
               file=sys.stderr)
     return outcome.returncode
 

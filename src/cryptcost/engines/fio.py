@@ -63,7 +63,8 @@ class FioJob:
 
     def argv(self, directory: str | Path, name: str) -> list[str]:
         rw = "read" if self.rw in FILE_OPS else self.rw
-        argv = ["fio", f"--name={name}", f"--directory={directory}", f"--rw={rw}", f"--bs={self.bs}",
+        argv = ["fio", f"--name={name}", f"--directory={directory}", f"--rw={rw}",
+                f"--bs={self.bs}",
                 f"--ioengine={self.ioengine()}", f"--iodepth={self.iodepth}",
                 f"--direct={int(self.direct)}", f"--end_fsync={int(self.end_fsync)}", *COMMON]
         if self.nrfiles > 1:
@@ -71,7 +72,8 @@ class FioJob:
                      "--openfiles=1", "--file_service_type=sequential",
                      f"--filename_format={name}.$filenum"]
             if self.rw in FILE_OPS:
-                argv = [a for a in argv if not a.startswith("--create_on_open")] + ["--create_on_open=0"]
+                argv = [a for a in argv
+                        if not a.startswith("--create_on_open")] + ["--create_on_open=0"]
         else:
             argv += [f"--filename={name}.dat", f"--size={self.size}"]
         if self.runtime:
@@ -122,7 +124,8 @@ def parse(text: str) -> FioOutcome:
     io_bytes = sum(s["io_bytes"] for s in sides)
     busiest = max(sides, key=lambda s: s["total_ios"])
     return FioOutcome(io_bytes=io_bytes, runtime_s=runtime_ms / 1000,
-                      bw_bytes=sum(s["bw_bytes"] for s in sides), iops=sum(s["iops"] for s in sides),
+                      bw_bytes=sum(s["bw_bytes"] for s in sides),
+                      iops=sum(s["iops"] for s in sides),
                       total_ios=sum(s["total_ios"] for s in sides),
                       lat_p50_us=_pct(busiest, "50.000000"), lat_p99_us=_pct(busiest, "99.000000"),
                       read_bytes=job.get("read", {}).get("io_bytes", 0),
@@ -136,7 +139,8 @@ def failure(stdout: str, stderr: str) -> str:
     prints it as a ``fio: …`` line before the JSON, on stdout, and stderr
     may be empty; the JSON's job carries only an errno, named here where no
     such line came."""
-    said = [ln.strip() for ln in (stderr + "\n" + stdout).splitlines() if ln.strip().startswith("fio:")]
+    said = [ln.strip() for ln in (stderr + "\n" + stdout).splitlines()
+            if ln.strip().startswith("fio:")]
     if said:
         return "; ".join(dict.fromkeys(said))
     start = stdout.find("{")
@@ -144,7 +148,8 @@ def failure(stdout: str, stderr: str) -> str:
         errno = json.loads(stdout[start:])["jobs"][0].get("error") if start >= 0 else None
     except (ValueError, KeyError, IndexError, TypeError):
         errno = None
-    return f"fio job error {errno} ({os.strerror(errno)})" if isinstance(errno, int) and errno else ""
+    return (f"fio job error {errno} ({os.strerror(errno)})" if isinstance(errno, int) and errno
+            else "")
 
 
 def run(job: FioJob, directory: str | Path, name: str, timeout: float = 900,

@@ -67,7 +67,8 @@ class GoEngine(CipherEngine):
         try:
             rates, seen_accel = parse_speed(done.stdout + done.stderr)
         except ValueError as exc:
-            raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr, why=str(exc)) from None
+            raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr,
+                               why=str(exc)) from None
         out = {}
         for cell in cells:
             if cell.algorithm in rates:

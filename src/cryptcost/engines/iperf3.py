@@ -62,10 +62,12 @@ def parse(text: str, reverse: bool = False) -> IperfOutcome:
         raise ProcessError(["iperf3"], None, text[-300:], "", why="reported no bytes received")
     cpu = end.get("cpu_utilization_percent") or {}
     seconds = float(received["seconds"])
-    # iperf3's CPU figures are percentages of its own wall time; its test lasted the sender's seconds.
+    # iperf3's CPU figures are percentages of its own wall time; its test lasted the sender's
+    # seconds.
     wall = float(sent.get("seconds") or seconds)
     version = (data.get("start") or {}).get("version")
-    return IperfOutcome(bytes=int(received["bytes"]), seconds=seconds, retransmits=sent.get("retransmits"),
+    return IperfOutcome(bytes=int(received["bytes"]), seconds=seconds,
+                        retransmits=sent.get("retransmits"),
                         client_cpu=cpu.get("host_total", 0.0) / 100 * wall,
                         server_cpu=cpu.get("remote_total", 0.0) / 100 * wall,
                         version=version.split()[-1] if version else None)

@@ -82,7 +82,8 @@ class KernelEngine(CipherEngine):
         try:
             enc, dec = parse_benchmark(done.stdout + done.stderr)[(spec, bits)]
         except (ValueError, KeyError) as exc:
-            raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr, why=str(exc)) from None
+            raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr,
+                               why=str(exc)) from None
         return enc, dec, done.seconds
 
     def measure(self, cell: Cell) -> Sample:

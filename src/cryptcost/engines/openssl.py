@@ -49,7 +49,8 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
     _alg("camellia-256-cbc", "cipher", hw=()),
     _alg("des-ede3-cbc", "cipher", hw=(), warning=_OLD),
     _alg("bf-cbc", "cipher", hw=(), warning=_OLD),
-    _alg("hmac-md5", "mac", hw=(), arg="md5", warning="MD5 is broken as a hash; HMAC-MD5 is legacy"),
+    _alg("hmac-md5", "mac", hw=(), arg="md5",
+         warning="MD5 is broken as a hash; HMAC-MD5 is legacy"),
     _alg("hmac-sha1", "mac", hw=("sha_ni",), arg="sha1"),
     _alg("hmac-sha256", "mac", hw=("sha_ni",), arg="sha256"),
 ]}
@@ -85,7 +86,8 @@ class OpenSSLEngine(CipherEngine):
 
     def argv(self, cell: Cell, seconds: int) -> list[str]:
         alg = ALGORITHMS[cell.algorithm]
-        argv = ["openssl", "speed", "-mr", "-seconds", str(seconds), "-bytes", str(cell.buffer_bytes)]
+        argv = ["openssl", "speed", "-mr", "-seconds", str(seconds), "-bytes",
+                str(cell.buffer_bytes)]
         if cell.threads > 1:
             argv += ["-multi", str(cell.threads)]
         if cell.algorithm in LEGACY:
@@ -103,7 +105,8 @@ class OpenSSLEngine(CipherEngine):
         try:
             value = parse_speed(done.stdout)
         except ValueError as exc:
-            raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr, why=str(exc)) from None
+            raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr,
+                               why=str(exc)) from None
         return Sample(value=value, seconds=done.seconds, bytes_moved=int(value * seconds),
                       metrics={"harness_cpu_s": cpu.harness_cpu() - harness})
 

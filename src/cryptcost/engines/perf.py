@@ -42,7 +42,8 @@ def check() -> None:
     if os.geteuid() != 0:
         paranoid = Path("/proc/sys/kernel/perf_event_paranoid")
         if paranoid.exists() and int(paranoid.read_text().split()[0] or 2) > -1:
-            raise Unavailable("perf needs root to sample every CPU (kernel.perf_event_paranoid > -1)",
+            raise Unavailable("perf needs root to sample every CPU "
+                              "(kernel.perf_event_paranoid > -1)",
                               install="run with sudo")
 
 
@@ -99,7 +100,8 @@ def record(res: Resources, path: Path) -> Recording:
         os.mkfifo(fifo, 0o600)
     # O_RDWR: opening a FIFO for reading or writing alone would wait for the other end
     ctl_fd, ack_fd = os.open(ctl, os.O_RDWR), os.open(ack, os.O_RDWR | os.O_NONBLOCK)
-    daemon = res.daemon(["perf", "record", "-e", "cpu-clock", "-F", str(FREQ), "-a", "-g", "-D", "-1",
+    daemon = res.daemon(["perf", "record", "-e", "cpu-clock", "-F", str(FREQ), "-a", "-g", "-D",
+                         "-1",
                          "--control", f"fifo:{ctl},{ack}", "-o", str(path)],
                         logfile=str(path.with_suffix(".log")))
     return Recording(path, daemon, ctl_fd, ack_fd, res)
@@ -111,7 +113,8 @@ def top(path: Path, min_share: float = 0.001) -> tuple[list[dict], int]:
     first, down to ``min_share`` of all samples; the number of samples). The addresses of
     a program without symbols (a stripped Go binary) are one row, ``sym`` "(no symbols)":
     each alone is below the cut, together they are the program's own code."""
-    done = proc.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none", "-n",
+    done = proc.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none",
+                     "-n",
                      "--sort", "comm,dso,sym", "--percent-limit", "0", "-t", "\t"], timeout=300)
     rows, total = parse_report(done.stdout)
     return [r for r in rows if r["share"] >= min_share], total
@@ -131,7 +134,8 @@ def parse_report(text: str) -> tuple[list[dict], int]:
                      "where": "kernel" if sym.startswith("[k]") else "user"})
     if not rows:
         if re.search(r"^# Samples: [1-9]", text, re.M):
-            raise ProcessError(["perf", "report"], 0, text[-2000:], "", why="perf report gave no rows")
+            raise ProcessError(["perf", "report"], 0, text[-2000:], "",
+                               why="perf report gave no rows")
         return [], 0
     total = sum(r["samples"] for r in rows)
     merged: dict[tuple, dict] = {}

@@ -31,7 +31,8 @@ def argv(iface: str, path: str | Path, count: int = COUNT, snaplen: int = SNAPLE
     """Capture ``count`` packets of ``iface`` into ``path``, then exit.
     ``-Z root`` keeps the file ours; ``-U`` writes each packet at once;
     ``direction`` (in, out) keeps only the packets going that way."""
-    return ["tcpdump", "-i", iface, "-n", "--immediate-mode", "-c", str(count), "-s", str(snaplen), "-U", "-Z", "root",
+    return ["tcpdump", "-i", iface, "-n", "--immediate-mode", "-c", str(count), "-s", str(snaplen),
+            "-U", "-Z", "root",
             *(["-Q", direction] if direction else []), "-w", str(path)]
 
 

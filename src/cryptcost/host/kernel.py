@@ -75,7 +75,8 @@ def _module_present(*names: str) -> bool:
 
 def _in_filesystems(name: str) -> bool:
     try:
-        return any(line.split()[-1] == name for line in Path("/proc/filesystems").read_text().splitlines())
+        return any(line.split()[-1] == name
+                   for line in Path("/proc/filesystems").read_text().splitlines())
     except OSError:
         return False
 
@@ -131,7 +132,8 @@ def features() -> dict[str, dict]:
         "loop": feat(Path("/dev/loop-control").exists(), "/dev/loop-control"),
         "brd": feat(_module_present("brd") or Path("/dev/ram0").exists(), "brd module"),
         "netns": feat(Path("/proc/self/ns/net").exists(), "/proc/self/ns/net"),
-        "veth": feat(_module_present("veth") or _builtin("veth", "CONFIG_VETH"), "veth module or built in"),
+        "veth": feat(_module_present("veth") or _builtin("veth", "CONFIG_VETH"),
+                     "veth module or built in"),
         "tun": feat(Path("/dev/net/tun").exists(), "/dev/net/tun"),
         "xfrm": feat(Path("/proc/net/xfrm_stat").exists(), "/proc/net/xfrm_stat"),
         "esp": feat(_module_present("esp4"), "esp4 module"),
@@ -163,7 +165,8 @@ def kernel_info() -> dict:
 
 
 PAGE_REPORTING = Path("/sys/module/page_reporting/parameters")
-PAGE_REPORTING_ORDER = str(PAGE_REPORTING / "page_reporting_order")   # a setting cryptcost may change
+# a setting cryptcost may change
+PAGE_REPORTING_ORDER = str(PAGE_REPORTING / "page_reporting_order")
 
 
 def free_block_orders(buddyinfo: str = "/proc/buddyinfo") -> int | None:

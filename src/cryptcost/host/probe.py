@@ -52,13 +52,14 @@ def notes(info: dict) -> list[str]:
     for name in _WATCHED:
         d = drivers.get(name)
         if d and d["implementation"] == "software" and flags.get("aes"):
-            out.append(f"kernel {name} is served by {d['driver']}, a software AES, although the CPU "
-                       "has AES-NI: kernel-side encryption (dm-crypt, fscrypt) will be cipher-bound "
-                       "far below OpenSSL's speed")
+            out.append(f"kernel {name} is served by {d['driver']}, a software AES, although the "
+                       "CPU has AES-NI: kernel-side encryption (dm-crypt, fscrypt) will be "
+                       "cipher-bound far below OpenSSL's speed")
             break
     if "xts(aes)" not in drivers:
         base = drivers.get("aes", {}).get("driver", "?")
-        out.append(f"xts(aes) is not instantiated yet; the kernel will build it from {base} on first use")
+        out.append(f"xts(aes) is not instantiated yet; the kernel will build it from {base} "
+                   "on first use")
     gov = info["cpu"].get("governor")
     if gov and gov != "performance":
         out.append(f"CPU governor is {gov}: results vary with the clock; set 'performance' "
@@ -69,16 +70,18 @@ def notes(info: dict) -> list[str]:
     reporting = info.get("page_reporting") or {}
     held = reporting.get("run") or {}
     if reporting.get("enabled") and held.get("held"):
-        out.append(f"this VM hands the memory it frees back to its host (free page reporting); cryptcost held "
-                   f"that off for the run (page_reporting_order {held['was']} → {held['order']}, an order no "
-                   "free block reaches), so memory freed between passes stayed in the VM; what the run takes for "
-                   "the first time faults in from the host once, before the first sample: every page of the RAM "
-                   "medium is written at its creation, and twice the medium's size of memory is touched")
+        out.append("this VM hands the memory it frees back to its host (free page reporting); "
+                   f"cryptcost held that off for the run (page_reporting_order {held['was']} → "
+                   f"{held['order']}, an order no free block reaches), so memory freed between "
+                   "passes stayed in the VM; what the run takes for the first time faults in from "
+                   "the host once, before the first sample: every page of the RAM medium is "
+                   "written at its creation, and twice the medium's size of memory is touched")
     elif reporting.get("enabled"):
-        out.append("this VM hands the memory it frees back to its host (free page reporting): memory it "
-                   "allocates again may fault in from the host first, several times slower than memory reused "
-                   "(measured on such a VM: 2 GiB freed and touched again 4 s later at 0.44–1.0 GB/s, 1.6–1.9 "
-                   "GB/s with reporting held off), one more reason page-cache figures vary from run to run"
+        out.append("this VM hands the memory it frees back to its host (free page reporting): "
+                   "memory it allocates again may fault in from the host first, several times "
+                   "slower than memory reused (measured on such a VM: 2 GiB freed and touched "
+                   "again 4 s later at 0.44–1.0 GB/s, 1.6–1.9 GB/s with reporting held off), one "
+                   "more reason page-cache figures vary from run to run"
                    + (f"; not held off for this run: {held['why']}" if held.get("why") else ""))
     if info.get("emulated"):
         out.append(info["emulated"]["why"])

@@ -26,8 +26,8 @@ def _holder(path) -> str:
     except (OSError, ValueError):
         return "another cryptcost run"
     since = time.strftime("%H:%M:%S", time.localtime(info.get("since", 0)))
-    return (f"cryptcost run pid {info.get('pid', '?')} ('cryptcost {' '.join(info.get('argv', []))[:80]}', "
-            f"since {since})")
+    return (f"cryptcost run pid {info.get('pid', '?')} ('cryptcost "
+            f"{' '.join(info.get('argv', []))[:80]}', since {since})")
 
 
 def _refuse(path) -> UserError:

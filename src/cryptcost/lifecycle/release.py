@@ -42,7 +42,8 @@ def releaser(type_: str):
 # --- mount table ------------------------------------------------------------------
 
 def _unescape(path: str) -> str:
-    return path.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+    return path.replace("\\040",
+                        " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 
 
 def mounts() -> dict[str, str]:
@@ -75,7 +76,8 @@ def release_mount(data: dict) -> None:
         if not is_mounted(target):
             return
         try:
-            done = proc.run(["umount", target], check=False, timeout=max(1.0, deadline - time.monotonic()))
+            done = proc.run(["umount", target], check=False,
+                            timeout=max(1.0, deadline - time.monotonic()))
         except ProcessError:                     # it hung until the deadline: detach it lazily
             break
         if done.returncode == 0:
@@ -221,7 +223,8 @@ def release_keyfile(data: dict) -> None:
 
 # System settings cryptcost may change for a run, and only these: restored from the journal.
 SETTINGS = ("/sys/devices/virtual/workqueue/cpumask",     # where unbound kernel workqueues may run
-            "/sys/module/page_reporting/parameters/page_reporting_order")   # free page reporting, held off
+            # free page reporting, held off
+            "/sys/module/page_reporting/parameters/page_reporting_order")
 
 
 @releaser("setting")

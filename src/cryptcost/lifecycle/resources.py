@@ -54,7 +54,8 @@ def signals_deferred(pending: int):
     raised once release is over (each release step has its own timeout)."""
     global _deferring
     if _deferring or threading.current_thread() is not threading.main_thread():
-        yield                                    # already held by an outer release, or not the main thread
+        # already held by an outer release, or not the main thread
+        yield
         return
     held: list[int] = []
 
@@ -84,7 +85,8 @@ class Resources:
 
     def __init__(self, journal: Journal | None = None, base: str | None = None):
         self.journal = journal or Journal.create()
-        os.environ[RUN_ENV] = self.journal.token        # inherited by every process started from here on
+        # inherited by every process started from here on
+        os.environ[RUN_ENV] = self.journal.token
         self.base = Path(base or tempfile.gettempdir())
         self._keydir: Path | None = None
         self.failures: list[str] = []
@@ -153,7 +155,8 @@ class Resources:
         if path not in SETTINGS:
             raise CryptcostError(f"{path} is not a setting cryptcost changes")
         old = Path(path).read_text().strip()
-        return self.track("setting", lambda e: (Path(path).write_text(value), e)[1], path=path, old=old)
+        return self.track("setting", lambda e: (Path(path).write_text(value), e)[1], path=path,
+                          old=old)
 
     def mount(self, source: str, target: str | Path, fstype: str | None = None,
               options: str | None = None, via: list[str] = (), helper: bool = True) -> None:
@@ -175,7 +178,8 @@ class Resources:
         def create(entry: Entry) -> str:
             extra = (["--offset", str(offset)] if offset else []) + \
                     (["--sizelimit", str(size)] if size else [])
-            done = proc.run(["losetup", "--find", "--show", f"--direct-io={'on' if direct_io else 'off'}"]
+            done = proc.run(["losetup", "--find", "--show",
+                             f"--direct-io={'on' if direct_io else 'off'}"]
                             + extra + [str(backing)], timeout=60)
             device = done.stdout.strip()
             self.journal.update(entry, device=device)
@@ -203,10 +207,12 @@ class Resources:
             self.journal.update(entry, pid=d.pid, started=started)
             d.entry = entry
             return d
-        # `ip netns exec NS PROGRAM …` becomes PROGRAM: the pid check at release must expect that name.
+        # `ip netns exec NS PROGRAM …` becomes PROGRAM: the pid check at release must expect that
+        # name.
         program = proc.program(argv)
         extra = {"mountpoint": str(mountpoint)} if mountpoint else {}
-        return self.track("daemon", create, argv0=program, exe=os.path.basename(program), graceful=graceful,
+        return self.track("daemon", create, argv0=program, exe=os.path.basename(program),
+                          graceful=graceful,
                           **extra)
 
     def stop(self, daemon: proc.Daemon, timeout: float = 10) -> int | None:
@@ -234,7 +240,8 @@ class Resources:
             self.fuse_mounted(daemon, mountpoint, timeout)
         return daemon
 
-    def fuse_mounted(self, daemon: proc.Daemon, mountpoint: str | Path, timeout: float = 60) -> None:
+    def fuse_mounted(self, daemon: proc.Daemon, mountpoint: str | Path,
+                     timeout: float = 60) -> None:
         """Wait for the mount of a daemon started by :meth:`fuse`, and journal
         that it appeared: a daemon that never mounted has nothing to flush, so
         its release signals it at once rather than after ``graceful``."""
@@ -251,7 +258,8 @@ class Resources:
             self._keydir = path
         return self._keydir
 
-    def keyfile(self, nbytes: int = 32, *, text: bool = False, name: str | None = None) -> tuple[Path, bytes]:
+    def keyfile(self, nbytes: int = 32, *, text: bool = False,
+                name: str | None = None) -> tuple[Path, bytes]:
         """A fresh random key in a 0600 file on the key tmpfs: (path, key).
 
         ``text`` makes the key a hex string (for tools that want a
@@ -268,7 +276,8 @@ class Resources:
         the key tmpfs, journalled so it is zeroed and removed at release.
         ``name`` is a readable suffix; the path returned is unique."""
         token = secrets.token_hex(4)
-        path = self.keydir() / (f"{token}-{name}" if name else f"key-{token}")     # never two at one path
+        # never two at one path
+        path = self.keydir() / (f"{token}-{name}" if name else f"key-{token}")
         entry = self.journal.add("keyfile", path=str(path))
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

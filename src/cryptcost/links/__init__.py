@@ -84,12 +84,14 @@ class Link(ABC):
 
     def listening(self, end: str, port: int) -> bool:
         """Whether a TCP socket listens on ``port`` at ``end``."""
-        done = proc.run(self.argv(end, ["ss", "-Hltn", f"sport = :{port}"]), check=False, timeout=10)
+        done = proc.run(self.argv(end, ["ss", "-Hltn", f"sport = :{port}"]), check=False,
+                        timeout=10)
         return bool(done.stdout.strip())
 
     def has_iface(self, end: str, dev: str) -> bool:
         """Whether network interface ``dev`` exists at ``end``."""
-        return proc.run(self.argv(end, ["ip", "link", "show", dev]), check=False, timeout=10).returncode == 0
+        return proc.run(self.argv(end, ["ip", "link", "show", dev]), check=False,
+                        timeout=10).returncode == 0
 
     def describe(self) -> dict:
         return {"link": self.name, "mtu": self.mtu}
@@ -107,11 +109,14 @@ class NetnsLink(Link):
         tag = secrets.token_hex(3)
         self.ns = {"a": f"cc-{tag}-a", "b": f"cc-{tag}-b"}
         for end, ns in self.ns.items():
-            res.track("netns", lambda e, ns=ns: proc.run(["ip", "netns", "add", ns], timeout=30), name=ns)
+            res.track("netns", lambda e, ns=ns: proc.run(["ip", "netns", "add", ns], timeout=30),
+                      name=ns)
         veth_a, veth_b = f"cc{tag}a", f"cc{tag}b"
         self.veth = {"a": veth_a, "b": veth_b}
-        # The pair lives in namespace a from birth; deleting a namespace deletes its end and the peer.
-        proc.run(["ip", "-n", self.ns["a"], "link", "add", veth_a, "mtu", str(self.mtu), "type", "veth",
+        # The pair lives in namespace a from birth; deleting a namespace deletes its end and the
+        # peer.
+        proc.run(["ip", "-n", self.ns["a"], "link", "add", veth_a, "mtu", str(self.mtu), "type",
+                  "veth",
                   "peer", "name", veth_b, "netns", self.ns["b"], "mtu", str(self.mtu)], timeout=30)
         for end, addr in (("a", self.a_addr), ("b", self.b_addr)):
             ns, dev = self.ns[end], self.veth[end]
@@ -133,14 +138,16 @@ class NetnsLink(Link):
         if not proc.which("ethtool"):
             return {}
         done = proc.run(self.argv(end, ["ethtool", "-k", self.veth[end]]), check=False, timeout=30)
-        wanted = ("generic-segmentation-offload", "generic-receive-offload", "tcp-segmentation-offload")
+        wanted = ("generic-segmentation-offload", "generic-receive-offload",
+                  "tcp-segmentation-offload")
         return {k: v.split()[0] for line in done.stdout.splitlines()
                 for k, _, v in [line.partition(":")] if k.strip() in wanted and v.strip()}
 
     def describe(self) -> dict:
         d = super().describe()
         d["namespaces"] = dict(getattr(self, "ns", {}))
-        d["offloads"] = {end: self.offloads(end) for end in ("a", "b")} if hasattr(self, "ns") else {}
+        d["offloads"] = {end: self.offloads(end)
+                         for end in ("a", "b")} if hasattr(self, "ns") else {}
         d["shared_cpus"] = "both ends share this machine's CPUs"
         return d
 
@@ -179,7 +186,8 @@ LINKS = {cls.name: cls for cls in (NetnsLink, LoopbackLink)}
 def parse_link(spec: str, mtu: int = 1500) -> Link:
     """``netns`` or ``loopback`` (``peer:HOST`` is designed, not built)."""
     if spec.startswith("peer:"):
-        raise UserError(f"--link {spec}: remote peers (cryptcost agent) are not built yet; use netns or loopback")
+        raise UserError(f"--link {spec}: remote peers (cryptcost agent) are not built yet; use "
+                        "netns or loopback")
     if spec not in LINKS:
         raise UserError(f"bad --link {spec!r}: use {', '.join(LINKS)}")
     return LINKS[spec](mtu)

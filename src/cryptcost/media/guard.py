@@ -29,7 +29,8 @@ def _holders(device: str, sysfs: str = "/sys/class/block") -> list[str]:
     name = os.path.basename(real)
     parts = {real} | {f"/dev/{p.name}" for p in Path(f"{sysfs}/{name}").glob(f"{name}*")}
     used = [f"/dev/{h.name} (built on {os.path.basename(part)})"
-            for part in sorted(parts) for h in sorted(Path(f"{sysfs}/{os.path.basename(part)}/holders").glob("*"))]
+            for part in sorted(parts)
+            for h in sorted(Path(f"{sysfs}/{os.path.basename(part)}/holders").glob("*"))]
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
             source = line.partition(" - ")[2].split()[1]
@@ -83,8 +84,8 @@ class DeviceMedium(Medium):
             raise UserError(f"{dev} is not a block device")
         held = _holders(dev)
         if held:
-            raise UserError(f"{dev} is in use ({', '.join(held)}: mounted, swap or a device on top): refused even "
-                            "with --force; unmount it first")
+            raise UserError(f"{dev} is in use ({', '.join(held)}: mounted, swap or a device on "
+                            "top): refused even with --force; unmount it first")
         found = signatures(dev)
         if found and not self.force:
             raise UserError(f"{dev} carries {', '.join(found)} signature(s): it holds data; "

@@ -34,7 +34,8 @@ class ThrottledMedium(RamMedium):
 
     def check(self, size: int, count: int) -> None:
         if not proc.which("qemu-storage-daemon"):
-            raise UserError("the throttled medium needs qemu-storage-daemon: apt-get install qemu-system-common")
+            raise UserError("the throttled medium needs qemu-storage-daemon: apt-get install "
+                            "qemu-system-common")
         super().check(size, count)
 
     def provide(self, res: Resources, size: int) -> Backing:
@@ -47,7 +48,8 @@ class ThrottledMedium(RamMedium):
                 "--blockdev", "driver=throttle,node-name=thr0,throttle-group=tg0,file=file0",
                 "--export", f"type=fuse,id=exp0,node-name=thr0,mountpoint={export},writable=on"]
         res.fuse(argv, export, logfile=str(image.parent / "qsd.log"), exits_on_unmount=False)
-        return Backing(res.loop(export, direct_io=False), size, self.describe()["medium"], str(image),
+        return Backing(res.loop(export, direct_io=False), size, self.describe()["medium"],
+                       str(image),
                        cached=True)
 
     def describe(self) -> dict:

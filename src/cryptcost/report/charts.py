@@ -27,7 +27,8 @@ COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 def _svg(fig) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": "cryptcost"})
+    fig.savefig(buf, format="svg", bbox_inches="tight",
+                metadata={"Date": None, "Creator": "cryptcost"})
     plt.close(fig)
     text = buf.getvalue()
     return text[text.index("<svg"):]
@@ -43,7 +44,8 @@ def _err(r: Stored) -> tuple[float, float]:
     return max(0.0, _mbs(m - lo)), max(0.0, _mbs(hi - m))
 
 
-def throughput_vs_baseline(storage: list[Stored], workload: str = "seq", block: int = 1 << 20) -> str | None:
+def throughput_vs_baseline(storage: list[Stored], workload: str = "seq",
+                           block: int = 1 << 20) -> str | None:
     """Median throughput per stack (write and read), baselines in grey, CI whiskers."""
     rows = [r for r in storage if r.cell.workload == workload and r.cell.block_bytes == block
             and r.bytes_per_s is not None and r.cell.op in ("write", "read")]
@@ -72,7 +74,8 @@ def throughput_vs_baseline(storage: list[Stored], workload: str = "seq", block: 
     ax.set_xlabel(f"throughput, MB/s ({workload}, {block // 1024} KiB blocks; whiskers: 95 % CI)")
     ax.set_ylabel("stack")
     from matplotlib.patches import Patch
-    ax.legend(handles=[Patch(color=COLOURS[0], label="write"), Patch(color=COLOURS[1], hatch="//", label="read"),
+    ax.legend(handles=[Patch(color=COLOURS[0], label="write"),
+                       Patch(color=COLOURS[1], hatch="//", label="read"),
                        Patch(color=BASE_COLOUR, label="baseline")], loc="lower right")
     return _svg(fig)
 
@@ -96,7 +99,8 @@ def overhead(storage: list[Stored]) -> str | None:
     ax.set_xlabel("overhead against the matched baseline, % (1 − stack/baseline; whiskers: 95 % CI)")
     from matplotlib.patches import Patch
     ax.legend(handles=[Patch(color=COLOURS[3], label="significant"),
-                       Patch(color=BASE_COLOUR, label="no significant difference")], loc="lower right")
+                       Patch(color=BASE_COLOUR, label="no significant difference")],
+              loc="lower right")
     return _svg(fig)
 
 
@@ -109,11 +113,14 @@ def cpu_cost(storage: list[Stored]) -> str | None:
     stacks = sorted({r.stack for r in rows})
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(stacks) + 1.2))
     for j, op in enumerate(("write", "read")):
-        vals = [next((r.cpu_s_per_gib for r in rows if r.stack == s and r.cell.op == op), 0) for s in stacks]
-        ax.barh([i + (j - 0.5) * 0.38 for i in range(len(stacks))], vals, height=0.38, color=COLOURS[j], label=op)
+        vals = [next((r.cpu_s_per_gib for r in rows if r.stack == s and r.cell.op == op),
+                     0) for s in stacks]
+        ax.barh([i + (j - 0.5) * 0.38 for i in range(len(stacks))], vals, height=0.38,
+                color=COLOURS[j], label=op)
     ax.set_yticks(range(len(stacks)), stacks)
     ax.invert_yaxis()
-    ax.set_xlabel(f"CPU-seconds per GiB moved, whole system ({_block(rows[0].cell.block_bytes)} blocks)")
+    ax.set_xlabel("CPU-seconds per GiB moved, whole system "
+                  f"({_block(rows[0].cell.block_bytes)} blocks)")
     ax.set_ylabel("stack")
     ax.legend(loc="lower right")
     return _svg(fig)
@@ -153,15 +160,18 @@ def ciphers(cipher_rows: list[Stored]) -> str | None:
     rows = [r for r in cipher_rows if r.cell.threads == 1]
     if not rows:
         return None
-    size = max({r.cell.buffer_bytes for r in rows}, key=lambda s: sum(1 for r in rows if r.cell.buffer_bytes == s))
+    size = max({r.cell.buffer_bytes for r in rows},
+               key=lambda s: sum(1 for r in rows if r.cell.buffer_bytes == s))
     rows = [r for r in rows if r.cell.buffer_bytes == size]
     labels = sorted({f"{r.cell.engine} {r.cell.algorithm}" for r in rows})
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(labels) + 1.2))
     for j, accel in enumerate((True, False)):
         vals = [next((_mbs(r.bytes_per_s) for r in rows
-                      if f"{r.cell.engine} {r.cell.algorithm}" == lab and r.cell.accel == accel), 0) for lab in labels]
+                      if f"{r.cell.engine} {r.cell.algorithm}" == lab and r.cell.accel == accel),
+                     0) for lab in labels]
         if any(vals):
-            ax.barh([i + (j - 0.5) * 0.4 for i in range(len(labels))], vals, height=0.4, color=COLOURS[j * 3],
+            ax.barh([i + (j - 0.5) * 0.4 for i in range(len(labels))], vals, height=0.4,
+                    color=COLOURS[j * 3],
                     label="acceleration on" if accel else "acceleration off")
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
@@ -178,12 +188,15 @@ def core_scaling(cipher_rows: list[Stored]) -> str | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 3.4))
     size = min({r.cell.buffer_bytes for r in cipher_rows}, key=lambda s: abs(s - 4096))
-    series = sorted({(r.cell.engine, r.cell.algorithm, r.cell.buffer_bytes, r.cell.accel) for r in cipher_rows
+    series = sorted({(r.cell.engine, r.cell.algorithm, r.cell.buffer_bytes,
+                      r.cell.accel) for r in cipher_rows
                      if r.cell.buffer_bytes == size})
     for i, (engine, alg, size, accel) in enumerate(series[:10]):
         pts = sorted((r.cell.threads, _mbs(r.bytes_per_s)) for r in cipher_rows
-                     if (r.cell.engine, r.cell.algorithm, r.cell.buffer_bytes, r.cell.accel) == (engine, alg, size, accel))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=COLOURS[i % len(COLOURS)],
+                     if (r.cell.engine, r.cell.algorithm, r.cell.buffer_bytes,
+                         r.cell.accel) == (engine, alg, size, accel))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                color=COLOURS[i % len(COLOURS)],
                 label=f"{alg} {_block(size)}{'' if accel else ' no-accel'}")
     ax.set_xticks(threads)
     ax.set_xlabel(f"threads (openssl speed -multi), {_block(size)} buffers")
@@ -212,10 +225,13 @@ def stack_scaling(curves: list[dict]) -> dict[str, str]:
                     continue
                 x = [xs[p["cpus"] or 0] + (0 if accel else 0.06) for p in pts]
                 y = [_mbs(p["bytes_per_s"]) for p in pts]
-                lo = [max(0.0, y_ - _mbs((p["ci95"] or [p["bytes_per_s"]] * 2)[0])) for y_, p in zip(y, pts)]
-                hi = [max(0.0, _mbs((p["ci95"] or [p["bytes_per_s"]] * 2)[1]) - y_) for y_, p in zip(y, pts)]
+                lo = [max(0.0, y_ - _mbs((p["ci95"] or [p["bytes_per_s"]] * 2)[0]))
+                      for y_, p in zip(y, pts)]
+                hi = [max(0.0, _mbs((p["ci95"] or [p["bytes_per_s"]] * 2)[1]) - y_)
+                      for y_, p in zip(y, pts)]
                 colour = COLOURS[i % len(COLOURS)]
-                ax.errorbar(x, y, yerr=[lo, hi], color=colour, linestyle="-" if accel else "--", capsize=3,
+                ax.errorbar(x, y, yerr=[lo, hi], color=colour, linestyle="-" if accel else "--",
+                            capsize=3,
                             label=f"{c['cell']}, acceleration {'on' if accel else 'off'}")
                 for xi, yi, p in zip(x, y, pts):
                     ax.plot([xi], [yi], marker="o", markersize=6, color=colour,
@@ -233,7 +249,8 @@ def stack_scaling(curves: list[dict]) -> dict[str, str]:
 def _block(n: int) -> str:
     if not n:
         return ""
-    return f"{n // (1 << 20)} MiB" if n >= 1 << 20 else f"{n // 1024} KiB" if n >= 1024 else f"{n} B"
+    return (f"{n // (1 << 20)} MiB" if n >= 1 << 20 else f"{n // 1024} KiB" if n >= 1024
+            else f"{n} B")
 
 
 def network_throughput(network: list[Stored]) -> str | None:
@@ -255,7 +272,8 @@ def network_throughput(network: list[Stored]) -> str | None:
     ax.set_xscale("log")
     ax.set_xlabel("throughput, Gbit/s, log scale (both ends on this host's CPUs; whiskers: 95 % CI)")
     from matplotlib.patches import Patch
-    ax.legend(handles=[Patch(color=COLOURS[0], label="encrypted"), Patch(color=BASE_COLOUR, label="baseline")],
+    ax.legend(handles=[Patch(color=COLOURS[0], label="encrypted"),
+                       Patch(color=BASE_COLOUR, label="baseline")],
               loc="lower right")
     return _svg(fig)
 

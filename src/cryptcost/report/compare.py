@@ -19,7 +19,8 @@ from cryptcost.model import Cell
 from cryptcost.record import Stored, read
 
 MOVE_CELLS = 3            # OpenSSL cells both runs need before the host's move is estimated
-STILL = 0.02              # a host whose cipher cells moved less than this between the runs held still
+# a host whose cipher cells moved less than this between the runs held still
+STILL = 0.02
 
 def key(r: Stored) -> Cell:
     """The identity of a result across runs: its cell, whichever suite's part planned it."""
@@ -37,17 +38,21 @@ def environment_diff(a: dict, b: dict) -> list[dict]:
     put("CPU", a.get("cpu", {}).get("model"), b.get("cpu", {}).get("model"))
     put("cores", a.get("cpu", {}).get("cores"), b.get("cpu", {}).get("cores"))
     put("governor", a.get("cpu", {}).get("governor"), b.get("cpu", {}).get("governor"))
-    for flag in sorted(set(a.get("cpu", {}).get("flags", {})) | set(b.get("cpu", {}).get("flags", {}))):
-        put(f"CPU flag {flag}", a.get("cpu", {}).get("flags", {}).get(flag), b.get("cpu", {}).get("flags", {}).get(flag))
+    for flag in sorted(set(a.get("cpu",
+                                 {}).get("flags", {})) | set(b.get("cpu", {}).get("flags", {}))):
+        put(f"CPU flag {flag}", a.get("cpu", {}).get("flags", {}).get(flag),
+            b.get("cpu", {}).get("flags", {}).get(flag))
     put("kernel", a.get("kernel", {}).get("release"), b.get("kernel", {}).get("release"))
     for tool in sorted(set(a.get("tools", {})) | set(b.get("tools", {}))):
         put(f"tool {tool}", a.get("tools", {}).get(tool), b.get("tools", {}).get(tool))
     for alg in sorted(set(a.get("crypto_drivers", {})) & set(b.get("crypto_drivers", {}))):
-        put(f"kernel driver {alg}", a["crypto_drivers"][alg]["driver"], b["crypto_drivers"][alg]["driver"])
+        put(f"kernel driver {alg}", a["crypto_drivers"][alg]["driver"],
+            b["crypto_drivers"][alg]["driver"])
     return diffs
 
 
-def host_move(results_a: list[dict] | list[Stored], results_b: list[dict] | list[Stored]) -> dict | None:
+def host_move(results_a: list[dict] | list[Stored],
+              results_b: list[dict] | list[Stored]) -> dict | None:
     """How far the host's CPU moved from run A to run B: the median B/A
     ratio of the OpenSSL cipher cells both runs measured (``ratio``), their
     range (``low``, ``high``) and how many (``cells``); None with fewer than
@@ -57,7 +62,8 @@ def host_move(results_a: list[dict] | list[Stored], results_b: list[dict] | list
                     if (ra := by_a.get(key(rb))) and rb.bytes_per_s and ra.bytes_per_s)
     if len(ratios) < MOVE_CELLS:
         return None
-    return {"ratio": statistics.median(ratios), "low": ratios[0], "high": ratios[-1], "cells": len(ratios)}
+    return {"ratio": statistics.median(ratios), "low": ratios[0], "high": ratios[-1],
+            "cells": len(ratios)}
 
 
 def within_move(ratio: float, move: dict | None) -> bool:
@@ -81,7 +87,10 @@ def compare_runs(results_a: list[dict] | list[Stored], results_b: list[dict] | l
             continue
         va, vb = ra.values or [ra.median], rb.values or [rb.median]
         cmp = stats.compare(list(va), list(vb))
-        rows.append({"result": key(rb).label(), "a": ra.median, "b": rb.median, "unit": rb.per + "/s",
-                     "ratio": cmp.ratio, "ratio_ci95": list(cmp.ratio_ci95), "significant": cmp.significant,
-                     "verdict": cmp.verdict, "host_could": cmp.significant and within_move(cmp.ratio, move)})
+        rows.append({"result": key(rb).label(), "a": ra.median, "b": rb.median,
+                     "unit": rb.per + "/s",
+                     "ratio": cmp.ratio, "ratio_ci95": list(cmp.ratio_ci95),
+                     "significant": cmp.significant,
+                     "verdict": cmp.verdict,
+                     "host_could": cmp.significant and within_move(cmp.ratio, move)})
     return rows

@@ -14,27 +14,30 @@ from cryptcost.units import target_of
 FORMAT_VERSION = 1
 
 # What the cost split says, once for every format.
-SPLIT_INTRO = ("Of each stack's cost against its reference (the plain filesystem), the share its twin pays too and "
-               "the share that is its own, the crypto. The twin is the stack without its encryption, and the table "
-               "says what it adds to the reference (for a FUSE stack, FUSE itself: a passthrough on the same FUSE "
-               "library). (n.s.): not significant; (untested): no comparison stored.")
+SPLIT_INTRO = ("Of each stack's cost against its reference (the plain filesystem), the share its "
+               "twin pays too and the share that is its own, the crypto. The twin is the stack "
+               "without its encryption, and the table says what it adds to the reference (for a "
+               "FUSE stack, FUSE itself: a passthrough on the same FUSE library). (n.s.): not "
+               "significant; (untested): no comparison stored.")
 
 
 # What the field-report blocks are, once for every format.
-FIELD_REPORTS_INTRO = ("The five field reports cryptcost was built from, each figure of theirs beside "
-                       "the same comparison from this run: an overhead against the plaintext baseline, "
-                       "or a ratio (AES-NI on against off, two cores against one), which carries across "
-                       "hardware where absolute speeds do not. Their hardware, tools and years differ "
-                       "from this host's: read the direction and the size of a difference, not the "
-                       "digits.")
+FIELD_REPORTS_INTRO = ("The five field reports cryptcost was built from, each figure of theirs "
+                       "beside the same comparison from this run: an overhead against the "
+                       "plaintext baseline, or a ratio (AES-NI on against off, two cores against "
+                       "one), which carries across hardware where absolute speeds do not. Their "
+                       "hardware, tools and years differ from this host's: read the direction and "
+                       "the size of a difference, not the digits.")
 
 
-# A result whose interval never reached the run's target: marked beside its interval, explained once per cause.
+# A result whose interval never reached the run's target: marked beside its interval, explained once
+# per cause.
 UNSTABLE_MARK = "~"
-UNSTABLE_INTRO = (f"{UNSTABLE_MARK} unstable: the 95 % interval stayed wider than the run's target (±3 % of the "
-                  "median unless --ci-target or the plan set another) after the samples the plan allows. Its median is one "
-                  "draw from that interval: compare it only where the intervals do not overlap, and rerun with "
-                  "more samples (--max-samples) or on a quieter host for a tighter figure. By likely cause:")
+UNSTABLE_INTRO = (f"{UNSTABLE_MARK} unstable: the 95 % interval stayed wider than the run's target "
+                  "(±3 % of the median unless --ci-target or the plan set another) after the "
+                  "samples the plan allows. Its median is one draw from that interval: compare it "
+                  "only where the intervals do not overlap, and rerun with more samples "
+                  "(--max-samples) or on a quieter host for a tighter figure. By likely cause:")
 
 
 def ci_text(r: Stored) -> str:
@@ -99,13 +102,15 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "title": f"cryptcost run {run.id}" + (f" — {run.label}" if run.label else ""),
         "run": {"id": run.id, "command": run.command, "status": run.status, "started": run.started,
                 "finished": run.finished, "suite": run.extra.get("suite")},
-        "host": {"hostname": run.host.get("hostname"), "cpu": cpu.get("model"), "cores": cpu.get("cores"),
+        "host": {"hostname": run.host.get("hostname"), "cpu": cpu.get("model"),
+                 "cores": cpu.get("cores"),
                  "flags": ", ".join(f for f, on in cpu.get("flags", {}).items() if on),
                  "kernel": run.host.get("kernel", {}).get("release"), "mhz": cpu.get("mhz"),
                  "governor": cpu.get("governor") or "not exposed",
                  "memory_gib": round((run.host.get("memory", {}).get("total") or 0) / 2**30, 1)},
         "recommendations": a.recommendations,
-        "ranking": [{"stack": x["stack"], "rank": ("=" if x.get("tie") else "") + str(x.get("rank", "")),
+        "ranking": [{"stack": x["stack"],
+                     "rank": ("=" if x.get("tie") else "") + str(x.get("rank", "")),
                      "relative": units.pct(x["relative_to_plain"], signed=False)
                      if x["relative_to_plain"] is not None else "—"} for x in a.ranking],
         "findings": a.findings, "tuning": a.tuning, "predictions": a.predictions,
@@ -114,7 +119,8 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
                             f"{x['twin']} {units.rate(x['twin_bytes_per_s'])} → "
                             f"{units.rate(x['stack_bytes_per_s'])}",
                    "isolates": x["isolates"], "total": units.pct(x["total"], signed=False),
-                   "shared": units.pct(x["shared"], signed=False) + _significance(x["shared_significant"]),
+                   "shared": units.pct(x["shared"],
+                                       signed=False) + _significance(x["shared_significant"]),
                    "own": units.pct(x["own"], signed=False) + _significance(x["own_significant"]),
                    "note": x.get("note", ""), "figures": x} for x in a.split],
         "split_intro": SPLIT_INTRO,
@@ -125,7 +131,8 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "field_reports": fieldreports.section(results), "field_reports_intro": FIELD_REPORTS_INTRO,
         "not_measured": [{"what": " ".join(str(s[k]) for k in ("part", "stack", "engine", "algorithm")
                                            if s.get(k)),
-                          "why": s.get("reason", ""), "install": s.get("install") or ""} for s in skipped],
+                          "why": s.get("reason", ""),
+                          "install": s.get("install") or ""} for s in skipped],
         "environment": _environment(run.host),
         "notes": run.host.get("notes", []),
         "emulated": emulated_why(run.host),
@@ -182,12 +189,15 @@ def network_row(r: Stored, verdict: dict | None = None) -> dict:
         r.accel_verified, " (unverified)")
     return {"stack": c.stack + accel, "role": r.role, "workload": c.workload,
             "streams": c.streams or 1, "link": f"{c.link} MTU {c.mtu}",
-            "median": units.rate(median), "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
+            "median": units.rate(median),
+            "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
             "ci": ci_text(r), "n": r.n,
             "cpu_a": cpu("a"), "cpu_b": cpu("b"), "cpu_system": cpu("system"),
             "retransmits": f"{r.retransmits:,.0f}" if r.retransmits is not None else "—",
-            "packet": f"{wire['median_packet_bytes']:,.0f} B" if wire.get("median_packet_bytes") else "—",
-            "wire": wire.get("verdict", "not checked") + (" (by design)" if wire.get("expected") else ""),
+            "packet": f"{wire['median_packet_bytes']:,.0f} B" if wire.get("median_packet_bytes")
+            else "—",
+            "wire": wire.get("verdict",
+                             "not checked") + (" (by design)" if wire.get("expected") else ""),
             "vs": _vs(r),
             "negotiated": ", ".join(f"{k} {v}" for k, v in (r.params.get("negotiated") or {}).items()
                                     if k != "from"),
@@ -201,7 +211,8 @@ def cipher_row(r: Stored) -> dict:
     c = r.cell
     verified = {True: "verified", False: "NOT effective", None: ""}[r.accel_verified]
     return {"engine": c.engine, "algorithm": c.algorithm, "buffer": units.size(c.buffer_bytes),
-            "threads": c.threads, "accel": ("on" if c.accel else "off") + (f" ({verified})" if verified else ""),
+            "threads": c.threads,
+            "accel": ("on" if c.accel else "off") + (f" ({verified})" if verified else ""),
             "median": units.rate(r.bytes_per_s), "ci": ci_text(r),
             "n": r.n, "warning": r.warning or "",
             "note": r.notes[-1] if not c.accel and r.notes else r.warning or ""}
@@ -213,7 +224,9 @@ def _environment(host: dict) -> list[tuple[str, str]]:
     for name in ("aes", "xts(aes)", "cbc(aes)", "gcm(aes)", "sha256", "chacha20"):
         d = host.get("crypto_drivers", {}).get(name)
         if d:
-            rows.append((f"kernel {name}", f"{d['driver']} (priority {d['priority']}, {d['implementation']})"))
+            rows.append((f"kernel {name}",
+                         f"{d['driver']} (priority {d['priority']}, {d['implementation']})"))
     feats = host.get("features", {})
-    rows.append(("kernel features", ", ".join(f"{k}{'' if v['present'] else ' ✗'}" for k, v in feats.items())))
+    rows.append(("kernel features",
+                 ", ".join(f"{k}{'' if v['present'] else ' ✗'}" for k, v in feats.items())))
     return rows

@@ -15,7 +15,8 @@ def run_dict(run: Run, results: list[dict]) -> dict:
     """A run and its results as one JSON-able object."""
     return {"format": "cryptcost-run", "version": EXPORT_VERSION,
             "run": {"id": run.id, "started": run.started, "finished": run.finished,
-                    "command": run.command, "status": run.status, "label": run.label, "extra": run.extra},
+                    "command": run.command, "status": run.status, "label": run.label,
+                    "extra": run.extra},
             "host": run.host, "results": results}
 
 
@@ -24,13 +25,18 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     data = run_dict(run, results)
     if doc is not None:
         data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
-                                                "predictions", "target", "scaling", "field_reports")}
-        data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]    # reference → twin → stack
+                                                "predictions", "target", "scaling",
+                                                "field_reports")}
+        # reference → twin → stack
+        data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]
         data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"],
-                                            "op": r.get("op", r["workload"]), "block": r.get("block", ""),
-                                            "bottleneck": r["bottleneck"], "explanation": r["explanation"],
+                                            "op": r.get("op", r["workload"]),
+                                            "block": r.get("block", ""),
+                                            "bottleneck": r["bottleneck"],
+                                            "explanation": r["explanation"],
                                             **({"layers": r["layers"]} if r.get("layers") else {})}
-                                           for r in doc["storage"] + doc["network"] if r["bottleneck"]]
+                                           for r in doc["storage"] + doc["network"]
+                                           if r["bottleneck"]]
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 

@@ -146,8 +146,10 @@ def compare(report: Report, results: list[Stored]) -> list[Row]:
             if a and b and b.median:
                 row.a, row.b = a, b
                 ratio = a.median / b.median
-                paired = a.vs.get(b.stack)          # the overhead the run itself reports, where paired
-                row.ours = (paired.overhead if paired and paired.overhead is not None else 1 - ratio) \
+                # the overhead the run itself reports, where paired
+                paired = a.vs.get(b.stack)
+                row.ours = (paired.overhead if paired and paired.overhead is not None
+                            else 1 - ratio) \
                     if f.compare == "overhead" else ratio
                 break
         else:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 _env = Environment(loader=PackageLoader("cryptcost", "report/templates"),
-                   autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+                   autoescape=select_autoescape(["html", "j2"]), trim_blocks=True,
+                   lstrip_blocks=True)
 
 
 def render(doc: dict, charts: dict[str, str]) -> str:

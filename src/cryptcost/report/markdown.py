@@ -14,9 +14,9 @@ def _table(headers: list[str], rows: list[list]) -> list[str]:
 def render(doc: dict) -> str:
     h = doc["host"]
     lines = [f"# {doc['title']}", "",
-             f"{doc['run']['command']} ({doc['run']['suite'] or 'custom'}), {doc['run']['status']}, "
-             f"started {doc['run']['started']} on {h['hostname']}: {h['cpu']}, {h['cores']} cores, "
-             f"kernel {h['kernel']}.", ""]
+             f"{doc['run']['command']} ({doc['run']['suite'] or 'custom'}), "
+             f"{doc['run']['status']}, started {doc['run']['started']} on {h['hostname']}: "
+             f"{h['cpu']}, {h['cores']} cores, kernel {h['kernel']}.", ""]
     if doc.get("emulated"):
         lines += [f"> **{doc['emulated']}**", ""]
     lines += ["## Recommendation", ""]
@@ -30,9 +30,11 @@ def render(doc: dict) -> str:
         lines.append("")
     if doc.get("split"):
         lines += ["## Cost split: reference → twin → stack", "", doc["split_intro"], ""]
-        lines += _table(["stack", "op", "block", "reference → twin → stack", "total", "the twin adds", "share",
+        lines += _table(["stack", "op", "block", "reference → twin → stack", "total",
+                         "the twin adds", "share",
                          "own", "note"],
-                        [[x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"], x["shared"],
+                        [[x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"],
+                          x["shared"],
                           x["own"], x["note"]] for x in doc["split"]])
         lines.append("")
     if doc["findings"]:
@@ -42,65 +44,88 @@ def render(doc: dict) -> str:
     if doc["predictions"]:
         lines += [f"## Cost model: {doc['target']}", ""]
         lines += _table(["stack", "workload", "op", "block", "measured here", "predicted", "binds"],
-                        [[p["stack"], p["workload"], p["op"], p["block_bytes"], f"{p['measured'] / 1e6:.1f} MB/s",
-                          f"{p['predicted_low'] / 1e6:.1f}–{p['predicted_high'] / 1e6:.1f} MB/s", p["binding"]]
+                        [[p["stack"], p["workload"], p["op"], p["block_bytes"],
+                          f"{p['measured'] / 1e6:.1f} MB/s",
+                          f"{p['predicted_low'] / 1e6:.1f}–{p['predicted_high'] / 1e6:.1f} MB/s",
+                          p["binding"]]
                          for p in doc["predictions"]])
         lines.append("")
     if doc.get("scaling_rows"):
         lines += ["## Hardware AES and cores, per stack", ""]
-        lines += _table(["stack", "cell", "acceleration on", "acceleration off", "hardware AES is worth",
+        lines += _table(["stack", "cell", "acceleration on", "acceleration off",
+                         "hardware AES is worth",
                          "fewest → most CPUs", "where the cipher binds"],
-                        [[x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"], x["cipher_bound"]]
+                        [[x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"],
+                          x["cipher_bound"]]
                          for x in doc["scaling_rows"]])
         lines.append("")
     if doc["storage"]:
         lines += ["## Storage stacks", ""]
-        lines += _table(["stack", "workload", "op", "block", "QD", "median", "95 % CI", "n", "IOPS", "CPU-s/GiB",
+        lines += _table(["stack", "workload", "op", "block", "QD", "median", "95 % CI", "n", "IOPS",
+                         "CPU-s/GiB",
                          "cycles/B", "vs baseline", "cache", "bottleneck"],
-                        [[r["stack"] + (f" ({r['cpus']} CPU)" if r["cpus"] else ""), r["workload"], r["op"],
-                          r["block"], r["qd"], r["median"], r["ci"], r["n"], r["iops"], r["cpu_s_per_gib"],
-                          r["cycles_per_byte"], r["vs"], r["cache"], r["bottleneck"]] for r in doc["storage"]])
+                        [[r["stack"] + (f" ({r['cpus']} CPU)" if r["cpus"] else ""), r["workload"],
+                          r["op"],
+                          r["block"], r["qd"], r["median"], r["ci"], r["n"], r["iops"],
+                          r["cpu_s_per_gib"],
+                          r["cycles_per_byte"], r["vs"], r["cache"],
+                          r["bottleneck"]] for r in doc["storage"]])
         lines += ["", "### Bottlenecks", ""]
         lines += [f"- {r['explanation']}" for r in doc["storage"] if r["explanation"]]
         lines.append("")
     if doc.get("network"):
-        lines += ["## Network stacks", "", "Both ends of the link ran on this host's CPUs: compare CPU-s/GB per end, "
+        lines += ["## Network stacks", "",
+                  "Both ends of the link ran on this host's CPUs: compare CPU-s/GB per end, "
                   "not Gbit/s.", ""]
-        lines += _table(["stack", "workload", "link", "median", "95 % CI", "n", "CPU-s/GB a", "CPU-s/GB b",
-                         "CPU-s/GB all", "retransmits", "packet", "wire", "negotiated", "vs baseline", "bottleneck"],
-                        [[r["stack"], r["workload"] + (f" ×{r['streams']}" if r["streams"] > 1 else ""), r["link"],
-                          f"{r['median']} ({r['gbit']})", r["ci"], r["n"], r["cpu_a"], r["cpu_b"], r["cpu_system"],
-                          r["retransmits"], r["packet"], r["wire"], r["negotiated"], r["vs"], r["bottleneck"]]
+        lines += _table(["stack", "workload", "link", "median", "95 % CI", "n", "CPU-s/GB a",
+                         "CPU-s/GB b",
+                         "CPU-s/GB all", "retransmits", "packet", "wire", "negotiated",
+                         "vs baseline", "bottleneck"],
+                        [[r["stack"], r["workload"] + (f" ×{r['streams']}" if r["streams"] > 1
+                                                       else ""), r["link"],
+                          f"{r['median']} ({r['gbit']})", r["ci"], r["n"], r["cpu_a"], r["cpu_b"],
+                          r["cpu_system"],
+                          r["retransmits"], r["packet"], r["wire"], r["negotiated"], r["vs"],
+                          r["bottleneck"]]
                          for r in doc["network"]])
         lines += ["", "### Bottlenecks", ""]
         lines += [f"- {r['explanation']}" for r in doc["network"] if r["explanation"]]
         lines.append("")
     if doc["ciphers"]:
         lines += ["## Raw ciphers", ""]
-        lines += _table(["engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI", "n", "warning"],
-                        [[c["engine"], c["algorithm"], c["buffer"], c["threads"], c["accel"], c["median"], c["ci"],
+        lines += _table(["engine", "algorithm", "buffer", "threads", "acceleration", "median",
+                         "95 % CI", "n", "warning"],
+                        [[c["engine"], c["algorithm"], c["buffer"], c["threads"], c["accel"],
+                          c["median"], c["ci"],
                           c["n"], c["warning"]] for c in doc["ciphers"]])
         lines.append("")
     if doc.get("unstable"):
-        lines += ["## Unstable results", "", doc["unstable_intro"], ""] + [f"- {g['text']}" for g in doc["unstable"]]
+        lines += ["## Unstable results", "", doc["unstable_intro"],
+                  ""] + [f"- {g['text']}" for g in doc["unstable"]]
         lines.append("")
     if doc.get("field_reports"):
         lines += ["## Field reports", "", doc["field_reports_intro"], ""]
         for block in doc["field_reports"]:
-            lines += [f"### {block['label']}: {block['title']}", "", f"{block['source']}; {block['hardware']}.",
+            lines += [f"### {block['label']}: {block['title']}", "",
+                      f"{block['source']}; {block['hardware']}.",
                       f"Their conclusion: {block['conclusion']}.", ""]
             if block["rows"]:
                 lines += _table(["comparison", "theirs", "here", "cells here", "note"],
-                                [[r["what"], r["theirs_shown"], r["here"], "; ".join(r["ours_cells"]), r["note"]]
+                                [[r["what"], r["theirs_shown"], r["here"],
+                                  "; ".join(r["ours_cells"]), r["note"]]
                                  for r in block["rows"]]) + [""]
             lines += [block["sentence"], ""]
     if doc["not_measured"]:
         lines += ["## Not measured", ""]
-        lines += _table(["what", "why", "install"], [[m["what"], m["why"], m["install"]] for m in doc["not_measured"]])
+        lines += _table(["what", "why", "install"],
+                        [[m["what"], m["why"], m["install"]] for m in doc["not_measured"]])
         lines.append("")
     lines += ["## Environment", ""]
-    lines += _table(["", ""], [["CPU", f"{h['cpu']} ({h['cores']} cores, {h['mhz']} MHz, governor {h['governor']})"],
-                               ["CPU flags", h["flags"]], ["memory", f"{h['memory_gib']} GiB"], ["kernel", h["kernel"]]]
+    lines += _table(["", ""], [["CPU",
+                                f"{h['cpu']} ({h['cores']} cores, {h['mhz']} MHz, governor "
+                                f"{h['governor']})"],
+                               ["CPU flags", h["flags"]], ["memory", f"{h['memory_gib']} GiB"],
+                               ["kernel", h["kernel"]]]
                     + [list(e) for e in doc["environment"]])
     if doc["notes"]:
         lines += [""] + [f"- {n}" for n in doc["notes"]]

@@ -14,7 +14,8 @@ def render(fmt: str, run, results: list[dict], model: dict | None = None) -> str
     """The report of ``run`` in ``fmt``: a pure function of stored data."""
     if fmt == "csv":
         return export.to_csv(run, results)
-    records = read(results)                            # the JSON read once; the exports pass it on as stored
+    # the JSON read once; the exports pass it on as stored
+    records = read(results)
     doc = document.build(run, records, model)
     if fmt == "json":
         return export.to_json(run, results, doc)

@@ -11,7 +11,8 @@ from rich.table import Table
 
 
 from cryptcost.record import Stored, read
-from cryptcost.report.document import UNSTABLE_INTRO, cipher_row, network_row, storage_row, unstable_groups
+from cryptcost.report.document import (UNSTABLE_INTRO, cipher_row, network_row, storage_row,
+                                       unstable_groups)
 
 
 def probe_tables(info: dict) -> list:
@@ -25,12 +26,14 @@ def probe_tables(info: dict) -> list:
         ("CPU", f"{cpu['model']} — {cpu['cores']} logical cores ({cpu['cores_usable']} usable)"),
         ("flags", flags + "   (✗ = absent)"),
         ("governor / clock", f"{cpu.get('governor') or 'not exposed'} / {clock}"),
-        ("memory", f"{mem['total'] / 2**30:.1f} GiB total, {mem['available'] / 2**30:.1f} GiB available"),
+        ("memory",
+         f"{mem['total'] / 2**30:.1f} GiB total, {mem['available'] / 2**30:.1f} GiB available"),
         ("kernel", info["kernel"]["release"]),
         ("root", "yes" if info["root"] else "no"),
     ]:
         host.add_row(key, value)
-    drivers = Table(title="Kernel crypto drivers (/proc/crypto, highest priority)", title_justify="left")
+    drivers = Table(title="Kernel crypto drivers (/proc/crypto, highest priority)",
+                    title_justify="left")
     for col in ("algorithm", "driver", "priority", "implementation"):
         drivers.add_column(col)
     for name, d in info["crypto_drivers"].items():
@@ -70,7 +73,8 @@ def cipher_table(results: list[dict] | list[Stored], title: str = "Raw cipher th
                                                   r.cell.buffer_bytes, r.cell.threads,
                                                   not r.cell.accel)):
         c = cipher_row(r)
-        table.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"],
+        table.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"],
+                      c["median"],
                       c["ci"], str(c["n"]), c["note"])
     return table
 
@@ -123,8 +127,10 @@ def storage_table(results: list[dict] | list[Stored],
         table.add_column(col, justify=just)
     for r in read(results):
         row = storage_row(r)
-        table.add_row(row["stack"], row["workload"], row["op"], row["block"], str(row["qd"]), row["median"],
-                      row["ci"], row["iops"], row["cpu_s_per_gib"], row["vs"], str(row["n"]), row["cache"])
+        table.add_row(row["stack"], row["workload"], row["op"], row["block"], str(row["qd"]),
+                      row["median"],
+                      row["ci"], row["iops"], row["cpu_s_per_gib"], row["vs"], str(row["n"]),
+                      row["cache"])
     return table
 
 
@@ -133,15 +139,19 @@ def network_table(results: list[dict] | list[Stored],
                   rows: list[dict] | None = None) -> Table:
     """One row per network result: throughput, CPU-seconds per GB at each end, the wire check."""
     table = Table(title=title, title_justify="left")
-    for col, just in (("stack", "left"), ("workload", "left"), ("median", "right"), ("95 % CI", "right"),
+    for col, just in (("stack", "left"), ("workload", "left"), ("median", "right"),
+                      ("95 % CI", "right"),
                       ("CPU-s/GB a", "right"), ("CPU-s/GB b", "right"), ("CPU-s/GB all", "right"),
-                      ("retrans", "right"), ("packet", "right"), ("wire", "left"), ("vs baseline", "right"),
+                      ("retrans", "right"), ("packet", "right"), ("wire", "left"),
+                      ("vs baseline", "right"),
                       ("n", "right")):
         table.add_column(col, justify=just)
     for row in rows if rows is not None else [network_row(r) for r in read(results)]:
         workload = row["workload"] + (f" ×{row['streams']}" if row["streams"] > 1 else "")
-        table.add_row(row["stack"], workload, f"{row['median']} ({row['gbit']})", row["ci"], row["cpu_a"],
-                      row["cpu_b"], row["cpu_system"], row["retransmits"], row["packet"], row["wire"], row["vs"],
+        table.add_row(row["stack"], workload, f"{row['median']} ({row['gbit']})", row["ci"],
+                      row["cpu_a"],
+                      row["cpu_b"], row["cpu_system"], row["retransmits"], row["packet"],
+                      row["wire"], row["vs"],
                       str(row["n"]))
     return table
 
@@ -236,7 +246,8 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
     if lines:
         lead.append(Panel("\n".join(lines), title="The answer", title_align="left"))
     if doc["ranking"]:
-        t = Table(title="Ranking: 1 MiB sequential throughput relative to plain", title_justify="left")
+        t = Table(title="Ranking: 1 MiB sequential throughput relative to plain",
+                  title_justify="left")
         t.add_column("#", justify="right")
         t.add_column("stack")
         t.add_column("relative to plain", justify="right")
@@ -252,10 +263,12 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
                             heading=_against))
     elif measured:
         t = Table(title="Storage: each stack against its baseline", title_justify="left")
-        for col in ("stack", "workload", "op", "block", "median", "95 % CI", "CPU-s/GiB", "vs baseline", "bottleneck"):
+        for col in ("stack", "workload", "op", "block", "median", "95 % CI", "CPU-s/GiB",
+                    "vs baseline", "bottleneck"):
             t.add_column(col)
         for r in measured:
-            t.add_row(r["stack"], r["workload"], r["op"], r["block"], r["median"], r["ci"], r["cpu_s_per_gib"],
+            t.add_row(r["stack"], r["workload"], r["op"], r["block"], r["median"], r["ci"],
+                      r["cpu_s_per_gib"],
                       r["vs"], r["bottleneck"])
         out.append(t)
     if doc.get("split") and narrow:
@@ -264,10 +277,12 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
                                               f"{x['figures']['twin']}, which adds {x['isolates']})"))
     elif doc.get("split"):
         t = Table(title=SPLIT_TITLE, title_justify="left")
-        for col in ("stack", "op", "block", "reference → twin → stack", "total", "the twin adds", "share", "own"):
+        for col in ("stack", "op", "block", "reference → twin → stack", "total", "the twin adds",
+                    "share", "own"):
             t.add_column(col)
         for x in doc["split"]:
-            t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"], x["shared"],
+            t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"],
+                      x["shared"],
                       x["own"] if not x["note"] else "not meaningful")
         out.append(t)
     if doc.get("scaling_rows") and narrow:
@@ -280,10 +295,12 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
                 ("the cipher binds", "cipher_bound"))]
     elif doc.get("scaling_rows"):
         t = Table(title="Hardware AES and cores, per stack", title_justify="left")
-        for col in ("stack", "cell", "acceleration on", "acceleration off", "worth", "CPUs", "cipher binds"):
+        for col in ("stack", "cell", "acceleration on", "acceleration off", "worth", "CPUs",
+                    "cipher binds"):
             t.add_column(col)
         for x in doc["scaling_rows"]:
-            t.add_row(x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"], x["cipher_bound"])
+            t.add_row(x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"],
+                      x["cipher_bound"])
         out.append(t)
     if doc.get("network") and narrow:
         out.append(by_stack(NETWORK_TITLE, doc["network"], NETWORK_NARROW, heading=_against))
@@ -294,13 +311,16 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
         for r in verdicts:
             out.append(f"• {r['stack']} {r['workload']}: {r['explanation']}")
     if doc["ciphers"] and narrow:
-        out.append(by_stack("Raw ciphers", doc["ciphers"], CIPHERS_NARROW, heading=lambda c: c["engine"]))
+        out.append(by_stack("Raw ciphers", doc["ciphers"], CIPHERS_NARROW,
+                            heading=lambda c: c["engine"]))
     elif doc["ciphers"]:
         t = Table(title="Raw ciphers", title_justify="left")
-        for col in ("engine", "algorithm", "buffer", "threads", "acceleration", "median", "95 % CI"):
+        for col in ("engine", "algorithm", "buffer", "threads", "acceleration", "median",
+                    "95 % CI"):
             t.add_column(col)
         for c in doc["ciphers"]:                 # as measured, engine by engine
-            t.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"], c["median"], c["ci"])
+            t.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"],
+                      c["median"], c["ci"])
         out.append(t)
     out += unstable_lines(doc.get("unstable", []))
     compared = [b for b in doc.get("field_reports", []) if b["measured"]]

@@ -62,7 +62,8 @@ def _drop_value(label: str, kind: str, key: str, value) -> Callable[[RunPlan], R
         for part in p.parts:
             table = getattr(part, kind)
             if part.label == label and table and value in (table.get(key) or []) and len(table[key]) > 1:
-                part = replace(part, **{kind: {**copy.deepcopy(table), key: [v for v in table[key] if v != value]}})
+                part = replace(part, **{kind: {**copy.deepcopy(table),
+                                               key: [v for v in table[key] if v != value]}})
             parts.append(part)
         return replace(p, parts=parts)
     return cut
@@ -70,7 +71,8 @@ def _drop_value(label: str, kind: str, key: str, value) -> Callable[[RunPlan], R
 
 def _drop_kind(label: str, kind: str) -> Callable[[RunPlan], RunPlan]:
     def cut(p: RunPlan) -> RunPlan:
-        parts = [replace(x, **{kind: None}) if x.label == label and not replace(x, **{kind: None}).empty()
+        parts = [replace(x, **{kind: None})
+                 if x.label == label and not replace(x, **{kind: None}).empty()
                  else x for x in p.parts]
         return replace(p, parts=parts)
     return cut
@@ -90,17 +92,21 @@ def _cuts(plan: RunPlan) -> list[Cut]:
     cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": ""})
              for p in reversed(plan.parts[1:])]
     first = plan.parts[0]
-    for kind, key in (("network", "accel"), ("network", "workloads"), ("network", "cpus"), ("storage", "cpus"),
+    for kind, key in (("network", "accel"), ("network", "workloads"), ("network", "cpus"),
+                      ("storage", "cpus"),
                       ("storage", "accel"), ("storage", "workloads"), ("ciphers", "accel"),
                       ("ciphers", "threads"), ("ciphers", "sizes")):
         values = (getattr(first, kind) or {}).get(key)
         if isinstance(values, list):
-            cuts += [(_drop_value(first.label, kind, key, v), {"part": first.label, "what": f"{kind} {key} {v}",
-                                                               "detail": ""}) for v in reversed(values[1:])]
+            cuts += [(_drop_value(first.label, kind, key, v),
+                      {"part": first.label, "what": f"{kind} {key} {v}",
+                       "detail": ""}) for v in reversed(values[1:])]
     if pol["min_samples"] > 2:
         cuts.append((_policy(min_samples=2, max_samples=2),
-                     {"part": plan.name, "what": "samples beyond two", "detail": "each series has 2 samples"}))
-    cuts += [(_drop_kind(first.label, kind), {"part": first.label, "what": f"every {kind} stack", "detail": ""})
+                     {"part": plan.name, "what": "samples beyond two",
+                      "detail": "each series has 2 samples"}))
+    cuts += [(_drop_kind(first.label, kind),
+              {"part": first.label, "what": f"every {kind} stack", "detail": ""})
              for kind in ("network", "storage") if getattr(first, kind)]
     return cuts
 
@@ -111,7 +117,8 @@ def _apply(plan: RunPlan, cuts: list[Cut]) -> RunPlan:
     return plan
 
 
-def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float]) -> tuple[RunPlan, float]:
+def fit(plan: RunPlan, budget: float,
+        estimate: Callable[[RunPlan], float]) -> tuple[RunPlan, float]:
     """The plan cut down until its estimate fits ``budget`` seconds, and that estimate.
 
     Cuts are taken gentlest first until the plan fits; then each cut but the last is
@@ -128,14 +135,15 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float]) -> t
         if seconds <= budget:
             break
     else:
-        raise UserError(f"--time-budget {units.duration(budget)} is too short: even the smallest part of this "
-                        f"plan takes about {units.duration(seconds)} here")
+        raise UserError(f"--time-budget {units.duration(budget)} is too short: even the smallest "
+                        f"part of this plan takes about {units.duration(seconds)} here")
     for cut in list(reversed(taken[:-1])):
         without = [c for c in taken if c is not cut]
         if estimate(_apply(plan, without)) <= budget:
             taken = without
     fitted = _apply(plan, taken)
-    why = f"left out to fit --time-budget {units.duration(budget)} (the whole plan: about {units.duration(whole)})"
+    why = (f"left out to fit --time-budget {units.duration(budget)} (the whole plan: about "
+           f"{units.duration(whole)})")
     cannot = [{"part": c["part"], "what": c["what"], "budget": why, "detail": c["detail"],
                "reason": why + (f": {c['detail']}" if c["detail"] else "")} for _, c in taken]
     return replace(fitted, cannot_run=plan.cannot_run + cannot), estimate(fitted)

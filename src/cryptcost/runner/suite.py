@@ -38,7 +38,8 @@ DEFAULT_POLICY = {"min_samples": 3, "max_samples": 10, "ci_target": 3.0, "warmup
 
 def policy_of(plan: RunPlan) -> stats.Policy:
     p = {**DEFAULT_POLICY, **plan.policy}
-    return stats.Policy(p["min_samples"], max(p["max_samples"], p["min_samples"]), p["ci_target"] / 100,
+    return stats.Policy(p["min_samples"], max(p["max_samples"], p["min_samples"]),
+                        p["ci_target"] / 100,
                         p["warmup"], deadline=p.get("deadline"))
 
 
@@ -46,29 +47,36 @@ def cipher_plan(c: dict) -> CipherPlan:
     return CipherPlan(engines=tuple(c.get("engines", CIPHER_ENGINES)),
                       algorithms=tuple(c["algorithms"]) if c.get("algorithms") else None,
                       sizes=tuple(c.get("sizes", [4096])), threads=tuple(c.get("threads", [1])),
-                      accel=tuple(a == "on" for a in c.get("accel", ["on"])), seconds=c.get("seconds", 1))
+                      accel=tuple(a == "on" for a in c.get("accel", ["on"])),
+                      seconds=c.get("seconds", 1))
 
 
 def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
     """One StoragePlan per CPU count (just one without ``cpus``)."""
     size = parse_size(str(s.get("size", "512M")), "storage.size")
-    sizes = wl.Sizes(medium=size, seq_cap=parse_size(str(s.get("seq_cap", "256M")), "storage.seq_cap"),
+    sizes = wl.Sizes(medium=size,
+                     seq_cap=parse_size(str(s.get("seq_cap", "256M")), "storage.seq_cap"),
                      small_files=s.get("small_files", 2000), ops_cap=s.get("ops_cap", 32768))
     medium = parse_medium(s.get("medium", "ram"))
     return [StoragePlan(stacks=list(s.get("stacks", ["all"])), medium=medium,
-                        workloads=list(s.get("workloads", ["quick"])), size=size, fs=s.get("fs", "ext4"),
+                        workloads=list(s.get("workloads", ["quick"])), size=size,
+                        fs=s.get("fs", "ext4"),
                         sizes=sizes, cpus=cpus, part=part,
-                        accel=tuple(a == "on" for a in s.get("accel", ["on"])), profile=s.get("profile", False))
+                        accel=tuple(a == "on" for a in s.get("accel", ["on"])),
+                        profile=s.get("profile", False))
             for cpus in (s.get("cpus") or [None])]
 
 
 def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
     """One NetworkPlan per CPU count (just one without ``cpus``)."""
-    return [NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"), mtu=n.get("mtu", 1500),
+    return [NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"),
+                        mtu=n.get("mtu", 1500),
                         workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
-                        seconds=n.get("seconds", 2), file_bytes=parse_size(str(n.get("file_size", "256M")),
-                                                                            "network.file_size"),
-                        accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part, cpus=cpus,
+                        seconds=n.get("seconds", 2),
+                        file_bytes=parse_size(str(n.get("file_size", "256M")),
+                                               "network.file_size"),
+                        accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part,
+                        cpus=cpus,
                         profile=n.get("profile", False))
             for cpus in (n.get("cpus") or [None])]
 
@@ -79,7 +87,8 @@ def _available(specs: list[str], kind: str, label: str, cannot: list[dict]) -> l
     for spec in specs:
         exc = None if spec == "all" else unavailable_reason(parse_spec(spec, kind)[0][0])
         if exc:
-            cannot.append({"part": label, "what": spec, "reason": exc.reason, "install": exc.install})
+            cannot.append({"part": label, "what": spec, "reason": exc.reason,
+                           "install": exc.install})
         else:
             keep.append(spec)
     return keep
@@ -95,7 +104,8 @@ def for_this_host(plan: RunPlan) -> RunPlan:
         for kind, why in NEEDS_ROOT.items():
             table = getattr(part, kind)
             if table and os.geteuid() != 0:
-                cannot.append({"part": part.label, "what": f"{kind} stacks", "reason": why, "install": "run with sudo"})
+                cannot.append({"part": part.label, "what": f"{kind} stacks", "reason": why,
+                               "install": "run with sudo"})
                 table = None
             if table:
                 keep = _available(table.get("stacks", ["all"]), kind, part.label, cannot)
@@ -136,7 +146,8 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
             per_engine = {e: [c for c in cells if c.engine == e] for e in {c.engine for c in cells}}
             for engine, cs in per_engine.items():
                 jobs = executor.cipher_jobs(engine, cs, cp.seconds)
-                total += sum(j.est_seconds * (j.warmups(pol.warmup) + pol.min_samples) for j in jobs)
+                total += sum(j.est_seconds * (j.warmups(pol.warmup) + pol.min_samples)
+                             for j in jobs)
         if part.storage:
             for sp in storage_plans(part.storage):
                 resolved, _ = resolve(sp.stacks, sp.fs, sp.accel)
@@ -145,7 +156,8 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                 for stack, _ in resolved:
                     plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
                     rate = 600e6 if plaintext else 120e6
-                    total += 3 + stack.remount_seconds * 2                  # setup + integrity check
+                    # setup + integrity check
+                    total += 3 + stack.remount_seconds * 2
                     for step in steps:
                         total += rounds * sum(_op_seconds(op, rate, stack) for op in step.ops)
         for np_ in network_plans(part.network) if part.network else []:
@@ -154,7 +166,8 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
             for stack, _ in resolved:
                 total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
                 ops = netrun.wl.ops(names, stack.traffic)
-                total += rounds * len(ops) * (np_.seconds + 1.5 if stack.traffic == "stream" else 2.5)
+                total += rounds * len(ops) * (np_.seconds + 1.5 if stack.traffic == "stream"
+                                              else 2.5)
     return total
 
 
@@ -198,9 +211,11 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
             continue
         accels = {stack.accel} | ({False} if ref["where"] == "kernel" and soft_kernel_aes
                                   and ref["algorithm"].startswith("aes") else set())
-        threads = {cipher_threads(ref.get("threads"), op, size, depth, cpus or usable) for op, size, depth in uses} | {1}
+        threads = {cipher_threads(ref.get("threads"), op, size, depth,
+                                  cpus or usable) for op, size, depth in uses} | {1}
         cap = CIPHER_ENGINES[engine].max_threads
-        gain = ref["algorithm"] in CIPHER_ENGINES["openssl"].algorithms    # else the gain is said as assumed
+        # else the gain is said as assumed
+        gain = ref["algorithm"] in CIPHER_ENGINES["openssl"].algorithms
         for accel in accels:
             for n in threads:
                 if cap is None or n <= cap:
@@ -208,7 +223,8 @@ def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
                     continue
                 cells.add(Cell.cipher(engine, ref["algorithm"], ref["unit"], cap, accel))
                 if gain:
-                    cells |= {Cell.cipher("openssl", ref["algorithm"], ref["unit"], k, accel) for k in (1, n)}
+                    cells |= {Cell.cipher("openssl", ref["algorithm"], ref["unit"], k,
+                                          accel) for k in (1, n)}
     return tuple(sorted(cells, key=Cell.sort_key))
 
 
@@ -224,7 +240,8 @@ def _stacks_and_uses(plan: RunPlan):
         for np_ in network_plans(part.network) if part.network else []:
             for stack, _ in netrun.resolve(np_.stacks, np_.link, np_.accel)[0]:
                 ops = netwl.ops(np_.workloads, stack.traffic, streams=np_.streams)
-                yield stack, np_.cpus, {(op.op, None, op.streams) for op in ops} or {("stream", None, 1)}
+                yield stack, np_.cpus, {(op.op, None,
+                                         op.streams) for op in ops} or {("stream", None, 1)}
 
 
 def _comparisons(part: Part, policy: stats.Policy, sink: Sink, progress_factory):
@@ -248,10 +265,12 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     policy = policy_of(plan)
     needed = ceiling_cells(plan, host)
     if needed and not any(p.ciphers is not None for p in plan.parts):
-        plan = replace(plan, parts=[Part("cipher ceilings", ciphers={"algorithms": sorted({c.algorithm for c in needed}),
-                                                                     "sizes": [], "threads": [1]})]
+        plan = replace(plan, parts=[Part("cipher ceilings",
+                                         ciphers={"algorithms": sorted({c.algorithm for c in needed}),
+                                                  "sizes": [], "threads": [1]})]
                        + list(plan.parts))
-    out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"], "install": c.get("install"),
+    out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"],
+                                 "install": c.get("install"),
                                  "part": c["part"]} for c in plan.cannot_run])
     for part in plan.parts:
         if part.ciphers is not None:

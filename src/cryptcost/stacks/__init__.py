@@ -35,7 +35,8 @@ def registry() -> dict[str, type[Stack]]:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if issubclass(cls, Stack) and not inspect.isabstract(cls) and cls.__module__ == module.__name__ \
+            if issubclass(cls,
+                          Stack) and not inspect.isabstract(cls) and cls.__module__ == module.__name__ \
                     and getattr(cls, "name", None):
                 found[cls.name] = cls
     wrong = {name: problems(cls, set(found)) for name, cls in found.items()}
@@ -61,7 +62,8 @@ def in_suite(suite: str, kind: str, *, default_variants: bool = False) -> list[s
     ``name`` for their default variants, ``name:*`` for every one (``default_variants``: never)."""
     return [name + (":*" if how == "*" and not default_variants else "")
             for name, cls in of_kind(kind).items()
-            if cls.role == "measured" and (how := getattr(cls, "suites", {}).get(suite)) is not None]
+            if cls.role == "measured"
+            and (how := getattr(cls, "suites", {}).get(suite)) is not None]
 
 
 def get(name: str, kind: str | None = None) -> type[Stack]:
@@ -83,7 +85,8 @@ def parse_spec(spec: str, kind: str | None = None) -> list[tuple[type[Stack], st
     if variant == "*":
         return [(cls, v) for v in cls.variants]
     if variant not in cls.variants:
-        raise UserError(f"stack {name} has no variant {variant!r}; choose from {', '.join(cls.variants)}")
+        raise UserError(f"stack {name} has no variant {variant!r}; choose from "
+                        f"{', '.join(cls.variants)}")
     return [(cls, variant)]
 
 
@@ -103,7 +106,8 @@ def availability(kind: str | None = None) -> list[dict]:
         out.append({"name": name, "kind": cls.kind, "layer": cls.layer, "role": cls.role,
                     "use_case": cls.use_case, "available": exc is None,
                     "reason": exc.reason if exc else None, "install": exc.install if exc else None,
-                    "variants": list(cls.variants), "baseline": cls.baselines[0] if cls.baselines else None,
+                    "variants": list(cls.variants),
+                    "baseline": cls.baselines[0] if cls.baselines else None,
                     "description": cls.description})
     return out
 
@@ -130,7 +134,8 @@ def expected_on(features: set[str], installable: set[str]) -> list[str]:
     """The stacks that must run on a host whose kernel has ``features`` and
     where ``installable`` Debian packages are installed (CI's required list)."""
     return [name for name, cls in registry().items()
-            if set(cls.features) <= features and all(t.package in installable for t in cls.needed_tools())]
+            if set(cls.features) <= features and all(t.package in installable
+                                                     for t in cls.needed_tools())]
 
 
 def markdown_table() -> str:
@@ -138,9 +143,11 @@ def markdown_table() -> str:
     rows = ["| stack | kind | layer | role | use case | compared with | variants | needs |",
             "|---|---|---|---|---|---|---|---|"]
     for name, cls in registry().items():
-        needs = sorted({t.package for t in cls.needed_tools()}) + [f"kernel: {f}" for f in cls.features]
+        needs = (sorted({t.package for t in cls.needed_tools()})
+                 + [f"kernel: {f}" for f in cls.features])
         variants = ", ".join(f"`{v}`" + (" (baseline)" if v in cls.baseline_variants else "")
                              for v in cls.variants)
         rows.append(f"| `{name}` | {cls.kind} | {cls.layer} | {cls.role} | {cls.use_case or '—'} | "
-                    f"{', '.join(f'`{b}`' for b in cls.baselines) or '—'} | {variants} | {', '.join(needs)} |")
+                    f"{', '.join(f'`{b}`' for b in cls.baselines) or '—'} | {variants} | "
+                    f"{', '.join(needs)} |")
     return "\n".join(rows) + "\n"

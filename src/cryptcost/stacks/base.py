@@ -89,37 +89,46 @@ USE_CASES: dict[str, tuple[str, str]] = {
 
 FEATURE_HINTS = {
     "dm-crypt": ("the kernel has no device-mapper crypt target (dm-crypt): no /dev/mapper/control, "
-                 "no dm_crypt module", "a kernel with CONFIG_DM_CRYPT (Debian's stock kernel has it)"),
+                 "no dm_crypt module",
+                 "a kernel with CONFIG_DM_CRYPT (Debian's stock kernel has it)"),
     "device-mapper": ("the kernel has no device-mapper (no /dev/mapper/control)",
                       "a kernel with CONFIG_BLK_DEV_DM"),
     "fuse": ("the kernel has no FUSE (/dev/fuse missing)", "a kernel with CONFIG_FUSE_FS"),
-    "loop": ("the kernel has no loop devices (/dev/loop-control missing)", "a kernel with CONFIG_BLK_DEV_LOOP"),
+    "loop": ("the kernel has no loop devices (/dev/loop-control missing)",
+             "a kernel with CONFIG_BLK_DEV_LOOP"),
     "fscrypt": ("ext4 in this kernel has no encryption support (/sys/fs/ext4/features/encryption)",
                 "a kernel with CONFIG_FS_ENCRYPTION"),
     "zfs": ("the ZFS kernel module is not loaded or installable",
             "zfs-dkms and zfsutils-linux from Debian contrib (builds an out-of-tree module)"),
-    "af_alg": ("the kernel has no AF_ALG crypto user API", "a kernel with CONFIG_CRYPTO_USER_API_SKCIPHER"),
-    "ecryptfs": ("the kernel has no eCryptfs", "a kernel with CONFIG_ECRYPT_FS, and ecryptfs-utils"),
+    "af_alg": ("the kernel has no AF_ALG crypto user API",
+               "a kernel with CONFIG_CRYPTO_USER_API_SKCIPHER"),
+    "ecryptfs": ("the kernel has no eCryptfs",
+                 "a kernel with CONFIG_ECRYPT_FS, and ecryptfs-utils"),
     "netns": ("the kernel has no network namespaces", "a kernel with CONFIG_NET_NS"),
     "veth": ("the kernel has no veth pairs", "a kernel with CONFIG_VETH"),
     "tun": ("the kernel has no TUN devices (/dev/net/tun missing)", "a kernel with CONFIG_TUN"),
     "wireguard": ("the kernel has no WireGuard module", "a kernel with CONFIG_WIREGUARD"),
     "esp": ("the kernel has no IPsec ESP (no esp4 module)", "a kernel with CONFIG_INET_ESP"),
-    "xfrm": ("the kernel has no xfrm (IPsec SA and policy) interface", "a kernel with CONFIG_XFRM_USER"),
+    "xfrm": ("the kernel has no xfrm (IPsec SA and policy) interface",
+             "a kernel with CONFIG_XFRM_USER"),
     "nfs": ("the kernel has no NFS client and server (no nfsv4 and nfsd modules)",
             "a kernel with CONFIG_NFS_V4, CONFIG_NFSD_V4 and CONFIG_RPCSEC_GSS_KRB5"),
 }
 
 # What Debian's stock kernel has, so that ``cryptcost vm`` can run it (emulated).
-IN_STOCK_KERNEL = frozenset({"dm-crypt", "device-mapper", "af_alg", "ecryptfs", "wireguard", "esp", "xfrm",
+IN_STOCK_KERNEL = frozenset({"dm-crypt", "device-mapper", "af_alg", "ecryptfs", "wireguard", "esp",
+                             "xfrm",
                              "nfs", "fscrypt", "fuse", "loop", "netns", "veth", "tun"})
 
 # How each library's hardware acceleration is switched off from the environment (rule 14).
 ACCEL_SWITCHES: dict[str, dict[str, str]] = {
-    "openssl": {"OPENSSL_ia32cap": ACCEL_OFF_MASK},                    # AES-NI, PCLMULQDQ, VAES, AVX…
+    # AES-NI, PCLMULQDQ, VAES, AVX…
+    "openssl": {"OPENSSL_ia32cap": ACCEL_OFF_MASK},
     "go": {"GODEBUG": "cpu.aes=off,cpu.pclmulqdq=off,cpu.avx2=off,cpu.avx=off,cpu.ssse3=off,cpu.sse41=off"},
-    "gnutls": {"GNUTLS_CPUID_OVERRIDE": "0x1", "NETTLE_FAT_OVERRIDE": "none"},   # GnuTLS and Nettle under it
-    "nettle": {"NETTLE_FAT_OVERRIDE": "none"},                          # a "fat" Nettle: no AES-NI, no PCLMUL
+    # GnuTLS and Nettle under it
+    "gnutls": {"GNUTLS_CPUID_OVERRIDE": "0x1", "NETTLE_FAT_OVERRIDE": "none"},
+    # a "fat" Nettle: no AES-NI, no PCLMUL
+    "nettle": {"NETTLE_FAT_OVERRIDE": "none"},
 }
 
 
@@ -168,7 +177,8 @@ class Stack(ABC):
     variants: ClassVar[dict[str, dict]] = {"default": {}}
     default_variants: ClassVar[tuple[str, ...]] = ("default",)
     crypto_library: ClassVar[str | None] = None
-    guest_kernel: ClassVar[str | None] = None      # the kernel `cryptcost vm --kernel` needs, if not the stock one
+    # the kernel `cryptcost vm --kernel` needs, if not the stock one
+    guest_kernel: ClassVar[str | None] = None
 
     def __init__(self, variant: str | None = None):
         variant = variant or self.default_variants[0]
@@ -193,16 +203,17 @@ class Stack(ABC):
         if all(lib in ACCEL_SWITCHES for lib in libs):
             return None
         if self.crypto_library == "kernel":
-            return ("acceleration cannot be switched off for the kernel's crypto from userspace (it needs a "
-                    "kernel booted with its AES-NI drivers blacklisted)")
-        return (f"acceleration cannot be switched off for {self.crypto_library or 'this stack'}'s crypto "
-                "from userspace: the library has no switch")
+            return ("acceleration cannot be switched off for the kernel's crypto from userspace "
+                    "(it needs a kernel booted with its AES-NI drivers blacklisted)")
+        return (f"acceleration cannot be switched off for {self.crypto_library or 'this stack'}'s "
+                "crypto from userspace: the library has no switch")
 
     def accel_env(self) -> dict[str, str]:
         """The environment of this instance's processes: acceleration off when ``accel`` is False."""
         if self.accel:
             return {}
-        return {k: v for lib in self.crypto_library.split("+") for k, v in ACCEL_SWITCHES[lib].items()}
+        return {k: v for lib in self.crypto_library.split("+")
+                for k, v in ACCEL_SWITCHES[lib].items()}
 
     @classmethod
     def needed_tools(cls) -> list[Tool]:
@@ -232,7 +243,8 @@ class Stack(ABC):
 
     def variant_role(self) -> str:
         """``baseline`` for a plaintext reference (the class or this variant)."""
-        return "baseline" if self.role == "baseline" or self.variant in self.baseline_variants else "measured"
+        return ("baseline" if self.role == "baseline" or self.variant in self.baseline_variants
+                else "measured")
 
     def daemon_pids(self) -> list[int]:
         """Processes whose CPU time the stack adds (rule 7)."""
@@ -256,7 +268,8 @@ class Stack(ABC):
     def facts(self) -> dict:
         """The declared facts of this instance, stored with every result."""
         role = self.variant_role()
-        return {"kind": self.kind, "layer": self.layer, "role": role, "crypto_library": self.crypto_library,
+        return {"kind": self.kind, "layer": self.layer, "role": role,
+                "crypto_library": self.crypto_library,
                 "use_case": None if role == "baseline" else self.use_case,
                 "baselines": list(self.baselines), "security": list(self.security),
                 "isolates": self.params.get("isolates") or self.isolates or None,
@@ -290,14 +303,17 @@ def problems(cls: type[Stack], known: set[str]) -> list[str]:
     measured = cls.role == "measured" and set(cls.variants) - set(cls.baseline_variants)
     if measured:
         if cls.use_case not in USE_CASES:
-            out.append(f"a measured stack needs a use_case from {', '.join(USE_CASES)}, not {cls.use_case!r}")
+            out.append(f"a measured stack needs a use_case from {', '.join(USE_CASES)}, not "
+                       f"{cls.use_case!r}")
         elif USE_CASES[cls.use_case][0] != cls.kind:
-            out.append(f"use_case {cls.use_case} is for {USE_CASES[cls.use_case][0]} stacks, not {cls.kind}")
+            out.append(f"use_case {cls.use_case} is for {USE_CASES[cls.use_case][0]} stacks, "
+                       f"not {cls.kind}")
         if not cls.security:
             out.append("a measured stack needs security facts (what it leaks or protects)")
         if not cls.baselines:
             out.append("a measured stack needs baselines to be compared with")
-    for spec in {*cls.baselines, *(b for v in cls.variants.values() for b in v.get("baselines", ()))}:
+    for spec in {*cls.baselines,
+                 *(b for v in cls.variants.values() for b in v.get("baselines", ()))}:
         if spec.split(":")[0] not in known:
             out.append(f"baseline {spec!r} is not a registered stack")
     if not set(cls.default_variants) <= set(cls.variants):

@@ -38,20 +38,24 @@ class Cryfs(FuseStack):
     variants = {"aes-256-gcm": {"cipher": "aes-256-gcm"},
                 "xchacha20-poly1305": {"cipher": "xchacha20-poly1305"}}
     default_variants = ("aes-256-gcm",)
-    security = ("CryFS hides file sizes, metadata and the directory structure in fixed-size blocks",)
+    security = ("CryFS hides file sizes, metadata and the directory structure in fixed-size blocks",
+                )
     mount_timeout = 600
-    mounts_in_background = True    # scrypt: seconds on every core, overlapping the other stacks' set-up
+    # scrypt: seconds on every core, overlapping the other stacks' set-up
+    mounts_in_background = True
     cache_lifetime = 1.0           # CryFS's Cache::MAX_LIFETIME_SEC
     remount_seconds = 1.5          # the cache reset: an idle wait longer than that lifetime
 
     def cipher_ref(self) -> dict:
         # CryFS uses Crypto++; OpenSSL's speed for the same construction is the reference.
-        alg = {"aes-256-gcm": ("aes-256-gcm", True), "xchacha20-poly1305": ("chacha20-poly1305", False)}
+        alg = {"aes-256-gcm": ("aes-256-gcm", True),
+               "xchacha20-poly1305": ("chacha20-poly1305", False)}
         name, exact = alg[self.variant]
         return ref(name, "userspace", 16384, exact)
 
     def env(self) -> dict[str, str]:
-        return {**super().env(), "CRYFS_FRONTEND": "noninteractive", "CRYFS_NO_UPDATE_CHECK": "true",
+        return {**super().env(), "CRYFS_FRONTEND": "noninteractive",
+                "CRYFS_NO_UPDATE_CHECK": "true",
                 "CRYFS_LOCAL_STATE_DIR": str(self.home / "cryfs-state")}
 
     def init(self, res: Resources) -> None:

@@ -67,8 +67,8 @@ class Ecryptfs(StorageStack):
         "aes-256": {"cipher": "aes", "key_bytes": 32},
     }
     default_variants = ("aes-128",)
-    security = ("eCryptfs encrypts each file's contents (AES-CBC, one IV per 4 KiB extent); here names, "
-                "sizes, timestamps, permissions and the tree stay visible",
+    security = ("eCryptfs encrypts each file's contents (AES-CBC, one IV per 4 KiB extent); here "
+                "names, sizes, timestamps, permissions and the tree stay visible",
                 "eCryptfs is unmaintained upstream and deprecated: prefer fscrypt for new systems")
     advice = "eCryptfs is deprecated: fscrypt covers the same per-directory use in the kernel"
 
@@ -81,9 +81,11 @@ class Ecryptfs(StorageStack):
         self.lower = root / "lower"
         self.lower.mkdir()
         mnt = res.tmpdir("cryptcost-ecryptfs-")
-        pwfile = res.secret_file(f"passphrase_passwd={secrets.token_hex(32)}\n".encode(), name="ecryptfs")
+        pwfile = res.secret_file(f"passphrase_passwd={secrets.token_hex(32)}\n".encode(),
+                                 name="ecryptfs")
         key = res.journal.add("ecryptfs-key", sig="")
-        options = ",".join([f"key=passphrase:passphrase_passwd_file={pwfile}", f"ecryptfs_cipher={p['cipher']}",
+        options = ",".join([f"key=passphrase:passphrase_passwd_file={pwfile}",
+                            f"ecryptfs_cipher={p['cipher']}",
                             f"ecryptfs_key_bytes={p['key_bytes']}", "ecryptfs_passthrough=n",
                             "ecryptfs_enable_filename_crypto=n", "no_sig_cache", "verbosity=0"])
         res.mount(str(self.lower), mnt, "ecryptfs", options)
@@ -97,7 +99,8 @@ class Ecryptfs(StorageStack):
     def read_back(self, seen: dict, mnt: Path) -> dict:
         """The mounted cipher and key size, and a pattern absent from the lower file."""
         p = self.params
-        got = {"cipher": seen.get("ecryptfs_cipher"), "key_bytes": int(seen.get("ecryptfs_key_bytes", "0") or 0),
+        got = {"cipher": seen.get("ecryptfs_cipher"),
+               "key_bytes": int(seen.get("ecryptfs_key_bytes", "0") or 0),
                "sig": bool(seen.get("ecryptfs_sig")), "from": "/proc/mounts"}
         if (got["cipher"], got["key_bytes"]) != (p["cipher"], p["key_bytes"]) or not got["sig"]:
             raise CryptcostError(f"{self.label}: eCryptfs mounted {got}, not {p['cipher']} with "

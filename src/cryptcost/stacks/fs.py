@@ -141,7 +141,8 @@ class StorageStack(Stack):
     def __init__(self, variant: str | None = None, fs: str = "ext4"):
         super().__init__(variant)
         if fs not in self.filesystems:
-            raise UserError(f"stack {self.name} works only on {', '.join(self.filesystems)}, not {fs}")
+            raise UserError(f"stack {self.name} works only on "
+                            f"{', '.join(self.filesystems)}, not {fs}")
         self.fs = fs
         self.workdir: Path | None = None
 
@@ -257,7 +258,8 @@ class FuseStack(StorageStack):
         return self.mnt
 
     def facts(self) -> dict:
-        return {**super().facts(), "fuse_library": self.fuse_library, "fuse_options": list(self.fuse_options)}
+        return {**super().facts(), "fuse_library": self.fuse_library,
+                "fuse_options": list(self.fuse_options)}
 
     def env(self) -> dict[str, str]:
         """The FUSE daemon's environment: a private home, and the crypto library's switch when accel is off."""

@@ -54,7 +54,8 @@ class _RemoveKeyArg(ctypes.Structure):
 
 def _add_key_arg(key: bytes) -> ctypes.Array:
     class AddKeyArg(ctypes.Structure):
-        _fields_ = [("key_spec", _KeySpec), ("raw_size", ctypes.c_uint32), ("key_id", ctypes.c_uint32),
+        _fields_ = [("key_spec", _KeySpec), ("raw_size", ctypes.c_uint32),
+                    ("key_id", ctypes.c_uint32),
                     ("reserved", ctypes.c_uint32 * 8), ("raw", ctypes.c_uint8 * len(key))]
     arg = AddKeyArg()
     arg.key_spec.type = KEY_SPEC_TYPE_IDENTIFIER
@@ -94,7 +95,8 @@ class Fscrypt(StorageStack):
     crypto_library = "kernel"
     layer = "kernel"
     file_cache_only = True
-    baselines = ("plain:encrypt-feature", "plain")     # the same ext4, then ext4 without the feature
+    # the same ext4, then ext4 without the feature
+    baselines = ("plain:encrypt-feature", "plain")
     use_case = "per-directory"
     tools = ("mkfs.ext4",)
     features = ("loop", "fscrypt")
@@ -151,6 +153,7 @@ class Fscrypt(StorageStack):
             if exc.errno in (errno.ENOPKG, errno.EINVAL, errno.ENOENT):
                 raise Unavailable(f"the kernel cannot build fscrypt's {self.params['contents']} "
                                   f"cipher ({exc.strerror})",
-                                  "a kernel with CONFIG_CRYPTO_ADIANTUM" if self.variant == "adiantum"
+                                  "a kernel with CONFIG_CRYPTO_ADIANTUM"
+                                  if self.variant == "adiantum"
                                   else None) from None
             raise

@@ -40,4 +40,5 @@ class FusePassthrough(FuseStack):
     def mount_argv(self, res: Resources) -> list[str]:
         # -f: foreground, so the journal holds the daemon's pid.
         opts = ["-o", ",".join(self.fuse_options)] if self.fuse_options else []
-        return ["bindfs", "-f", "--multithreaded", "--no-allow-other", *opts, str(self.lower), str(self.mnt)]
+        return ["bindfs", "-f", "--multithreaded", "--no-allow-other", *opts, str(self.lower),
+                str(self.mnt)]

@@ -58,7 +58,8 @@ class Gocryptfs(FuseStack):
         return "go" if self.accel and flags.get("aes") and flags.get("pclmulqdq") else "openssl"
 
     def cipher_ref(self) -> dict:
-        alg = {"AES-256-GCM": "aes-256-gcm", "XChaCha20-Poly1305": "xchacha20-poly1305", "AES-256-SIV": "aes-256-siv"}
+        alg = {"AES-256-GCM": "aes-256-gcm", "XChaCha20-Poly1305": "xchacha20-poly1305",
+               "AES-256-SIV": "aes-256-siv"}
         # gocryptfs encrypts a write of 32 blocks or more (a 128 KiB FUSE write) in two
         # goroutines (contentenc.EncryptBlocks, encryptMaxSplit); it decrypts in one.
         return ref(alg[self.params["cipher"]], "go" if self.backend_used() == "go" else "userspace",
@@ -71,7 +72,8 @@ class Gocryptfs(FuseStack):
                   str(self.passfile), *flag, str(self.lower)], env=self.env(), timeout=60)
 
     def mount_argv(self, res: Resources) -> list[str]:
-        backend = {"auto": [], "go": ["-openssl=false"], "openssl": ["-openssl=true"]}[self.params["backend"]]
+        backend = {"auto": [], "go": ["-openssl=false"],
+                   "openssl": ["-openssl=true"]}[self.params["backend"]]
         return ["gocryptfs", "-fg", "-q", "-nosyslog", *backend, "-passfile", str(self.passfile),
                 str(self.lower), str(self.mnt)]
 

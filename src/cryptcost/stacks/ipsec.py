@@ -25,7 +25,8 @@ from cryptcost.stacks.net import Endpoint, NetworkStack
 
 CHARON = Tool("charon-systemd", "charon-systemd", "charon-systemd", ())
 LIBIPSEC_SO = "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so"
-SWANCTL = Tool("swanctl", "swanctl", "strongswan-swanctl", ("swanctl", "--version"), r"strongSwan (\d+(?:\.\d+)+)")
+SWANCTL = Tool("swanctl", "swanctl", "strongswan-swanctl", ("swanctl", "--version"),
+               r"strongSwan (\d+(?:\.\d+)+)")
 PLUGINS = Tool("strongswan-plugins", "charon-systemd", "libstrongswan-standard-plugins", ())
 LIBIPSEC = Tool("kernel-libipsec", LIBIPSEC_SO, "libcharon-extra-plugins", ())
 EXTRA = Tool("strongswan-extra", "charon-systemd", "libstrongswan-extra-plugins", ())
@@ -48,8 +49,10 @@ PROPOSALS = {
     "blowfish128-sha1": ("blowfish128-sha1", "BLOWFISH_CBC-128/HMAC_SHA1_96", "bf-cbc"),
     "null-sha256": ("null-sha256", "NULL/HMAC_SHA2_256_128", None),
 }
-WEAK = {"3des-sha1": "3DES has 64-bit blocks and is obsolete", "blowfish128-sha1": "Blowfish has 64-bit "
-        "blocks and is obsolete", "aes128-md5": "HMAC-MD5 is obsolete", "null-sha256": "null encryption: "
+WEAK = {"3des-sha1": "3DES has 64-bit blocks and is obsolete",
+        "blowfish128-sha1": "Blowfish has 64-bit "
+        "blocks and is obsolete", "aes128-md5": "HMAC-MD5 is obsolete",
+        "null-sha256": "null encryption: "
         "authenticated, not confidential"}
 
 
@@ -59,17 +62,19 @@ class Ipsec(NetworkStack):
     layer = "kernel"
     use_case = "site-to-site"
     baselines = ("tcp",)
-    security = ("IPsec with a pre-shared key is only as strong as that key; the proposal decides the "
-                "cipher, and the legacy ones (3DES, Blowfish, HMAC-MD5, null) are still accepted if configured",
-                "strongSwan's kernel-libipsec, the fallback where the kernel lacks ESP, runs ESP in userspace "
-                "over TUN, always inside UDP 4500")
+    security = ("IPsec with a pre-shared key is only as strong as that key; the proposal decides "
+                "the cipher, and the legacy ones (3DES, Blowfish, HMAC-MD5, null) are still "
+                "accepted if configured",
+                "strongSwan's kernel-libipsec, the fallback where the kernel lacks ESP, runs ESP "
+                "in userspace over TUN, always inside UDP 4500")
     tools = (CHARON, SWANCTL, PLUGINS, LIBIPSEC, EXTRA)
     kernel_features = ("esp", "xfrm")
     userspace_tools = (LIBIPSEC,)
     userspace_features = ("tun",)
     links = ("netns",)
     exclusive = True
-    variants = {name: {"esp": p[0], "expect": p[1], "algorithm": p[2]} for name, p in PROPOSALS.items()}
+    variants = {name: {"esp": p[0], "expect": p[1],
+                       "algorithm": p[2]} for name, p in PROPOSALS.items()}
     default_variants = ("aes128gcm16",)
     crypto_library = "openssl"
 
@@ -88,9 +93,11 @@ class Ipsec(NetworkStack):
         self.layer = "kernel" if kernel_esp else "userspace"
         psk = base64.b64encode(secrets.token_bytes(32)).decode()
         # kernel-libipsec must come before kernel-netlink, so that it, not the kernel, gets the SAs
-        load = LOAD.format(kernel="kernel-netlink" if kernel_esp else "kernel-libipsec kernel-netlink")
+        load = LOAD.format(kernel="kernel-netlink" if kernel_esp
+                           else "kernel-libipsec kernel-netlink")
         if not self.accel:
-            # strongSwan's own C plugins (aes, gcm, chapoly …) instead of OpenSSL's; OpenSSL is switched off too
+            # strongSwan's own C plugins (aes, gcm, chapoly …) instead of OpenSSL's; OpenSSL is
+            # switched off too
             load = load.replace("openssl ", "")
             self.params["plugins"] = "no openssl plugin, OPENSSL_ia32cap off"
         self.vici = {}
@@ -101,31 +108,38 @@ class Ipsec(NetworkStack):
             self.vici[end] = f"unix://{d}/charon.vici"
             (d / "strongswan.conf").write_text(
                 "charon-systemd {\n  load = " + load + "\n  install_routes = yes\n  plugins {\n"
-                f"    vici {{ socket = {self.vici[end]} }}\n    kernel-libipsec {{ allow_peer_ts = yes }}\n  }}\n"
-                "  filelog { stderr { default = 1 ike = 1 cfg = 1 } }\n  journal { default = -1 }\n}\n")
-            conf = (f"connections {{ cc {{ version = 2\n local_addrs = {me}\n remote_addrs = {other}\n"
-                    " proposals = aes128gcm16-prfsha256-x25519\n"
-                    f" local {{ auth = psk\n id = {me} }}\n remote {{ auth = psk\n id = {other} }}\n"
-                    f" children {{ cc {{ local_ts = {INNER[end]}/32\n remote_ts = {INNER[peer]}/32\n"
-                    f" esp_proposals = {self.params['esp']}\n start_action = none }} }} }} }}\n")
-            secret = f"secrets {{ ike-cc {{ id-a = {link.a_addr}\n id-b = {link.b_addr}\n secret = 0s{psk} }} }}\n"
-            (d / "swanctl.conf").write_text(conf + f"include {res.secret_file(secret.encode(), name=f'ipsec-{end}-{secrets.token_hex(3)}.conf')}\n")
+                f"    vici {{ socket = {self.vici[end]} }}\n    kernel-libipsec {{ allow_peer_ts = "
+                "yes }\n  }\n  filelog { stderr { default = 1 ike = 1 cfg = 1 } }\n  "
+                "journal { default = -1 }\n}\n")
+            conf = (f"connections {{ cc {{ version = 2\n local_addrs = {me}\n remote_addrs = "
+                    f"{other}\n proposals = aes128gcm16-prfsha256-x25519\n local {{ auth = psk\n "
+                    f"id = {me} }}\n remote {{ auth = psk\n id = {other} }}\n children {{ cc {{ "
+                    f"local_ts = {INNER[end]}/32\n remote_ts = {INNER[peer]}/32\n esp_proposals = "
+                    f"{self.params['esp']}\n start_action = none }} }} }} }}\n")
+            secret = (f"secrets {{ ike-cc {{ id-a = {link.a_addr}\n id-b = {link.b_addr}\n secret "
+                      f"= 0s{psk} }} }}\n")
+            (d / "swanctl.conf").write_text(conf + "include "
+                                                   f"{res.secret_file(secret.encode(), name=f'ipsec-{end}-{secrets.token_hex(3)}.conf')}\n")
             env = {"STRONGSWAN_CONF": str(d / "strongswan.conf")}
-            daemon = self.start(res, end, ["charon-systemd"], name=f"charon-{end}", env=env, logdir=self.dir)
+            daemon = self.start(res, end, ["charon-systemd"], name=f"charon-{end}", env=env,
+                                logdir=self.dir)
             proc.wait_for(lambda d=d: (d / "charon.vici").exists(), timeout=30, daemon=daemon,
                           what="charon's VICI socket")
             if not kernel_esp:
                 proc.wait_for(lambda e=end: link.has_iface(e, "ipsec0"), timeout=20, daemon=daemon,
                               what="kernel-libipsec's TUN device")
             dev = "lo" if kernel_esp else "ipsec0"
-            proc.run(link.argv(end, ["ip", "addr", "add", f"{INNER[end]}/32", "dev", dev]), timeout=30)
+            proc.run(link.argv(end, ["ip", "addr", "add", f"{INNER[end]}/32", "dev", dev]),
+                     timeout=30)
             proc.run(link.argv(end, ["ip", "link", "set", dev, "up"]), timeout=30)
             proc.run(["swanctl", "--load-all", "--noprompt", "--file", str(d / "swanctl.conf"),
                       "--uri", self.vici[end]], env=env, timeout=60)
-        done = proc.run(["swanctl", "--initiate", "--child", "cc", "--timeout", "30", "--uri", self.vici["a"]],
+        done = proc.run(["swanctl", "--initiate", "--child", "cc", "--timeout", "30", "--uri",
+                         self.vici["a"]],
                         timeout=60, check=False)
         if done.returncode != 0:
-            raise CryptcostError(f"IKE negotiation failed: {(done.stdout + done.stderr).strip().splitlines()[-1:]}")
+            raise CryptcostError("IKE negotiation failed: "
+                                 f"{(done.stdout + done.stderr).strip().splitlines()[-1:]}")
         return Endpoint(INNER["b"], service)
 
     def verify(self, res: Resources) -> dict:
@@ -141,7 +155,8 @@ class Ipsec(NetworkStack):
         counts = [int(x) for x in re.findall(r"(?:in|out)\s+\S+,\s+(\d+) bytes", text)]
         if not counts or min(counts) == 0:
             raise CryptcostError(f"the CHILD_SA carried no traffic ({counts})")
-        self.negotiated = {"implementation": self.params["implementation"], "mode": mode, "esp": proposal,
+        self.negotiated = {"implementation": self.params["implementation"], "mode": mode,
+                           "esp": proposal,
                            "from": "swanctl --list-sas"}
         if self.variant in WEAK:
             self.params["warning"] = WEAK[self.variant]

@@ -41,7 +41,8 @@ VARIANTS = {
     # each dm-crypt perf flag alone, for its own measured tuning delta
     "aes-xts-plain64-4k-no-read-wq": _spec("aes-xts-plain64", 512, 4096, perf=NOQ[:1]),
     "aes-xts-plain64-4k-no-write-wq": _spec("aes-xts-plain64", 512, 4096, perf=NOQ[1:]),
-    "aes-xts-plain64-4k-same-cpu": _spec("aes-xts-plain64", 512, 4096, perf=("--perf-same_cpu_crypt",)),
+    "aes-xts-plain64-4k-same-cpu": _spec("aes-xts-plain64", 512, 4096,
+                                         perf=("--perf-same_cpu_crypt",)),
     "aes-xts-plain64-4k-submit-from-crypt-cpus": _spec("aes-xts-plain64", 512, 4096,
                                                        perf=("--perf-submit_from_crypt_cpus",)),
     "aes-128-xts-plain64": _spec("aes-xts-plain64", 256),
@@ -104,7 +105,8 @@ class Luks(StorageStack):
     variants = VARIANTS
     default_variants = ("aes-xts-plain64", "aes-xts-plain64-4k")
     security = ("LUKS/dm-crypt encrypts the whole device: names, sizes and metadata are hidden",)
-    advice = "on a host with dm-crypt, LUKS2 aes-xts-plain64 with 4096-byte sectors is the usual choice"
+    advice = ("on a host with dm-crypt, LUKS2 aes-xts-plain64 with 4096-byte sectors is the "
+              "usual choice")
 
     def cipher_ref(self) -> dict | None:
         spec, bits = self.params["cipher"], self.params["key_size"]
@@ -122,9 +124,11 @@ class Luks(StorageStack):
         status = proc.run(["cryptsetup", "status", name], timeout=30).stdout
         got = {k.strip(): v.strip() for k, v in
                (line.split(":", 1) for line in status.splitlines() if ":" in line)}
-        seen = {"cipher": table_cipher(name), "key_size": int(got.get("keysize", "0").split()[0] or 0),
+        seen = {"cipher": table_cipher(name),
+                "key_size": int(got.get("keysize", "0").split()[0] or 0),
                 "sector_size": int(got.get("sector size", "512").split()[0]),
-                "flags": sorted(got.get("flags", "").split()), "from": "dmsetup table, cryptsetup status"}
+                "flags": sorted(got.get("flags", "").split()),
+                "from": "dmsetup table, cryptsetup status"}
         if p["type"] == "luks2":
             dump = proc.run(["cryptsetup", "luksDump", device], timeout=30).stdout
             version = re.search(r"^Version:\s*(\d+)", dump, re.M)
@@ -142,17 +146,20 @@ class Luks(StorageStack):
             wrong["flags"] = (seen["flags"], want_flags)
         if wrong:
             raise CryptcostError(f"{self.label}: the mapping is not what was asked for: "
-                                 + ", ".join(f"{k} {a} instead of {b}" for k, (a, b) in wrong.items()))
+                                 + ", ".join(f"{k} {a} instead of {b}"
+                                             for k, (a, b) in wrong.items()))
         return seen
 
     def setup(self, res: Resources, backing: Backing) -> Path:
         p = self.params
         keyfile, _ = res.keyfile(p["key_size"] // 8 if p["type"] == "plain" else 64)
         name = f"cc-luks-{secrets.token_hex(4)}"
-        common = ["--cipher", p["cipher"], "--key-size", str(p["key_size"]), "--key-file", str(keyfile)]
+        common = ["--cipher", p["cipher"], "--key-size", str(p["key_size"]), "--key-file",
+                  str(keyfile)]
         if p["type"] == "luks2":
             proc.run(["cryptsetup", "luksFormat", "-q", "--type", "luks2", *common, "--sector-size",
-                      str(p["sector_size"]), "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
+                      str(p["sector_size"]), "--pbkdf", "pbkdf2", "--pbkdf-force-iterations",
+                      "1000",
                       backing.device], timeout=120)
             tail = ["open", "--key-file", str(keyfile), *p["perf"], backing.device, name]
         else:

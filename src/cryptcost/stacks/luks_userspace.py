@@ -19,7 +19,8 @@ from cryptcost.stacks.base import ref
 from cryptcost.stacks.qemu_export import QEMU_IMG, QSD, QemuExportStack, cipher_backend, qemu_run
 
 
-def _cipher(alg: str, mode: str, ivgen: str, ivhash: str | None = None, warning: str | None = None) -> dict:
+def _cipher(alg: str, mode: str, ivgen: str, ivhash: str | None = None,
+            warning: str | None = None) -> dict:
     d = {"cipher_alg": alg, "cipher_mode": mode, "ivgen_alg": ivgen}
     if ivhash:
         d["ivgen_hash_alg"] = ivhash
@@ -55,7 +56,8 @@ def parse_luks_dump(text: str) -> dict:
 class LuksUserspace(QemuExportStack):
     name = "luks-userspace"
     description = "LUKS1 decrypted by qemu-storage-daemon, exported via FUSE + loop + filesystem"
-    crypto_library = "nettle"         # Debian's qemu: ciphers from Nettle (GnuTLS is linked for TLS only)
+    # Debian's qemu: ciphers from Nettle (GnuTLS is linked for TLS only)
+    crypto_library = "nettle"
     baselines = ("qemu-raw", "plain")
     use_case = "whole-disk"
     tools = (QSD, QEMU_IMG, "mkfs.ext4")
@@ -68,8 +70,9 @@ class LuksUserspace(QemuExportStack):
         """Nettle's switch counts only if this qemu-storage-daemon's ciphers are Nettle's."""
         found = cipher_backend(proc.which("qemu-storage-daemon"))
         if found != self.crypto_library:
-            return (f"acceleration cannot be switched off here: qemu-storage-daemon's ciphers come from "
-                    f"{found or 'no library cryptcost recognises (QEMU built-in code)'}, not {self.crypto_library}")
+            return ("acceleration cannot be switched off here: qemu-storage-daemon's ciphers come "
+                    f"from {found or 'no library cryptcost recognises (QEMU built-in code)'}, not "
+                    f"{self.crypto_library}")
         return super().accel_switch()
 
     def cipher_ref(self) -> dict | None:
@@ -81,7 +84,8 @@ class LuksUserspace(QemuExportStack):
     def prepare(self, res: Resources, backing: Backing, workdir: Path) -> list[str]:
         keyfile, _ = res.keyfile(32, text=True)        # a passphrase: qemu wants UTF-8
         opts = ["key-secret=sec0", f"cipher-alg={self.params['cipher_alg']}",
-                f"cipher-mode={self.params['cipher_mode']}", f"ivgen-alg={self.params['ivgen_alg']}",
+                f"cipher-mode={self.params['cipher_mode']}",
+                f"ivgen-alg={self.params['ivgen_alg']}",
                 "iter-time=10"]
         if "ivgen_hash_alg" in self.params:
             opts.append(f"ivgen-hash-alg={self.params['ivgen_hash_alg']}")
@@ -99,9 +103,11 @@ class LuksUserspace(QemuExportStack):
             return {"checked": False, "why": "cryptsetup not installed"}
         header = parse_luks_dump(proc.run(["cryptsetup", "luksDump", device], timeout=30).stdout)
         alg = self.params["cipher_alg"].split("-")[0]
-        if header["cipher"] != alg or not (header["mode"] or "").startswith(self.params["cipher_mode"]):
-            raise CryptcostError(f"luks-userspace: header says {header['cipher']}-{header['mode']}, "
-                                 f"expected {self.params['cipher_alg']}-{self.params['cipher_mode']}")
+        if header["cipher"] != alg or not (header["mode"]
+                                           or "").startswith(self.params["cipher_mode"]):
+            raise CryptcostError("luks-userspace: header says "
+                                 f"{header['cipher']}-{header['mode']}, expected "
+                                 f"{self.params['cipher_alg']}-{self.params['cipher_mode']}")
         return {"checked": True, **header}
 
     def describe(self) -> dict:

@@ -78,8 +78,10 @@ class NetworkStack(Stack):
     traffic: ClassVar[str] = "stream"
     links: ClassVar[tuple[str, ...]] = ("netns", "loopback")
     transport: ClassVar[str] = "TCP"
-    exclusive: ClassVar[bool] = False       # needs the link's namespaces to itself (fixed ports, routes)
-    suites: ClassVar[dict[str, str]] = {"standard": "", "full": "*"}    # suite → "" (default variants) or "*"
+    # needs the link's namespaces to itself (fixed ports, routes)
+    exclusive: ClassVar[bool] = False
+    # suite → "" (default variants) or "*"
+    suites: ClassVar[dict[str, str]] = {"standard": "", "full": "*"}
     # A stack the kernel can run itself (WireGuard, ESP), with a userspace fallback where it cannot:
     kernel_features: ClassVar[tuple[str, ...]] = ()          # all present: the kernel path
     userspace_tools: ClassVar[tuple[Tool, ...]] = ()         # needed only for the fallback
@@ -91,13 +93,15 @@ class NetworkStack(Stack):
     @classmethod
     def needed_tools(cls) -> list[Tool]:
         own = super().needed_tools()
-        return [host_tools.tool(t) for t in cls.COMMON_TOOLS if t not in {x.name for x in own}] + own
+        return [host_tools.tool(t) for t in cls.COMMON_TOOLS
+                if t not in {x.name for x in own}] + own
 
     @classmethod
     def in_kernel(cls) -> bool:
         """Whether this host's kernel runs the stack itself (see ``kernel_features``)."""
         present = kernel.features()
-        return bool(cls.kernel_features) and all(present.get(f, {}).get("present") for f in cls.kernel_features)
+        return bool(cls.kernel_features) and all(present.get(f, {}).get("present")
+                                                 for f in cls.kernel_features)
 
     @classmethod
     def check(cls) -> None:
@@ -122,12 +126,13 @@ class NetworkStack(Stack):
         for feat in cls.userspace_features:
             if not present.get(feat, {}).get("present"):
                 reason, install = FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None))
-                raise Unavailable(f"{lacks}, and the userspace fallback needs what is missing: {reason}", install)
+                raise Unavailable(f"{lacks}, and the userspace fallback needs what is "
+                                  f"missing: {reason}", install)
 
     def accel_switch(self) -> str | None:
         if self.in_kernel():
-            return (f"acceleration cannot be switched off from userspace for {self.name} in the kernel "
-                    "(it needs a kernel booted with its SIMD crypto drivers blacklisted)")
+            return (f"acceleration cannot be switched off from userspace for {self.name} in the "
+                    "kernel (it needs a kernel booted with its SIMD crypto drivers blacklisted)")
         return super().accel_switch()
 
     def __init__(self, variant: str | None = None):
@@ -144,7 +149,8 @@ class NetworkStack(Stack):
         """What was negotiated, read back from the stack (empty: nothing to read)."""
         return {}
 
-    def start(self, res: Resources, end: str, argv: list[str], *, name: str, env: dict | None = None,
+    def start(self, res: Resources, end: str, argv: list[str], *, name: str,
+              env: dict | None = None,
               logdir: Path | None = None) -> proc.Daemon:
         """Start a daemon of this stack at ``end``, journalled, its output in ``logdir``."""
         logfile = str(logdir / f"{name}.log") if logdir else None
@@ -163,14 +169,16 @@ class NetworkStack(Stack):
 
     def daemon_names(self) -> dict[int, str]:
         """Each daemon's pid → ``program@end`` (its CPU is reported under that name)."""
-        return {d.pid: f"{_program(d)}@{end}" for end, daemons in self.ends.items() for d in daemons}
+        return {d.pid: f"{_program(d)}@{end}" for end, daemons in self.ends.items()
+                for d in daemons}
 
     def dead(self) -> str | None:
         """Why the stack no longer works (a daemon exited), or None."""
         for end, daemons in self.ends.items():
             for d in daemons:
                 if not d.alive():
-                    return f"{_program(d)} at end {end} exited ({d.returncode}) during the measurement"
+                    return (f"{_program(d)} at end {end} exited ({d.returncode}) during "
+                            "the measurement")
         return None
 
     def leak(self, packet: Packet, service: int) -> str | None:
@@ -202,7 +210,8 @@ class NetworkStack(Stack):
     def expect(what: str, got: str | None, wanted: str) -> None:
         """Refuse a stack whose negotiated ``what`` is not the one asked for."""
         if got is None or got.lower() != wanted.lower():
-            raise CryptcostError(f"{what}: asked for {wanted}, the stack negotiated {got or 'nothing it reports'}")
+            raise CryptcostError(f"{what}: asked for {wanted}, the stack negotiated "
+                                 f"{got or 'nothing it reports'}")
 
 
 class FileShareStack(NetworkStack):

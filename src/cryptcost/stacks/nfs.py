@@ -64,12 +64,14 @@ GRACE_S = 10                       # the shortest NFSv4 grace period nfsd takes
 NFS_PROGRAM, RPCSEC_GSS, RPC_GSS_DATA, RPC_GSS_SVC_PRIVACY, OP_SEQUENCE = 100003, 6, 0, 3, 53
 # Kerberos session key type → the cipher table's nearest algorithm (CBC with ciphertext stealing)
 ENCTYPES = {"aes256-cts-hmac-sha1-96": "aes-256-cbc", "aes128-cts-hmac-sha1-96": "aes-128-cbc",
-            "aes256-cts-hmac-sha384-192": "aes-256-cbc", "aes128-cts-hmac-sha256-128": "aes-128-cbc"}
+            "aes256-cts-hmac-sha384-192": "aes-256-cbc",
+            "aes128-cts-hmac-sha256-128": "aes-128-cbc"}
 
 
 class Nfs(FileShareStack):
     name = "nfs"
-    description = "NFSv4.2 (the kernel's server at b, its client at a) with sec=sys, krb5, krb5i or krb5p"
+    description = ("NFSv4.2 (the kernel's server at b, its client at a) with sec=sys, krb5, "
+                   "krb5i or krb5p")
     layer = "kernel"
     use_case = "file-share"
     suites: dict[str, str] = {}      # the guest's kernel: seeds' R4, or by name
@@ -78,7 +80,8 @@ class Nfs(FileShareStack):
     security = ("only sec=krb5p encrypts: sys, krb5 and krb5i send every file in plaintext (krb5 "
                 "authenticates each call, krb5i also protects the data's integrity)",
                 "sec=sys trusts the client's word for who the user is")
-    tools = (RPC_NFSD, EXPORTFS, MOUNTD, GSSD, SVCGSSD, KDC, KDB5_UTIL, KADMIN, KINIT, KLIST, NSENTER)
+    tools = (RPC_NFSD, EXPORTFS, MOUNTD, GSSD, SVCGSSD, KDC, KDB5_UTIL, KADMIN, KINIT, KLIST,
+             NSENTER)
     features = ("netns", "veth", "nfs")
     links = ("netns",)
     exclusive = True                   # one nfsd per network namespace
@@ -107,7 +110,8 @@ class Nfs(FileShareStack):
         self.link = link
         self.dir = res.tmpdir("cryptcost-nfs-")
         self.share = res.tmpdir("cryptcost-nfsshare-")
-        res.tmpfs(self.share, 2 << 30, "0777")            # made before mountd's namespace copies the mounts
+        # made before mountd's namespace copies the mounts
+        res.tmpfs(self.share, 2 << 30, "0777")
         self.mnt = res.tmpdir("cryptcost-nfsmnt-")
         self.port = self.service_port = link.port(PORT)
         kerberos = self.params["sec"] != "sys"
@@ -118,7 +122,8 @@ class Nfs(FileShareStack):
         options = (f"vers=4.2,sec={self.params['sec']},proto=tcp,port={self.port},addr={link.b_addr},"
                    f"clientaddr={link.a_addr}")
         try:
-            res.mount(f"{SERVER}:/", self.mnt, "nfs4", options, via=link.mount_argv("a", []), helper=False)
+            res.mount(f"{SERVER}:/", self.mnt, "nfs4", options, via=link.mount_argv("a", []),
+                      helper=False)
         except ProcessError as exc:
             known = known_bug(self.params["sec"])
             raise CryptcostError(f"mounting with sec={self.params['sec']} failed ({exc})"
@@ -132,23 +137,31 @@ class Nfs(FileShareStack):
         state.mkdir()
         for name in ("etab", "rmtab"):
             (state / name).touch()
-        # mountd answers the kernel through /proc/net/rpc/nfsd.*/channel, which exist once nfsd is loaded
-        proc.run(["modprobe", "-a", "nfsd", "nfsv4"] + (["rpcsec_gss_krb5"] if kerberos else []), timeout=60)
+        # mountd answers the kernel through /proc/net/rpc/nfsd.*/channel, which exist once nfsd is
+        # loaded
+        proc.run(["modprobe", "-a", "nfsd", "nfsv4"] + (["rpcsec_gss_krb5"] if kerberos else []),
+                 timeout=60)
         self.mountd = self.start(res, "b", ["rpc.mountd", "--foreground", "--no-nfs-version", "2",
-                                            "--no-nfs-version", "3", "--state-directory-path", str(state)],
+                                            "--no-nfs-version", "3", "--state-directory-path",
+                                            str(state)],
                                  name="rpc.mountd", logdir=self.dir)
         flavours = "sys:krb5:krb5i:krb5p" if kerberos else "sys"
         inside = (f"mount -t nfsd nfsd /proc/fs/nfsd && mount --bind {state} /var/lib/nfs && "
-                  f"rpc.nfsd -N 3 -V 4.2 -H {link.b_addr} -p {self.port} -G {GRACE_S} -L {GRACE_S} 8 && "
-                  # every client identity is root, as sec=sys's is: a Kerberos principal nfsd cannot map
+                  f"rpc.nfsd -N 3 -V 4.2 -H {link.b_addr} -p {self.port} -G {GRACE_S} -L "
+                  f"{GRACE_S} 8 && "
+                  # every client identity is root, as sec=sys's is: a Kerberos principal nfsd cannot
+                  # map
                   # to a local user would otherwise be nobody, and could not overwrite root's files
-                  f"exportfs -i -o rw,sync,no_subtree_check,no_root_squash,anonuid=0,anongid=0,insecure,fsid=0,"
+                  "exportfs -i -o "
+                  "rw,sync,no_subtree_check,no_root_squash,anonuid=0,anongid=0,insecure,fsid=0,"
                   f"sec={flavours} "
                   f"{link.a_addr}:{self.share}")
-        # only once `ip netns exec` has exec'd it is mountd in b's namespaces, and so is what nsenter enters
+        # only once `ip netns exec` has exec'd it is mountd in b's namespaces, and so is what
+        # nsenter enters
         proc.wait_for(lambda: runs(self.mountd.pid, "rpc.mountd"), timeout=10, daemon=self.mountd,
                       what="rpc.mountd")
-        proc.run(["nsenter", "-t", str(self.mountd.pid), "-m", "-n", "sh", "-c", inside], timeout=120)
+        proc.run(["nsenter", "-t", str(self.mountd.pid), "-m", "-n", "sh", "-c", inside],
+                 timeout=120)
         started = time.monotonic()
         proc.wait_for(lambda: link.listening("b", self.port), timeout=30, daemon=self.mountd,
                       what="nfsd listening")
@@ -169,42 +182,52 @@ class Nfs(FileShareStack):
         kdc = res.keydir() / f"cryptcost-kdc-{secrets.token_hex(3)}"
         kdc.mkdir(mode=0o700)
         (kdc / "krb5.conf").write_text(
-            f"[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n dns_lookup_realm = false\n"
-            f" rdns = false\n dns_canonicalize_hostname = false\n"
-            f"[realms]\n {REALM} = {{\n  kdc = {link.b_addr}:88\n }}\n"
-            f"[domain_realm]\n .cc.test = {REALM}\n")
+            f"[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n dns_lookup_realm "
+            f"= false\n rdns = false\n dns_canonicalize_hostname = false\n[realms]\n {REALM} = "
+            f"{{\n  kdc = {link.b_addr}:88\n }}\n[domain_realm]\n .cc.test = {REALM}\n")
         (kdc / "kdc.conf").write_text(
-            f"[kdcdefaults]\n kdc_ports = 88\n kdc_tcp_ports = 88\n"
-            f"[realms]\n {REALM} = {{\n  database_name = {kdc}/principal\n  key_stash_file = {kdc}/stash\n"
-            f"  acl_file = {kdc}/kadm5.acl\n }}\n[logging]\n kdc = FILE:{self.dir}/krb5kdc.log\n")
-        self.krb5_env = {"KRB5_CONFIG": str(kdc / "krb5.conf"), "KRB5_KDC_PROFILE": str(kdc / "kdc.conf")}
+            f"[kdcdefaults]\n kdc_ports = 88\n kdc_tcp_ports = 88\n[realms]\n {REALM} = {{\n  "
+            f"database_name = {kdc}/principal\n  key_stash_file = {kdc}/stash\n  acl_file = "
+            f"{kdc}/kadm5.acl\n }}\n[logging]\n kdc = FILE:{self.dir}/krb5kdc.log\n")
+        self.krb5_env = {"KRB5_CONFIG": str(kdc / "krb5.conf"),
+                         "KRB5_KDC_PROFILE": str(kdc / "kdc.conf")}
         master = secrets.token_hex(16)
-        proc.run(["kdb5_util", "create", "-s", "-r", REALM, "-P", master], env=self.krb5_env, timeout=120,
+        proc.run(["kdb5_util", "create", "-s", "-r", REALM, "-P", master], env=self.krb5_env,
+                 timeout=120,
                  secrets=[master])
         server_kt, client_kt = kdc / "server.keytab", kdc / "client.keytab"
         for principal, keytab in ((f"nfs/{SERVER}", server_kt), ("root", client_kt)):
-            proc.run(["kadmin.local", "-q", f"addprinc -randkey {principal}"], env=self.krb5_env, timeout=120)
-            proc.run(["kadmin.local", "-q", f"ktadd -k {keytab} {principal}"], env=self.krb5_env, timeout=120)
-        daemon = self.start(res, "b", ["krb5kdc", "-n"], env=self.krb5_env, name="krb5kdc", logdir=self.dir)
-        proc.wait_for(lambda: link.listening("b", 88), timeout=30, daemon=daemon, what="krb5kdc listening")
+            proc.run(["kadmin.local", "-q", f"addprinc -randkey {principal}"], env=self.krb5_env,
+                     timeout=120)
+            proc.run(["kadmin.local", "-q", f"ktadd -k {keytab} {principal}"], env=self.krb5_env,
+                     timeout=120)
+        daemon = self.start(res, "b", ["krb5kdc", "-n"], env=self.krb5_env, name="krb5kdc",
+                            logdir=self.dir)
+        proc.wait_for(lambda: link.listening("b", 88), timeout=30, daemon=daemon,
+                      what="krb5kdc listening")
         self.start(res, "b", ["rpc.svcgssd", "-f", "-p", f"nfs/{SERVER}@{REALM}"],
-                   env={**self.krb5_env, "KRB5_KTNAME": str(server_kt)}, name="rpc.svcgssd", logdir=self.dir)
+                   env={**self.krb5_env, "KRB5_KTNAME": str(server_kt)}, name="rpc.svcgssd",
+                   logdir=self.dir)
         self.ccache_dir = kdc / "ccache"
         self.ccache_dir.mkdir(mode=0o700)
         self.ccache = self.ccache_dir / "krb5cc_0"          # rpc.gssd -n looks for krb5cc_<uid>
-        proc.run(link.argv("a", ["kinit", "-k", "-t", str(client_kt), "-c", str(self.ccache), "root"]),
+        proc.run(link.argv("a",
+                           ["kinit", "-k", "-t", str(client_kt), "-c", str(self.ccache), "root"]),
                  env=self.krb5_env, timeout=60)
         pipefs = res.tmpdir("cryptcost-rpcpipefs-")
         res.mount("sunrpc", pipefs, "rpc_pipefs", via=link.mount_argv("a", []), helper=False)
-        gssd = self.start(res, "a", ["rpc.gssd", "-f", "-n", "-p", str(pipefs), "-d", str(self.ccache_dir)],
+        gssd = self.start(res, "a",
+                          ["rpc.gssd", "-f", "-n", "-p", str(pipefs), "-d", str(self.ccache_dir)],
                           env=self.krb5_env, name="rpc.gssd", logdir=self.dir)
         # the kernel asks rpc.gssd only once it holds its pipe in the rpc_pipefs of a's namespace
-        proc.wait_for(lambda: holds(gssd.pid, pipefs / "gssd"), timeout=30, daemon=gssd, what="rpc.gssd")
+        proc.wait_for(lambda: holds(gssd.pid, pipefs / "gssd"), timeout=30, daemon=gssd,
+                      what="rpc.gssd")
 
     # --- file transfers -------------------------------------------------------------------
     def put(self, res: Resources, files: list[Path], remote_dir: str) -> None:
         target = self.mnt / remote_dir if remote_dir else self.mnt
-        proc.run(["cp", *map(str, files), f"{target}/"], timeout=600)     # close() flushes to the server
+        # close() flushes to the server
+        proc.run(["cp", *map(str, files), f"{target}/"], timeout=600)
 
     def get(self, res: Resources, names: list[str], local_dir: Path) -> None:
         proc.run(["cp", *(str(self.mnt / n) for n in names), f"{local_dir}/"], timeout=600)
@@ -226,13 +249,15 @@ class Nfs(FileShareStack):
         self.expect("NFS version", opts.get("vers"), "4.2")
         self.expect("NFS security flavour", opts.get("sec"), self.params["sec"])
         self.negotiated = {"vers": opts["vers"], "sec": opts["sec"], "rsize": opts.get("rsize"),
-                           "wsize": opts.get("wsize"), "grace_waited_s": getattr(self, "grace_waited", None),
+                           "wsize": opts.get("wsize"),
+                           "grace_waited_s": getattr(self, "grace_waited", None),
                            "from": "/proc/self/mountstats"}
         if self.params["sec"] != "sys":
             done = proc.run(["klist", "-e", "-c", str(self.ccache)], env=self.krb5_env, timeout=30)
             enctype = service_enctype(done.stdout, f"nfs/{SERVER}@{REALM}")
             if enctype is None:
-                raise CryptcostError(f"the client holds no ticket for nfs/{SERVER}: rpc.gssd did not run")
+                raise CryptcostError(f"the client holds no ticket for nfs/{SERVER}: "
+                                     "rpc.gssd did not run")
             self.negotiated.update(enctype=enctype, realm=REALM)
             self.negotiated["from"] += ", klist -e"
         return self.negotiated
@@ -254,9 +279,9 @@ def known_bug(sec: str, release: str | None = None) -> str:
     """What is known of a failed mount with ``sec`` on this kernel."""
     release = release or platform.release()
     if sec == "krb5p" and re.match(r"6\.1\.", release):
-        return ("Linux 6.1's NFS server answers every sec=krb5p call with GARBAGE_ARGS (seen with Debian "
-                "12's 6.1.0-56, Linux 6.1.192, while krb5 and krb5i work); Linux 6.12 does not: "
-                "cryptcost vm --kernel 6.12 -- …")
+        return ("Linux 6.1's NFS server answers every sec=krb5p call with GARBAGE_ARGS (seen with "
+                "Debian 12's 6.1.0-56, Linux 6.1.192, while krb5 and krb5i work); Linux 6.12 does "
+                "not: cryptcost vm --kernel 6.12 -- …")
     return ""
 
 
@@ -342,11 +367,13 @@ def call_protection(payload: bytes) -> str | None:
     client protects with its machine credential whatever the mount's flavour)."""
     rec = rpc_record(payload)
     if rec is None or rec["kind"] != "call" or rec["gss_proc"] not in (None, RPC_GSS_DATA):
-        return None                           # not a call, or a context set-up: a token, no file data
+        # not a call, or a context set-up: a token, no file data
+        return None
     if rec["service"] == RPC_GSS_SVC_PRIVACY:
         return "privacy"
     try:
-        at = rec["body"] + (8 if rec["service"] == 2 else 0)      # integrity: length and sequence number
+        # integrity: length and sequence number
+        at = rec["body"] + (8 if rec["service"] == 2 else 0)
         at = _opaque(payload, at)                                 # the COMPOUND's tag
         _minor, numops, first = struct.unpack(">III", payload[at:at + 12])
     except struct.error:

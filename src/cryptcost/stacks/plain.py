@@ -25,8 +25,9 @@ class Plain(StorageStack):
     # ``encrypt-feature``: the same ext4 with the ``encrypt`` feature that fscrypt
     # needs, nothing encrypted: fscrypt's nearest twin. Compared with ``plain``,
     # its overhead is what the feature alone costs every file.
-    variants = {"default": {}, "encrypt-feature": {"mkfs_features": "encrypt", "baselines": ("plain",),
-                                                   "isolates": "ext4's encrypt feature"}}
+    variants = {"default": {},
+                "encrypt-feature": {"mkfs_features": "encrypt", "baselines": ("plain",),
+                                    "isolates": "ext4's encrypt feature"}}
 
     def __init__(self, variant: str | None = None, fs: str = "ext4"):
         super().__init__(variant, fs)

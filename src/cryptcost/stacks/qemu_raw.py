@@ -14,7 +14,8 @@ from cryptcost.stacks.qemu_export import QemuExportStack
 
 class QemuRaw(QemuExportStack):
     name = "qemu-raw"
-    description = "qemu-storage-daemon raw FUSE export + loop + filesystem (baseline of luks-userspace)"
+    description = ("qemu-storage-daemon raw FUSE export + loop + filesystem (baseline of "
+                   "luks-userspace)")
     role = "baseline"
     baselines = ("plain",)
     isolates = "qemu-storage-daemon's FUSE export and the loop over it"

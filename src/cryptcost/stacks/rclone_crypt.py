@@ -27,7 +27,8 @@ from cryptcost.stacks.fs import FuseStack
 
 class RcloneCrypt(FuseStack):
     name = "rclone-crypt"
-    description = "rclone mount of a crypt remote (NaCl secretbox, XSalsa20-Poly1305, 64 KiB chunks)"
+    description = ("rclone mount of a crypt remote (NaCl secretbox, XSalsa20-Poly1305, "
+                   "64 KiB chunks)")
     crypto_library = "go"
     # rclone mounts through its own Go FUSE library, which asks for big
     # writes; no passthrough of that library is packaged, so the baseline is
@@ -39,8 +40,8 @@ class RcloneCrypt(FuseStack):
              Tool("fusermount3", "fusermount3", "fuse3", ("fusermount3", "--version")))
     variants = {"default": {"cipher": "XSalsa20-Poly1305", "vfs_cache_mode": "writes",
                             "vfs_write_back": "0s", "filename_encryption": "standard"}}
-    security = ("rclone crypt leaves file sizes (plus a fixed overhead) and the directory structure "
-                "visible; names are encrypted",)
+    security = ("rclone crypt leaves file sizes (plus a fixed overhead) and the directory "
+                "structure visible; names are encrypted",)
     settle_timeout = 600.0
     # With passes sized by time (files of changing sizes and names, one per
     # round), rclone 1.60 now and then failed to delete a file it had just
@@ -50,8 +51,8 @@ class RcloneCrypt(FuseStack):
     # Written again under the same name within one sample (a small medium's file took
     # under a second, so a second pass followed), rclone 1.60 failed the same way:
     # "IO error: remove …: no such file or directory", then EIO on the new file.
-    one_write_pass = ("a file written again under the name rclone has just uploaded fails now and then "
-                      "(rclone 1.60: \"remove …: no such file or directory\", then EIO)")
+    one_write_pass = ("a file written again under the name rclone has just uploaded fails now and "
+                      "then (rclone 1.60: \"remove …: no such file or directory\", then EIO)")
     stall_seconds = 20.0
 
     def cipher_ref(self) -> dict:
@@ -61,7 +62,8 @@ class RcloneCrypt(FuseStack):
     def init(self, res: Resources) -> None:
         passfile, _ = res.keyfile(32, text=True)
         with open(passfile, "rb") as fh:
-            obscured = proc.run(["rclone", "obscure", "-"], input=fh.read(), timeout=30).stdout.strip()
+            obscured = proc.run(["rclone", "obscure", "-"], input=fh.read(),
+                                timeout=30).stdout.strip()
         self.conf = res.secret_file(
             f"[cc]\ntype = crypt\nremote = {self.lower}\npassword = {obscured}\n"
             f"filename_encryption = {self.params['filename_encryption']}\n".encode(), "rclone.conf")
@@ -102,10 +104,10 @@ class RcloneCrypt(FuseStack):
                 have, moved_at = now_have, now
             if now > deadline or now - moved_at > self.stall_seconds:
                 raise CryptcostError(
-                    f"rclone-crypt: the ciphertext did not reach the lower directory: {sum(have)} of "
-                    f"{sum(want)} bytes in {len(have)} of {len(want)} files after "
-                    f"{time.perf_counter() - start:.0f} s, no change for the last {now - moved_at:.0f} s "
-                    f"(rclone's log: {self.logfile})")
+                    f"rclone-crypt: the ciphertext did not reach the lower directory: {sum(have)} "
+                    f"of {sum(want)} bytes in {len(have)} of {len(want)} files after "
+                    f"{time.perf_counter() - start:.0f} s, no change for the last "
+                    f"{now - moved_at:.0f} s (rclone's log: {self.logfile})")
             time.sleep(0.005)
         return time.perf_counter() - start + super().settle()
 

@@ -17,7 +17,8 @@ class Securefs(FuseStack):
     # securefs 0.13 mounts with big_writes (and atomic_o_trunc)
     fuse_options = ("big_writes",)
     baselines = ("fuse-passthrough:big-writes", "plain")
-    daemon_caches = False            # no more than the block an open file is at (a stack test checks)
+    # no more than the block an open file is at (a stack test checks)
+    daemon_caches = False
     tools = (Tool("securefs", "securefs", "securefs", ()),)      # prints no version of its own
     variants = {"lite": {"format": 4}, "full": {"format": 2}}
     default_variants = ("lite",)
@@ -32,7 +33,8 @@ class Securefs(FuseStack):
         # cache reset remounts; its automatic rounds took 2.1 s per mount here, one round 0.36 s.
         # The data path (AES-GCM with the master key) is the same either way.
         self.keyfile, _ = res.keyfile(32)
-        proc.run(["securefs", "create", "--format", str(self.params["format"]), "--rounds", "1", "--keyfile",
+        proc.run(["securefs", "create", "--format", str(self.params["format"]), "--rounds", "1",
+                  "--keyfile",
                   str(self.keyfile), str(self.lower)], env=self.env(), timeout=120)
 
     def mount_argv(self, res: Resources) -> list[str]:

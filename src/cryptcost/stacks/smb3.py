@@ -27,7 +27,8 @@ from cryptcost.stacks.base import ref
 from cryptcost.stacks.net import Endpoint, FileShareStack
 
 SMBD = Tool("smbd", "smbd", "samba", ("smbd", "--version"), r"Version (\d+(?:\.\d+)+)")
-SMBCLIENT = Tool("smbclient", "smbclient", "smbclient", ("smbclient", "--version"), r"Version (\d+(?:\.\d+)+)")
+SMBCLIENT = Tool("smbclient", "smbclient", "smbclient", ("smbclient", "--version"),
+                 r"Version (\d+(?:\.\d+)+)")
 SMBPASSWD = Tool("smbpasswd", "smbpasswd", "samba", ())
 SMB2_READ, SMB2_WRITE = 0x0008, 0x0009
 SHARE = "cc"
@@ -41,8 +42,9 @@ class Smb3(FileShareStack):
     suites = {"standard": "*", "full": "*"}
     baselines = ("smb3:off",)
     baseline_variants = ("off",)
-    security = ("SMB3 encryption protects data in transit only; the share's files are plaintext on the "
-                "server, and without it SMB3 signs at best, so anyone on the path reads every file",)
+    security = ("SMB3 encryption protects data in transit only; the share's files are plaintext "
+                "on the server, and without it SMB3 signs at best, so anyone on the path "
+                "reads every file",)
     tools = (SMBD, SMBCLIENT, SMBPASSWD)
     crypto_library = "gnutls"           # Samba's SMB3 ciphers come from GnuTLS (Nettle underneath)
     variants = {"off": {"encrypt": "off", "cipher": None},
@@ -53,9 +55,11 @@ class Smb3(FileShareStack):
     transport = "TCP 445"
 
     def cipher_ref(self) -> dict | None:
-        alg = {"AES-128-GCM": "aes-128-gcm", "AES-256-GCM": "aes-256-gcm", "AES-128-CCM": "aes-128-gcm"}
+        alg = {"AES-128-GCM": "aes-128-gcm", "AES-256-GCM": "aes-256-gcm",
+               "AES-128-CCM": "aes-128-gcm"}
         cipher = self.params["cipher"]
-        return ref(alg[cipher], "userspace", unit=1 << 20, exact=cipher != "AES-128-CCM") if cipher else None
+        return ref(alg[cipher], "userspace", unit=1 << 20,
+                   exact=cipher != "AES-128-CCM") if cipher else None
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
@@ -67,12 +71,16 @@ class Smb3(FileShareStack):
         for sub in ("private", "lock", "state", "cache", "pid", "log", "ncalrpc"):
             (d / sub).mkdir()
         server = [
-            "[global]", "server role = standalone server", f"interfaces = {link.b_addr}", "bind interfaces only = yes",
+            "[global]", "server role = standalone server", f"interfaces = {link.b_addr}",
+            "bind interfaces only = yes",
             f"smb ports = {self.port}", "disable netbios = yes", "server min protocol = SMB3_11",
-            f"private dir = {d}/private", f"lock directory = {d}/lock", f"state directory = {d}/state",
-            f"cache directory = {d}/cache", f"pid directory = {d}/pid", f"ncalrpc dir = {d}/ncalrpc",
+            f"private dir = {d}/private", f"lock directory = {d}/lock",
+            f"state directory = {d}/state",
+            f"cache directory = {d}/cache", f"pid directory = {d}/pid",
+            f"ncalrpc dir = {d}/ncalrpc",
             f"log file = {d}/log/log.%m", f"passdb backend = tdbsam:{d}/private/passdb.tdb",
-            "load printers = no", "printing = bsd", "printcap name = /dev/null", "disable spoolss = yes",
+            "load printers = no", "printing = bsd", "printcap name = /dev/null",
+            "disable spoolss = yes",
             f"server smb encrypt = {self.params['encrypt']}"]
         if self.params["cipher"]:
             server.append(f"server smb3 encryption algorithms = {self.params['cipher']}")
@@ -84,16 +92,22 @@ class Smb3(FileShareStack):
         self.client_conf = d / "client.conf"
         self.client_conf.write_text("\n".join(client) + "\n")
         password = secrets.token_hex(16)
-        proc.run(["smbpasswd", "-c", str(self.conf), "-a", "-s", "root"], input=f"{password}\n{password}\n",
+        proc.run(["smbpasswd", "-c", str(self.conf), "-a", "-s", "root"],
+                 input=f"{password}\n{password}\n",
                  timeout=60, secrets=[password])
-        self.auth = res.secret_file(f"username = root\npassword = {password}\n".encode(), name=f"smb-{self.variant}.auth")
-        daemon = self.start(res, "b", ["smbd", "--foreground", "--no-process-group", "-s", str(self.conf),
-                                       "--debug-stdout"], name="smbd", logdir=d)
-        proc.wait_for(lambda: link.listening("b", self.port), timeout=30, daemon=daemon, what="smbd listening")
+        self.auth = res.secret_file(f"username = root\npassword = {password}\n".encode(),
+                                    name=f"smb-{self.variant}.auth")
+        daemon = self.start(res, "b",
+                            ["smbd", "--foreground", "--no-process-group", "-s", str(self.conf),
+                             "--debug-stdout"], name="smbd", logdir=d)
+        proc.wait_for(lambda: link.listening("b", self.port), timeout=30, daemon=daemon,
+                      what="smbd listening")
         return Endpoint(link.b_addr, self.port)
 
-    def _client(self, commands: str, *, stdin: str | None = None, timeout: float = 600) -> proc.Completed:
-        argv = ["smbclient", f"//{self.link.b_addr}/{SHARE}", "-p", str(self.port), "-A", str(self.auth),
+    def _client(self, commands: str, *, stdin: str | None = None,
+                timeout: float = 600) -> proc.Completed:
+        argv = ["smbclient", f"//{self.link.b_addr}/{SHARE}", "-p", str(self.port), "-A",
+                str(self.auth),
                 "-s", str(self.client_conf)]
         if stdin is None:
             argv += ["-c", commands]
@@ -116,16 +130,19 @@ class Smb3(FileShareStack):
 
     def verify(self, res: Resources) -> dict:
         """Hold a session open and read its dialect and encryption from smbstatus."""
-        held = res.daemon(self.link.argv("a", ["sh", "-c", "(echo ls; sleep 5; echo quit) | smbclient "
-                                               f"//{self.link.b_addr}/{SHARE} -p {self.port} -A {self.auth} "
-                                               f"-s {self.client_conf} >/dev/null 2>&1"]))
+        held = res.daemon(self.link.argv("a",
+                                         ["sh", "-c", "(echo ls; sleep 5; echo quit) | smbclient "
+                                          f"//{self.link.b_addr}/{SHARE} -p {self.port} -A "
+                                          f"{self.auth} -s {self.client_conf} >/dev/null 2>&1"]))
         try:
             session = None
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and session is None:
-                done = proc.run(self.link.argv("b", ["smbstatus", "-s", str(self.conf), "--json"]), timeout=30)
+                done = proc.run(self.link.argv("b", ["smbstatus", "-s", str(self.conf), "--json"]),
+                                timeout=30)
                 status = json.loads(done.stdout)
-                # a session is listed while it is still being set up; once the share is connected, its
+                # a session is listed while it is still being set up; once the share is connected,
+                # its
                 # dialect and encryption are final
                 if status.get("tcons"):
                     session = next(iter((status.get("sessions") or {}).values()), None)
@@ -143,7 +160,8 @@ class Smb3(FileShareStack):
         elif cipher:
             raise CryptcostError(f"smb3:off negotiated encryption {cipher}")
         self.negotiated = {"dialect": dialect, "cipher": cipher or "none",
-                           "degree": (session.get("encryption") or {}).get("degree"), "from": "smbstatus --json"}
+                           "degree": (session.get("encryption") or {}).get("degree"),
+                           "from": "smbstatus --json"}
         return self.negotiated
 
     def leak(self, packet: Packet, service: int) -> str | None:
@@ -152,5 +170,6 @@ class Smb3(FileShareStack):
         if packet.proto == 6 and len(body) >= 20 and body[4:8] == b"\xfeSMB":
             command = struct.unpack("<H", body[16:18])[0]
             if command in (SMB2_READ, SMB2_WRITE):
-                return f"a plaintext SMB2 {'READ' if command == SMB2_READ else 'WRITE'} on port {packet.dport}"
+                return (f"a plaintext SMB2 {'READ' if command == SMB2_READ else 'WRITE'} on port "
+                        f"{packet.dport}")
         return None

@@ -36,20 +36,23 @@ class Ssh(NetworkStack):
     security = ("an SSH tunnel runs in one process per connection: its cipher work uses one core "
                 "for each direction",)
     tools = (SSH, SSHD, SSH_KEYGEN)
-    crypto_library = "openssl"          # AES-GCM and AES-CTR; chacha20-poly1305 is OpenSSH's own code
+    # AES-GCM and AES-CTR; chacha20-poly1305 is OpenSSH's own code
+    crypto_library = "openssl"
     variants = {
         "aes128-gcm": {"cipher": "aes128-gcm@openssh.com", "mac": None, "aead": "aes-128-gcm"},
         "aes256-gcm": {"cipher": "aes256-gcm@openssh.com", "mac": None, "aead": "aes-256-gcm"},
         "chacha20-poly1305": {"cipher": "chacha20-poly1305@openssh.com", "mac": None,
                               "aead": "chacha20-poly1305"},
-        "aes128-ctr-umac64": {"cipher": "aes128-ctr", "mac": "umac-64-etm@openssh.com", "aead": "aes-128-ctr"},
+        "aes128-ctr-umac64": {"cipher": "aes128-ctr", "mac": "umac-64-etm@openssh.com",
+                              "aead": "aes-128-ctr"},
         "aes128-ctr-sha256": {"cipher": "aes128-ctr", "mac": "hmac-sha2-256-etm@openssh.com",
                               "aead": "aes-128-ctr"},
     }
     default_variants = ("aes128-gcm",)
 
     def cipher_ref(self) -> dict:
-        # SSH packets carry up to 32 KiB; 16 KiB, as for TLS records, is the nearest cell. A separate MAC
+        # SSH packets carry up to 32 KiB; 16 KiB, as for TLS records, is the nearest cell. A
+        # separate MAC
         # (the CTR variants) is not in the ceiling, so that ceiling is not exact.
         return ref(self.params["aead"], "userspace", unit=16384, exact=self.params["mac"] is None)
 
@@ -62,30 +65,37 @@ class Ssh(NetworkStack):
         for path in (host_key, client_key):
             res.track("keyfile", path=str(path) + ".pub")
             res.track("keyfile", lambda e, p=path: proc.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cryptcost", "-f", str(p)], timeout=30),
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cryptcost", "-f", str(p)],
+                timeout=30),
                 path=str(path))
         port, local = link.port(2222), link.port(15202)
         cipher, mac = self.params["cipher"], self.params["mac"]
         auth = self.dir / "authorized_keys"
         auth.write_text(open(str(client_key) + ".pub").read())
         lines = [f"Port {port}", f"ListenAddress {link.b_addr}", f"HostKey {host_key}",
-                 f"AuthorizedKeysFile {auth}", "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-                 "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no", "AllowTcpForwarding yes",
+                 f"AuthorizedKeysFile {auth}", "PermitRootLogin prohibit-password",
+                 "PasswordAuthentication no",
+                 "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+                 "AllowTcpForwarding yes",
                  "Compression no", "PidFile none", f"Ciphers {cipher}", "LogLevel VERBOSE"]
         if mac:
             lines.append(f"MACs {mac}")
         conf = self.dir / "sshd_config"
         conf.write_text("\n".join(lines) + "\n")
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)          # sshd's privilege separation directory
+        # sshd's privilege separation directory
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         sshd = proc.which("sshd") or "/usr/sbin/sshd"
-        daemon = self.start(res, "b", [sshd, "-D", "-e", "-f", str(conf)], name="sshd", logdir=self.dir)
-        proc.wait_for(lambda: link.listening("b", port), timeout=20, daemon=daemon, what="sshd listening")
+        daemon = self.start(res, "b", [sshd, "-D", "-e", "-f", str(conf)], name="sshd",
+                            logdir=self.dir)
+        proc.wait_for(lambda: link.listening("b", port), timeout=20, daemon=daemon,
+                      what="sshd listening")
         known = self.dir / "known_hosts"
         host = link.b_addr if port == 22 else f"[{link.b_addr}]:{port}"
         known.write_text(f"{host} {open(str(host_key) + '.pub').read()}")
         argv = ["ssh", "-F", "/dev/null", "-N", "-v", "-p", str(port), "-i", str(client_key),
                 "-L", f"127.0.0.1:{local}:127.0.0.1:{service}", "-o", f"UserKnownHostsFile={known}",
-                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
+                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o",
+                "ExitOnForwardFailure=yes",
                 "-o", "Compression=no", "-o", "ServerAliveInterval=0", "-c", cipher]
         if mac:
             argv += ["-m", mac]
@@ -98,7 +108,8 @@ class Ssh(NetworkStack):
     def verify(self, res: Resources) -> dict:
         """The cipher and MAC of both directions, from ``ssh -v``."""
         log = (self.dir / "ssh.log").read_text(errors="replace")
-        found = re.findall(r"kex: (server->client|client->server) cipher: (\S+) MAC: (\S+) compression: (\S+)", log)
+        found = re.findall(r"kex: (server->client|client->server) cipher: (\S+) MAC: (\S+) "
+                           r"compression: (\S+)", log)
         if len(found) < 2:
             raise CryptcostError("ssh -v reported no negotiated cipher")
         for direction, cipher, mac, compression in found:

@@ -28,7 +28,8 @@ VARIANTS = {
     "aes-xts": {"chain": "AES-256-XTS", "prf": "SHA512"},
     "serpent-xts": {"chain": "SERPENT-256-XTS", "prf": "SHA512"},
     "twofish-xts": {"chain": "TWOFISH-256-XTS", "prf": "SHA512"},
-    "aes-twofish-serpent": {"chain": "AES-256-XTS,TWOFISH-256-XTS,SERPENT-256-XTS", "prf": "SHA512"},
+    "aes-twofish-serpent": {"chain": "AES-256-XTS,TWOFISH-256-XTS,SERPENT-256-XTS",
+                            "prf": "SHA512"},
 }
 
 
@@ -47,7 +48,8 @@ class Tcrypt(StorageStack):
     default_variants = ("aes-xts",)
     security = ("a TrueCrypt container hides everything inside it, like LUKS; its header format is "
                 "frozen since 2014 (TrueCrypt is discontinued; VeraCrypt continues it)",)
-    advice = "for a new volume, LUKS2 does the same with a maintained format; tcrypt matters for existing containers"
+    advice = ("for a new volume, LUKS2 does the same with a maintained format; tcrypt matters for "
+              "existing containers")
 
     def cipher_ref(self) -> dict | None:
         return ref("aes-256-xts", "kernel", 512) if self.params["chain"] == "AES-256-XTS" else None
@@ -57,12 +59,15 @@ class Tcrypt(StorageStack):
         _, passphrase = res.keyfile(24, text=True, name="tcrypt")
         typed = passphrase + b"\n"
         # tcplay reads each answer on its own: passphrase, again, and "y" to create
-        proc.run(["tcplay", "-c", "-d", backing.device, "-b", p["chain"], "-a", p["prf"], "-z", "-w"],
+        proc.run(["tcplay", "-c", "-d", backing.device, "-b", p["chain"], "-a", p["prf"], "-z",
+                  "-w"],
                  input=[typed, typed, b"y\n"], timeout=300, secrets=[passphrase.decode()])
         name = f"cc-tcrypt-{secrets.token_hex(4)}"
         # Named, the header's hash is the only key derivation tried: unnamed, cryptsetup tries every
-        # TrueCrypt and VeraCrypt variant (VeraCrypt's at 500,000 PBKDF2 rounds), a minute under TCG.
-        device = open_mapping(res, ["open", "--type", "tcrypt", "--disable-veracrypt", "--hash", p["prf"].lower(),
+        # TrueCrypt and VeraCrypt variant (VeraCrypt's at 500,000 PBKDF2 rounds), a minute under
+        # TCG.
+        device = open_mapping(res, ["open", "--type", "tcrypt", "--disable-veracrypt", "--hash",
+                                    p["prf"].lower(),
                                     backing.device, name], name, passphrase=passphrase)
         self.params["verified"] = self.read_back(name)
         mnt = make_fs(res, device, self.fs)
@@ -77,7 +82,9 @@ class Tcrypt(StorageStack):
         mode = re.search(r"type:\s*(\S+)", status)
         cipher = table_cipher(name)
         want = [c.split("-")[0].lower() for c in self.params["chain"].split(",")]
-        got = {"type": mode.group(1) if mode else None, "cipher": cipher, "from": "cryptsetup status, dmsetup table"}
+        got = {"type": mode.group(1) if mode else None, "cipher": cipher,
+               "from": "cryptsetup status, dmsetup table"}
         if got["type"] != "TCRYPT" or not got["cipher"] or not any(got["cipher"].startswith(w) for w in want):
-            raise CryptcostError(f"{self.label}: the mapping is {got}, not a TCRYPT {self.params['chain']}")
+            raise CryptcostError(f"{self.label}: the mapping is {got}, not a TCRYPT "
+                                 f"{self.params['chain']}")
         return got

@@ -18,7 +18,8 @@ from cryptcost.links import Link
 from cryptcost.stacks.base import ref
 from cryptcost.stacks.net import Endpoint, NetworkStack
 
-STUNNEL = Tool("stunnel", "stunnel4", "stunnel4", ("stunnel4", "-version"), r"stunnel (\d+(?:\.\d+)+)")
+STUNNEL = Tool("stunnel", "stunnel4", "stunnel4", ("stunnel4", "-version"),
+               r"stunnel (\d+(?:\.\d+)+)")
 
 
 class Tls(NetworkStack):
@@ -28,13 +29,15 @@ class Tls(NetworkStack):
     use_case = "service-tls"
     suites = {"quick": "", "standard": "*", "full": "*"}
     baselines = ("tcp",)
-    security = ("stunnel's TLS protects each connection, not the host: what reaches the forwarder's "
-                "local port at either end travels in plaintext there",)
+    security = ("stunnel's TLS protects each connection, not the host: what reaches the "
+                "forwarder's local port at either end travels in plaintext there",)
     tools = (STUNNEL, "openssl")
     crypto_library = "openssl"
     variants = {
-        "tls13-aes128-gcm": {"protocol": "TLSv1.3", "suite": "TLS_AES_128_GCM_SHA256", "aead": "aes-128-gcm"},
-        "tls13-aes256-gcm": {"protocol": "TLSv1.3", "suite": "TLS_AES_256_GCM_SHA384", "aead": "aes-256-gcm"},
+        "tls13-aes128-gcm": {"protocol": "TLSv1.3", "suite": "TLS_AES_128_GCM_SHA256",
+                             "aead": "aes-128-gcm"},
+        "tls13-aes256-gcm": {"protocol": "TLSv1.3", "suite": "TLS_AES_256_GCM_SHA384",
+                             "aead": "aes-256-gcm"},
         "tls13-chacha20": {"protocol": "TLSv1.3", "suite": "TLS_CHACHA20_POLY1305_SHA256",
                            "aead": "chacha20-poly1305"},
         "tls12-aes128-gcm": {"protocol": "TLSv1.2", "suite": "ECDHE-RSA-AES128-GCM-SHA256",
@@ -48,7 +51,8 @@ class Tls(NetworkStack):
     def _pin(self) -> list[str]:
         p = self.params
         if p["protocol"] == "TLSv1.3":
-            return ["sslVersionMin = TLSv1.3", "sslVersionMax = TLSv1.3", f"ciphersuites = {p['suite']}"]
+            return ["sslVersionMin = TLSv1.3", "sslVersionMax = TLSv1.3",
+                    f"ciphersuites = {p['suite']}"]
         return ["sslVersionMin = TLSv1.2", "sslVersionMax = TLSv1.2", f"ciphers = {p['suite']}"]
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
@@ -56,18 +60,21 @@ class Tls(NetworkStack):
         self.dir = res.tmpdir("cryptcost-tls-")
         key = res.secret_file(b"", name=f"tls-{self.variant}.key")
         cert = self.dir / "cert.pem"
-        proc.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+        proc.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                  "-out",
                   str(cert), "-days", "2", "-subj", "/CN=cryptcost"], timeout=60)
         accept, local = link.port(5443), link.port(15201)
         common = ["foreground = yes", "pid =", "debug = info", "syslog = no"]
-        server = common + ["[service]", f"accept = {link.b_addr}:{accept}", f"connect = 127.0.0.1:{service}",
+        server = common + ["[service]", f"accept = {link.b_addr}:{accept}",
+                           f"connect = 127.0.0.1:{service}",
                            f"cert = {cert}", f"key = {key}"] + self._pin()
         client = common + ["[service]", "client = yes", f"accept = 127.0.0.1:{local}",
                            f"connect = {link.b_addr}:{accept}"] + self._pin()
         for end, lines in (("b", server), ("a", client)):
             conf = self.dir / f"stunnel-{end}.conf"
             conf.write_text("\n".join(lines) + "\n")
-            daemon = self.start(res, end, ["stunnel4", str(conf)], name=f"stunnel-{end}", logdir=self.dir)
+            daemon = self.start(res, end, ["stunnel4", str(conf)], name=f"stunnel-{end}",
+                                logdir=self.dir)
             port = accept if end == "b" else local
             proc.wait_for(lambda e=end, p=port: link.listening(e, p), timeout=20, daemon=daemon,
                           what=f"stunnel listening on port {port}")
@@ -79,7 +86,8 @@ class Tls(NetworkStack):
         log = (self.dir / "stunnel-b.log").read_text(errors="replace")
         found = re.findall(r"(TLSv1\.\d) ciphersuite: (\S+)", log)
         if not found:
-            found = [(v, s) for v, s in re.findall(r"(TLSv1\.\d)[^\n]*cipher(?:suite)?:? (\S+)", log)]
+            found = [(v,
+                      s) for v, s in re.findall(r"(TLSv1\.\d)[^\n]*cipher(?:suite)?:? (\S+)", log)]
         got = found[-1] if found else (None, None)
         self.expect("TLS protocol", got[0], self.params["protocol"])
         self.expect("TLS cipher suite", got[1], self.params["suite"])

@@ -34,8 +34,8 @@ class Wireguard(NetworkStack):
     use_case = "site-to-site"
     suites = {"quick": "", "standard": "", "full": ""}
     baselines = ("tcp",)
-    security = ("WireGuard has one fixed suite (ChaCha20-Poly1305, Curve25519, BLAKE2s): nothing to "
-                "negotiate or downgrade, and no choice of cipher",
+    security = ("WireGuard has one fixed suite (ChaCha20-Poly1305, Curve25519, BLAKE2s): nothing "
+                "to negotiate or downgrade, and no choice of cipher",
                 "wireguard-go, the fallback where the kernel lacks the module, runs in userspace "
                 "over a TUN device and costs more CPU per packet than the kernel module")
     tools = (WG, WG_GO)
@@ -50,7 +50,8 @@ class Wireguard(NetworkStack):
     def cipher_ref(self) -> dict:
         # Both implementations encrypt and decrypt packets on every CPU (wireguard-go starts one
         # encryption and one decryption goroutine per CPU; the kernel, a worker per CPU).
-        return ref("chacha20-poly1305", "kernel" if self.params.get("implementation") == "kernel" else "go",
+        return ref("chacha20-poly1305",
+                   "kernel" if self.params.get("implementation") == "kernel" else "go",
                    unit=1420, threads={"*": ("cpus", 0)})
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
@@ -72,33 +73,42 @@ class Wireguard(NetworkStack):
             dev = f"ccwg{tag}{end}"
             self.ifaces[end] = dev
             if kernel_wg:
-                proc.run(link.argv(end, ["ip", "link", "add", dev, "type", "wireguard"]), timeout=30)
+                proc.run(link.argv(end, ["ip", "link", "add", dev, "type", "wireguard"]),
+                         timeout=30)
             else:
-                daemon = self.start(res, end, ["wireguard-go", "-f", dev], name=f"wireguard-go-{end}",
+                daemon = self.start(res, end, ["wireguard-go", "-f", dev],
+                                    name=f"wireguard-go-{end}",
                                     env=env, logdir=self.dir)
                 proc.wait_for(lambda e=end, d=dev: link.has_iface(e, d), timeout=20, daemon=daemon,
                               what=f"TUN device {dev}")
         for end, peer in (("a", "b"), ("b", "a")):
             dev = self.ifaces[end]
-            proc.run(link.argv(end, ["wg", "set", dev, "private-key", str(keys[end]), "listen-port", str(PORT),
+            proc.run(link.argv(end, ["wg", "set", dev, "private-key", str(keys[end]), "listen-port",
+                                     str(PORT),
                                      "peer", pubs[peer], "allowed-ips", f"{INNER[peer]}/32",
-                                     "endpoint", f"{getattr(link, peer + '_addr')}:{PORT}"]), timeout=30)
-            proc.run(link.argv(end, ["ip", "addr", "add", f"{INNER[end]}/24", "dev", dev]), timeout=30)
-            proc.run(link.argv(end, ["ip", "link", "set", dev, "mtu", str(link.mtu - 80), "up"]), timeout=30)
+                                     "endpoint", f"{getattr(link, peer + '_addr')}:{PORT}"]),
+                     timeout=30)
+            proc.run(link.argv(end, ["ip", "addr", "add", f"{INNER[end]}/24", "dev", dev]),
+                     timeout=30)
+            proc.run(link.argv(end, ["ip", "link", "set", dev, "mtu", str(link.mtu - 80), "up"]),
+                     timeout=30)
         self.params["tunnel_mtu"] = link.mtu - 80
         return Endpoint(INNER["b"], service)
 
     def verify(self, res: Resources) -> dict:
         """A handshake happened and bytes flowed both ways, per ``wg show``."""
-        dump = proc.run(self.link.argv("a", ["wg", "show", self.ifaces["a"], "dump"]), timeout=10).stdout
+        dump = proc.run(self.link.argv("a", ["wg", "show", self.ifaces["a"], "dump"]),
+                        timeout=10).stdout
         lines = [line.split("\t") for line in dump.strip().splitlines()]
         if len(lines) < 2:
             raise CryptcostError("wg show lists no peer")
         peer = lines[1]            # public-key psk endpoint allowed-ips handshake rx tx keepalive
         handshake, rx, tx = int(peer[4]), int(peer[5]), int(peer[6])
         if not handshake or not rx or not tx:
-            raise CryptcostError(f"wireguard: no handshake or no traffic (handshake {handshake}, rx {rx}, tx {tx})")
-        self.negotiated = {"implementation": self.params["implementation"], "suite": "ChaCha20-Poly1305",
+            raise CryptcostError(f"wireguard: no handshake or no traffic (handshake {handshake}, "
+                                 f"rx {rx}, tx {tx})")
+        self.negotiated = {"implementation": self.params["implementation"],
+                           "suite": "ChaCha20-Poly1305",
                            "handshake": True, "from": "wg show"}
         return self.negotiated
 

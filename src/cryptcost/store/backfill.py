@@ -24,7 +24,8 @@ V3_FACTS: dict[str, tuple] = {
 }
 
 
-V3_ADVICE = {"luks": "on a host with dm-crypt, LUKS2 aes-xts-plain64 with 4096-byte sectors is the usual choice"}
+V3_ADVICE = {"luks": "on a host with dm-crypt, LUKS2 aes-xts-plain64 with 4096-byte sectors is "
+                     "the usual choice"}
 
 
 def add_skip_facts(extra: dict) -> bool:
@@ -53,6 +54,7 @@ def add_facts(result: dict) -> bool:
         role, use_case, baselines = "baseline", None, []
     params["facts"] = {"kind": "storage", "layer": layer, "role": role, "use_case": use_case,
                        "baselines": baselines, "security": list(result.get("security") or []),
-                       "advice": None, "tools": {}, "features": [], "cipher": params.get("cipher_ref"),
+                       "advice": None, "tools": {}, "features": [],
+                       "cipher": params.get("cipher_ref"),
                        "backfilled": True}
     return True

@@ -35,7 +35,8 @@ def _series_by_cell(conn: sqlite3.Connection) -> None:
     """4 → 5: a series is named by its cell (it was the dict of everything the runner
     described, params and all), so that an older run's series read the same as a new one's."""
     for table in ("results", "samples"):
-        for row in conn.execute(f"SELECT id, kind, series, {'data' if table == 'results' else 'NULL'} "
+        for row in conn.execute("SELECT id, kind, series, "
+                                f"{'data' if table == 'results' else 'NULL'} "
                                 f"FROM {table}").fetchall():
             old = row[3] or row[2]
             if not old:
@@ -118,11 +119,13 @@ def _alive(owner: dict | None) -> bool:
     """Whether a ``running`` run's process still runs (runs without an owner are taken at their word)."""
     if not owner:
         return True
-    return owner.get("boot_id") == _boot_id() and _start_ticks(owner.get("pid", -1)) == owner.get("start")
+    return (owner.get("boot_id") == _boot_id()
+            and _start_ticks(owner.get("pid", -1)) == owner.get("start"))
 
 
 def default_path() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    base = (os.environ.get("XDG_DATA_HOME")
+            or os.path.join(os.path.expanduser("~"), ".local", "share"))
     return Path(base) / "cryptcost" / "results.db"
 
 
@@ -154,7 +157,8 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise UserError(f"{path} is an SQLite file but not a cryptcost store: pass another --db")
+                raise UserError(f"{path} is an SQLite file but not a cryptcost store: pass "
+                                "another --db")
         except sqlite3.DatabaseError as exc:
             raise UserError(f"cannot use {path} as the result store: {exc}; "
                             "pass another --db or move the file away") from None
@@ -202,7 +206,8 @@ class Store:
             raise UserError(f"cannot write the result store {self.path}: {exc}") from None
 
     def begin_run(self, command: str, host: dict, label: str | None = None) -> int:
-        run_id = self._write("INSERT INTO runs(started, command, host, status, label) VALUES (?,?,?,?,?)",
+        run_id = self._write("INSERT INTO runs(started, command, host, status, label) "
+                             "VALUES (?,?,?,?,?)",
                              (now(), command, json.dumps(host, default=str), "running", label))
         self.update_extra(run_id, owner=_owner())
         return run_id
@@ -214,7 +219,8 @@ class Store:
                     (json.dumps({**current, **extra}, default=str), run_id))
 
     def finish_run(self, run_id: int, status: str) -> None:
-        self._write("UPDATE runs SET status = ?, finished = ? WHERE id = ?", (status, now(), run_id))
+        self._write("UPDATE runs SET status = ?, finished = ? WHERE id = ?",
+                    (status, now(), run_id))
 
     def add_sample(self, run_id: int, cell: Cell, index: int, sample: Sample) -> None:
         self._write("INSERT INTO samples(run_id, kind, series, idx, data) VALUES (?,?,?,?,?)",
@@ -228,12 +234,14 @@ class Store:
     def import_run(self, data: dict) -> int:
         """Add a run exported with ``report --format json`` (from any host); its new id."""
         if data.get("format") != "cryptcost-run" or "run" not in data or "results" not in data:
-            raise UserError("not a cryptcost run export (want the output of 'cryptcost report --format json')")
+            raise UserError("not a cryptcost run export (want the output of 'cryptcost report "
+                            "--format json')")
         r = data["run"]
         add_skip_facts(r.setdefault("extra", {}))       # an export from an older cryptcost
-        run_id = self._write("INSERT INTO runs(started, command, host, status, finished, label, extra) "
-                             "VALUES (?,?,?,?,?,?,?)",
-                             (r.get("started", now()), r.get("command", "import"), json.dumps(data.get("host", {})),
+        run_id = self._write("INSERT INTO runs(started, command, host, status, finished, label, "
+                             "extra) VALUES (?,?,?,?,?,?,?)",
+                             (r.get("started", now()), r.get("command", "import"),
+                              json.dumps(data.get("host", {})),
                               r.get("status", "complete"), r.get("finished"), r.get("label"),
                               json.dumps(r.get("extra", {}))))
         for res in data["results"]:
@@ -272,7 +280,8 @@ class Store:
         extra = json.loads(row["extra"] or "{}")
         status = row["status"]
         if status == "running" and not _alive(extra.get("owner")):
-            status = "killed"                    # its process is gone without finishing it (kill -9, a crash)
+            # its process is gone without finishing it (kill -9, a crash)
+            status = "killed"
         return Run(id=row["id"], started=row["started"], command=row["command"],
                    host=json.loads(row["host"]), status=status, finished=row["finished"],
                    label=row["label"], extra=extra)
@@ -284,7 +293,8 @@ class Store:
         return [json.loads(r["data"]) for r in self._query(sql + " ORDER BY id", args)]
 
     def samples(self, run_id: int) -> list[dict]:
-        rows = self._query("SELECT kind, series, idx, data FROM samples WHERE run_id = ? ORDER BY id",
+        rows = self._query("SELECT kind, series, idx, data FROM samples WHERE run_id = "
+                           "? ORDER BY id",
                            (run_id,))
         return [{"kind": r["kind"], "series": json.loads(r["series"]), "index": r["idx"],
                  **json.loads(r["data"])} for r in rows]

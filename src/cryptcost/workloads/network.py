@@ -58,8 +58,8 @@ def expand(names: list[str]) -> list[str]:
             if name not in out:
                 out.append(name)
         else:
-            raise UserError(f"unknown network workload {name!r}; choose from {', '.join(WORKLOADS)} "
-                            f"or a set: {', '.join(SETS)}")
+            raise UserError(f"unknown network workload {name!r}; choose from "
+                            f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)}")
     return out
 
 

@@ -37,19 +37,25 @@ _ALGOS = sorted({a for e in CIPHER_ENGINES.values() for a in e.algorithms})
 # key → (type, allowed values or None). Types: str, int, float, bool, list[str], list[int], size.
 SCHEMA: dict[str, dict[str, tuple]] = {
     "run": {"label": ("str", None), "suite": ("str", SUITES)},
-    "ciphers": {"engines": ("list[str]", tuple(CIPHER_ENGINES)), "algorithms": ("list[str]", tuple(_ALGOS)),
+    "ciphers": {"engines": ("list[str]", tuple(CIPHER_ENGINES)),
+                "algorithms": ("list[str]", tuple(_ALGOS)),
                 "sizes": ("list[int]", None), "threads": ("list[int]", None),
                 "accel": ("list[str]", ("on", "off")), "seconds": ("int", None)},
     "storage": {"stacks": ("list[str]", None), "medium": ("str", None),
-                "workloads": ("list[str]", tuple(WORKLOADS) + tuple(SETS) + ("seq-quick", "seq-1m")),
+                "workloads": ("list[str]",
+                              tuple(WORKLOADS) + tuple(SETS) + ("seq-quick", "seq-1m")),
                 "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
                 "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None),
                 "accel": ("list[str]", ("on", "off")), "profile": ("bool", None)},
-    "network": {"stacks": ("list[str]", None), "link": ("str", ("netns", "loopback")), "mtu": ("int", None),
-                "workloads": ("list[str]", tuple(netwl.WORKLOADS) + tuple(netwl.SETS)), "streams": ("int", None),
-                "seconds": ("int", None), "file_size": ("size", None), "accel": ("list[str]", ("on", "off")),
+    "network": {"stacks": ("list[str]", None), "link": ("str", ("netns", "loopback")),
+                "mtu": ("int", None),
+                "workloads": ("list[str]", tuple(netwl.WORKLOADS) + tuple(netwl.SETS)),
+                "streams": ("int", None),
+                "seconds": ("int", None), "file_size": ("size", None),
+                "accel": ("list[str]", ("on", "off")),
                 "cpus": ("list[int]", None), "profile": ("bool", None)},
-    "policy": {"min_samples": ("int", None), "max_samples": ("int", None), "ci_target": ("float", None),
+    "policy": {"min_samples": ("int", None), "max_samples": ("int", None),
+               "ci_target": ("float", None),
                "warmup": ("int", None)},
     "model": {"device_speed": ("str", None), "link": ("str", None)},
 }
@@ -112,14 +118,16 @@ def validate(data: dict, where: str = "plan") -> dict:
             raise UserError(f"{where}: [{top}] must be a table, not {type(value).__name__}")
         for key, v in value.items():
             if key not in SCHEMA[top]:
-                raise UserError(f"{where}: unknown key {top}.{key}; allowed: {', '.join(SCHEMA[top])}")
+                raise UserError(f"{where}: unknown key {top}.{key}; allowed: "
+                                f"{', '.join(SCHEMA[top])}")
             type_, allowed = SCHEMA[top][key]
             if not _type_ok(type_, v):
                 shown = type_.replace("list[", "a non-empty list of ").replace("]", "s")
                 raise UserError(f"{where}: {top}.{key} must be {shown}, not {v!r}")
             for item in v if isinstance(v, list) else [v]:
                 if allowed is not None and item not in allowed:
-                    raise UserError(f"{where}: {top}.{key} has {item!r}; allowed: {', '.join(map(str, allowed))}")
+                    raise UserError(f"{where}: {top}.{key} has {item!r}; allowed: "
+                                    f"{', '.join(map(str, allowed))}")
     _check_numbers(data, where)
     return data
 
@@ -137,7 +145,8 @@ def _check_numbers(data: dict, where: str) -> None:
         raise UserError(f"{where}: ciphers.seconds must be 1 … 600, not {c['seconds']}")
     n = data.get("network") or {}
     if "mtu" in n and not 576 <= n["mtu"] <= 65536:
-        raise UserError(f"{where}: network.mtu must be 576 … 65536 (1500 and 9000 are usual), not {n['mtu']}")
+        raise UserError(f"{where}: network.mtu must be 576 … 65536 (1500 and 9000 are usual), "
+                        f"not {n['mtu']}")
     if "streams" in n and not 1 <= n["streams"] <= 128:
         raise UserError(f"{where}: network.streams must be 1 … 128, not {n['streams']}")
     if "seconds" in n and not 1 <= n["seconds"] <= 600:
@@ -165,7 +174,8 @@ def load_toml(path: str) -> dict:
 # --- built-in suites ---------------------------------------------------------------
 
 # The ciphers the recommendation compares; the cells the stacks need are added to the table anyway.
-QUICK_ALGOS = ["aes-256-xts", "aes-256-gcm", "chacha20-poly1305", "xchacha20-poly1305", "aes-256-siv"]
+QUICK_ALGOS = ["aes-256-xts", "aes-256-gcm", "chacha20-poly1305", "xchacha20-poly1305",
+               "aes-256-siv"]
 R2_LUKS = ["aes-256-ecb", "aes-256-cbc-essiv", "aes-256-xts-plain64", "twofish-256-xts-plain64",
            "serpent-256-xts-plain64"]
 
@@ -174,17 +184,21 @@ def suite_plans() -> dict[str, dict]:
     network stacks whose declared ``suites`` name the suite (a new plugin is in the moment
     its file is, if its facts say so), with the variants they declare for it."""
     return {
-        # ≤ 5 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the ranking
+        # ≤ 5 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the
+        # ranking
         # and the recommendation read (1 MiB sequential write and read), each sample ≥ 1 s of
         # measured time after a warm-up round: fewer cells rather than noisier ones.
         "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
                               "sizes": [4096], "threads": [1], "accel": ["on"]},
                   "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
                               "seq_cap": "256M", "ops_cap": 8192},
-                  "network": {"stacks": in_suite("quick", "network"), "workloads": ["send"], "seconds": 1},
+                  "network": {"stacks": in_suite("quick", "network"), "workloads": ["send"],
+                              "seconds": 1},
                   "policy": {"min_samples": 3, "max_samples": 3, "warmup": 1}},
-        "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2], "accel": ["on", "off"]},
-                     "storage": {"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"],
+        "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2],
+                                 "accel": ["on", "off"]},
+                     "storage": {"stacks": ["all"],
+                                 "workloads": ["seq-quick", "rand4k", "smallfiles"],
                                  "size": "512M"},
                      "network": {"stacks": in_suite("standard", "network"),
                                  "workloads": ["standard"], "accel": ["on", "off"]},
@@ -210,15 +224,19 @@ def seeds_plans() -> list[dict]:
                       "workloads": ["bigfile"], "size": "1024M"}}
     r2 = {"run": {"label": "R2 cipher by cipher over block I/O"},
           "storage": {"stacks": [f"luks-userspace:{v}" for v in R2_LUKS] +
-                      ["luks:aes-ecb", "luks:aes-cbc-essiv", "luks:aes-lrw-benbi", "luks:aes-xts-plain64",
+                      ["luks:aes-ecb", "luks:aes-cbc-essiv", "luks:aes-lrw-benbi",
+                       "luks:aes-xts-plain64",
                        "luks:twofish-xts-plain64"],
                       "workloads": ["seq-quick", "bigfile"], "size": "512M"}}
     r3 = {"run": {"label": "R3 block sizes, cores and AES-NI over ramdisk → loop → crypto"},
-          "ciphers": {"engines": ["openssl", "kernel"], "algorithms": ["aes-256-xts", "aes-128-xts"],
-                      "sizes": [512, 1024, 4096, 16384, 65536], "threads": [1, 2], "accel": ["on", "off"]},
+          "ciphers": {"engines": ["openssl", "kernel"],
+                      "algorithms": ["aes-256-xts", "aes-128-xts"],
+                      "sizes": [512, 1024, 4096, 16384, 65536], "threads": [1, 2],
+                      "accel": ["on", "off"]},
           "storage": {"stacks": ["plain", "luks-userspace", "luks", "luks:generic-aes-xts"],
                       "workloads": ["seq"], "size": "512M", "cpus": [1, 2]}}
-    r3_stacks = {"run": {"label": "R3 AES-NI and cores for every stack, 1 MiB sequential"}, **ACCEL_CORES,
+    r3_stacks = {"run": {"label": "R3 AES-NI and cores for every stack, 1 MiB sequential"},
+                 **ACCEL_CORES,
                  "storage": {**ACCEL_CORES["storage"], "cpus": [1, 2], "size": "512M"},
                  "network": {"stacks": in_suite("standard", "network", default_variants=True),
                              "workloads": ["send"], "accel": ["on", "off"], "cpus": [1, 2]}}
@@ -266,8 +284,9 @@ def load(suite: str | None, plan_file: str | None) -> RunPlan:
     if suite == "seeds":
         bases = seeds_plans()
         cannot += [{"part": "R4", "what": "NFS 3, and iozone's and dbench's workloads over NFS",
-                    "reason": "the nfs stack is NFS 4.2 (sec=sys/krb5/krb5i/krb5p) with cryptcost's own put, "
-                              "get and small-file copies; NFS 3 needs rpcbind and a second mount protocol",
+                    "reason": "the nfs stack is NFS 4.2 (sec=sys/krb5/krb5i/krb5p) with "
+                              "cryptcost's own put, get and small-file copies; NFS 3 needs "
+                              "rpcbind and a second mount protocol",
                     "install": None}]
     elif suite == "standard":
         bases = [suite_plans()["standard"], STANDARD_ACCEL]
@@ -283,6 +302,7 @@ def load(suite: str | None, plan_file: str | None) -> RunPlan:
     target_of(model)                                   # a bad device speed or link is a plan error
     parts = [p for p in parts if not p.empty()]
     if not parts:
-        raise UserError(f"{where}: the plan has no [ciphers], [storage] or [network] table: nothing to measure")
+        raise UserError(f"{where}: the plan has no [ciphers], [storage] or [network] table: "
+                        "nothing to measure")
     return RunPlan(name=suite, label=(data.get("run") or {}).get("label"), parts=parts,
                    policy=policy, model=model, cannot_run=cannot)

@@ -51,7 +51,8 @@ class Op:
     files: int = 1
     file: str | None = None              # fio file-name stem; default: the step's
     by_time: bool = False                # each pass stops after the sample's minimum time
-    room: int | None = None              # by time: the largest pass where the file's cache is the only one
+    # by time: the largest pass where the file's cache is the only one
+    room: int | None = None
 
     @property
     def key(self) -> tuple:
@@ -88,14 +89,16 @@ class Sizes:
 
 
 def write_read(workload: str, bs: int, n: int, direct: bool, *, reset: bool = True,
-               file: str | None = None, by_time: bool = False, room: int | None = None) -> tuple[Op, Op]:
+               file: str | None = None, by_time: bool = False,
+               room: int | None = None) -> tuple[Op, Op]:
     """A sequential write of ``n`` bytes (flushed when buffered) and the read
     of the same file (after a cache reset when buffered and ``reset``).
     ``by_time``: each pass moves at most ``n`` bytes and stops after the
     sample's minimum time, so a slow stack's sample lasts a second, not
     ``n`` bytes' worth (the read then reads what the write wrote); ``room``:
     what a pass may move instead of ``n`` where the file's cache is the only one."""
-    write = Op(workload, "write", bs, fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
+    write = Op(workload, "write", bs,
+               fio=FioJob("write", bs, n, direct=direct, end_fsync=not direct),
                intended_bytes=n, file=file, by_time=by_time, room=room)
     read = Op(workload, "read", bs, fio=FioJob("read", bs, n, direct=direct), intended_bytes=n,
               reset_before=reset and not direct, file=file, by_time=by_time, room=room)
@@ -105,16 +108,19 @@ def write_read(workload: str, bs: int, n: int, direct: bool, *, reset: bool = Tr
 def seq_steps(sizes: Sizes, blocks: tuple[int, ...], direct: bool, name: str = "seq") -> list[Step]:
     """One step per block size: write, then (caches reset) read the same file."""
     return [Step(f"{name} {bs} B", f"cc-{name}-{bs}",
-                 write_read(name, bs, sizes.seq_bytes(bs), direct, by_time=True, room=sizes.seq_room(bs)))
+                 write_read(name, bs, sizes.seq_bytes(bs), direct, by_time=True,
+                            room=sizes.seq_room(bs)))
             for bs in blocks]
 
 
 def _seq_together(sizes: Sizes, blocks: tuple[int, ...], direct: bool) -> list[Step]:
     """Sequential writes at every block size, one cache reset, then the reads:
     one remount per round instead of one per block size (the quick suite)."""
-    share = int(sizes.medium * DATA_FRACTION) // len(blocks)     # every file is on the medium at once
+    # every file is on the medium at once
+    share = int(sizes.medium * DATA_FRACTION) // len(blocks)
     pairs = [write_read("seq", bs, max(bs, min(sizes.seq_bytes(bs), share) // bs * bs), direct,
-                        reset=(i == 0), file=f"cc-seq-{bs}", by_time=True, room=sizes.seq_room(bs, len(blocks)))
+                        reset=(i == 0), file=f"cc-seq-{bs}", by_time=True,
+                        room=sizes.seq_room(bs, len(blocks)))
              for i, bs in enumerate(blocks)]
     ops = tuple(w for w, _ in pairs) + tuple(r for _, r in pairs)
     return [Step("seq " + ", ".join(str(b) for b in blocks), "cc-seq", ops)]
@@ -214,8 +220,9 @@ def steps(names: list[str], sizes: Sizes, direct: bool) -> list[Step]:
         for step in BUILDERS[name](sizes, direct):
             for op in step.ops:
                 if owner.setdefault(op.key, name) != name:
-                    raise UserError(f"workloads {owner[op.key]} and {name} both measure {op.workload} "
-                                    f"{op.op} {units.size(op.block_bytes)}: choose one of them")
+                    raise UserError(f"workloads {owner[op.key]} and {name} both measure "
+                                    f"{op.workload} {op.op} {units.size(op.block_bytes)}: "
+                                    "choose one of them")
             steps.append(step)
     return steps
 

@@ -37,18 +37,20 @@ class CipherPlan:
     accel: tuple[bool, ...] = (True,)
     seconds: int = 1
     engines_explicit: bool = False
-    extra_cells: tuple[Cell, ...] = ()      # single cells beyond the product (the stacks' cipher ceilings)
+    # single cells beyond the product (the stacks' cipher ceilings)
+    extra_cells: tuple[Cell, ...] = ()
 
     def validate(self) -> None:
         unknown = [e for e in self.engines if e not in CIPHER_ENGINES]
         if unknown:
-            raise UserError(f"unknown engine {unknown[0]!r}; choose from {', '.join(CIPHER_ENGINES)}")
+            raise UserError(f"unknown engine {unknown[0]!r}; choose from "
+                            f"{', '.join(CIPHER_ENGINES)}")
         if self.algorithms is not None:
             known = sorted({a for e in self.engines for a in CIPHER_ENGINES[e].algorithms})
             for alg in self.algorithms:
                 if alg not in known:
-                    raise UserError(f"unknown algorithm {alg!r} for engines {','.join(self.engines)}; "
-                                    f"choose from {', '.join(known)}")
+                    raise UserError(f"unknown algorithm {alg!r} for engines "
+                                    f"{','.join(self.engines)}; choose from {', '.join(known)}")
         for size in self.sizes:
             if not 16 <= size <= 64 * 1024 * 1024:
                 raise UserError(f"buffer size {size} is out of range: use 16 B … 64 MiB")
@@ -63,7 +65,8 @@ class CipherPlan:
 class CipherOutcome:
     results: list[Result] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)     # {engine, algorithm?, reason, install?}
-    failed: list[str] = field(default_factory=list)       # always empty: a failed cell is in skipped, with why
+    # always empty: a failed cell is in skipped, with why
+    failed: list[str] = field(default_factory=list)
 
 
 def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[dict]]:
@@ -149,15 +152,20 @@ def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, b
     notes = [series.error] if series.error else []
     if alg.warning:
         metrics["warning"] = alg.warning
-    drivers = [s.metrics["kernel_drivers"] for s in series.samples if s.metrics.get("kernel_drivers")]
+    drivers = [s.metrics["kernel_drivers"] for s in series.samples
+               if s.metrics.get("kernel_drivers")]
     if drivers:
-        metrics["kernel_drivers"] = drivers[-1]        # which driver /proc/crypto shows once it served
-    first = [s.metrics["first_run_bytes_per_s"] for s in series.samples if s.metrics.get("first_run_bytes_per_s")]
-    if first:                                          # the engine's untimed first run (the kernel engine's start-up)
+        # which driver /proc/crypto shows once it served
+        metrics["kernel_drivers"] = drivers[-1]
+    first = [s.metrics["first_run_bytes_per_s"] for s in series.samples
+             if s.metrics.get("first_run_bytes_per_s")]
+    # the engine's untimed first run (the kernel engine's start-up)
+    if first:
         metrics["first_run_bytes_per_s"] = first[0]
         if first[0] < 0.5 * summary.median:
-            notes.append(f"the first run of this cipher ran {first[0] / 1e6:.1f} MB/s against a median of "
-                         f"{summary.median / 1e6:.1f}: a one-time start-up, run untimed before the samples")
+            notes.append(f"the first run of this cipher ran {first[0] / 1e6:.1f} MB/s against a "
+                         f"median of {summary.median / 1e6:.1f}: a one-time start-up, run untimed "
+                         "before the samples")
     saw = {s.metrics.get("engine_saw_accel") for s in series.samples} - {None}
     if saw:
         metrics["engine_saw_accel"] = saw.pop()
@@ -177,9 +185,10 @@ def likely_cause(cell: Cell, samples) -> str:
     the CPU, so on the host's speed, or on the threads sharing its cores."""
     cores = cpu.usable_cores()
     if cell.threads >= cores:
-        return (f"{cell.threads} thread(s) on {cores} core(s): every other process on the machine takes "
-                "their time")
-    return drift_cause(samples) or "the host's CPU itself (other work on its cores, the hypervisor's scheduling)"
+        return (f"{cell.threads} thread(s) on {cores} core(s): every other process on the machine "
+                "takes their time")
+    return (drift_cause(samples)
+            or "the host's CPU itself (other work on its cores, the hypervisor's scheduling)")
 
 
 def _verify_off(cell: Cell, series: Series, all_series: dict, hw: tuple[str, ...],
@@ -200,8 +209,10 @@ def _verify_off(cell: Cell, series: Series, all_series: dict, hw: tuple[str, ...
     if min(len(on.samples), len(series.samples)) < 2:
         # No significance test with one sample a side; a drop this large is no noise.
         if slowdown >= UNMISTAKABLE:
-            return True, f"acceleration off: {slowdown:.1f}× slower than on (one sample a side)", on_speed
+            return (True, f"acceleration off: {slowdown:.1f}× slower than on (one sample a side)",
+                    on_speed)
         if slowdown >= MIN_SLOWDOWN:
-            return None, f"acceleration off: {slowdown:.2f}× slower, too few samples to tell", on_speed
+            return (None, f"acceleration off: {slowdown:.2f}× slower, too few samples to tell",
+                    on_speed)
     return False, (f"acceleration-off did NOT take effect: {slowdown:.2f}× vs on "
                    f"({cmp.verdict}); the engine ignored the switch"), on_speed

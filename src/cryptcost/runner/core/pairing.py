@@ -66,7 +66,8 @@ def resolve(specs: list[str], kind: str, make: Make, *,
             bcls, bvariant = parse_spec(base, kind)[0]
             exc = unavailable_reason(bcls)
             if exc:
-                skipped.append({**_skip(bcls, f"baseline of {stack.label}: {exc.reason}", exc.install),
+                skipped.append({**_skip(bcls, f"baseline of {stack.label}: {exc.reason}",
+                                        exc.install),
                                 "stack": base})
                 continue
             queue.append((bcls, bvariant, "baseline"))
@@ -89,8 +90,10 @@ def against_baselines(stack: Stack, cell: Cell, values: list[float],
     """The overhead of ``values``, measured on ``cell``, against the same cell of each baseline
     in ``series`` (the run's, by cell; a baseline runs with acceleration on). Returns (metrics:
     ``baseline``, ``overhead``, ``overhead_ci95``, ``overhead_significant``, ``vs``), notes)."""
-    bases = [b for b in baseline_labels(stack) if b != stack.label]     # a baseline variant is no twin of itself
-    metrics: dict = {"baseline": bases[0] if bases else None, "overhead": None, "overhead_ci95": None}
+    # a baseline variant is no twin of itself
+    bases = [b for b in baseline_labels(stack) if b != stack.label]
+    metrics: dict = {"baseline": bases[0] if bases else None, "overhead": None,
+                     "overhead_ci95": None}
     notes: list[str] = []
     vs = {}
     for base in bases:
@@ -100,7 +103,8 @@ def against_baselines(stack: Stack, cell: Cell, values: list[float],
             notes.append(f"baseline {base} has no samples for this workload")
             continue
         cmp = stats.compare(other, values)
-        vs[base] = {"overhead": 1 - cmp.ratio, "overhead_ci95": [1 - cmp.ratio_ci95[1], 1 - cmp.ratio_ci95[0]],
+        vs[base] = {"overhead": 1 - cmp.ratio,
+                    "overhead_ci95": [1 - cmp.ratio_ci95[1], 1 - cmp.ratio_ci95[0]],
                     "significant": cmp.significant, "verdict": cmp.verdict}
     if bases and bases[0] in vs:
         first = vs[bases[0]]
@@ -133,7 +137,8 @@ def add_accel_twins(resolved: list[tuple[Stack, str]], skipped: list[dict], make
 
 def _accel_on(r: Result) -> Cell:
     """The cell of the same stack with acceleration on: an /accel-off twin's reference."""
-    return r.cell.but(stack=r.cell.stack.removesuffix("/accel-off") if r.cell.stack else None, accel=True)
+    return r.cell.but(stack=r.cell.stack.removesuffix("/accel-off") if r.cell.stack else None,
+                      accel=True)
 
 
 def verify_accel(results: list[Result]) -> list[Result]:
@@ -148,12 +153,15 @@ def verify_accel(results: list[Result]) -> list[Result]:
         twin = on.get(_accel_on(r))
         if twin is None or len(twin.samples) < 2 or len(r.samples) < 2:
             out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
-                               notes=r.notes + ("acceleration off is unverified: no comparable result with it on",)))
+                               notes=r.notes
+                               + ("acceleration off is unverified: no comparable result with it on",
+                                  )))
             continue
         cmp = stats.compare([x.value for x in twin.samples], [x.value for x in r.samples])
         verified = bool(cmp.significant and cmp.ratio < 1)
-        note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× the speed "
-                f"with it on ({cmp.verdict})" + ("" if verified else "; the switch did not reach this stack's "
+        note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× "
+                "the speed with it on "
+                f"({cmp.verdict})" + ("" if verified else "; the switch did not reach this stack's "
                                                  "crypto, so this is no acceleration-off figure"))
         out.append(replace(r, metrics={**r.metrics, "accel_verified": verified,
                                        "accel_speedup": 1 / cmp.ratio if cmp.ratio else None},
@@ -169,7 +177,8 @@ def failed_series(outcome, label: str, workload: str, series, kind: str) -> bool
     if not series.samples:
         outcome.skipped.append({"stack": label, "workload": workload, "kind": kind,
                                 "reason": error or "no samples"})
-    line = f"{label} {workload}: {error}" + (f" (after {len(series.samples)} sample(s), which are kept)"
+    line = f"{label} {workload}: {error}" + (f" (after {len(series.samples)} sample(s), "
+                                             "which are kept)"
                                               if series.samples else "")
     if error and not any(f.startswith(f"{label} {workload}: {error}") for f in outcome.failed):
         outcome.failed.append(line)

@@ -35,11 +35,13 @@ def pinned(res: Resources, n: int | None) -> Iterator[str | None]:
             entry = res.setting(WORKQUEUE_MASK, mask)
         except (OSError, CryptcostError) as exc:
             why = getattr(exc, "strerror", None) or str(exc)
-            yield (f"cryptcost's processes pinned to {n} CPU(s); the kernel's unbound workqueues not "
-                   f"({WORKQUEUE_MASK}: {why}); per-CPU kernel work (softirq) runs where it is raised")
+            yield (f"cryptcost's processes pinned to {n} CPU(s); the kernel's unbound workqueues "
+                   f"not ({WORKQUEUE_MASK}: {why}); per-CPU kernel work (softirq) runs where "
+                   "it is raised")
             return
         try:
-            yield (f"cryptcost's processes and the kernel's unbound workqueues (kcryptd, loop, fscrypt, "
-                   f"writeback) pinned to {n} CPU(s); per-CPU kernel work (softirq) runs where it is raised")
+            yield ("cryptcost's processes and the kernel's unbound workqueues (kcryptd, loop, "
+                   f"fscrypt, writeback) pinned to {n} CPU(s); per-CPU kernel work (softirq) runs "
+                   "where it is raised")
         finally:
             res.release(entry)

@@ -24,9 +24,9 @@ from cryptcost.runner.core.scheduler import Progress
 
 log = logging.getLogger("cryptcost.profile")
 
-HOW = ("a profiled round after the measured samples, not counted in them: perf record -e cpu-clock "
-       f"-F {perf.FREQ} -a -g, sampling only during each pass (the engine's run, and a write's wait "
-       "until durable)")
+HOW = ("a profiled round after the measured samples, not counted in them: perf record -e "
+       f"cpu-clock -F {perf.FREQ} -a -g, sampling only during each pass (the engine's run, and a "
+       "write's wait until durable)")
 ROWS = 40                  # the largest rows kept with a result
 
 
@@ -52,7 +52,8 @@ def profile_round(res: Resources, runner, work: list[tuple], cells: dict[tuple, 
     progress.start(len(work), 0.0)
     try:
         for done, (inst, step) in enumerate(work):
-            progress.step(f"profiling {inst.label}: {getattr(step, 'label', getattr(step, 'workload', ''))}",
+            progress.step(f"profiling {inst.label}: "
+                          f"{getattr(step, 'label', getattr(step, 'workload', ''))}",
                           done + 1, len(work))
             try:
                 got = runner(inst, step)
@@ -87,6 +88,7 @@ def attach(result: Result, profiles: dict[Cell, dict]) -> Result:
     p = profiles.get(result.cell)
     if p is None:
         return result
-    ran = {"vs_median": p["value"] / result.summary.median} if p.get("value") and result.summary.median else {}
+    ran = ({"vs_median": p["value"] / result.summary.median}
+           if p.get("value") and result.summary.median else {})
     return replace(result, metrics={**result.metrics, "profile": {**p, **ran}})
 

@@ -45,14 +45,17 @@ def hold_page_reporting(res: Resources, choice: str = "hold") -> dict | None:
     if not now or not now.get("enabled") or "page_reporting_order" not in now:
         return None
     if choice == "keep":
-        return {"held": False, "why": "kept on (--page-reporting keep)", "reported_before": kernel.reported_bytes()}
+        return {"held": False, "why": "kept on (--page-reporting keep)",
+                "reported_before": kernel.reported_bytes()}
     above = kernel.free_block_orders()
     if above is None:
-        return {"held": False, "why": "/proc/buddyinfo is unreadable: the largest block order is unknown"}
+        return {"held": False,
+                "why": "/proc/buddyinfo is unreadable: the largest block order is unknown"}
     try:
         res.setting(kernel.PAGE_REPORTING_ORDER, str(above))
     except (OSError, CryptcostError) as exc:
-        why = f"{kernel.PAGE_REPORTING_ORDER} refused order {above}: {getattr(exc, 'strerror', None) or exc}"
+        why = (f"{kernel.PAGE_REPORTING_ORDER} refused order {above}: "
+               f"{getattr(exc, 'strerror', None) or exc}")
         # a kernel that takes no order above its largest: report only blocks of that order
         largest = above - 1
         if largest <= now["page_reporting_order"]:
@@ -61,8 +64,10 @@ def hold_page_reporting(res: Resources, choice: str = "hold") -> dict | None:
             res.setting(kernel.PAGE_REPORTING_ORDER, str(largest))
         except (OSError, CryptcostError):
             return {"held": False, "why": why}
-        return {"held": False, "why": f"{why}; only blocks of order {largest} (the largest) are reported now",
-                "order": largest, "was": now["page_reporting_order"], "reported_before": kernel.reported_bytes()}
+        return {"held": False,
+                "why": f"{why}; only blocks of order {largest} (the largest) are reported now",
+                "order": largest, "was": now["page_reporting_order"],
+                "reported_before": kernel.reported_bytes()}
     return {"held": True, "order": above, "was": now["page_reporting_order"],
             "reported_before": kernel.reported_bytes()}
 
@@ -90,7 +95,8 @@ def warm_memory(nbytes: int) -> dict:
     finally:
         area.close()
     seconds = time.monotonic() - started
-    return {"bytes": nbytes, "seconds": round(seconds, 3), "bytes_per_s": round(nbytes / seconds) if seconds else None}
+    return {"bytes": nbytes, "seconds": round(seconds, 3),
+            "bytes_per_s": round(nbytes / seconds) if seconds else None}
 
 
 def memory_noise(copies: int = NOISE_COPIES, seconds: float = NOISE_SECONDS) -> dict:

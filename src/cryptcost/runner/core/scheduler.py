@@ -83,8 +83,10 @@ class _Clock:
         for job in self.jobs:
             if any(series[k].error for k in job.keys):
                 continue
-            peers = [j for j in self.jobs if job.group is not None and j.group == job.group] or [job]
-            need = max(self.policy.expected_samples(series[k].values()) if series[k].stop_reason is None
+            peers = [j for j in self.jobs
+                     if job.group is not None and j.group == job.group] or [job]
+            need = max(self.policy.expected_samples(series[k].values())
+                       if series[k].stop_reason is None
                        else len(series[k].samples) for j in peers for k in j.keys)
             warm = job.warmups(self.policy.warmup)
             left = max(0, warm + need - self.rounds.get(id(job), 0))
@@ -109,7 +111,8 @@ def schedule(jobs: list[Job], policy: Policy, *,
     rounds = max(warm.values(), default=0) + policy.max_samples
     total = sum(w + policy.max_samples for w in warm.values())
     expected = sum(w + policy.min_samples for w in warm.values())
-    progress.start(total, sum(j.est_seconds * (warm[id(j)] + policy.min_samples) for j in jobs), expected)
+    progress.start(total, sum(j.est_seconds * (warm[id(j)] + policy.min_samples) for j in jobs),
+                   expected)
     done = 0
     reported: set = set()
     clock = _Clock(jobs, policy)
@@ -176,8 +179,8 @@ def drift_cause(samples: list[Sample]) -> str | None:
     d = host_drift(samples)
     if d is None or d <= HOST_DRIFT:
         return None
-    return (f"the host's CPU speed moved by more than {HOST_DRIFT:.0%} between its samples (host_drift: a "
-            "fixed SHA-256 timed before each): the host, not the stack")
+    return (f"the host's CPU speed moved by more than {HOST_DRIFT:.0%} between its samples "
+            "(host_drift: a fixed SHA-256 timed before each): the host, not the stack")
 
 
 def mark_unstable(metrics: dict, notes: list[str], summary: Summary, target: float,
@@ -189,8 +192,8 @@ def mark_unstable(metrics: dict, notes: list[str], summary: Summary, target: flo
     if summary.n < 2 or summary.rel_half_width <= target:
         return
     metrics.update(unstable=True, cv=summary.cv, likely_cause=cause())
-    notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {summary.n} samples "
-                 f"(CV {summary.cv * 100:.1f} %), above the ±{target * 100:g} % target; likely cause: "
+    notes.append(f"unstable: ±{summary.rel_half_width * 100:.1f} % after {summary.n} samples (CV "
+                 f"{summary.cv * 100:.1f} %), above the ±{target * 100:g} % target; likely cause: "
                  f"{metrics['likely_cause']}")
 
 

@@ -43,7 +43,8 @@ class VmOptions:
     timeout: float = 1800
     memory_mib: int = 2048
     cpus: int = 2
-    accel: str = "auto"                              # kvm where it boots the kernel quickly, else tcg
+    # kvm where it boots the kernel quickly, else tcg
+    accel: str = "auto"
     kernel: str | None = None                        # a version under /boot; the newest by default
     blacklist: tuple[str, ...] = ()                   # kernel modules the guest must not load
     scratch_gib: int = 8
@@ -74,7 +75,8 @@ class GuestOutcome:
     emulated: dict = field(default_factory=dict)
 
 
-KVM_PROBE_SECONDS = 10.0     # TCG boots the kernel to its root mount in about 5 s here; KVM in under 1
+# TCG boots the kernel to its root mount in about 5 s here; KVM in under 1
+KVM_PROBE_SECONDS = 10.0
 
 
 def choose_accel(opts: VmOptions, kernel: GuestKernel) -> tuple[str, str]:
@@ -93,7 +95,8 @@ def choose_accel(opts: VmOptions, kernel: GuestKernel) -> tuple[str, str]:
         return verdict["accel"], verdict["why"]
     except (OSError, ValueError, KeyError):
         pass
-    argv = [qemu, "-accel", "kvm", "-cpu", "host", "-m", "256", "-smp", "1", "-display", "none", "-nodefaults",
+    argv = [qemu, "-accel", "kvm", "-cpu", "host", "-m", "256", "-smp", "1", "-display", "none",
+            "-nodefaults",
             "-no-reboot", "-serial", "stdio", "-kernel", str(kernel.image),
             "-append", "console=ttyS0 panic=-1 root=/dev/cc-none"]
     try:
@@ -106,7 +109,9 @@ def choose_accel(opts: VmOptions, kernel: GuestKernel) -> tuple[str, str]:
             accel, why = "kvm", f"KVM boots the kernel in {done.seconds:.1f} s"
         else:
             lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
-            accel, why = "tcg", f"KVM failed ({lines[0] if lines else f'exit code {done.returncode}'}), so TCG"
+            accel, why = ("tcg",
+                          "KVM failed "
+                          f"({lines[0] if lines else f'exit code {done.returncode}'}), so TCG")
     try:
         CACHE.mkdir(parents=True, exist_ok=True)
         memo.write_text(json.dumps({"accel": accel, "why": why}))
@@ -127,7 +132,8 @@ def emulation(opts: VmOptions, kernel: GuestKernel, accel_why: str = "asked for"
 
 def guest_script(argv: list[str], cwd: str, emulated: dict) -> str:
     """The guest's PID 1 after switch_root: private /run, modules, the command, its store."""
-    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "cryptcost", "--db", GUEST_DB, *argv])
+    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "cryptcost", "--db", GUEST_DB,
+                                            *argv])
     return f"""#!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 TERM=dumb COLUMNS=120
@@ -157,12 +163,15 @@ def qemu_argv(opts: VmOptions, kernel: GuestKernel, initrd: Path, scratch: Path,
     append = ["console=ttyS0", "quiet", "panic=-1", "rdinit=/init"]
     if opts.blacklist:
         append.append("modprobe.blacklist=" + ",".join(opts.blacklist))
-    return ["qemu-system-x86_64", "-accel", opts.accel, "-cpu", "max" if opts.accel == "tcg" else "host",
+    return ["qemu-system-x86_64", "-accel", opts.accel, "-cpu",
+            "max" if opts.accel == "tcg" else "host",
             "-m", str(opts.memory_mib), "-smp", str(opts.cpus), "-display", "none", "-nodefaults",
-            "-no-reboot", "-serial", f"file:{console}", "-kernel", str(kernel.image), "-initrd", str(initrd),
+            "-no-reboot", "-serial", f"file:{console}", "-kernel", str(kernel.image), "-initrd",
+            str(initrd),
             "-append", " ".join(append),
             "-drive", f"file={scratch},format=raw,if=virtio,cache=unsafe",
-            "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+            "-virtfs",
+            "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", f"local,path={xchg},mount_tag=xchg,security_model=none"]
 
 
@@ -223,7 +232,8 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     relays = [_Relay(xchg / "stdout", stdout or sys.stdout.buffer),
               _Relay(xchg / "stderr", stderr or sys.stderr.buffer)]
     start = time.monotonic()
-    qemu = res.daemon(qemu_argv(opts, kernel, initrd, scratch, xchg, console), logfile=str(work / "qemu.log"))
+    qemu = res.daemon(qemu_argv(opts, kernel, initrd, scratch, xchg, console),
+                      logfile=str(work / "qemu.log"))
     try:
         while qemu.alive() and time.monotonic() - start < opts.timeout:
             for r in relays:
@@ -251,7 +261,8 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
             src = Path(f"{store}{suffix}")
             if src.exists():
                 os.replace(src, f"{keep_store}{suffix}")
-    return GuestOutcome(int(rc.read_text().strip() or 1), kernel, kept, keep_store, seconds, emulated)
+    return GuestOutcome(int(rc.read_text().strip() or 1), kernel, kept, keep_store, seconds,
+                        emulated)
 
 
 def _keep_log(kept: Path, console: Path, qemu_log: Path) -> None:

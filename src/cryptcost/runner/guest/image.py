@@ -76,7 +76,8 @@ def kernels() -> list[GuestKernel]:
 def stock_version() -> str | None:
     """The kernel Debian's ``linux-image-amd64`` stands for, if it is installed."""
     try:
-        done = proc.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"], check=False, timeout=30)
+        done = proc.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"], check=False,
+                        timeout=30)
     except Exception:
         return None
     m = re.search(r"linux-image-(\S+)", done.stdout) if done.returncode == 0 else None
@@ -95,7 +96,8 @@ def find_kernel(version: str | None = None) -> GuestKernel:
         have = ", ".join(k.version for k in found) or "none"
         raise UserError(f"no guest kernel {version} (with modules) under /boot; installed: {have}")
     if not found:
-        raise Unavailable("no kernel for the guest: /boot has no vmlinuz with modules in /lib/modules",
+        raise Unavailable("no kernel for the guest: /boot has no vmlinuz with modules in "
+                          "/lib/modules",
                           "linux-image-amd64 (make installs it)")
     stock = stock_version()
     return next((k for k in found if k.version == stock), found[0])
@@ -117,7 +119,8 @@ def _busybox() -> Path:
     path = Path("/bin/busybox")
     if not path.exists():
         raise Unavailable("busybox is not installed", "busybox-static")
-    kind = proc.run(["file", "-b", str(path)], check=False, timeout=10).stdout if proc.which("file") else ""
+    kind = proc.run(["file", "-b", str(path)], check=False,
+                    timeout=10).stdout if proc.which("file") else ""
     if "dynamically linked" in kind:
         raise Unavailable("/bin/busybox is dynamically linked; the guest needs busybox-static",
                           "busybox-static")

@@ -47,11 +47,13 @@ class NetworkPlan:
     seconds: float = 2.0                 # per stream sample
     file_bytes: int = 256 << 20          # per large-file copy
     small_files: int = 512
-    accel: tuple[bool, ...] = (True,)     # (True, False): each measured stack also with acceleration off
+    # (True, False): each measured stack also with acceleration off
+    accel: tuple[bool, ...] = (True,)
     part: str | None = None
     cpus: int | None = None              # both ends' programs and daemons pinned to this many CPUs
     affinity: str | None = None          # what the pass on ``cpus`` pinned (runner.core.pinning)
-    profile: bool = False                # a profiled round after the samples: where each cell's CPU goes (perf)
+    # a profiled round after the samples: where each cell's CPU goes (perf)
+    profile: bool = False
 
 
 @dataclass
@@ -66,7 +68,8 @@ def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
     acceleration off — or, where its library cannot be switched, a skip
     that says so (never an unverified "off")."""
     def fits(cls) -> str | None:
-        return None if link in cls.links else f"runs only on a {' or '.join(cls.links)} link, not --link {link}"
+        return (None if link in cls.links
+                else f"runs only on a {' or '.join(cls.links)} link, not --link {link}")
     def make(cls, variant: str) -> NetworkStack:
         return cls(variant)
     resolved, skipped = pairing.resolve(specs, "network", make, fits=fits)
@@ -87,13 +90,15 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
     cpu.check_cpu_count(plan.cpus)
     if plan.profile:
         perf.check()
-    resolved, skipped = resolve(plan.stacks, plan.link, (True,) + tuple(a for a in plan.accel if not a))
+    resolved, skipped = resolve(plan.stacks, plan.link,
+                                (True,) + tuple(a for a in plan.accel if not a))
     for stack, _ in resolved:
         if plan.link not in stack.links:
             raise UserError(f"stack {stack.name} runs only on a {' or '.join(stack.links)} link, "
                             f"not --link {plan.link}")
     if not any(role == "measured" for _, role in resolved):
-        raise UserError("no network stack to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
+        raise UserError("no network stack to measure: "
+                        + "; ".join(s["reason"] for s in skipped[:3]))
     if os.geteuid() != 0:
         raise UserError("network stacks need root (namespaces, tunnels, daemons): run with sudo")
     return resolved, skipped
@@ -102,18 +107,21 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
 def describe_plan(plan: NetworkPlan, resolved, skipped) -> list[str]:
     measured = [s.label for s, role in resolved if role == "measured"]
     baselines = [s.label for s, role in resolved if role == "baseline"]
-    lines = [f"network stacks: {', '.join(measured)}" + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
-             f"workloads: {', '.join(wl.expand(plan.workloads))}; link: {plan.link}, MTU {plan.mtu}; "
-             f"{plan.seconds:g} s per stream sample, each repeated until stable"]
+    lines = [f"network stacks: {', '.join(measured)}"
+             + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
+             f"workloads: {', '.join(wl.expand(plan.workloads))}; link: {plan.link}, MTU "
+             f"{plan.mtu}; {plan.seconds:g} s per stream sample, each repeated until stable"]
     if plan.link == "netns":
-        lines.append("both ends of the link share this machine's CPUs: read CPU-s/GB per end, not Gbit/s, "
-                     "as what carries over to real hosts")
+        lines.append("both ends of the link share this machine's CPUs: read CPU-s/GB per end, not "
+                     "Gbit/s, as what carries over to real hosts")
     for s in skipped:
-        lines.append(f"not measured: {s['stack']}: {s['reason']}" + (f" (install: {s['install']})" if s.get("install") else ""))
+        lines.append(f"not measured: {s['stack']}: {s['reason']}"
+                     + (f" (install: {s['install']})" if s.get("install") else ""))
     return lines
 
 
-def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
+def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources,
+                sink: Sink | None = None,
                 progress: Progress | None = None) -> NetworkOutcome:
     """Set up, verify, measure, compare. Teardown happens when ``res`` is released.
     With ``plan.cpus`` everything it starts runs on that many CPUs (:mod:`runner.core.pinning`)."""
@@ -160,14 +168,18 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
             stack.verify(res)
             ready.append(inst)
         except flow.SETUP_ERRORS as exc:
-            exc = CryptcostError(stack.dead()) if stack.dead() else exc      # the daemon's death is the cause
+            # the daemon's death is the cause
+            exc = CryptcostError(stack.dead()) if stack.dead() else exc
             flow.setup_failed(out, inst, exc, "network", log)
     ops = {i.label: wl.ops(names, i.stack.traffic, streams=plan.streams, file_bytes=plan.file_bytes,
                            small_files=plan.small_files) for i in ready}
     cell = {(i.label, op.key): _cell(i, op, plan) for i in ready for op in ops[i.label]}
-    flow.compare([(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]], lambda op: (op,), cell,
-                 runner, lambda inst, op, s, series: _result(inst, op, s, series, plan, policy.target),
-                 job=lambda op: {"label": op.workload, "group": ("network", op.key), "est_seconds": plan.seconds + 1},
+    flow.compare([(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]],
+                 lambda op: (op,), cell,
+                 runner,
+                 lambda inst, op, s, series: _result(inst, op, s, series, plan, policy.target),
+                 job=lambda op: {"label": op.workload, "group": ("network", op.key),
+                                 "est_seconds": plan.seconds + 1},
                  kind="network", outcome=out, policy=policy, res=res, sink=sink, progress=progress,
                  profile=plan.profile)
     return out
@@ -184,7 +196,8 @@ def _ordered(ops: dict[str, list[wl.NetOp]]) -> list[wl.NetOp]:
 
 def _cell(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> Cell:
     return Cell(kind="network", stack=inst.label, accel=inst.stack.accel, link=inst.link.name,
-                mtu=inst.link.mtu, workload=op.workload, op=op.op, streams=op.streams, size=op.file_bytes,
+                mtu=inst.link.mtu, workload=op.workload, op=op.op, streams=op.streams,
+                size=op.file_bytes,
                 part=plan.part or None, cpus=plan.cpus or None)
 
 
@@ -201,7 +214,8 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
     samples = s.samples
     wires = [x.metrics["wire"] for x in samples if x.metrics.get("wire")]
     metrics = {
-        "unit": "bytes/s", "role": inst.stack.variant_role(), "engine": samples[-1].metrics.get("engine"),
+        "unit": "bytes/s", "role": inst.stack.variant_role(),
+        "engine": samples[-1].metrics.get("engine"),
         "gbit_per_s": statistics.median(s.values()) * 8 / 1e9,
         "retransmits": median(samples, "retransmits"),
         "files_per_s": median(samples, "files_per_s"),
@@ -220,7 +234,8 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
     }
     if not inst.stack.accel:
         metrics["accel_env"] = sorted(inst.stack.accel_env())
-    return flow.summarise(inst.stack, _cell(inst, op, plan), s, series, target=target, metrics=metrics,
+    return flow.summarise(inst.stack, _cell(inst, op, plan), s, series, target=target,
+                          metrics=metrics,
                           attrs=_attrs(inst, plan), cause=lambda cv: _likely_cause(inst, samples))
 
 
@@ -228,7 +243,8 @@ def _wire_summary(wires: list[dict], canary: dict | None) -> dict:
     if not wires:
         return {"verdict": "not checked", "canary": canary}
     last = wires[-1]
-    return {"verdict": "plaintext" if any(w["verdict"] == "plaintext" for w in wires) else "encrypted",
+    return {"verdict": "plaintext" if any(w["verdict"] == "plaintext" for w in wires)
+            else "encrypted",
             "packets": sum(w["packets"] for w in wires),
             "median_packet_bytes": statistics.median(w["median_packet_bytes"] for w in wires
                                                      if w["median_packet_bytes"] is not None),
@@ -245,9 +261,10 @@ def _likely_cause(inst: NetInstance, samples) -> str:
         return moved
     retrans = [x.metrics.get("retransmits") or 0 for x in samples]
     if statistics.median(retrans) > 100:
-        return (f"TCP retransmits ({statistics.median(retrans):.0f} per sample): TCP's loss recovery, set off "
-                "by packets a tunnel's queue dropped or by ACKs late on CPUs both ends share, varies from "
-                "sample to sample")
+        return (f"TCP retransmits ({statistics.median(retrans):.0f} per sample): TCP's loss "
+                "recovery, set off by packets a tunnel's queue dropped or by ACKs late on CPUs "
+                "both ends share, varies from sample to sample")
     if inst.stack.daemon_pids():
-        return f"the stack's daemons and the traffic generator competing for {cpu.usable_cores()} core(s)"
+        return ("the stack's daemons and the traffic generator competing for "
+                f"{cpu.usable_cores()} core(s)")
     return "the machine itself (other work on its cores, the hypervisor)"

@@ -44,7 +44,8 @@ class NetInstance:
     stack: NetworkStack
     label: str
     role: str
-    link: Link | None = None             # the run's shared link, or one of its own (``exclusive`` stacks)
+    # the run's shared link, or one of its own (``exclusive`` stacks)
+    link: Link | None = None
     service: int | None = None           # iperf3's port at end b of that link
     endpoint: Endpoint | None = None
     error: str | None = None
@@ -95,10 +96,12 @@ def _random_file(path: Path, size: int) -> None:
 class NetRunner:
     """Measures one operation on one instance; see the module docstring."""
 
-    def __init__(self, res: Resources, workdir: Path, seconds: float, files: FileSource | None = None):
+    def __init__(self, res: Resources, workdir: Path, seconds: float,
+                 files: FileSource | None = None):
         self.res, self.workdir = res, workdir
         self.seconds, self.files = seconds, files
-        # What each measured transfer runs inside (a profiler's sampling window); nothing by default.
+        # What each measured transfer runs inside (a profiler's sampling window); nothing by
+        # default.
         self.window = lambda inst, op: nullcontext()
 
     # --- the canary ---------------------------------------------------------------
@@ -113,10 +116,12 @@ class NetRunner:
             else:
                 self._iperf(inst, 1, NetOp("send", "stream"), repeating=True)
         if cap is None:
-            return {"verdict": "not checked", "reasons": [f"a {inst.link.name} link carries the plaintext leg "
-                                                          "between a forwarder and the service too"]}
+            return {"verdict": "not checked",
+                    "reasons": [f"a {inst.link.name} link carries the plaintext leg "
+                                "between a forwarder and the service too"]}
         wire = judge(cap.packets(), stack.leak, self._port(inst), canary=True, sealed=stack.sealed)
-        return self._enforce(inst, wire, f"{inst.label}: the canary crossed the wire in plaintext: ")
+        return self._enforce(inst, wire,
+                             f"{inst.label}: the canary crossed the wire in plaintext: ")
 
     # --- one sample -----------------------------------------------------------------
     def __call__(self, inst: NetInstance, op: NetOp) -> dict[tuple, Sample]:
@@ -141,18 +146,21 @@ class NetRunner:
         daemons = meter.daemon.values()
         metrics = {"unit": "bytes/s", "engine": "iperf3" if op.traffic == "stream" else "file copy",
                    "cpu_a": ends["a"], "cpu_b": ends["b"], **ends.get("extra", {}),
-                   "busiest_daemon_core": max(daemons, default=0.0) / seconds if meter.daemon else None}
+                   "busiest_daemon_core": max(daemons,
+                                              default=0.0) / seconds if meter.daemon else None}
         gb = moved / GB
         names = stack.daemon_names()
-        metrics["daemon_cpu_s_per_gb"] = {names.get(pid, str(pid)): cpu_s / gb for pid, cpu_s in meter.daemon.items()}
+        metrics["daemon_cpu_s_per_gb"] = {names.get(pid, str(pid)): cpu_s / gb
+                                          for pid, cpu_s in meter.daemon.items()}
         metrics["cpu_s_per_gb_a"], metrics["cpu_s_per_gb_b"] = ends["a"] / gb, ends["b"] / gb
         metrics["cpu_s_per_gb_system"] = split.busy / gb
         metrics["cpu_s_per_gb_unattributed"] = max(0.0, split.busy - ends["a"] - ends["b"]) / gb
         if cap is not None:
             wire = judge(cap.packets(), stack.leak, self._port(inst), sealed=stack.sealed)
             metrics["wire"] = self._enforce(inst, wire, f"{inst.label} {op.workload}: ")
-        return {(inst.label, op.key): Sample(value=moved / seconds, seconds=seconds, bytes_moved=moved,
-                                             cpu=split, metrics=metrics)}
+        return {(inst.label,
+                 op.key): Sample(value=moved / seconds, seconds=seconds, bytes_moved=moved,
+                                 cpu=split, metrics=metrics)}
 
     @staticmethod
     def _enforce(inst: NetInstance, wire: dict, prefix: str) -> dict:
@@ -180,8 +188,10 @@ class NetRunner:
         return getattr(inst.stack, "service_port", inst.service)
 
     # --- streams ----------------------------------------------------------------------
-    def _iperf(self, inst: NetInstance, seconds: float, op: NetOp, repeating: bool = False) -> iperf3.IperfOutcome:
-        argv = iperf3.client_argv(inst.endpoint.host, inst.endpoint.port, seconds, streams=op.streams,
+    def _iperf(self, inst: NetInstance, seconds: float, op: NetOp,
+               repeating: bool = False) -> iperf3.IperfOutcome:
+        argv = iperf3.client_argv(inst.endpoint.host, inst.endpoint.port, seconds,
+                                  streams=op.streams,
                                   reverse=op.reverse, repeating=repeating)
         done = proc.run(inst.link.argv("a", argv), timeout=seconds + 60, check=False)
         return iperf3.parse(done.stdout, reverse=op.reverse)
@@ -189,7 +199,8 @@ class NetRunner:
     def _stream(self, inst: NetInstance, op: NetOp) -> tuple[int, float, dict]:
         out = self._iperf(inst, self.seconds, op)
         return out.bytes, out.seconds, {"a": out.client_cpu, "b": out.server_cpu,
-                                        "extra": {"retransmits": out.retransmits, "iperf3_version": out.version}}
+                                        "extra": {"retransmits": out.retransmits,
+                                                  "iperf3_version": out.version}}
 
     # --- files ----------------------------------------------------------------------------
     def _files(self, inst: NetInstance, op: NetOp, meter: "Meter") -> tuple[int, float, dict]:
@@ -218,9 +229,11 @@ class NetRunner:
             moved += self._check(stack, op)
             passes += 1
         return moved, seconds, {"a": client, "b": 0.0,
-                                "extra": {"files_per_s": op.files * passes / seconds, "passes": passes,
-                                          "timing": "the client's whole run (connect, authenticate, copy, "
-                                                    "close), each pass checked outside the clock"}}
+                                "extra": {"files_per_s": op.files * passes / seconds,
+                                          "passes": passes,
+                                          "timing": "the client's whole run (connect, "
+                                                    "authenticate, copy, close), each pass "
+                                                    "checked outside the clock"}}
 
     def _check(self, stack: FileShareStack, op: NetOp) -> int:
         """Every byte arrived intact (rule 5); then clear the target, outside the clock."""
@@ -260,7 +273,8 @@ class Meter:
             self.daemon[pid] += max(0.0, dafter.get(pid, 0.0) - dbefore.get(pid, 0.0))
         split = cpu.cpu_split(before, after)
         if self.split is not None:
-            split = CpuSplit(**{f: getattr(split, f) + getattr(self.split, f) for f in CpuSplit.__dataclass_fields__
+            split = CpuSplit(**{f: getattr(split, f) + getattr(self.split, f)
+                                for f in CpuSplit.__dataclass_fields__
                                 if f != "max_core_busy"}, max_core_busy=max(split.max_core_busy,
                                                                             self.split.max_core_busy))
         self.split = replace(split, daemons=sum(self.daemon.values()))

@@ -33,7 +33,8 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 
 CANARY = b"0123456789" * 2           # iperf3 --repeating-payload's pattern, twice in a row
-MIN_ENTROPY = 7.0                    # bits per byte; random data gives ~7.99, text ~4–5, the canary 3.3
+# bits per byte; random data gives ~7.99, text ~4–5, the canary 3.3
+MIN_ENTROPY = 7.0
 MIN_PAYLOAD = 128                    # bytes: packets with less (ACKs, handshakes) say little
 
 
@@ -64,16 +65,19 @@ def judge(packets: list[Packet], leak, service: int, *, canary: bool = False, se
     sizes = [p.length for p in packets if len(p.payload) >= MIN_PAYLOAD]     # data, not ACKs
     reasons = []
     if leaks:
-        shown = "; ".join(f"{p.sport}→{p.dport}, {len(p.payload)} B of payload" for p, _ in flagged[:3])
+        shown = "; ".join(f"{p.sport}→{p.dport}, {len(p.payload)} B of payload"
+                          for p, _ in flagged[:3])
         reasons.append(f"{len(leaks)} of {len(packets)} packets in plaintext: {leaks[0]} ({shown})")
     if canary and pattern:
         reasons.append(f"{pattern} packets carry the canary pattern in plaintext")
     if bits is not None and bits < MIN_ENTROPY and not canary:
-        reasons.append(f"the payload's entropy is {bits:.2f} bits/byte, below a ciphertext's {MIN_ENTROPY:g}")
+        reasons.append(f"the payload's entropy is {bits:.2f} bits/byte, below a ciphertext's "
+                       f"{MIN_ENTROPY:g}")
     if not packets:
         reasons.append("no packet was captured")
     return {"packets": len(packets), "payload_bytes": len(blob),
-            "median_packet_bytes": int(statistics.median(sizes)) if sizes else None,     # of data packets
+            # of data packets
+            "median_packet_bytes": int(statistics.median(sizes)) if sizes else None,
             "max_packet_bytes": max(sizes) if sizes else None, "protocols": dict(protos),
             "entropy_bits_per_byte": round(bits, 3) if bits is not None else None,
             "plaintext_packets": len(leaks), "canary_packets": pattern,
@@ -87,7 +91,8 @@ class Capture:
 
     def __init__(self, res: Resources, link: Link, workdir: Path):
         self.res, self.link = res, link
-        self.ends = {end: (workdir / f"wire-{end}.pcap", workdir / f"tcpdump-{end}.log") for end in ("a", "b")}
+        self.ends = {end: (workdir / f"wire-{end}.pcap",
+                           workdir / f"tcpdump-{end}.log") for end in ("a", "b")}
         self.daemons = []
 
     def __enter__(self) -> "Capture":
@@ -97,7 +102,8 @@ class Capture:
             argv = tcpdump.argv(self.link.iface(end), path, direction="out")
             daemon = self.res.daemon(self.link.argv(end, argv), logfile=str(log))
             self.daemons.append(daemon)
-            proc.wait_for(lambda log=log: "listening on" in log.read_text(errors="replace"), timeout=15,
+            proc.wait_for(lambda log=log: "listening on" in log.read_text(errors="replace"),
+                          timeout=15,
                           daemon=daemon, what="tcpdump listening")
         return self
 
@@ -107,4 +113,5 @@ class Capture:
             self.res.stop(daemon, timeout=5)
 
     def packets(self) -> list[Packet]:
-        return [p for path, _ in self.ends.values() if path.exists() for p in tcpdump.read_pcap(path)]
+        return [p for path, _ in self.ends.values()
+                if path.exists() for p in tcpdump.read_pcap(path)]

@@ -51,13 +51,19 @@ class StoragePlan:
     size: int | None = None          # per stack instance; None: chosen from the medium's room
     fs: str = "ext4"
     sizes: wl.Sizes | None = None
-    cpus: int | None = None          # restrict fio and the stacks' daemons to this many CPUs (rule 15)
+    # restrict fio and the stacks' daemons to this many CPUs (rule 15)
+    cpus: int | None = None
     affinity: str | None = None      # what the pass on ``cpus`` pinned (runner.core.pinning)
-    part: str | None = None          # the run plan's part this belongs to (results are paired within it)
-    accel: tuple[bool, ...] = (True,)   # (True, False): each measured stack also with acceleration off
-    warmed: dict | None = None       # the memory touched before the first sample (runner.core.quiet.warm_memory)
-    memory_noise: dict | None = None  # the host's memory bandwidth and its spread then (runner.core.quiet.memory_noise)
-    profile: bool = False            # a profiled round after the samples: where each cell's CPU goes (perf)
+    # the run plan's part this belongs to (results are paired within it)
+    part: str | None = None
+    # (True, False): each measured stack also with acceleration off
+    accel: tuple[bool, ...] = (True,)
+    # the memory touched before the first sample (runner.core.quiet.warm_memory)
+    warmed: dict | None = None
+    # the host's memory bandwidth and its spread then (runner.core.quiet.memory_noise)
+    memory_noise: dict | None = None
+    # a profiled round after the samples: where each cell's CPU goes (perf)
+    profile: bool = False
 
 
 @dataclass
@@ -71,7 +77,8 @@ def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,)
     and acceleration-off twins when asked) and the stacks skipped because
     they are unavailable here."""
     def fits(cls) -> str | None:
-        return None if fs in cls.filesystems else f"works only on {', '.join(cls.filesystems)}, not --fs {fs}"
+        return (None if fs in cls.filesystems
+                else f"works only on {', '.join(cls.filesystems)}, not --fs {fs}")
 
     def make(cls, variant: str) -> StorageStack:
         return cls(variant, fs)
@@ -108,7 +115,8 @@ def describe_plan(plan: StoragePlan, resolved: list[tuple[StorageStack, str]],
     direct = all(s.honours_direct for s, _ in resolved)
     steps = wl.steps(wl.expand(plan.workloads), wl.Sizes(medium=plan.size or 512 << 20), direct)
     total = plan.size * len(resolved)
-    lines = [f"stacks: {', '.join(measured)}" + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
+    lines = [f"stacks: {', '.join(measured)}" + (f"  (baselines: {', '.join(baselines)})"
+                                                 if baselines else ""),
              f"workloads: {', '.join(wl.expand(plan.workloads))} — {len(steps)} steps × "
              f"{len(resolved)} stacks, each repeated until stable",
              f"medium: {plan.medium.describe()['medium']}, {plan.size >> 20} MiB per stack "
@@ -120,7 +128,8 @@ def describe_plan(plan: StoragePlan, resolved: list[tuple[StorageStack, str]],
     return lines
 
 
-def run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
+def run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
+                sink: Sink | None = None,
                 progress: Progress | None = None) -> StorageOutcome:
     """Set up, measure, compare. Teardown happens when ``res`` is released.
 
@@ -132,7 +141,8 @@ def run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink
         return _run_storage(plan, policy, res=res, sink=sink, progress=progress)
 
 
-def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sink: Sink | None = None,
+def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
+                 sink: Sink | None = None,
                  progress: Progress | None = None) -> StorageOutcome:
     resolved, skipped = validate(plan)
     sizes = plan.sizes or wl.Sizes(medium=plan.size)
@@ -165,7 +175,8 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
     archive = wl.make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
     runner = StepRunner(res, archive, direct, warm_up=policy.warmup > 0)
     steps = wl.steps(names, sizes, direct)
-    cell = {(inst.label, op.key): _cell(inst, op, plan) for step in steps for op in step.ops for inst in ready}
+    cell = {(inst.label,
+             op.key): _cell(inst, op, plan) for step in steps for op in step.ops for inst in ready}
     if ready:
         plan.warmed = quiet.warm_memory(warm_bytes(plan.size))
         log.info("memory warmed before the first sample: %s", plan.warmed)
@@ -173,8 +184,10 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources, sin
         log.info("the host's memory bandwidth before the first sample: %s", plan.memory_noise)
     flow.compare([(i, step) for step in steps for i in ready], lambda step: step.ops, cell, runner,
                  lambda inst, op, s, series: _result(inst, op, s, series, plan, policy.target),
-                 job=lambda step: {"label": step.label, "group": step.name, "est_seconds": 2.0 * len(step.ops)},
-                 kind="storage", outcome=outcome, policy=policy, res=res, sink=sink, progress=progress,
+                 job=lambda step: {"label": step.label, "group": step.name,
+                                   "est_seconds": 2.0 * len(step.ops)},
+                 kind="storage", outcome=outcome, policy=policy, res=res, sink=sink,
+                 progress=progress,
                  profile=plan.profile)
     return outcome
 
@@ -189,7 +202,8 @@ def warm_bytes(size: int) -> int:
 
 
 def _cell(inst: Instance, op: wl.Op, plan: StoragePlan) -> Cell:
-    return Cell(kind="storage", stack=inst.label, accel=inst.stack.accel, medium=plan.medium.describe()["medium"],
+    return Cell(kind="storage", stack=inst.label, accel=inst.stack.accel,
+                medium=plan.medium.describe()["medium"],
                 fs=inst.stack.fs, workload=op.workload, op=op.op, block_bytes=op.block_bytes,
                 iodepth=op.iodepth, size=plan.size, part=plan.part or None, cpus=plan.cpus or None)
 
@@ -206,7 +220,8 @@ def _params(inst: Instance, plan: StoragePlan) -> dict:
     return params
 
 
-MEMORY_COVERS = 1.5     # a result whose CV is within this multiple of the memory's own is no wider than it
+# a result whose CV is within this multiple of the memory's own is no wider than it
+MEMORY_COVERS = 1.5
 
 
 def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | None = None,
@@ -218,7 +233,8 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | N
     moved = drift_cause(samples)
     if moved:
         return moved
-    short = next((x.metrics["short_because"] for x in samples if x.metrics.get("short_because")), None)
+    short = next((x.metrics["short_because"] for x in samples if x.metrics.get("short_because")),
+                 None)
     if short:
         return f"samples shorter than {MIN_SAMPLE_SECONDS:g} s: {short}"
     seconds = statistics.median(x.seconds for x in samples)
@@ -226,9 +242,10 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | N
         return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
     floor = (memory or {}).get("cv")
     if floor and cv is not None and floor > stats.STEADY_MEMORY and cv <= MEMORY_COVERS * floor:
-        return (f"the host's memory bandwidth, which moved {floor:.0%} (CV) between {memory['seconds']:g} s copies "
-                f"before the first sample: this result's spread is no wider than {MEMORY_COVERS:g}× that, and a "
-                "figure that moves data at memory speed is no steadier than the memory")
+        return (f"the host's memory bandwidth, which moved {floor:.0%} (CV) between "
+                f"{memory['seconds']:g} s copies before the first sample: this result's spread is "
+                f"no wider than {MEMORY_COVERS:g}× that, and a figure that moves data at memory "
+                "speed is no steadier than the memory")
     if inst.stack.layer == "fuse":
         return f"the FUSE daemon's threads competing with fio for {cpu.usable_cores()} core(s)"
     if op.op in ("write", "randwrite", "create") and inst.stack.layer == "kernel":

@@ -27,7 +27,8 @@ def check_pattern(directory: Path, size: int = 16 << 20, threads: int = 4,
     """Write, flush, reset, read back, compare; raise DataIntegrityError on any difference."""
     path = directory / ".cryptcost-integrity"
     chunks = size // CHUNK
-    pattern = secrets.token_bytes(chunks * CHUNK)      # made once: written, then compared (the kernel's CSPRNG)
+    # made once: written, then compared (the kernel's CSPRNG)
+    pattern = secrets.token_bytes(chunks * CHUNK)
 
     def block(i: int) -> memoryview:
         return memoryview(pattern)[i * CHUNK:(i + 1) * CHUNK]
@@ -52,7 +53,8 @@ def check_pattern(directory: Path, size: int = 16 << 20, threads: int = 4,
         tail = fh.read(1)
     path.unlink()
     if bad or tail:
-        raise DataIntegrityError(f"data read back through the stack differs from what was written "
-                                 f"({len(bad)} of {chunks} 64 KiB chunks{', plus extra bytes' if tail else ''}, "
-                                 f"first at offset {bad[0] * CHUNK if bad else size}): refusing to measure it")
+        raise DataIntegrityError("data read back through the stack differs from what was written "
+                                 f"({len(bad)} of {chunks} 64 KiB "
+                                 f"chunks{', plus extra bytes' if tail else ''}, first at offset "
+                                 f"{bad[0] * CHUNK if bad else size}): refusing to measure it")
     return {"checked_bytes": size, "writers": threads, "result": "identical"}

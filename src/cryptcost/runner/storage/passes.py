@@ -44,7 +44,8 @@ def combine(passes: list[Sample], op: wl.Op) -> Sample:
     moved = sum(p.bytes_moved or 0 for p in passes)
     cpus = [p.cpu for p in passes if p.cpu]
     split = CpuSplit(**{f: sum(getattr(c, f) for c in cpus) for f in
-                        ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "daemons")},
+                        ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
+                         "daemons")},
                      max_core_busy=max((c.max_core_busy for c in cpus), default=0.0))
     metrics = dict(passes[-1].metrics)
     for name in ("iops", "lat_p50_us", "lat_p99_us"):
@@ -75,8 +76,9 @@ def cpu_per_unit(metrics: dict, split: CpuSplit, moved: int, count: int) -> None
     if metrics.get("cpu_window_s", MIN_CPU_WINDOW) < MIN_CPU_WINDOW:
         metrics.pop("cpu_s_per_gib", None)
         metrics.pop("cpu_us_per_op", None)
-        metrics["cpu_unmeasured"] = (f"a CPU window of {metrics['cpu_window_s'] * 1000:.0f} ms: /proc/stat counts "
-                                     f"in ticks of {1000 / cpu.CLK_TCK:.0f} ms, too coarse to count it")
+        metrics["cpu_unmeasured"] = (f"a CPU window of {metrics['cpu_window_s'] * 1000:.0f} ms: "
+                                     f"/proc/stat counts in ticks of {1000 / cpu.CLK_TCK:.0f} ms, "
+                                     "too coarse to count it")
         return
     if moved:
         metrics["cpu_s_per_gib"] = split.busy / (moved / GiB)

@@ -55,7 +55,8 @@ WRITES = ("write", "create", "randwrite")
 MIN_SAMPLE_SECONDS = 1.0     # measured time per sample
 SAMPLE_BUDGET = 2.0          # wall seconds one sample may take, passes and resets included
 MAX_PASSES = 32
-SIZE_MARGIN = 1.2            # a pass sized by time moves this much more than the minimum time's worth
+# a pass sized by time moves this much more than the minimum time's worth
+SIZE_MARGIN = 1.2
 FIRST_PASS_BYTES = 64 << 20  # a sequential write's first pass, which only finds the cell's rate
 
 
@@ -99,7 +100,8 @@ class StepRunner:
         self.direct = direct
         self.min_seconds = min_seconds
         self.budget = budget
-        self.gaps: dict[tuple, float] = {}                     # cell → seconds between its passes (0: none yet)
+        # cell → seconds between its passes (0: none yet)
+        self.gaps: dict[tuple, float] = {}
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
@@ -133,7 +135,8 @@ class StepRunner:
         time gets a new name each round, so a file of another size never
         takes the name of one just deleted, in any stack's cache."""
         name = op.file or step.name
-        return f"{name}-r{self.rounds.get((inst.label, step.name), 0)}" if self.by_time(inst, op) else name
+        return (f"{name}-r{self.rounds.get((inst.label, step.name), 0)}" if self.by_time(inst, op)
+                else name)
 
     @staticmethod
     def by_time(inst: Instance, op: wl.Op) -> bool:
@@ -155,7 +158,8 @@ class StepRunner:
                 elif not self.direct and op.op in ("write", "create", "randwrite"):
                     cache = "fsync"
                 elif not self.direct and op.op in ("read", "randread", "stat"):
-                    cache = reset                     # the step's one reset still holds: nothing read since
+                    # the step's one reset still holds: nothing read since
+                    cache = reset
                 else:
                     cache = "direct" if self.direct else "fsync"
                 out[(inst.label, op.key)] = self.measure(inst, op, step, cache)
@@ -207,20 +211,25 @@ class StepRunner:
             left = self.min_seconds - sum(x.seconds for x in samples)
             samples.append(self.one_pass(inst, op, step, cache, left))
             measured = sum(x.seconds for x in samples)
-            # (a pass cut at the minimum time counts as done, whatever the clock's last millisecond says)
+            # (a pass cut at the minimum time counts as done, whatever the clock's last millisecond
+            # says)
             if measured >= self.min_seconds - 0.01 or len(samples) >= most:
                 if measured < self.min_seconds - 0.01 and most > 1:
-                    short = f"{most} passes of {measured / most * 1000:.0f} ms, the most one sample takes"
+                    short = (f"{most} passes of {measured / most * 1000:.0f} ms, the most one "
+                             "sample takes")
                 elif measured < self.min_seconds - 0.01 and self.repeatable(op) and not warm_up:
-                    short = (f"one write pass a sample on {inst.stack.name}: {once}" if once and not first else
-                             "the cell's first sample, without a warm-up round: one pass of the whole file "
-                             "(no rate yet to size passes by)")
+                    short = (f"one write pass a sample on {inst.stack.name}: {once}"
+                             if once and not first else
+                             "the cell's first sample, without a warm-up round: one pass of the "
+                             "whole file (no rate yet to size passes by)")
                 break
-            one = max(x.seconds for x in samples)     # the next pass is full: a write's first may not be
+            # the next pass is full: a write's first may not be
+            one = max(x.seconds for x in samples)
             gap = statistics.fmean(gaps) if gaps else self._known_gap(inst, op, key)
             if measured + sum(gaps) + gap + one > self.budget:
                 short = (f"{gap:.1f} s between passes (cache reset or fresh file) left room for "
-                         f"{len(samples)} pass(es) of {one * 1000:.0f} ms in the {self.budget:g} s budget")
+                         f"{len(samples)} pass(es) of {one * 1000:.0f} ms in the "
+                         f"{self.budget:g} s budget")
                 break
         one = statistics.fmean(x.seconds for x in samples)
         self.gaps[key] = statistics.fmean(gaps) if gaps else self.gaps.get(key, 0.0)
@@ -237,7 +246,8 @@ class StepRunner:
         if self.gaps.get(key):
             return self.gaps[key]
         if op.op in ("read", "randread") and not self.direct:
-            return inst.stack.forget_seconds if self.repeatable(op) and not inst.cached_below else inst.stack.remount_seconds
+            return (inst.stack.forget_seconds if self.repeatable(op) and not inst.cached_below
+                    else inst.stack.remount_seconds)
         return 0.05 if op.op == "write" else 0.0
 
     def one_pass(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str,
@@ -250,8 +260,10 @@ class StepRunner:
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
         if op.engine == "fio":
             job = self.job(inst, op, step, left)
-            with self.window(inst, op):        # a write's window holds its writeback too: fscrypt encrypts there
-                outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step), stat_dir=self.stat_dir())
+            # a write's window holds its writeback too: fscrypt encrypts there
+            with self.window(inst, op):
+                outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step),
+                                     stat_dir=self.stat_dir())
                 settled = inst.stack.settle() if op.op in WRITES else 0.0
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
@@ -267,7 +279,8 @@ class StepRunner:
                 metrics["timing"] = "fio's runtime + the time until durable on the medium"
             count = outcome.total_ios
             metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
-                           lat_p99_us=outcome.lat_p99_us, fio_version=outcome.extra.get("fio_version"))
+                           lat_p99_us=outcome.lat_p99_us,
+                           fio_version=outcome.extra.get("fio_version"))
             self.check_moved(inst, op, moved, outcome, job)
             if self.by_time(inst, op):
                 metrics.update(pass_bytes=moved, cut_by_time=bool(job.cap) and moved < job.size)
@@ -290,7 +303,8 @@ class StepRunner:
         metrics["count"] = count
         return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
 
-    def job(self, inst: Instance, op: wl.Op, step: wl.Step, left: float | None = None) -> fio.FioJob:
+    def job(self, inst: Instance, op: wl.Op, step: wl.Step,
+            left: float | None = None) -> fio.FioJob:
         """``op``'s fio job for one pass. A sequential one is sized by time:
         it moves what the cell's last sample moved in the minimum time (a
         fifth more, :data:`SIZE_MARGIN`, so that one pass rarely falls short
@@ -373,7 +387,8 @@ class StepRunner:
             rate = float(match.group(1)) * 1e6          # dbench's MB is 10^6 bytes
             return int(rate * seconds), 0, float(seconds), f"dbench {op.iodepth} clients"
         outcome, _ = fio.run(op.fio, inst.workdir, step.name)
-        return outcome.io_bytes, outcome.total_ios, outcome.runtime_s, "fio randrw 70/30 (no dbench)"
+        return (outcome.io_bytes, outcome.total_ios, outcome.runtime_s,
+                "fio randrw 70/30 (no dbench)")
 
     @staticmethod
     def clean(workdir: Path, step: wl.Step) -> None:
