@@ -31,7 +31,8 @@ _seen: dict[str, int] = {}
 
 
 def parse(spec: str) -> tuple[str, signal.Signals, int, bool, float, float | None]:
-    """``POINT:SIGNAL[:N][:group][:delay=S][:again=S]`` → (point, signal, n, group, delay, again)."""
+    """``POINT:SIGNAL[:N][:group][:delay=S][:again=S]`` → (point, signal, n, group, delay,
+    again)."""
     parts = spec.split(":")
     if len(parts) < 2 or parts[0] not in POINTS:
         raise ValueError(f"{ENV}={spec!r}: expected POINT:SIGNAL[:N][:group][:delay=S], "

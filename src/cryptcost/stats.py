@@ -221,8 +221,8 @@ def median_ratio_ci(a: list[float], b: list[float], confidence: float = 0.95,
     if len(set(a)) < 2 and len(set(b)) < 2:
         return (ratio, ratio, ratio)
     rng = random.Random(seed)
-    ratios = sorted(statistics.median(rng.choices(b,
-                                                  k=len(b))) / statistics.median(rng.choices(a, k=len(a)))
+    ratios = sorted(statistics.median(rng.choices(b, k=len(b)))
+                    / statistics.median(rng.choices(a, k=len(a)))
                     for _ in range(resamples))
     tail = (1 - confidence) / 2
     lo = ratios[int(math.floor(tail * (resamples - 1)))]

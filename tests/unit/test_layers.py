@@ -1,5 +1,6 @@
 """Every import points down the layers that ARCHITECTURE.md draws, no module
-grows past 400 lines, and proc.py is the only module that starts processes."""
+grows past 400 lines nor a line past 100 characters, and proc.py is the only
+module that starts processes."""
 
 import ast
 from pathlib import Path
@@ -25,6 +26,7 @@ LAYERS = [
     {"cli"},
 ]
 MAX_LINES = 400
+MAX_WIDTH = 100
 
 
 def _unit(path: Path) -> str:
@@ -91,6 +93,28 @@ def test_no_module_over_400_lines():
     big = {str(p.relative_to(ROOT)): n for p in _modules()
            if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert big == {}
+
+
+def _too_wide(paths) -> dict[str, list[int]]:
+    out = {}
+    for p in paths:
+        wide = [i for i, line in enumerate(p.read_text().splitlines(), 1) if len(line) > MAX_WIDTH]
+        if wide:
+            out[str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)] = wide
+    return out
+
+
+def test_no_line_over_100_characters():
+    """Characters, not bytes: "≥" and "–" count one each."""
+    assert _too_wide(_modules()) == {}
+
+
+def test_the_width_check_can_fail(tmp_path):
+    wide = tmp_path / "wide.py"
+    wide.write_text("x = 1\n" + "y = '" + "≥" * 95 + "'\n")
+    assert _too_wide([wide]) == {str(wide): [2]}
+    wide.write_text("y = '" + "≥" * 94 + "'\n")          # 100 characters, 286 bytes
+    assert _too_wide([wide]) == {}
 
 
 def test_architecture_md_lists_the_layers():

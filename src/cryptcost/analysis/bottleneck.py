@@ -309,7 +309,7 @@ def with_profile(v: Verdict, split: dict | None, label: str) -> Verdict:
         return Verdict("cipher",
                        f"{label}: {share:.0%} of the busy CPU ran the cipher ({ran}), by its CPU "
                        f"profile: cipher-bound (the ceilings alone said {v.bottleneck})",
-                       {**ceilings,
-                        "rule": f"profile: the cipher ≥ {profile.CIPHER_BOUND:.0%} of the busy CPU"})
+                       {**ceilings, "rule": f"profile: the cipher ≥ {profile.CIPHER_BOUND:.0%} "
+                                            "of the busy CPU"})
     return Verdict(v.bottleneck, f"{v.sentence}; {profile.sentence(split)}", ceilings)
 

@@ -35,34 +35,36 @@ LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "network", "syscall, 
 CIPHER_BOUND = 0.5          # the cipher takes at least half the busy CPU: it binds
 
 _IDLE = re.compile(r"(^|_)idle|safe_halt|^cpuidle|^do_idle|mwait|^poll_idle|^default_idle")
-_KCIPHER = re.compile(r"aes|xts|gcm|ghash|gf128|chacha|poly1305|serpent|twofish|adiantum|nh_|sha\d|"
-                      r"blake2|crc32c|xctr|essiv|_encrypt|_decrypt|crypt_(convert|iv)|skcipher|aead")
-_UCIPHER_DSO = re.compile(r"libcrypto|libgcrypt|libnettle|libhogweed|libcrypto\+\+|libcryptopp|libsodium|"
-                          r"libgnutls|libmbedcrypto")
+_KCIPHER = re.compile(r"aes|xts|gcm|ghash|gf128|chacha|poly1305|serpent|twofish|adiantum|nh_|"
+                      r"sha\d|blake2|crc32c|xctr|essiv|_encrypt|_decrypt|crypt_(convert|iv)|"
+                      r"skcipher|aead")
+_UCIPHER_DSO = re.compile(r"libcrypto|libgcrypt|libnettle|libhogweed|libcrypto\+\+|libcryptopp|"
+                          r"libsodium|libgnutls|libmbedcrypto")
 _UCIPHER_SYM = re.compile(r"^(crypto/|golang\.org/x/crypto|vendor/golang\.org/x/crypto|"
                           r"github\.com/rfjakob/eme)|aes|gcm|chacha|poly1305|ghash")
-_COPY = re.compile(r"copy_(to|from)_(user|iter)|_copy_(to|from)_iter|copy_user|copy_page|memcpy|memmove|"
-                   r"rep_mov|__memmove|__memcpy|copyin|copyout|clear_page|memset")
+_COPY = re.compile(r"copy_(to|from)_(user|iter)|_copy_(to|from)_iter|copy_user|copy_page|"
+                   r"memcpy|memmove|rep_mov|__memmove|__memcpy|copyin|copyout|clear_page|memset")
 _FUSE = re.compile(r"^fuse_|^__fuse|fuse_dev|fuse_(simple|read|write|copy)")
 _PAGECACHE = re.compile(r"^(filemap|folio|page_cache|pagecache|ext4|jbd2|xfs|btrfs|iomap|mpage|"
-                        r"generic_perform_write|generic_file|__filemap|find_get|pagevec|mark_buffer|"
-                        r"writeback|wb_|__writeback|lru_|shmem)")
-_NETWORK = re.compile(r"^(__)?(tcp|udp|ip|ipv6|inet|skb|sk_|__sk|sock|net_|__netif|netif|napi|dev_|__dev|"
-                      r"veth|nf_|nft|ipt_|qdisc|__qdisc|sch_|fq_|__tcp|__ip|__inet|__skb|__kfree_skb|"
-                      r"kfree_skb|consume_skb|xfrm|esp|wg_|validate_xmit|__napi|process_backlog)")
-_SYSCALL = re.compile(r"^(entry_SYSCALL|do_syscall|syscall_(exit|enter)|__x64_sys|__x86_sys|x64_sys|"
-                      r"exit_to_user|__schedule|schedule|finish_task_switch|pick_next|tun_|__tun|"
-                      r"ksys_(read|write)|vfs_(read|write)|__fdget|fput|__fput|__sys_|do_epoll|ep_poll|"
-                      r"do_sys_poll|__x64_)")
+                        r"generic_perform_write|generic_file|__filemap|find_get|pagevec|"
+                        r"mark_buffer|writeback|wb_|__writeback|lru_|shmem)")
+_NETWORK = re.compile(r"^(__)?(tcp|udp|ip|ipv6|inet|skb|sk_|__sk|sock|net_|__netif|netif|napi|"
+                      r"dev_|__dev|veth|nf_|nft|ipt_|qdisc|__qdisc|sch_|fq_|__tcp|__ip|__inet|"
+                      r"__skb|"
+                      r"__kfree_skb|kfree_skb|consume_skb|xfrm|esp|wg_|validate_xmit|__napi|"
+                      r"process_backlog)")
+_SYSCALL = re.compile(r"^(entry_SYSCALL|do_syscall|syscall_(exit|enter)|__x64_sys|__x86_sys|"
+                      r"x64_sys|exit_to_user|__schedule|schedule|finish_task_switch|pick_next|tun_|"
+                      r"__tun|ksys_(read|write)|vfs_(read|write)|__fdget|fput|__fput|__sys_|"
+                      r"do_epoll|ep_poll|do_sys_poll|__x64_)")
 _BLOCK = re.compile(r"^(blk|bio|__blk|submit_bio|loop_|lo_|dm_|kcryptd|crypt_|__submit|"
                     r"bdev|mq_|elv|nvme|scsi|virtblk|iov_iter)")
 
 
 def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
     """The layer one row of a profile belongs to (see the module docstring)."""
-    comm, dso, sym, kernel = row.get("comm",
-                                     ""), row.get("dso",
-                                                  ""), row.get("sym", ""), row.get("where") == "kernel"
+    comm, dso, sym = row.get("comm", ""), row.get("dso", ""), row.get("sym", "")
+    kernel = row.get("where") == "kernel"
     if comm == "swapper" or _IDLE.search(sym):
         return "idle"
     if kernel:
@@ -128,7 +130,8 @@ def _shown(row: dict) -> str:
 
 
 def sentence(split: dict) -> str:
-    """``perf: 62 % of the busy CPU in the cipher (aesti_encrypt, aesti_decrypt), 14 % copies, …``."""
+    """``perf: 62 % of the busy CPU in the cipher (aesti_encrypt, aesti_decrypt), 14 % copies,
+    …``."""
     parts = [f"{share:.0%} {name if name != 'cipher' else 'the cipher'}"
              for name, share in sorted(split["of_busy"].items(),
                                        key=lambda kv: -kv[1]) if share >= 0.05]

@@ -150,8 +150,8 @@ def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
         text = _paragraph(use, ranked, measured, unavailable)
         out.append({"use_case": use, "title": title, "text": text,
                     "ranking": [{"stack": s, "relative_to_plain": v, "rank": rk, "tie": tie}
-                                for (v, s), (rk,
-                                             tie) in zip(ranked, ranks(measured, [s for _, s in ranked]))]})
+                                for (v, s), (rk, tie)
+                                in zip(ranked, ranks(measured, [s for _, s in ranked]))]})
     out.append({"use_case": "cipher", "title": "Cipher", "text": _cipher_paragraph(ciphers, host),
                 "ranking": []})
     if not network_seen:

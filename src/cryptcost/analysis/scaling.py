@@ -107,8 +107,9 @@ def _scaling(points: list[dict]) -> dict:
         pts = sorted((p for p in points if p["accel"] == accel and p["cpus"]),
                      key=lambda p: p["cpus"])
         if len(pts) >= 2:
-            out["on" if accel else "off"] = {"from": pts[0]["cpus"], "to": pts[-1]["cpus"],
-                                             "ratio": pts[-1]["bytes_per_s"] / pts[0]["bytes_per_s"]}
+            out["on" if accel else "off"] = {
+                "from": pts[0]["cpus"], "to": pts[-1]["cpus"],
+                "ratio": pts[-1]["bytes_per_s"] / pts[0]["bytes_per_s"]}
     return out
 
 
@@ -128,8 +129,8 @@ def _knee(points: list[dict], accel: bool = True) -> dict:
         text = ("not cipher-bound on any CPU count measured (the bottleneck: "
                 f"{pts[-1]['bottleneck']})")
         return {"until": None, "stops_at": None, "text": text}
-    since = f"from {_cpus(bound[0])} (on fewer: {pts[0]['bottleneck']})" if bound[0] > pts[0]["cpus"] else \
-        f"on {_cpus(bound[0])}"
+    since = (f"from {_cpus(bound[0])} (on fewer: {pts[0]['bottleneck']})"
+             if bound[0] > pts[0]["cpus"] else f"on {_cpus(bound[0])}")
     after = [p for p in pts if p["cpus"] > bound[0] and p["bottleneck"] != "cipher"]
     if not after:
         upto = ("" if bound[0] == pts[-1]["cpus"] and bound[0] > pts[0]["cpus"]
@@ -169,8 +170,8 @@ def findings(cs: list[dict]) -> list[str]:
             if state in ("not effective", "unverified", "cannot be switched off", "kernel") and \
                     (stack, state) not in said:
                 said.add((stack, state))
-                prefix = "acceleration cannot be switched off: " if state == "cannot be switched off" and \
-                    "cannot be switched off" not in c["accel"]["text"] else ""
+                repeat = state == "cannot be switched off" and state not in c["accel"]["text"]
+                prefix = "acceleration cannot be switched off: " if repeat else ""
                 out.append(f"{stack}: {prefix}{c['accel']['text']}")
         scaled = [c for c in mine if c["scaling"]]
         if scaled:

@@ -71,7 +71,8 @@ def add_profile_option(p) -> None:
 
 
 def cpu_counts(args) -> list[int | None]:
-    """``--cpus`` as a list of counts, each checked against this process's CPUs; [None] without it."""
+    """``--cpus`` as a list of counts, each checked against this process's CPUs; [None] without
+    it."""
     if not getattr(args, "cpus", None):
         return [None]
     from cryptcost.host.cpu import check_cpu_count

@@ -126,7 +126,8 @@ def parse_report(text: str) -> tuple[list[dict], int]:
     rows = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split("\t")]
-        if line.startswith("#") or len(parts) < 5 or not parts[0].endswith("%") or not parts[1].isdigit():
+        if (line.startswith("#") or len(parts) < 5 or not parts[0].endswith("%")
+                or not parts[1].isdigit()):
             continue
         sym = parts[4]
         rows.append({"samples": int(parts[1]), "comm": parts[2],

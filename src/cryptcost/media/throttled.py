@@ -7,10 +7,10 @@ exported through FUSE and attached as a (buffered) loop device. A stack
 built on it meets a device that is slow in a known, repeatable way: what
 the cost model predicts from the RAM run (``--device-speed RATE``) can be
 compared with what the stack really does there
-(``analysis.costmodel.check``; ``bench/costmodel_vs_throttled`` runs both). QEMU's throttle lets short bursts
-through (about a tenth of a second's worth), so the plain baseline on this
-medium reaches RATE or a little more: the baseline, not RATE, is the
-device ceiling the analysis uses.
+(``analysis.costmodel.check``; ``bench/costmodel_vs_throttled`` runs both).
+QEMU's throttle lets short bursts through (about a tenth of a second's
+worth), so the plain baseline on this medium reaches RATE or a little
+more: the baseline, not RATE, is the device ceiling the analysis uses.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ class ThrottledMedium(RamMedium):
         try:
             self.rate = parse_device_speed(rate_text)
         except UserError:
-            raise UserError(f"bad --medium throttled:{rate_text}: use e.g. throttled:200MB/s") from None
+            raise UserError(f"bad --medium throttled:{rate_text}: "
+                            "use e.g. throttled:200MB/s") from None
         self.label = rate_text
 
     def check(self, size: int, count: int) -> None:

@@ -96,7 +96,8 @@ def overhead(storage: list[Stored]) -> str | None:
     ax.set_yticks(range(len(rows)), labels)
     ax.invert_yaxis()
     ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlabel("overhead against the matched baseline, % (1 − stack/baseline; whiskers: 95 % CI)")
+    ax.set_xlabel("overhead against the matched baseline, % "
+                  "(1 − stack/baseline; whiskers: 95 % CI)")
     from matplotlib.patches import Patch
     ax.legend(handles=[Patch(color=COLOURS[3], label="significant"),
                        Patch(color=BASE_COLOUR, label="no significant difference")],
@@ -254,7 +255,8 @@ def _block(n: int) -> str:
 
 
 def network_throughput(network: list[Stored]) -> str | None:
-    """Gbit/s per network stack and workload (one stream or file), baselines in grey, CI whiskers."""
+    """Gbit/s per network stack and workload (one stream or file), baselines in grey, CI
+    whiskers."""
     rows = [r for r in network if r.bytes_per_s and (r.cell.streams or 1) == 1]
     if not rows:
         return None
@@ -270,7 +272,8 @@ def network_throughput(network: list[Stored]) -> str | None:
     ax.set_yticks(range(len(rows)), labels)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("throughput, Gbit/s, log scale (both ends on this host's CPUs; whiskers: 95 % CI)")
+    ax.set_xlabel("throughput, Gbit/s, log scale "
+                  "(both ends on this host's CPUs; whiskers: 95 % CI)")
     from matplotlib.patches import Patch
     ax.legend(handles=[Patch(color=COLOURS[0], label="encrypted"),
                        Patch(color=BASE_COLOUR, label="baseline")],

@@ -77,7 +77,8 @@ def unstable_groups(results: list[dict] | list[Stored]) -> list[dict]:
 
 
 def _significance(significant: bool | None) -> str:
-    """The mark after a share: none when significant; a twin stored without its comparison is untested."""
+    """The mark after a share: none when significant; a twin stored without its comparison is
+    untested."""
     return "" if significant else " (n.s.)" if significant is False else " (untested)"
 
 
@@ -129,7 +130,8 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
         "field_reports": fieldreports.section(results), "field_reports_intro": FIELD_REPORTS_INTRO,
-        "not_measured": [{"what": " ".join(str(s[k]) for k in ("part", "stack", "engine", "algorithm")
+        "not_measured": [{"what": " ".join(str(s[k])
+                                           for k in ("part", "stack", "engine", "algorithm")
                                            if s.get(k)),
                           "why": s.get("reason", ""),
                           "install": s.get("install") or ""} for s in skipped],
@@ -199,7 +201,8 @@ def network_row(r: Stored, verdict: dict | None = None) -> dict:
             "wire": wire.get("verdict",
                              "not checked") + (" (by design)" if wire.get("expected") else ""),
             "vs": _vs(r),
-            "negotiated": ", ".join(f"{k} {v}" for k, v in (r.params.get("negotiated") or {}).items()
+            "negotiated": ", ".join(f"{k} {v}"
+                                    for k, v in (r.params.get("negotiated") or {}).items()
                                     if k != "from"),
             "bottleneck": verdict["bottleneck"] if verdict else "",
             "explanation": verdict["explanation"] if verdict else "", "layers": _layers(verdict),

@@ -55,8 +55,9 @@ def probe_tables(info: dict) -> list:
         for col in ("stack", "kind", "status"):
             stacks.add_column(col)
         for s in info["stacks"]:
-            status = "[green]available[/green]" if s["available"] else \
-                f"[red]unavailable[/red]: {s['reason']}" + (f" (install: {s['install']})" if s.get("install") else "")
+            install = f" (install: {s['install']})" if s.get("install") else ""
+            status = ("[green]available[/green]" if s["available"]
+                      else f"[red]unavailable[/red]: {s['reason']}{install}")
             stacks.add_row(s["name"], s["kind"], status)
         out.append(stacks)
     return out
@@ -273,8 +274,9 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
         out.append(t)
     if doc.get("split") and narrow:
         out.append(by_stack(SPLIT_TITLE, doc["split"], SPLIT_NARROW,
-                            heading=lambda x: f"{x['stack']}  ({x['figures']['reference']} → "
-                                              f"{x['figures']['twin']}, which adds {x['isolates']})"))
+                            heading=lambda x: (f"{x['stack']}  ({x['figures']['reference']} → "
+                                               f"{x['figures']['twin']}, "
+                                               f"which adds {x['isolates']})")))
     elif doc.get("split"):
         t = Table(title=SPLIT_TITLE, title_justify="left")
         for col in ("stack", "op", "block", "reference → twin → stack", "total", "the twin adds",

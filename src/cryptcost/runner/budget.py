@@ -8,10 +8,10 @@ their estimate is the factor the next estimate is multiplied by.
 ``run --time-budget`` then plans the run so that it fits: it takes out
 extra samples first, then whole parts, then the acceleration-off twins,
 workloads, CPU counts, threads and block sizes, then the third sample, and
-last whole kinds (network, then storage), re-estimating after each cut. Everything left out goes to the
-run's "not measured" list with the reason, so the report says so. At run
-time, after 85 % of the budget, no series takes more samples than its
-minimum.
+last whole kinds (network, then storage), re-estimating after each cut.
+Everything left out goes to the run's "not measured" list with the
+reason, so the report says so. At run time, after 85 % of the budget, no
+series takes more samples than its minimum.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def _drop_value(label: str, kind: str, key: str, value) -> Callable[[RunPlan], R
         parts = []
         for part in p.parts:
             table = getattr(part, kind)
-            if part.label == label and table and value in (table.get(key) or []) and len(table[key]) > 1:
+            if (part.label == label and table and value in (table.get(key) or [])
+                    and len(table[key]) > 1):
                 part = replace(part, **{kind: {**copy.deepcopy(table),
                                                key: [v for v in table[key] if v != value]}})
             parts.append(part)
@@ -88,7 +89,8 @@ def _cuts(plan: RunPlan) -> list[Cut]:
     if pol["max_samples"] > pol["min_samples"]:
         cuts.append((_policy(max_samples=pol["min_samples"]),
                      {"part": plan.name, "what": "samples beyond the minimum",
-                      "detail": f"each series stops at {pol['min_samples']} samples, stable or not"}))
+                      "detail": f"each series stops at {pol['min_samples']} samples, "
+                                "stable or not"}))
     cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": ""})
              for p in reversed(plan.parts[1:])]
     first = plan.parts[0]

@@ -245,7 +245,8 @@ def _stacks_and_uses(plan: RunPlan):
 
 
 def _comparisons(part: Part, policy: stats.Policy, sink: Sink, progress_factory):
-    """(what, measure(res)) for each stack comparison of a part: storage once per CPU count, then network."""
+    """(what, measure(res)) for each stack comparison of a part: storage once per CPU count, then
+    network."""
     for sp in storage_plans(part.storage, part.label) if part.storage else []:
         what = f"{part.label}: storage" + (f" on {sp.cpus} CPU(s)" if sp.cpus else "")
         yield what, lambda res, sp=sp, what=what: run_storage(sp, policy, res=res, sink=sink,
@@ -265,8 +266,9 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     policy = policy_of(plan)
     needed = ceiling_cells(plan, host)
     if needed and not any(p.ciphers is not None for p in plan.parts):
+        algorithms = sorted({c.algorithm for c in needed})
         plan = replace(plan, parts=[Part("cipher ceilings",
-                                         ciphers={"algorithms": sorted({c.algorithm for c in needed}),
+                                         ciphers={"algorithms": algorithms,
                                                   "sizes": [], "threads": [1]})]
                        + list(plan.parts))
     out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"],

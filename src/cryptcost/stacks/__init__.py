@@ -35,9 +35,8 @@ def registry() -> dict[str, type[Stack]]:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if issubclass(cls,
-                          Stack) and not inspect.isabstract(cls) and cls.__module__ == module.__name__ \
-                    and getattr(cls, "name", None):
+            if (issubclass(cls, Stack) and not inspect.isabstract(cls)
+                    and cls.__module__ == module.__name__ and getattr(cls, "name", None)):
                 found[cls.name] = cls
     wrong = {name: problems(cls, set(found)) for name, cls in found.items()}
     wrong = {name: p for name, p in wrong.items() if p}

@@ -124,7 +124,8 @@ IN_STOCK_KERNEL = frozenset({"dm-crypt", "device-mapper", "af_alg", "ecryptfs", 
 ACCEL_SWITCHES: dict[str, dict[str, str]] = {
     # AES-NI, PCLMULQDQ, VAES, AVX…
     "openssl": {"OPENSSL_ia32cap": ACCEL_OFF_MASK},
-    "go": {"GODEBUG": "cpu.aes=off,cpu.pclmulqdq=off,cpu.avx2=off,cpu.avx=off,cpu.ssse3=off,cpu.sse41=off"},
+    "go": {"GODEBUG": "cpu.aes=off,cpu.pclmulqdq=off,cpu.avx2=off,cpu.avx=off,cpu.ssse3=off,"
+                      "cpu.sse41=off"},
     # GnuTLS and Nettle under it
     "gnutls": {"GNUTLS_CPUID_OVERRIDE": "0x1", "NETTLE_FAT_OVERRIDE": "none"},
     # a "fat" Nettle: no AES-NI, no PCLMUL
@@ -209,7 +210,8 @@ class Stack(ABC):
                 "crypto from userspace: the library has no switch")
 
     def accel_env(self) -> dict[str, str]:
-        """The environment of this instance's processes: acceleration off when ``accel`` is False."""
+        """The environment of this instance's processes: acceleration off when ``accel`` is
+        False."""
         if self.accel:
             return {}
         return {k: v for lib in self.crypto_library.split("+")
@@ -324,5 +326,6 @@ def problems(cls: type[Stack], known: set[str]) -> list[str]:
         try:
             tools.tool(t)
         except Exception:
-            out.append(f"tool {t!r} is neither in host.tools.TOOLS nor a Tool(...) with its package")
+            out.append(f"tool {t!r} is neither in host.tools.TOOLS "
+                       "nor a Tool(...) with its package")
     return out

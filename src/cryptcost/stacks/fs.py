@@ -262,7 +262,8 @@ class FuseStack(StorageStack):
                 "fuse_options": list(self.fuse_options)}
 
     def env(self) -> dict[str, str]:
-        """The FUSE daemon's environment: a private home, and the crypto library's switch when accel is off."""
+        """The FUSE daemon's environment: a private home, and the crypto library's switch when accel
+        is off."""
         return {"HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config"),
                 "XDG_CACHE_HOME": str(self.home / ".cache"), **self.accel_env()}
 
@@ -278,7 +279,8 @@ class FuseStack(StorageStack):
         return None
 
     def _mount(self, res: Resources, wait: bool = True) -> None:
-        """Start the daemon; unless told not to ``wait``, until its mount appears (:meth:`ready` waits)."""
+        """Start the daemon; unless told not to ``wait``, until its mount appears (:meth:`ready`
+        waits)."""
         first = max(res.journal.entries, default=0) + 1
         self.daemon = res.fuse(self.mount_argv(res), self.mnt, env=self.env(), logfile=self.logfile,
                                stdin_file=self.stdin_file(), timeout=self.mount_timeout, wait=wait)

@@ -118,8 +118,9 @@ class Ipsec(NetworkStack):
                     f"{self.params['esp']}\n start_action = none }} }} }} }}\n")
             secret = (f"secrets {{ ike-cc {{ id-a = {link.a_addr}\n id-b = {link.b_addr}\n secret "
                       f"= 0s{psk} }} }}\n")
-            (d / "swanctl.conf").write_text(conf + "include "
-                                                   f"{res.secret_file(secret.encode(), name=f'ipsec-{end}-{secrets.token_hex(3)}.conf')}\n")
+            held = res.secret_file(secret.encode(),
+                                   name=f"ipsec-{end}-{secrets.token_hex(3)}.conf")
+            (d / "swanctl.conf").write_text(f"{conf}include {held}\n")
             env = {"STRONGSWAN_CONF": str(d / "strongswan.conf")}
             daemon = self.start(res, end, ["charon-systemd"], name=f"charon-{end}", env=env,
                                 logdir=self.dir)

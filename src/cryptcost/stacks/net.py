@@ -121,7 +121,8 @@ class NetworkStack(Stack):
         kernel_fix = " and ".join(fix.removeprefix("a kernel with ") for _, fix in missing)
         for t in cls.userspace_tools:
             if not t.path():
-                raise Unavailable(f"{lacks}, and the userspace fallback ({t.name}) is not installed",
+                raise Unavailable(f"{lacks}, and the userspace fallback ({t.name}) "
+                                  "is not installed",
                                   f"{t.package}, or a kernel with {kernel_fix}")
         for feat in cls.userspace_features:
             if not present.get(feat, {}).get("present"):

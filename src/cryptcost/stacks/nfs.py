@@ -119,8 +119,8 @@ class Nfs(FileShareStack):
         if kerberos:
             self._kerberos(res, link)
         self._wait_grace(started)
-        options = (f"vers=4.2,sec={self.params['sec']},proto=tcp,port={self.port},addr={link.b_addr},"
-                   f"clientaddr={link.a_addr}")
+        options = (f"vers=4.2,sec={self.params['sec']},proto=tcp,port={self.port},"
+                   f"addr={link.b_addr},clientaddr={link.a_addr}")
         try:
             res.mount(f"{SERVER}:/", self.mnt, "nfs4", options, via=link.mount_argv("a", []),
                       helper=False)

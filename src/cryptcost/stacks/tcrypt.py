@@ -84,7 +84,8 @@ class Tcrypt(StorageStack):
         want = [c.split("-")[0].lower() for c in self.params["chain"].split(",")]
         got = {"type": mode.group(1) if mode else None, "cipher": cipher,
                "from": "cryptsetup status, dmsetup table"}
-        if got["type"] != "TCRYPT" or not got["cipher"] or not any(got["cipher"].startswith(w) for w in want):
+        if (got["type"] != "TCRYPT" or not got["cipher"]
+                or not any(got["cipher"].startswith(w) for w in want)):
             raise CryptcostError(f"{self.label}: the mapping is {got}, not a TCRYPT "
                                  f"{self.params['chain']}")
         return got

@@ -116,7 +116,8 @@ def _owner() -> dict:
 
 
 def _alive(owner: dict | None) -> bool:
-    """Whether a ``running`` run's process still runs (runs without an owner are taken at their word)."""
+    """Whether a ``running`` run's process still runs (runs without an owner are taken at their
+    word)."""
     if not owner:
         return True
     return (owner.get("boot_id") == _boot_id()

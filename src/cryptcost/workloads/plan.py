@@ -4,8 +4,10 @@ A plan has up to five tables; every key is optional::
 
     [run]      label = "nas-2026"                 suite = "quick"   (a base to start from)
     [ciphers]  engines, algorithms, sizes, threads, accel = ["on", "off"], seconds
-    [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2], accel = ["on", "off"], profile
-    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds, file_size, accel, cpus, profile
+    [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2],
+               accel = ["on", "off"], profile
+    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds,
+               file_size, accel, cpus, profile
     [policy]   min_samples, max_samples, ci_target (percent), warmup
     [model]    device_speed = "3GB/s", link = "1GbE"
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 # How a run builds one instance: (class, variant) → Stack (storage stacks need the filesystem).
 Make = Callable[[type[Stack], str], Stack]
+UNVERIFIED = "acceleration off is unverified: no comparable result with it on"
 
 
 def resolve(specs: list[str], kind: str, make: Make, *,
@@ -153,9 +154,7 @@ def verify_accel(results: list[Result]) -> list[Result]:
         twin = on.get(_accel_on(r))
         if twin is None or len(twin.samples) < 2 or len(r.samples) < 2:
             out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
-                               notes=r.notes
-                               + ("acceleration off is unverified: no comparable result with it on",
-                                  )))
+                               notes=r.notes + (UNVERIFIED,)))
             continue
         cmp = stats.compare([x.value for x in twin.samples], [x.value for x in r.samples])
         verified = bool(cmp.significant and cmp.ratio < 1)

@@ -84,7 +84,8 @@ def _read(rec: perf.Recording) -> dict:
 
 
 def attach(result: Result, profiles: dict[Cell, dict]) -> Result:
-    """The result with its cell's profile, and how fast the profiled round ran against its median."""
+    """The result with its cell's profile, and how fast the profiled round ran against its
+    median."""
     p = profiles.get(result.cell)
     if p is None:
         return result

@@ -136,7 +136,8 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
     shared: list = []
 
     def link_for(stack: NetworkStack) -> tuple[Link, int]:
-        """The run's shared link; a link of its own for a stack that needs the namespaces to itself."""
+        """The run's shared link; a link of its own for a stack that needs the namespaces to
+        itself."""
         if not stack.exclusive and shared:
             return shared[0]
         link = parse_link(plan.link, plan.mtu)
@@ -223,8 +224,8 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         "cpu_s_per_gb": {end: median(samples, f"cpu_s_per_gb_{end}")
                          for end in ("a", "b", "system", "unattributed")},
         "busiest_daemon_core": median(samples, "busiest_daemon_core"),
-        "daemon_cpu_s_per_gb": {name: statistics.median(x.metrics["daemon_cpu_s_per_gb"].get(name, 0.0)
-                                                        for x in samples)
+        "daemon_cpu_s_per_gb": {name: statistics.median(x.metrics["daemon_cpu_s_per_gb"]
+                                                        .get(name, 0.0) for x in samples)
                                 for name in samples[-1].metrics.get("daemon_cpu_s_per_gb", {})},
         "bytes_moved": samples[-1].bytes_moved,
         "bytes_moved_per_sample": [x.bytes_moved for x in samples],

@@ -275,8 +275,8 @@ class Meter:
         if self.split is not None:
             split = CpuSplit(**{f: getattr(split, f) + getattr(self.split, f)
                                 for f in CpuSplit.__dataclass_fields__
-                                if f != "max_core_busy"}, max_core_busy=max(split.max_core_busy,
-                                                                            self.split.max_core_busy))
+                                if f != "max_core_busy"},
+                             max_core_busy=max(split.max_core_busy, self.split.max_core_busy))
         self.split = replace(split, daemons=sum(self.daemon.values()))
 
     def end(self, end: str) -> float:

@@ -121,7 +121,8 @@ def describe_plan(plan: StoragePlan, resolved: list[tuple[StorageStack, str]],
              f"{len(resolved)} stacks, each repeated until stable",
              f"medium: {plan.medium.describe()['medium']}, {plan.size >> 20} MiB per stack "
              f"({total / GiB:.1f} GiB in all); cache mode: "
-             f"{'O_DIRECT' if direct else 'buffered, fsync after writes, caches dropped before reads'}"]
+             + ("O_DIRECT" if direct
+                else "buffered, fsync after writes, caches dropped before reads")]
     for s in skipped:
         lines.append(f"not measured: {s['stack']}: {s['reason']}"
                      + (f" (install: {s['install']})" if s.get("install") else ""))
@@ -167,8 +168,8 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
         try:
             inst.workdir = inst.stack.ready(res)
             inst.free = shutil.disk_usage(inst.workdir).free
-            inst.stack.integrity = check_pattern(inst.workdir,
-                                                 reset=lambda path, i=inst: reset_one_file(res, i, path))
+            inst.stack.integrity = check_pattern(
+                inst.workdir, reset=lambda path, i=inst: reset_one_file(res, i, path))
         except flow.SETUP_ERRORS as exc:
             flow.setup_failed(outcome, inst, exc, "storage", log)
     ready = [i for i in instances if not i.error]

@@ -106,7 +106,8 @@ class StepRunner:
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
         # What each pass's engine runs inside (a profiler's sampling window); nothing by default.
-        self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = lambda inst, op: nullcontext()
+        self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = (
+            lambda inst, op: nullcontext())
 
     def stat_dir(self) -> Path | None:
         """A private directory where fio leaves /proc/stat as it was at its
@@ -126,8 +127,8 @@ class StepRunner:
             why, words = inst.stack.dead(), inst.stack.last_words()
             if why or words or isinstance(exc, OSError):
                 lead = why or (inst.label if isinstance(exc, OSError) else None)
-                raise CryptcostError("; ".join(x for x in (f"{lead}: {exc}" if lead else str(exc), words) if x)) \
-                    from None
+                said = f"{lead}: {exc}" if lead else str(exc)
+                raise CryptcostError("; ".join(x for x in (said, words) if x)) from None
             raise
 
     def stem(self, inst: Instance, op: wl.Op, step: wl.Step) -> str:
@@ -270,8 +271,8 @@ class StepRunner:
             if outcome.stat:
                 # The CPU from fio's first I/O on, not from its start-up (rule 7; engines.fio).
                 before = cpu.stat_snapshot(outcome.stat)
-                metrics["cpu_window"] = "from fio's first I/O" + (" until durable" if op.op in WRITES else
-                                                                    " until fio exited")
+                until = " until durable" if op.op in WRITES else " until fio exited"
+                metrics["cpu_window"] = "from fio's first I/O" + until
             if op.op in WRITES:
                 # One clock for every stack: fio's, plus the time until the data is durable.
                 metrics["settle_s"] = settled
@@ -351,7 +352,7 @@ class StepRunner:
         """Rule 5: the bytes moved are the bytes intended — or, for a pass
         cut at its time, whole blocks of them, and only once the time is up."""
         if op.fio and op.fio.rw not in fio.FILE_OPS and outcome.total_ios * op.block_bytes < moved:
-            raise DataIntegrityError(f"{inst.label} {op.op}: fio's byte and request counts disagree")
+            raise DataIntegrityError(f"{inst.label} {op.op}: fio's bytes and requests disagree")
         if op.intended_bytes is None:
             return
         intended = job.size if job is not None and (job.size < op.intended_bytes or op.by_time) \
