@@ -264,10 +264,12 @@ def compare(a: list[float], b: list[float], alpha: float = ALPHA) -> Comparison:
     significant difference".
     """
     ratio, lo, hi = median_ratio_ci(a, b)
-    pw, pm = log_welch_p(a, b), mann_whitney_p(a, b)
+    testable = min(len(a), len(b)) >= 2                     # one sample a side: nothing to test
+    # untestable, no test runs (and scipy.stats, seconds to import in an emulated guest, is not
+    # loaded): both p are 1
+    pw, pm = (log_welch_p(a, b), mann_whitney_p(a, b)) if testable else (1.0, 1.0)
     excludes_one = not (lo <= 1.0 <= hi)
     test_ok = pm <= alpha if min(len(a), len(b)) >= 4 else pw <= alpha
-    testable = min(len(a), len(b)) >= 2                     # one sample a side: nothing to test
     significant = bool(testable and excludes_one and test_ok and not math.isnan(ratio))
     if significant:
         verdict = f"{(ratio - 1) * 100:+.1f} % ({(lo - 1) * 100:+.1f} … {(hi - 1) * 100:+.1f} %)"

@@ -46,10 +46,14 @@ workloads = ["send"]
 seconds = 1
 
 [policy]
-min_samples = 2
-max_samples = 2
+min_samples = 1
+max_samples = 1
 warmup = 0
 """
+# One sample a series: this test asks whether the kernel's stacks set up, measure, verify and come
+# back, not how fast; the guest's statistics on two samples are the R2 matrix's (test_vm_matrix).
+# With one sample nothing is tested for significance, so the guest never loads scipy.stats (about
+# 25 s under TCG).
 
 
 def _vm_ready() -> None:
@@ -90,7 +94,7 @@ def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
         assert seen["header"] == {"version": 2, "cipher": "aes-xts-plain64"}
         assert seen["cipher"] == "aes-xts-plain64" and seen["key_size"] == 512
         assert r["params"]["kernel_drivers"]["xts(aes)"]["driver"]
-        assert r["baseline"] == "plain" and r["overhead"] is not None and len(r["values"]) == 2
+        assert r["baseline"] == "plain" and r["overhead"] is not None and len(r["values"]) == 1
     for name in ("dm-null", "ecryptfs:aes-128", "tcrypt:aes-xts"):
         rs = _by(results, "storage", name)
         assert {r["op"] for r in rs} == {"write", "read"}, name
