@@ -31,7 +31,7 @@ engine
     ``gocryptfs -speed``, ``cryptsetup benchmark``, fio, dbench, tar,
     iperf3 (:mod:`cryptcost.engines`).
 check
-    ``Stack.check()``: whether a stack can run here, touching nothing
+    ``Stack.require()``: whether a stack can run here, touching nothing
     (raises ``Unavailable`` with the reason and how to get it). Checking
     input is *validating*; checking a stack's bytes is the *integrity* check.
 sample

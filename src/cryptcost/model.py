@@ -155,7 +155,8 @@ class CpuSplit:
 
 @dataclass(frozen=True)
 class Sample:
-    """One measurement. ``value`` is the series' primary metric in bytes/s."""
+    """One value of a series (see :mod:`cryptcost.vocabulary`: for storage, one or more
+    passes). ``value`` is the series' primary metric in bytes/s."""
 
     value: float
     seconds: float

@@ -150,7 +150,7 @@ class Stored:
     likely_cause: str | None = None
     incomplete: str | None = None           # why the series stopped early, where it did
     accel_verified: bool | None = None
-    accel_speedup: float | None = None      # an acceleration-off twin: how much faster with it on
+    accel_speedup: float | None = None      # an acceleration-off copy: how much faster with it on
     warning: str | None = None
     profile: Mapping[str, Any] | None = None
     wire: Mapping[str, Any] | None = None
@@ -199,7 +199,7 @@ class Stored:
 
     def paired(self, **changes: Any) -> Cell:
         """The cell this result is paired on; with ``changes``, the same cell of another stack
-        (a baseline), op or block size. Acceleration is left out: an acceleration-off twin's
+        (a baseline), op or block size. Acceleration is left out: an acceleration-off copy's
         label says so (``/accel-off``), and it is paired with baselines that run with it on."""
         return self.cell.but(accel=None, **changes)
 

@@ -3,7 +3,7 @@
 Pure functions over lists of floats. The distributions and the tests are
 scipy's (``scipy.stats``, imported on first use, so that a command that
 compares nothing does not pay for it); what scipy has no function for is
-written here, with its reference.
+written here, with its source.
 
 References
 ----------

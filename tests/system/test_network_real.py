@@ -309,7 +309,7 @@ def test_a_network_profile_finds_the_cipher_in_the_tunnels_own_library(cli):
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
     try:
-        perf.check()
+        perf.require()
     except Unavailable as exc:
         skip_or_fail("profile", str(exc))
     done = cli("network", "--stacks", "tls", "--workloads", "send", "--seconds", "1", "--profile",

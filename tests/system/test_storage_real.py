@@ -631,7 +631,7 @@ def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli,
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
     try:
-        perf.check()
+        perf.require()
     except Unavailable as exc:
         skip_or_fail("profile", str(exc))
     for name in ("fscrypt", "gocryptfs"):

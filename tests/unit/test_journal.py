@@ -7,7 +7,7 @@ import pytest
 
 from cryptcost.errors import DataIntegrityError
 from cryptcost.lifecycle import release
-from cryptcost.runner.storage.integrity import check_pattern
+from cryptcost.runner.storage.integrity import verify_pattern
 from cryptcost.lifecycle.journal import journals
 from cryptcost.lifecycle.release import cleanup
 from cryptcost.lifecycle.resources import Resources
@@ -91,7 +91,7 @@ def test_keyfiles_are_private_wiped_and_never_journalled(state_dir, tmp_path, mo
 
 
 def test_integrity_check_passes_on_a_plain_directory(tmp_path):
-    info = check_pattern(tmp_path, size=1 << 20)
+    info = verify_pattern(tmp_path, size=1 << 20)
     assert info["result"] == "identical"
 
 
@@ -104,7 +104,7 @@ def test_integrity_check_catches_corruption(tmp_path):
             fh.seek(3 * 65536 + 17)
             fh.write(bytes([byte ^ 0xFF]))          # always a different byte (the data is random)
     with pytest.raises(DataIntegrityError, match="first at offset 196608"):
-        check_pattern(tmp_path, size=1 << 20, reset=corrupt)
+        verify_pattern(tmp_path, size=1 << 20, reset=corrupt)
 
 
 def test_the_interrupt_message_follows_the_journal(state_dir):

@@ -12,7 +12,7 @@ ROOT = SRC.parents[1]
 
 # Lowest first. A module may import its own package and any lower layer.
 LAYERS = [
-    {"errors", "__init__"},
+    {"errors", "__init__", "vocabulary"},
     {"units", "stats", "proc", "faults"},
     {"model"},
     {"record"},

@@ -111,5 +111,5 @@ def test_unavailable_here_says_how_to_run_it_emulated(monkeypatch):
     from cryptcost.host import kernel
     monkeypatch.setattr(kernel, "features", lambda: {"netns": {"present": True}, "veth": {"present": True}})
     with pytest.raises(Unavailable) as exc:
-        get("nfs").check()
+        get("nfs").require()
     assert "cryptcost vm --kernel 6.12 -- network --stacks nfs" in str(exc.value.install)

@@ -110,7 +110,7 @@ def test_without_perf_a_profile_is_refused_naming_the_package(monkeypatch):
     from cryptcost.errors import Unavailable, UserError
     monkeypatch.setattr(perf, "PERF", perf.PERF.__class__("perf", "cc-no-such-perf", "linux-perf", ()))
     with pytest.raises(Unavailable, match="perf is not installed") as exc:
-        perf.check()
+        perf.require()
     assert exc.value.install == "linux-perf" and isinstance(exc.value, UserError)     # exit 2, one line
 
 

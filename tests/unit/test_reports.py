@@ -85,14 +85,14 @@ def test_cost_model():
     # held against the same stack measured on a 100 MB/s device: inside the range, near it, far off
     low = slow.low
     for measured, error, holds in ((95e6, 0.0, True), (110e6, 0.1, True), (0.7 * low, -0.3, False)):
-        [row] = costmodel.check([slow], read([{**rows[0], "median_bytes_per_s": measured}]))
+        [row] = costmodel.holds([slow], read([{**rows[0], "median_bytes_per_s": measured}]))
         assert row["error"] == pytest.approx(error) and row["holds"] is holds
-    assert costmodel.check([slow], read([{**rows[0], "op": "write"}])) == []          # another cell: no check
+    assert costmodel.holds([slow], read([{**rows[0], "op": "write"}])) == []          # another cell: no check
     # the device is another medium: the check pairs across it, on every other dimension
     on_ram = [{**r, "medium": "ram"} for r in rows]
     [p] = costmodel.predict(read(on_ram), 100e6, "a disk")
-    assert len(costmodel.check([p], read([{**on_ram[0], "medium": "throttled:100MB/s"}]))) == 1
-    assert costmodel.check([p], read([{**on_ram[0], "medium": "throttled:100MB/s", "cpus": 1}])) == []
+    assert len(costmodel.holds([p], read([{**on_ram[0], "medium": "throttled:100MB/s"}]))) == 1
+    assert costmodel.holds([p], read([{**on_ram[0], "medium": "throttled:100MB/s", "cpus": 1}])) == []
 
 
 def test_compare_same_run_is_no_significant_difference(stored):

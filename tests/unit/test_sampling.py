@@ -264,13 +264,13 @@ def test_a_pass_cut_at_its_time_moved_whole_blocks_and_only_then(tmp_path):
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
     job = runner.job(inst, read, step)
-    StepRunner.check_moved(inst, read, job.size, _outcome(job.size, 0.3), job)      # the whole file
-    StepRunner.check_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 1.0), job)      # cut at 1 s
+    StepRunner.verify_moved(inst, read, job.size, _outcome(job.size, 0.3), job)      # the whole file
+    StepRunner.verify_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 1.0), job)      # cut at 1 s
     with pytest.raises(DataIntegrityError):
-        StepRunner.check_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 0.5), job)   # short, in time
+        StepRunner.verify_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 0.5), job)   # short, in time
     wjob = runner.job(inst, write, step)
     with pytest.raises(DataIntegrityError):
-        StepRunner.check_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 1.0), wjob)  # writes are never cut
+        StepRunner.verify_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 1.0), wjob)  # writes are never cut
 
 
 def test_an_rclone_upload_that_stops_fails_the_sample_quickly(tmp_path):

@@ -175,8 +175,8 @@ def test_cpu_counts_beyond_this_process_are_refused(monkeypatch):
     from cryptcost.host import cpu
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     with pytest.raises(UserError, match="cpus 3: this process may use 1 … 2 CPU"):
-        cpu.check_cpu_count(3)
-    cpu.check_cpu_count(2)
+        cpu.validate_cpu_count(3)
+    cpu.validate_cpu_count(2)
 
 
 def test_a_series_that_failed_part_way_is_shown_but_never_ranked():

@@ -224,10 +224,10 @@ def test_the_hosts_cpu_speed_is_timed_before_every_sample_and_a_move_is_named():
     log, speeds = [], iter([2.0e9, 1.6e9, 2.0e9])
     calls = []
 
-    def reference():
+    def yardstick():
         calls.append(len(log))
         return next(speeds)
-    series = schedule([_job("A", log, [1, 100, 100, 100])], Policy(3, 3, 0.03, warmup=1), reference=reference)
+    series = schedule([_job("A", log, [1, 100, 100, 100])], Policy(3, 3, 0.03, warmup=1), yardstick=yardstick)
     samples = series["A"].samples
     assert calls == [1, 2, 3]                          # after the warm-up round, before each measured one
     assert [s.metrics["cpu_ref"] for s in samples] == [2.0e9, 1.6e9, 2.0e9]

@@ -95,7 +95,7 @@ def test_three_samples_that_do_not_overlap_by_chance_are_not_a_difference():
     assert not c.significant and c.verdict == "no significant difference"
 
 
-# --- against scipy's reference implementations --------------------------------------
+# --- against scipy's own implementations --------------------------------------
 
 CASES = [
     ([1, 2, 3, 4], [2, 3, 4, 5]),

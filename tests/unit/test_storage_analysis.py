@@ -109,7 +109,7 @@ def test_ram_medium_size_is_chosen_from_free_memory(monkeypatch):
     monkeypatch.setattr(cpu, "memory", lambda: {"total": 2 << 30, "available": 1 << 30})
     assert RamMedium().auto_size(10) == 128 << 20             # the floor…
     with pytest.raises(UserError, match="pass a smaller --size"):
-        RamMedium().check(128 << 20, 10)                      # …which does not fit: refused clearly
+        RamMedium().require_room(128 << 20, 10)                      # …which does not fit: refused clearly
 
 
 def test_first_samples_that_run_low_across_the_run_are_a_finding():

@@ -66,7 +66,7 @@ def kernel_aes_is_software(host: dict, r: Stored | None = None) -> tuple[bool, s
 
 def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: dict, iodepth: int,
                    r: Stored | None = None) -> tuple[float | None, str]:
-    """(bytes/s, how it was obtained) for a stack's cipher reference: the
+    """(bytes/s, how it was obtained) for a stack's declared cipher: the
     cipher table's cell at the stack's unit and with as many threads as the
     stack runs its cipher with (:func:`cipher_threads`: its requests in
     flight, the threads it splits one request into, at most its CPUs).
@@ -80,7 +80,7 @@ def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: dict, iod
     parallel = cipher_threads(ref.threads, cell.op, cell.block_bytes, iodepth, cores)
     want_engines = {"kernel": ["kernel", "openssl"],
                     "go": ["go", "openssl"]}.get(ref.where, ["openssl"])
-    accel = cell.accel is not False           # an acceleration-off twin meets the cipher without it
+    accel = cell.accel is not False           # an acceleration-off copy meets the cipher without it
     why = []
     if ref.where == "kernel" and not any(c.cell.engine == "kernel" for c in ciphers):
         soft, driver = kernel_aes_is_software(host)

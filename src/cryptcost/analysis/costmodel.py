@@ -70,7 +70,7 @@ def predict(results: list[Stored], target: float, target_label: str,
 TOLERANCE = 0.20          # a prediction holds when the measurement is within 20 % of its range
 
 
-def check(predictions: list[Prediction], measured: list[Stored]) -> list[dict]:
+def holds(predictions: list[Prediction], measured: list[Stored]) -> list[dict]:
     """Each prediction beside the same stack and cell measured on a device of
     the target's speed: ``error`` is 0 inside the predicted range, else the
     relative distance to its nearer end; ``holds`` when within TOLERANCE."""

@@ -131,7 +131,7 @@ def _describe(results: list[Stored], stack: str) -> str:
 def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
               host: dict) -> list[dict]:
     """Paragraphs: ``{use_case, title, text, ranking}``."""
-    # Options are compared as they are deployed: an acceleration-off twin is a measurement, not an
+    # Options are compared as they are deployed: an acceleration-off copy is a measurement, not an
     # option.
     measured = [r for r in results if r.kind in ("storage", "network") and r.cell.accel is not False
                 and not r.incomplete]

@@ -6,7 +6,7 @@ acceleration on and off (``--accel on,off``) and on several CPU counts
 (``--cpus 1,2``), form its *curve*: throughput by (acceleration, CPUs). From
 each curve:
 
-* what acceleration is worth, per CPU count: only from a twin whose slowdown
+* what acceleration is worth, per CPU count: only from an acceleration-off copy whose slowdown
   was verified (rule 14); an unverified or ineffective switch is said, never
   turned into a number;
 * why there is no acceleration-off figure where there is none: the library

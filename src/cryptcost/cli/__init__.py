@@ -16,7 +16,7 @@ import sys
 from cryptcost import __version__
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.journal import Journal, journals
-from cryptcost.lifecycle.lock import check_free
+from cryptcost.lifecycle.lock import require_free
 from cryptcost.lifecycle.resources import Terminated
 
 from cryptcost.cli import (ciphers, cleanup, compare, importing, listing, network, probe, report,
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             build_parser().print_help()
             return 2
         if args.command in MEASURING:
-            check_free()                          # a second run refuses at once, before any work
+            require_free()                          # a second run refuses at once, before any work
         return args.func(args) or 0
     except CryptcostError as exc:
         if debug:

@@ -75,10 +75,10 @@ def cpu_counts(args) -> list[int | None]:
     it."""
     if not getattr(args, "cpus", None):
         return [None]
-    from cryptcost.host.cpu import check_cpu_count
+    from cryptcost.host.cpu import validate_cpu_count
     counts = list(dict.fromkeys(parse_ints(args.cpus, "--cpus")))
     for n in counts:
-        check_cpu_count(n)
+        validate_cpu_count(n)
     return counts
 
 

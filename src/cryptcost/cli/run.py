@@ -107,7 +107,7 @@ def run(args) -> int:
     plan = suite.for_this_host(load(args.suite, args.plan))
     model = _model(args, plan)
     if not args.no_report:
-        _check_writable(args.report)
+        _validate_writable(args.report)
     # bad input fails before anything is recorded
     suite.validate_plan(plan)
     budget_s = units.parse_duration(args.time_budget, "--time-budget") if args.time_budget else None
@@ -173,7 +173,7 @@ def _progress(what: str) -> ConsoleProgress:
     return ConsoleProgress()
 
 
-def _check_writable(path: str) -> None:
+def _validate_writable(path: str) -> None:
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():

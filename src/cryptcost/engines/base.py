@@ -6,7 +6,7 @@ objects. One job is one invocation of the program; it may yield samples for
 several cells at once (``gocryptfs -speed`` measures all its ciphers in one
 go). The scheduler repeats jobs, interleaved, until each cell is stable.
 
-Call order: ``check()`` (raises :class:`~cryptcost.errors.Unavailable`),
+Call order: ``require()`` (raises :class:`~cryptcost.errors.Unavailable`),
 then ``unsupported(cell)`` per cell, then ``jobs(cells, seconds)``.
 """
 
@@ -48,7 +48,7 @@ class CipherEngine(ABC):
     sizes: ClassVar[tuple[int, ...] | None] = None      # None: any buffer size
     max_threads: ClassVar[int | None] = None            # None: any thread count
 
-    def check(self) -> None:
+    def require(self) -> None:
         """Raise :class:`~cryptcost.errors.Unavailable` when the engine cannot run."""
         tools.tool(self.tool).require()
 

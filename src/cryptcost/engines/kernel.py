@@ -63,8 +63,8 @@ class KernelEngine(CipherEngine):
     sizes = (BUFFER,)
     max_threads = 1
 
-    def check(self) -> None:
-        super().check()
+    def require(self) -> None:
+        super().require()
         if not kernel.af_alg():
             raise AF_ALG_MISSING
 

@@ -35,7 +35,7 @@ ACK_TIMEOUT = 10.0
 _ADDRESS = re.compile(r"^0x[0-9a-f]+$")
 
 
-def check() -> None:
+def require() -> None:
     """Raise :class:`Unavailable` saying why perf cannot profile here."""
     if not PERF.path():
         raise Unavailable("perf is not installed", install=PERF.package)
@@ -94,7 +94,7 @@ class Recording:
 
 def record(res: Resources, path: Path) -> Recording:
     """Start perf, sampling nothing until a :meth:`Recording.window`."""
-    check()
+    require()
     ctl, ack = path.with_suffix(".ctl"), path.with_suffix(".ack")
     for fifo in (ctl, ack):
         os.mkfifo(fifo, 0o600)

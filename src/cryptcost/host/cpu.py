@@ -28,7 +28,7 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def check_cpu_count(n: int | None) -> None:
+def validate_cpu_count(n: int | None) -> None:
     """Refuse a CPU count this process cannot be pinned to (R3's cores pass)."""
     allowed = usable_cores()
     if n is not None and not 1 <= n <= allowed:
@@ -45,7 +45,7 @@ def pinned(n: int | None):
     if not n:
         yield
         return
-    check_cpu_count(n)
+    validate_cpu_count(n)
     allowed = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, allowed[:n])
     try:
@@ -87,16 +87,16 @@ def _read(path: str) -> str | None:
         return None
 
 
-_REFERENCE: list[bytes] = []
+_YARDSTICK: list[bytes] = []
 
 
-def reference_speed(rounds: int = 4) -> float:
+def yardstick_speed(rounds: int = 4) -> float:
     """Bytes/s of a fixed piece of CPU work, SHA-256 over 4 MiB four times
     (about 10 ms): timed before every sample, so that a result can say
     whether the host's CPU speed moved between its samples."""
-    if not _REFERENCE:
-        _REFERENCE.append(os.urandom(4 << 20))
-    data = _REFERENCE[0]
+    if not _YARDSTICK:
+        _YARDSTICK.append(os.urandom(4 << 20))
+    data = _YARDSTICK[0]
     start = time.perf_counter()
     for _ in range(rounds):
         hashlib.sha256(data).digest()

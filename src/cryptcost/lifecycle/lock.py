@@ -35,7 +35,7 @@ def _refuse(path) -> UserError:
                      "measure each other: wait for it to end, then retry")
 
 
-def check_free() -> None:
+def require_free() -> None:
     """Refuse at once if a run holds the lock. Creates nothing: :func:`run_lock` takes it."""
     path = state_dir() / "lock"
     try:

@@ -41,13 +41,13 @@ class Backing:
 
 
 class Medium(ABC):
-    """Call order: ``check(size, count)`` before anything is created, then
+    """Call order: ``require_room(size, count)`` before anything is created, then
     ``provide(res, size)`` once per stack instance."""
 
     name: str
 
     @abstractmethod
-    def check(self, size: int, count: int) -> None:
+    def require_room(self, size: int, count: int) -> None:
         """Refuse (UserError) when ``count`` instances of ``size`` cannot fit."""
 
     @abstractmethod
@@ -84,7 +84,7 @@ class RamMedium(Medium):
     def room(self) -> int:
         return int(cpu.memory()["available"] * RAM_HEADROOM)
 
-    def check(self, size: int, count: int) -> None:
+    def require_room(self, size: int, count: int) -> None:
         avail = cpu.memory()["available"]
         need = size * count
         if need > avail * RAM_HEADROOM:
@@ -122,7 +122,7 @@ class DirMedium(Medium):
             return 0
         return int(free.f_bavail * free.f_frsize * 0.9)
 
-    def check(self, size: int, count: int) -> None:
+    def require_room(self, size: int, count: int) -> None:
         if not self.path.is_dir():
             raise UserError(f"dir:{self.path} is not a directory: create it or name another")
         if not os.access(self.path, os.W_OK):

@@ -71,7 +71,7 @@ class DeviceMedium(Medium):
         except OSError:
             return 0
 
-    def check(self, size: int, count: int) -> None:
+    def require_room(self, size: int, count: int) -> None:
         dev = self.device
         if self.destroy is None or os.path.realpath(self.destroy) != os.path.realpath(dev):
             raise UserError(f"device:{dev} destroys every byte on {dev}: confirm with "

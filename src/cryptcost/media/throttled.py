@@ -7,7 +7,7 @@ exported through FUSE and attached as a (buffered) loop device. A stack
 built on it meets a device that is slow in a known, repeatable way: what
 the cost model predicts from the RAM run (``--device-speed RATE``) can be
 compared with what the stack really does there
-(``analysis.costmodel.check``; ``bench/costmodel_vs_throttled`` runs both).
+(``analysis.costmodel.holds``; ``bench/costmodel_vs_throttled`` runs both).
 QEMU's throttle lets short bursts through (about a tenth of a second's
 worth), so the plain baseline on this medium reaches RATE or a little
 more: the baseline, not RATE, is the device ceiling the analysis uses.
@@ -33,11 +33,11 @@ class ThrottledMedium(RamMedium):
                             "use e.g. throttled:200MB/s") from None
         self.label = rate_text
 
-    def check(self, size: int, count: int) -> None:
+    def require_room(self, size: int, count: int) -> None:
         if not proc.which("qemu-storage-daemon"):
             raise UserError("the throttled medium needs qemu-storage-daemon: apt-get install "
                             "qemu-system-common")
-        super().check(size, count)
+        super().require_room(size, count)
 
     def provide(self, res: Resources, size: int) -> Backing:
         image = self.image(res, size)

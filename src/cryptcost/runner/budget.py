@@ -6,7 +6,7 @@ suite on this host say how far off it was: their measured wall time over
 their estimate is the factor the next estimate is multiplied by.
 
 ``run --time-budget`` then plans the run so that it fits: it takes out
-extra samples first, then whole parts, then the acceleration-off twins,
+extra samples first, then whole parts, then the acceleration-off copies,
 workloads, CPU counts, threads and block sizes, then the third sample, and
 last whole kinds (network, then storage), re-estimating after each cut.
 Everything left out goes to the run's "not measured" list with the
@@ -81,7 +81,7 @@ def _drop_kind(label: str, kind: str) -> Callable[[RunPlan], RunPlan]:
 
 def _cuts(plan: RunPlan) -> list[Cut]:
     """Every reduction, gentlest first: samples beyond the minimum, later parts, then the
-    first part's acceleration-off twins, workloads, CPU counts, threads and block sizes;
+    first part's acceleration-off copies, workloads, CPU counts, threads and block sizes;
     only then two samples per series (a 95 % interval from two samples is about ten
     times wider than from three: fewer cells rather than noisier ones), then whole kinds."""
     pol = {**DEFAULT_POLICY, **plan.policy}

@@ -91,7 +91,7 @@ def parse_spec(spec: str, kind: str | None = None) -> list[tuple[type[Stack], st
 
 def unavailable_reason(cls: type[Stack]) -> Unavailable | None:
     try:
-        cls.check()
+        cls.require()
     except Unavailable as exc:
         return exc
     return None

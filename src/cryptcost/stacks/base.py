@@ -50,7 +50,7 @@ Facts (checked by :func:`problems` when the registry loads):
     with ``accel = False`` runs its processes with :meth:`accel_env`; the
     runner counts the switch only if the stack really got slower.
 
-Call order: ``check()`` (touches nothing; raises
+Call order: ``require()`` (touches nothing; raises
 :class:`~cryptcost.errors.Unavailable` naming what is missing and how to get
 it), ``Stack(variant, …)``, ``setup(res, …)`` (only through
 :class:`~cryptcost.lifecycle.resources.Resources`), measurement,
@@ -149,7 +149,7 @@ def cipher_threads(declared: Mapping | None, op: str | None, request_bytes: int 
                    cores: int) -> int:
     """How many threads run a stack's cipher at once: each of ``depth``
     outstanding requests (queue depth, streams) with the threads the stack
-    encrypts one request of ``op`` with (``declared``: its cipher reference's
+    encrypts one request of ``op`` with (``declared``: its declared cipher's
     ``threads``, see :func:`ref`), at most ``cores``."""
     declared = declared or {}
     per, least = declared.get(op) or declared.get("*") or (1, 0)
@@ -222,7 +222,7 @@ class Stack(ABC):
         return [tools.tool(t) for t in cls.tools]
 
     @classmethod
-    def check(cls) -> None:
+    def require(cls) -> None:
         """Raise :class:`Unavailable` when a program or kernel feature is missing."""
         for t in cls.needed_tools():
             if not t.path():

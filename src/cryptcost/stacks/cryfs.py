@@ -47,7 +47,7 @@ class Cryfs(FuseStack):
     remount_seconds = 1.5          # the cache reset: an idle wait longer than that lifetime
 
     def cipher_ref(self) -> dict:
-        # CryFS uses Crypto++; OpenSSL's speed for the same construction is the reference.
+        # CryFS uses Crypto++; OpenSSL's speed for the same construction stands in.
         alg = {"aes-256-gcm": ("aes-256-gcm", True),
                "xchacha20-poly1305": ("chacha20-poly1305", False)}
         name, exact = alg[self.variant]

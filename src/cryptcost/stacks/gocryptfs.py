@@ -8,7 +8,7 @@ gocryptfs has two crypto backends, Go's and OpenSSL's, and by default
 (``-openssl auto``) picks the faster one on the host: for AES-GCM, Go's when
 the CPU has AES and PCLMULQDQ (Go is then about twice as fast as OpenSSL
 here), OpenSSL's otherwise; XChaCha20 in Go on amd64 and arm64. So the
-default variant's acceleration-off twin also changes backend. The
+default variant's acceleration-off copy also changes backend. The
 ``aes-gcm-go`` and ``aes-gcm-openssl`` variants pin the backend
 (``-openssl=false`` / ``-openssl=true``) and measure each library alone.
 """

@@ -93,11 +93,11 @@ class LuksUserspace(QemuExportStack):
         payload = (backing.size - HEADER_ROOM) // (1 << 20) * (1 << 20)
         qemu_run(["qemu-img", "create", "-f", "luks", "--object", f"secret,id=sec0,file={keyfile}",
                   "-o", ",".join(opts), backing.device, str(payload)])
-        self.header = self._check_header(backing.device)
+        self.header = self._verify_header(backing.device)
         return ["--object", f"secret,id=sec0,file={keyfile}",
                 "--blockdev", "driver=luks,node-name=fmt0,file=file0,key-secret=sec0"]
 
-    def _check_header(self, device: str) -> dict:
+    def _verify_header(self, device: str) -> dict:
         """The header qemu wrote, as cryptsetup reads it; it must match the variant."""
         if not proc.which("cryptsetup"):
             return {"checked": False, "why": "cryptsetup not installed"}

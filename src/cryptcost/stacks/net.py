@@ -104,7 +104,7 @@ class NetworkStack(Stack):
                                                  for f in cls.kernel_features)
 
     @classmethod
-    def check(cls) -> None:
+    def require(cls) -> None:
         """The common tools and features; then the kernel path, or else the userspace fallback's."""
         for t in cls.needed_tools():
             if t not in cls.userspace_tools and not t.path():

@@ -1,6 +1,6 @@
 """``plain``: the baseline — the same filesystem on the same medium, no crypto.
 
-This is the reference implementation of :class:`~cryptcost.stacks.base.Stack`.
+This is the model implementation of :class:`~cryptcost.stacks.base.Stack`.
 """
 
 from __future__ import annotations

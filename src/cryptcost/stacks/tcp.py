@@ -1,6 +1,6 @@
 """``tcp``: the network baseline — plain TCP over the same link, no crypto.
 
-This is the reference implementation of
+This is the model implementation of
 :class:`~cryptcost.stacks.net.NetworkStack`: the client reaches the service
 at the server end's own address.
 """

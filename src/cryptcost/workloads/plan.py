@@ -130,11 +130,11 @@ def validate(data: dict, where: str = "plan") -> dict:
                 if allowed is not None and item not in allowed:
                     raise UserError(f"{where}: {top}.{key} has {item!r}; allowed: "
                                     f"{', '.join(map(str, allowed))}")
-    _check_numbers(data, where)
+    _validate_numbers(data, where)
     return data
 
 
-def _check_numbers(data: dict, where: str) -> None:
+def _validate_numbers(data: dict, where: str) -> None:
     c, p = data.get("ciphers") or {}, data.get("policy") or {}
     for size in c.get("sizes", []):
         if not 16 <= size <= 64 << 20:

@@ -74,7 +74,7 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
     cells, skipped = [], []
     for name in plan.engines:
         try:
-            executor.check_engine(name)
+            executor.require_engine(name)
         except Unavailable as exc:
             if plan.engines_explicit:
                 raise UserError(f"engine {name} is unavailable: {exc}") from None
@@ -97,15 +97,15 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
     for cell in plan.extra_cells:
         if cell not in cells and cell.engine in plan.engines and not executor.unsupported(cell):
             try:
-                executor.check_engine(cell.engine)
+                executor.require_engine(cell.engine)
             except Unavailable:
                 continue
             cells.append(cell)
     return cells, skipped
 
 
-def _references(cells: list[Cell]) -> list[Cell]:
-    """Accelerated twins needed to verify accel-off cells, not already planned."""
+def _accelerated(cells: list[Cell]) -> list[Cell]:
+    """The accelerated cells needed to verify accel-off cells, not already planned."""
     have = set(cells)
     refs = {replace(c, accel=True) for c in cells if not c.accel}
     return sorted((r for r in refs if r not in have), key=Cell.sort_key)
@@ -119,7 +119,7 @@ def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
     cells, skipped = build_cells(plan, executor)
     if not cells:
         raise UserError("nothing to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
-    refs = _references(cells)
+    refs = _accelerated(cells)
     jobs = []
     for engine in dict.fromkeys(c.engine for c in cells + refs):
         jobs += executor.cipher_jobs(engine, [c for c in cells + refs if c.engine == engine],
@@ -200,7 +200,7 @@ def _verify_off(cell: Cell, series: Series, all_series: dict, hw: tuple[str, ...
         return None, f"this CPU has none of {', '.join(hw)}: on and off are the same code", None
     on = all_series.get(replace(cell, accel=True))
     if on is None or not on.samples:
-        return None, "no accelerated reference could be measured", None
+        return None, "its accelerated cell could not be measured", None
     cmp = stats.compare(on.values(), series.values())
     on_speed = stats.summarize(on.values()).median
     slowdown = 1 / cmp.ratio if cmp.ratio > 0 else 0

@@ -26,7 +26,7 @@ class Executor(ABC):
         """Jobs measuring raw-cipher ``cells`` of ``engine``."""
 
     @abstractmethod
-    def check_engine(self, engine: str) -> None:
+    def require_engine(self, engine: str) -> None:
         """Raise :class:`~cryptcost.errors.Unavailable` if ``engine`` cannot run."""
 
     def unsupported(self, cell: Cell) -> str | None:
@@ -39,8 +39,8 @@ class RealExecutor(Executor):
     def cipher_jobs(self, engine: str, cells: list[Cell], seconds: int) -> list[Job]:
         return CIPHER_ENGINES[engine]().jobs(cells, seconds)
 
-    def check_engine(self, engine: str) -> None:
-        CIPHER_ENGINES[engine]().check()
+    def require_engine(self, engine: str) -> None:
+        CIPHER_ENGINES[engine]().require()
 
 
 def default_rate(cell: Cell) -> float:
@@ -63,7 +63,7 @@ class FakeExecutor(Executor):
         self.calls: list[str] = []
         self.unavailable = unavailable or {}
 
-    def check_engine(self, engine: str) -> None:
+    def require_engine(self, engine: str) -> None:
         if engine in self.unavailable:
             raise self.unavailable[engine]
 

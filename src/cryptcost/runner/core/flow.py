@@ -5,7 +5,7 @@ measured (``runner.storage.steps``, ``runner.network.steps``); from there on the
 one: a job per instance and step, the instances of a step in one group so
 that a stack and its baselines stay in step (rule 2), the interleaved
 schedule, the optional profiled round, and each series summarised against
-its baselines, the acceleration-off twins verified, and every result handed
+its baselines, the acceleration-off copies verified, and every result handed
 to the sink. :func:`compare` is that flow, written once; each kind passes
 what it knows: its steps, their ops, each cell, and how a series becomes a
 result.
@@ -78,7 +78,7 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
                         keys=tuple(cell[(inst.label, op.key)] for op in ops(step)),
                         measure=lambda inst=inst, step=step: measure(inst, step),
                         group=spec["group"], est_seconds=spec["est_seconds"]))
-    series = schedule(jobs, policy, progress=progress, reference=cpu.reference_speed,
+    series = schedule(jobs, policy, progress=progress, yardstick=cpu.yardstick_speed,
                       on_sample=lambda job, key, i, s: sink.sample(key, i, s))
     profiles = profile_round(res, runner, list(pairs), cell, progress) if profile and pairs else {}
     results = []

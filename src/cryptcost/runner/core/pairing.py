@@ -115,9 +115,9 @@ def against_baselines(stack: Stack, cell: Cell, values: list[float],
     return metrics, notes
 
 
-def add_accel_twins(resolved: list[tuple[Stack, str]], skipped: list[dict], make: Make,
-                    accel: tuple[bool, ...]) -> None:
-    """With acceleration off asked for (``False`` in ``accel``), a twin of each
+def add_accel_off_copies(resolved: list[tuple[Stack, str]], skipped: list[dict], make: Make,
+                         accel: tuple[bool, ...]) -> None:
+    """With acceleration off asked for (``False`` in ``accel``), a copy of each
     measured stack whose processes run with its crypto library's switch — or,
     where the library cannot be switched, a skip that says so (never an
     unverified "off"). In place."""
@@ -131,13 +131,13 @@ def add_accel_twins(resolved: list[tuple[Stack, str]], skipped: list[dict], make
             skipped.append({"stack": f"{stack.label}/accel-off", "reason": why, "kind": stack.kind,
                             "accel": "cannot be switched off"})
             continue
-        twin = make(type(stack), stack.variant)
-        twin.accel = False
-        resolved.append((twin, "measured"))
+        off = make(type(stack), stack.variant)
+        off.accel = False
+        resolved.append((off, "measured"))
 
 
 def _accel_on(r: Result) -> Cell:
-    """The cell of the same stack with acceleration on: an /accel-off twin's reference."""
+    """The cell of the same stack with acceleration on: what an /accel-off copy is compared with."""
     return r.cell.but(stack=r.cell.stack.removesuffix("/accel-off") if r.cell.stack else None,
                       accel=True)
 
@@ -151,17 +151,17 @@ def verify_accel(results: list[Result]) -> list[Result]:
         if r.cell.accel is not False:
             out.append(r)
             continue
-        twin = on.get(_accel_on(r))
-        if twin is None or len(twin.samples) < 2 or len(r.samples) < 2:
+        with_on = on.get(_accel_on(r))
+        if with_on is None or len(with_on.samples) < 2 or len(r.samples) < 2:
             out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
                                notes=r.notes + (UNVERIFIED,)))
             continue
-        cmp = stats.compare([x.value for x in twin.samples], [x.value for x in r.samples])
+        cmp = stats.compare([x.value for x in with_on.samples], [x.value for x in r.samples])
         verified = bool(cmp.significant and cmp.ratio < 1)
         note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× "
-                "the speed with it on "
-                f"({cmp.verdict})" + ("" if verified else "; the switch did not reach this stack's "
-                                                 "crypto, so this is no acceleration-off figure"))
+                f"the speed with it on ({cmp.verdict})"
+                + ("" if verified else "; the switch did not reach this stack's crypto, so this "
+                                       "is no acceleration-off figure"))
         out.append(replace(r, metrics={**r.metrics, "accel_verified": verified,
                                        "accel_speedup": 1 / cmp.ratio if cmp.ratio else None},
                            notes=r.notes + (note,)))
@@ -185,7 +185,7 @@ def failed_series(outcome, label: str, workload: str, series, kind: str) -> bool
 
 
 def store_results(results: list[Result], sink) -> list[Result]:
-    """The results of a run's stacks, acceleration-off twins verified, each handed to the sink."""
+    """The results of a run's stacks, acceleration-off copies verified, each handed to the sink."""
     results = verify_accel(results)
     for result in results:
         sink.result(result)

@@ -101,9 +101,9 @@ def schedule(jobs: list[Job], policy: Policy, *,
              on_done: Callable[[Hashable, Series], None] | None = None,
              progress: Progress | None = None,
              stop_on_error: bool = False,
-             reference: Callable[[], float] | None = None) -> dict[Hashable, Series]:
+             yardstick: Callable[[], float] | None = None) -> dict[Hashable, Series]:
     """Run ``jobs`` interleaved until each series stops; return all series.
-    ``reference`` times a fixed piece of CPU work before every job; each
+    ``yardstick`` times a fixed piece of CPU work before every job; each
     sample keeps it (``cpu_ref``), for :func:`host_drift`."""
     progress = progress or Progress()
     series = {k: Series() for j in jobs for k in j.keys}
@@ -137,7 +137,7 @@ def schedule(jobs: list[Job], policy: Policy, *,
             faults.at("between")
             started = time.monotonic()
             warming = clock.rounds.get(id(job), 0) < warm[id(job)]
-            ref = reference() if reference and not warming else None
+            ref = yardstick() if yardstick and not warming else None
             try:
                 faults.at("measure")
                 got = job.measure()
@@ -169,7 +169,7 @@ def schedule(jobs: list[Job], policy: Policy, *,
 
 def host_drift(samples: list[Sample]) -> float | None:
     """How far the host's CPU speed moved between ``samples`` (the largest
-    over the smallest reference timed before each, minus one), or None."""
+    over the smallest yardstick timed before each, minus one), or None."""
     refs = [x.metrics["cpu_ref"] for x in samples if x.metrics.get("cpu_ref")]
     return max(refs) / min(refs) - 1 if len(refs) > 1 else None
 

@@ -64,7 +64,7 @@ class NetworkOutcome(flow.Outcome):
 def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
             ) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
     """Instances to build: the stacks asked for, their baselines, and with
-    ``accel`` (True, False) a twin of each measured stack with hardware
+    ``accel`` (True, False) a copy of each measured stack with hardware
     acceleration off — or, where its library cannot be switched, a skip
     that says so (never an unverified "off")."""
     def fits(cls) -> str | None:
@@ -73,7 +73,7 @@ def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
     def make(cls, variant: str) -> NetworkStack:
         return cls(variant)
     resolved, skipped = pairing.resolve(specs, "network", make, fits=fits)
-    pairing.add_accel_twins(resolved, skipped, make, accel)
+    pairing.add_accel_off_copies(resolved, skipped, make, accel)
     return resolved, skipped
 
 
@@ -87,9 +87,9 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
         raise UserError(f"bad --seconds {plan.seconds:g}: use 1 … 600")
     if not plan.accel or set(plan.accel) - {True, False}:
         raise UserError("bad --accel: use on, off or on,off")
-    cpu.check_cpu_count(plan.cpus)
+    cpu.validate_cpu_count(plan.cpus)
     if plan.profile:
-        perf.check()
+        perf.require()
     resolved, skipped = resolve(plan.stacks, plan.link,
                                 (True,) + tuple(a for a in plan.accel if not a))
     for stack, _ in resolved:

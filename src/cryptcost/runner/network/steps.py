@@ -226,7 +226,7 @@ class NetRunner:
                     stack.get(self.res, [src.big.name], src.inbox)
                 seconds += time.perf_counter() - start
             client += cpu.children_cpu() - client_before
-            moved += self._check(stack, op)
+            moved += self._verify(stack, op)
             passes += 1
         return moved, seconds, {"a": client, "b": 0.0,
                                 "extra": {"files_per_s": op.files * passes / seconds,
@@ -235,7 +235,7 @@ class NetRunner:
                                                     "authenticate, copy, close), each pass "
                                                     "checked outside the clock"}}
 
-    def _check(self, stack: FileShareStack, op: NetOp) -> int:
+    def _verify(self, stack: FileShareStack, op: NetOp) -> int:
         """Every byte arrived intact (rule 5); then clear the target, outside the clock."""
         src = self.files
         if op.workload == "get":

@@ -31,7 +31,7 @@ from cryptcost.media import Medium
 from cryptcost.model import Cell, Result, Sample, metric_median as median
 from cryptcost.record import CpuUse
 from cryptcost.runner.core import flow, pairing, pinning, quiet
-from cryptcost.runner.storage.integrity import check_pattern
+from cryptcost.runner.storage.integrity import verify_pattern
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
 from cryptcost.runner.core.sink import Sink
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, reset_one_file
@@ -74,7 +74,7 @@ class StorageOutcome(flow.Outcome):
 def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,)
             ) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
     """Storage stack instances to build (measured ones and their baselines,
-    and acceleration-off twins when asked) and the stacks skipped because
+    and acceleration-off copies when asked) and the stacks skipped because
     they are unavailable here."""
     def fits(cls) -> str | None:
         return (None if fs in cls.filesystems
@@ -83,7 +83,7 @@ def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,)
     def make(cls, variant: str) -> StorageStack:
         return cls(variant, fs)
     resolved, skipped = pairing.resolve(specs, "storage", make, fits=fits)
-    pairing.add_accel_twins(resolved, skipped, make, accel)
+    pairing.add_accel_off_copies(resolved, skipped, make, accel)
     return resolved, skipped
 
 
@@ -96,12 +96,12 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
         raise UserError("no stack to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
     if os.geteuid() != 0:
         raise UserError("storage stacks need root (loop devices, mounts, FUSE): run with sudo")
-    cpu.check_cpu_count(plan.cpus)
+    cpu.validate_cpu_count(plan.cpus)
     if plan.profile:
-        perf.check()
+        perf.require()
     if plan.size is None:
         plan.size = plan.medium.auto_size(len(resolved))
-    plan.medium.check(plan.size, len(resolved))
+    plan.medium.require_room(plan.size, len(resolved))
     if names and "smallfiles" in names and not proc.which("tar"):
         raise UserError("the smallfiles workload needs tar: apt-get install tar")
     return resolved, skipped
@@ -168,7 +168,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
         try:
             inst.workdir = inst.stack.ready(res)
             inst.free = shutil.disk_usage(inst.workdir).free
-            inst.stack.integrity = check_pattern(
+            inst.stack.integrity = verify_pattern(
                 inst.workdir, reset=lambda path, i=inst: reset_one_file(res, i, path))
         except flow.SETUP_ERRORS as exc:
             flow.setup_failed(outcome, inst, exc, "storage", log)

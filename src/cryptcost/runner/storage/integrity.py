@@ -2,7 +2,7 @@
 
 A stack that returns other bytes than were written must not be measured at
 all (qemu 7.2's FUSE export under a direct-I/O loop device writes
-concurrent requests at the wrong offsets). :func:`check_pattern` writes a
+concurrent requests at the wrong offsets). :func:`verify_pattern` writes a
 random pattern with several threads at interleaved offsets — so that
 requests are in flight together — flushes, resets the caches the way a read
 of one file is measured (``reset`` is given the file), and compares every
@@ -22,7 +22,7 @@ from cryptcost.errors import DataIntegrityError
 CHUNK = 64 * 1024
 
 
-def check_pattern(directory: Path, size: int = 16 << 20, threads: int = 4,
+def verify_pattern(directory: Path, size: int = 16 << 20, threads: int = 4,
                   reset: Callable[[Path], object] | None = None) -> dict:
     """Write, flush, reset, read back, compare; raise DataIntegrityError on any difference."""
     path = directory / ".cryptcost-integrity"

@@ -282,7 +282,7 @@ class StepRunner:
             metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
                            lat_p99_us=outcome.lat_p99_us,
                            fio_version=outcome.extra.get("fio_version"))
-            self.check_moved(inst, op, moved, outcome, job)
+            self.verify_moved(inst, op, moved, outcome, job)
             if self.by_time(inst, op):
                 metrics.update(pass_bytes=moved, cut_by_time=bool(job.cap) and moved < job.size)
         elif op.engine == "untar":
@@ -347,7 +347,7 @@ class StepRunner:
         return job
 
     @staticmethod
-    def check_moved(inst: Instance, op: wl.Op, moved: int, outcome: fio.FioOutcome,
+    def verify_moved(inst: Instance, op: wl.Op, moved: int, outcome: fio.FioOutcome,
                     job: fio.FioJob | None = None) -> None:
         """Rule 5: the bytes moved are the bytes intended — or, for a pass
         cut at its time, whole blocks of them, and only once the time is up."""
