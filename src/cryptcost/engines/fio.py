@@ -6,16 +6,15 @@ fallocate (FUSE stacks such as rclone refuse it) and opens them on first
 I/O (``create_on_open=1``), identically for a stack and its baseline.
 fio times with ``clock_gettime`` (the kernel's monotonic clock, as the rest
 of cryptcost): its default TSC source is calibrated at every start, which
-took 70 ms of each run here, and a virtual machine's TSC is not always
-trustworthy.
+costs each run tens of milliseconds, and a virtual machine's TSC is not
+always trustworthy.
 
 With ``stat_dir``, fio itself reads ``/proc/stat`` just before its job's
 first I/O (``exec_prerun``; fio saves the command's output as
 ``NAME.prerun.txt`` in its working directory), so that the CPU a pass is
-billed for starts with the job, not with fio's start-up (about 0.3 s and
-0.2 CPU-s per run here: as much as a short read pass itself). The window
-closes when fio has exited: its teardown took about 20 ms here, nearly
-idle, where an ``exec_postrun`` would cost one more process start per
+billed for starts with the job, not with fio's start-up (as much CPU as
+a short read pass itself). The window closes when fio has exited: its
+teardown is short and nearly idle, where an ``exec_postrun`` would cost one more process start per
 run (dear in an emulated guest).
 """
 

@@ -79,8 +79,7 @@ def notes(info: dict) -> list[str]:
     elif reporting.get("enabled"):
         out.append("this VM hands the memory it frees back to its host (free page reporting): "
                    "memory it allocates again may fault in from the host first, several times "
-                   "slower than memory reused (measured on such a VM: 2 GiB freed and touched "
-                   "again 4 s later at 0.44–1.0 GB/s, 1.6–1.9 GB/s with reporting held off), one "
+                   "slower than memory reused (bench/page_reporting measures both ways), one "
                    "more reason page-cache figures vary from run to run"
                    + (f"; not held off for this run: {held['why']}" if held.get("why") else ""))
     if info.get("emulated"):

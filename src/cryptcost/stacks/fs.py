@@ -104,8 +104,8 @@ def make_fs(res: Resources, device: str, fs: str, *, encrypt: bool = False) -> P
     ``encrypt``: ext4 with the ``encrypt`` feature, which fscrypt needs.
     Only fscrypt and the ``plain:encrypt-feature`` baseline ask for it: the
     feature costs files that are not encrypted too (since Linux 6.16 ext4
-    gives no file of such a filesystem large folios; 1 MiB buffered writes
-    to ``plain`` here: 1.36 GB/s without it, 0.70 with it), so every other
+    gives no file of such a filesystem large folios, which halves 1 MiB
+    buffered writes to ``plain`` on a RAM medium), so every other
     stack, and ``plain``, get ext4 as mkfs makes it by default.
     """
     if fs not in MKFS:

@@ -30,7 +30,7 @@ class Securefs(FuseStack):
 
     def init(self, res: Resources) -> None:
         # One round of argon2id: the key is 32 random bytes, not a password to stretch, and each
-        # cache reset remounts; its automatic rounds took 2.1 s per mount here, one round 0.36 s.
+        # cache reset remounts, and its automatic rounds cost seconds per mount.
         # The data path (AES-GCM with the master key) is the same either way.
         self.keyfile, _ = res.keyfile(32)
         proc.run(["securefs", "create", "--format", str(self.params["format"]), "--rounds", "1",

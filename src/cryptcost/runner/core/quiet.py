@@ -105,10 +105,8 @@ def memory_noise(copies: int = NOISE_COPIES, seconds: float = NOISE_SECONDS) -> 
     over and over (memmove, far beyond the CPU's caches), timed one by one.
     A figure that moves data at memory speed (a RAM medium read back, a
     FUSE passthrough's copies) can be no steadier than this; on a shared VM
-    its neighbours' memory traffic moves it even while the CPU is steady
-    (here: 8–10 % CV at 0.02, 0.2 and 1 s a copy spell; 5.1 % before the
-    storage part of a quick run whose OpenSSL cells varied by 1.9 %).
-    Returns bytes/s (median, min, max) and the coefficient of variation."""
+    its neighbours' memory traffic moves it even while the CPU is steady,
+    at any spell length. Returns bytes/s (median, min, max) and the coefficient of variation."""
     src = mmap.mmap(-1, NOISE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     dst = mmap.mmap(-1, NOISE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:

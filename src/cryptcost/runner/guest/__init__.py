@@ -75,7 +75,7 @@ class GuestOutcome:
     emulated: dict = field(default_factory=dict)
 
 
-# TCG boots the kernel to its root mount in about 5 s here; KVM in under 1
+# TCG boots the kernel to its root mount in seconds; KVM in under one
 KVM_PROBE_SECONDS = 10.0
 
 

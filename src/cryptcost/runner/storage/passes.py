@@ -26,11 +26,9 @@ def first_pass(want: int, most: int, block: int) -> int:
     one file of at most ``most``: what the full files after it leave, in
     whole blocks, so that the sample's passes carry ``want`` and the last
     file, the one its read reads, is full. Full files alone put a sample
-    whose file holds a little less than its second at one pass or at two:
-    gocryptfs at 470 MB/s in a 384 MiB file took 0.86 s a pass, so a slower
-    pass ended the sample at one and a faster one led to two (1.7 s), and
-    the two kinds of sample differed by 12 % (402–413 against 456–501 MB/s,
-    one run)."""
+    whose file holds a little less than its second at one pass or at two: a
+    slower pass ends the sample at one and a faster one leads to two, and
+    the two kinds of sample differ by more than the noise."""
     rest = want - (-(-want // most) - 1) * most
     return min(most, max(block, -(-rest // block) * block))
 
