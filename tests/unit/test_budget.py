@@ -92,3 +92,33 @@ def test_time_budget_in_a_dry_run(cli, tmp_path):
     assert "left out to fit --time-budget 10.0 min" in done.stderr
     assert_bad_input(cli("run", "--dry-run", "--time-budget", "soon"))
     assert_bad_input(cli("run", "--dry-run", "--time-budget", "1s"))
+
+
+def test_a_run_is_prepared_once_and_its_deadline_starts_when_it_runs(tmp_path):
+    """``suite.prepare`` builds the one typed plan ``cryptcost run`` hands down: loaded, cut to
+    this host, validated, fitted to the budget with the calibration asked for once, estimated;
+    the budget's deadline is set only when the run starts."""
+    import time
+
+    from cryptcost.runner import suite
+    plan = tmp_path / "small.toml"
+    plan.write_text('[run]\nsuite = "standard"\n\n[storage]\nsize = "64M"\n')
+    asked = []
+
+    def calibrate(name):
+        asked.append(name)
+        return 1.5, 2
+    whole = suite.prepare(None, str(plan), device_speed="3GB/s", calibrate=calibrate)
+    assert asked == ["standard"] and whole.factor == (1.5, 2) and whole.budget_s is None
+    assert whole.model == {"device_speed": "3GB/s"} and whole.from_now() is whole.plan
+    fitted = suite.prepare(None, str(plan), time_budget="10m", calibrate=calibrate)
+    assert fitted.budget_s == 600 and fitted.seconds * 1.5 <= 600
+    assert whole.seconds * 1.5 <= 600 or any(c.get("budget") for c in fitted.plan.cannot_run)
+    before = time.monotonic()
+    deadline = fitted.from_now().policy["deadline"]
+    assert before + 0.85 * 600 <= deadline <= time.monotonic() + 0.85 * 600
+    assert "deadline" not in fitted.plan.policy                      # the prepared plan is not changed
+    with pytest.raises(UserError, match="--time-budget"):
+        suite.prepare(None, str(plan), time_budget="soon")
+    with pytest.raises(UserError):
+        suite.prepare(None, str(plan), link="fast")

@@ -7,15 +7,13 @@ import time
 from pathlib import Path
 
 from cryptcost.cli.common import (add_host_options, open_store, probe_host, ConsoleProgress, err,
-                                  out, print_json,
-                                  recorded_run)
-from cryptcost import units
+                                  out, print_json, recorded_run)
 from cryptcost.errors import UserError
+from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
 from cryptcost.runner import budget, suite
-from cryptcost.lifecycle.resources import install_signal_handlers
-from cryptcost.workloads.plan import SUITES, load
+from cryptcost.workloads.plan import SUITES
 
 DEFAULT_REPORT = "cryptcost-report.html"
 
@@ -45,23 +43,14 @@ def add_parser(sub, common) -> None:
     p.set_defaults(func=run)
 
 
-def _model(args, plan) -> dict:
-    model = dict(plan.model)
-    if args.device_speed:
-        model = {"device_speed": args.device_speed}
-    if args.link:
-        model = {"link": args.link}
-    units.target_of(model)                      # validates the rate
-    return model
-
-
 def _extent(table: dict) -> str:
     """A storage or network table's CPU counts and acceleration, as the plan gives them."""
     out = f" on {table['cpus']} CPU(s)" if table.get("cpus") else ""
     return out + (", acceleration on and off" if "off" in table.get("accel", []) else "")
 
 
-def announce(plan, seconds: float, factor: tuple[float, int] = (1.0, 0)) -> None:
+def announce(prepared: suite.Prepared) -> None:
+    plan, seconds, factor = prepared.plan, prepared.seconds, prepared.factor
     err.print(f"suite {plan.name}" + (f" ({plan.label})" if plan.label else "") + ":")
     for part in plan.parts:
         what = []
@@ -104,24 +93,16 @@ def announce(plan, seconds: float, factor: tuple[float, int] = (1.0, 0)) -> None
 
 
 def run(args) -> int:
-    plan = suite.for_this_host(load(args.suite, args.plan))
-    model = _model(args, plan)
+    # bad input fails before anything is recorded
     if not args.no_report:
         _validate_writable(args.report)
-    # bad input fails before anything is recorded
-    suite.validate_plan(plan)
-    budget_s = units.parse_duration(args.time_budget, "--time-budget") if args.time_budget else None
-    factor = _calibration(args, plan)
-    if budget_s:
-        plan, _ = budget.fit(plan, budget_s, lambda p: suite.estimate(p) * factor[0])
-    seconds = suite.estimate(plan)
-    announce(plan, seconds, factor)
+    prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
+                             link=args.link, time_budget=args.time_budget,
+                             calibrate=lambda name: _calibration(args, name))
+    announce(prepared)
     if args.dry_run:
         return 0
-    # extra samples stop early enough to leave room for the rest
-    if budget_s:
-        plan.policy = {**plan.policy,
-                       "deadline": time.monotonic() + budget.DEADLINE_SHARE * budget_s}
+    plan, model = prepared.from_now(), prepared.model
     host = probe_host()
     install_signal_handlers()
     started = time.monotonic()
@@ -129,8 +110,9 @@ def run(args) -> int:
         if not args.json:
             for note in host["notes"]:                # the host as quieted for the run
                 err.print(f"• {note}")
-        store.update_extra(run_id, suite=plan.name, model=model, estimate_seconds=round(seconds, 1),
-                           time_budget=budget_s,
+        store.update_extra(run_id, suite=plan.name, model=model,
+                           estimate_seconds=round(prepared.seconds, 1),
+                           time_budget=prepared.budget_s,
                            skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
         outcome = suite.run_plan(plan, sink=sink, host=host,
                                  progress_factory=lambda what: _progress(what))
@@ -155,7 +137,7 @@ def run(args) -> int:
     return 1 if outcome.failed else 0
 
 
-def _calibration(args, plan) -> tuple[float, int]:
+def _calibration(args, suite_name: str) -> tuple[float, int]:
     """How far earlier runs of this suite here were from their estimate (see runner.budget)."""
     import socket
     from cryptcost.store.db import default_path
@@ -163,7 +145,7 @@ def _calibration(args, plan) -> tuple[float, int]:
         return 1.0, 0                            # nothing to learn from, and nothing is created
     store = open_store(args, create=False)
     try:
-        return budget.calibration(store.runs(), plan.name, socket.gethostname())
+        return budget.calibration(store.runs(), suite_name, socket.gethostname())
     finally:
         store.close()
 

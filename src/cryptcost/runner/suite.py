@@ -1,15 +1,21 @@
-"""Running a :class:`~cryptcost.workloads.plan.RunPlan`: its parts in order
-(cipher tables, storage comparisons once per CPU count, network
-comparisons), all into one run of the store, then one analysis of
-everything measured.
+"""Preparing and running a :class:`~cryptcost.workloads.plan.RunPlan`.
+
+:func:`prepare` builds what ``cryptcost run`` hands down, once: the suite
+or plan file loaded, cut to what this host can run, validated, its model
+target read, fitted to a time budget and estimated (:class:`Prepared`).
+:func:`run_plan` then runs its parts in order (cipher tables, storage
+comparisons once per CPU count, network comparisons), all into one run of
+the store.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
-from cryptcost import stats
+from cryptcost import stats, units
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.media import parse_medium
@@ -29,7 +35,8 @@ from cryptcost.runner.core import quiet
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import Part, RunPlan
+from cryptcost.workloads.plan import Part, RunPlan, load
+from cryptcost.runner import budget
 
 NEEDS_ROOT = {"storage": "they need root (loop devices, mounts, FUSE)",
               "network": "they need root (namespaces, tunnels, daemons)"}
@@ -118,6 +125,45 @@ def for_this_host(plan: RunPlan) -> RunPlan:
         raise UserError(f"suite {plan.name}: nothing to run on this host: "
                         + "; ".join(f"{c['what']}: {c['reason']}" for c in cannot[:3]))
     return replace(plan, parts=parts, cannot_run=cannot)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run's plan, built and validated once, and what was learnt building it."""
+
+    plan: RunPlan                         # for this host, fitted to the budget
+    model: dict                           # the device or link the cost model predicts for
+    seconds: float                        # the model's estimate of the plan
+    factor: tuple[float, int]             # earlier runs here: measured/estimated, how many
+    budget_s: float | None = None         # --time-budget, in seconds
+
+    def from_now(self) -> RunPlan:
+        """The plan as it runs from now: with a budget, no series takes more than its minimum
+        number of samples after :data:`budget.DEADLINE_SHARE` of it."""
+        if not self.budget_s:
+            return self.plan
+        deadline = time.monotonic() + budget.DEADLINE_SHARE * self.budget_s
+        return replace(self.plan, policy={**self.plan.policy, "deadline": deadline})
+
+
+def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
+            link: str | None = None, time_budget: str | None = None,
+            calibrate: Callable[[str], tuple[float, int]] = lambda name: (1.0, 0)) -> Prepared:
+    """Everything bad input can break, before anything is created or recorded: the plan
+    loaded and cut to this host, the model's rate, the plan's tables, the budget."""
+    plan = for_this_host(load(suite, plan_file))
+    model = dict(plan.model)
+    if device_speed:
+        model = {"device_speed": device_speed}
+    if link:
+        model = {"link": link}
+    units.target_of(model)                      # validates the rate
+    validate_plan(plan)
+    budget_s = units.parse_duration(time_budget, "--time-budget") if time_budget else None
+    factor = calibrate(plan.name)
+    if budget_s:
+        plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * factor[0])
+    return Prepared(plan, model, estimate(plan), factor, budget_s)
 
 
 def validate_plan(plan: RunPlan) -> None:
