@@ -3,6 +3,8 @@ busiest-core symptom, and the refusal of a device something sits on."""
 
 import os
 
+import time
+
 import pytest
 
 from cryptcost.host import cpu
@@ -36,9 +38,12 @@ def test_fio_reads_proc_stat_when_its_job_starts(tmp_path):
     stat_dir, data = tmp_path / "stat", tmp_path / "data"
     stat_dir.mkdir()
     data.mkdir()
-    before = cpu.stat_snapshot()
+    before, boot = cpu.stat_snapshot(), time.clock_gettime(time.CLOCK_BOOTTIME)
     outcome, wall = fio.run(fio.FioJob("write", 1 << 20, 64 << 20, end_fsync=True), data, "j", stat_dir=stat_dir)
-    after = cpu.stat_snapshot()
+    after, ended = cpu.stat_snapshot(), time.clock_gettime(time.CLOCK_BOOTTIME)
+    # the boot clock at the first I/O (what a profile's window starts from): inside the run, after
+    # its start-up (/proc/uptime counts in 10 ms steps, rounded down)
+    assert boot - 0.01 <= outcome.first_io <= ended and outcome.first_io - boot > 0.02, (boot, outcome)
     pre = cpu.stat_snapshot(outcome.stat)
     assert list(stat_dir.iterdir()) == []                          # read, then removed
     started = sum(b - a for a, b in zip(before["cpu"], pre["cpu"]))

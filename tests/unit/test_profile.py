@@ -169,3 +169,23 @@ def test_the_html_report_draws_each_profiled_cell_by_layer_beside_its_baseline()
     assert svg.index("plain read 1 MiB") < svg.index("fscrypt:aes-256-xts read 1 MiB")   # the baseline first
     assert flame.layer_bars([{**r, "layers": None} for r in rows]) is None
     assert charts.all_charts([_result(), plain], doc)["layers"] == svg
+
+
+def test_a_window_starts_where_its_work_began_and_the_readers_take_only_the_spans(monkeypatch):
+    """A pass's window opens before fio starts; fio says, from its first I/O, when the work
+    began, and the span kept (what perf report and perf script read) starts there."""
+    import time
+    rec = perf.Recording(path=None, daemon=None, ctl=-1, ack=-1, res=None)
+    said = []
+    monkeypatch.setattr(perf.Recording, "_say", lambda self, command: said.append(command))
+    with rec.window() as starts_at:
+        opened = time.clock_gettime(time.CLOCK_BOOTTIME)
+        time.sleep(0.05)
+        starts_at(opened + 0.03)                     # the tool's start-up took 30 ms
+    with rec.window() as starts_at:
+        starts_at(None)                              # no first I/O known: the whole window
+    assert said == [b"enable", b"disable"] * 2 and rec.windows == 2
+    (a, b), (c, d) = rec.spans
+    assert a == opened + 0.03 and b - a < 0.05 and d - c < 0.05 and rec.seconds == (b - a) + (d - c)
+    assert perf.within(rec.spans) == ["--time", f"{a:.6f},{b:.6f} {c:.6f},{d:.6f}"]
+    assert perf.within([]) == [] == perf.within(None)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,7 +35,11 @@ COMMON = ["--refill_buffers=1", "--buffer_compress_percentage=0", "--randrepeat=
 FILE_OPS = {"filecreate", "filestat", "filedelete"}
 # /proc/stat through the shell's builtins: fio's system() starts one shell and no
 # other program (a process start is dear in an emulated guest)
-READ_STAT = "while read -r line; do echo \"$line\"; done < /proc/stat"
+# the shell's builtins only (no process to start): the clock (CLOCK_BOOTTIME, 10 ms steps) and
+# the CPU counters, just before the job's first I/O; one command, since fio sends only the last
+# command's output to its file
+READ_STAT = ("{ read -r up idle < /proc/uptime; echo \"uptime $up\"; "
+             "while read -r line; do echo \"$line\"; done < /proc/stat; }")
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class FioOutcome:
     write_bytes: int = 0
     extra: dict = field(default_factory=dict)
     stat: str | None = None                # /proc/stat just before the job's first I/O
+    first_io: float | None = None          # the boot clock's seconds then (/proc/uptime)
 
 
 def _pct(side: dict, q: str) -> float | None:
@@ -177,4 +183,7 @@ def run(job: FioJob, directory: str | Path, name: str, timeout: float = 900,
         saved.unlink(missing_ok=True)
         if "cpu " in text:
             outcome = replace(outcome, stat=text)
+        up = re.search(r"^uptime (\d+\.\d+)", text, re.M)
+        if up:
+            outcome = replace(outcome, first_io=float(up.group(1)))
     return outcome, done.seconds

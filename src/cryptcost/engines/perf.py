@@ -3,7 +3,10 @@
 :func:`record` starts ``perf record -e cpu-clock -a -g`` with its events
 off and a control FIFO (``--control``, ``-D -1``), so that perf's own
 start-up is never sampled; :meth:`Recording.window` turns sampling on for
-the code inside it and off after, as often as the work has passes;
+the code inside it and off after, as often as the work has passes, and
+keeps each window's span on the boot clock (``-k boottime``, the clock of
+``/proc/uptime``), which the code inside may start later: fio's first I/O,
+so that its start-up is left out. The readers take only the windows' spans;
 :meth:`Recording.close` ends perf (SIGTERM: it writes its file and exits).
 :func:`top` reads the file with ``perf report`` into rows — the share of
 all samples, the command, the shared object and the symbol — that the
@@ -22,7 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from cryptcost import proc
 from cryptcost.errors import ProcessError, Unavailable
@@ -56,8 +59,9 @@ class Recording:
     ctl: int
     ack: int
     res: Resources = field(repr=False)
-    seconds: float = 0.0                  # the time sampling was on
+    seconds: float = 0.0                  # the time the windows span
     windows: int = 0
+    spans: list[tuple[float, float]] = field(default_factory=list)    # boot clock, seconds
 
     def _say(self, command: bytes) -> None:
         os.write(self.ctl, command + b"\n")
@@ -72,13 +76,23 @@ class Recording:
                 time.sleep(0.005)
 
     @contextmanager
-    def window(self) -> Iterator[None]:
+    def window(self) -> Iterator[Callable[[float | None], None]]:
+        """Sampling on for the code inside. What it is given, called with a time on the boot
+        clock, says the work began only then: what ran before (a tool's start-up) is left out
+        of the window's span."""
         self._say(b"enable")
-        start = time.perf_counter()
+        start = time.clock_gettime(time.CLOCK_BOOTTIME)
+        began = [start]
+
+        def starts_at(t: float | None) -> None:
+            if t is not None and t > start:
+                began[0] = t
         try:
-            yield
+            yield starts_at
         finally:
-            self.seconds += time.perf_counter() - start
+            stop = time.clock_gettime(time.CLOCK_BOOTTIME)
+            self.spans.append((min(began[0], stop), stop))
+            self.seconds += stop - min(began[0], stop)
             self.windows += 1
             self._say(b"disable")
 
@@ -100,14 +114,20 @@ def record(res: Resources, path: Path) -> Recording:
         os.mkfifo(fifo, 0o600)
     # O_RDWR: opening a FIFO for reading or writing alone would wait for the other end
     ctl_fd, ack_fd = os.open(ctl, os.O_RDWR), os.open(ack, os.O_RDWR | os.O_NONBLOCK)
-    daemon = res.daemon(["perf", "record", "-e", "cpu-clock", "-F", str(FREQ), "-a", "-g", "-D",
-                         "-1",
+    daemon = res.daemon(["perf", "record", "-e", "cpu-clock", "-F", str(FREQ), "-a", "-g",
+                         "-k", "boottime", "-D", "-1",
                          "--control", f"fifo:{ctl},{ack}", "-o", str(path)],
                         logfile=str(path.with_suffix(".log")))
     return Recording(path, daemon, ctl_fd, ack_fd, res)
 
 
-def top(path: Path, min_share: float = 0.001) -> tuple[list[dict], int]:
+def within(spans: list[tuple[float, float]] | None) -> list[str]:
+    """perf report's and perf script's option for samples inside ``spans`` only."""
+    return ["--time", " ".join(f"{a:.6f},{b:.6f}" for a, b in spans)] if spans else []
+
+
+def top(path: Path, min_share: float = 0.001,
+        spans: list[tuple[float, float]] | None = None) -> tuple[list[dict], int]:
     """(rows of ``perf report``: ``share`` of all samples (from its ``samples``, not perf's
     rounded percentage), ``comm``, ``dso``, ``sym``, ``where`` (kernel or user), largest
     first, down to ``min_share`` of all samples; the number of samples). The addresses of
@@ -115,7 +135,8 @@ def top(path: Path, min_share: float = 0.001) -> tuple[list[dict], int]:
     each alone is below the cut, together they are the program's own code."""
     done = proc.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none",
                      "-n",
-                     "--sort", "comm,dso,sym", "--percent-limit", "0", "-t", "\t"], timeout=300)
+                     "--sort", "comm,dso,sym", "--percent-limit", "0", "-t", "\t", *within(spans)],
+                    timeout=300)
     rows, total = parse_report(done.stdout)
     return [r for r in rows if r["share"] >= min_share], total
 
@@ -159,9 +180,10 @@ _USER_SPECIAL = {"[unknown]", "[vdso]", "[vsyscall]", "[heap]", "[stack]", "[ano
 _FRAME = re.compile(r"^\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)$")
 
 
-def folded(path: Path) -> dict[str, int]:
+def folded(path: Path, spans: list[tuple[float, float]] | None = None) -> dict[str, int]:
     """The recording's call stacks, folded (see :func:`fold`)."""
-    done = proc.run(["perf", "script", "-i", str(path), "-F", "comm,ip,sym,dso"], timeout=300)
+    done = proc.run(["perf", "script", "-i", str(path), "-F", "comm,ip,sym,dso",
+                     *within(spans)], timeout=300)
     return fold(done.stdout)
 
 

@@ -13,7 +13,7 @@ report draws its folded stacks as a flame graph per stack.
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 from cryptcost.engines import perf
@@ -25,9 +25,15 @@ from cryptcost.runner.core.scheduler import Progress
 log = logging.getLogger("cryptcost.profile")
 
 HOW = ("a profiled round after the measured samples, not counted in them: perf record -e "
-       f"cpu-clock -F {perf.FREQ} -a -g, sampling only during each pass (the engine's run, and a "
-       "write's wait until durable)")
+       f"cpu-clock -F {perf.FREQ} -a -g, sampling only during each pass (fio's run from its "
+       "first I/O, its start-up left out; other engines' whole run; and a write's wait until "
+       "durable)")
 ROWS = 40                  # the largest rows kept with a result
+
+
+def unwatched(inst, op) -> AbstractContextManager:
+    """The window of a pass no profiler watches: nothing, and when its work began is ignored."""
+    return nullcontext(lambda began: None)
 
 
 def profile_round(res: Resources, runner, work: list[tuple], cells: dict[tuple, Cell],
@@ -70,7 +76,7 @@ def profile_round(res: Resources, runner, work: list[tuple], cells: dict[tuple, 
                     out[cells[key]]["value"] = sample.value
     finally:
         progress.finish()
-        runner.window = lambda inst, op: nullcontext()
+        runner.window = unwatched
         for rec in recordings.values():
             rec.close()
     return out
@@ -78,9 +84,9 @@ def profile_round(res: Resources, runner, work: list[tuple], cells: dict[tuple, 
 
 def _read(rec: perf.Recording) -> dict:
     path = rec.close()
-    rows, samples = perf.top(path)
+    rows, samples = perf.top(path, spans=rec.spans)
     return {"how": HOW, "seconds": rec.seconds, "windows": rec.windows, "samples": samples,
-            "frequency_hz": perf.FREQ, "rows": rows[:ROWS], "folded": perf.folded(path)}
+            "frequency_hz": perf.FREQ, "rows": rows[:ROWS], "folded": perf.folded(path, rec.spans)}
 
 
 def attach(result: Result, profiles: dict[Cell, dict]) -> Result:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 from cryptcost.model import CpuSplit, Sample
+from cryptcost.runner.core.profile import unwatched
 from cryptcost.runner.network.wire import CANARY, Capture, PlaintextOnWire, judge
 from cryptcost.stacks.net import Endpoint, FileShareStack, NetworkStack
 from cryptcost.workloads.network import NetOp
@@ -102,7 +103,7 @@ class NetRunner:
         self.seconds, self.files = seconds, files
         # What each measured transfer runs inside (a profiler's sampling window); nothing by
         # default.
-        self.window = lambda inst, op: nullcontext()
+        self.window = unwatched
 
     # --- the canary ---------------------------------------------------------------
     def canary(self, inst: NetInstance) -> dict:

@@ -34,7 +34,7 @@ import os
 import re
 import statistics
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -45,6 +45,7 @@ from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
+from cryptcost.runner.core.profile import unwatched
 from cryptcost.runner.storage.passes import combine, cpu_per_unit, first_pass
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
@@ -100,14 +101,12 @@ class StepRunner:
         self.direct = direct
         self.min_seconds = min_seconds
         self.budget = budget
-        # cell → seconds between its passes (0: none yet)
-        self.gaps: dict[tuple, float] = {}
+        self.gaps: dict[tuple, float] = {}                     # cell → seconds between passes
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
         # What each pass's engine runs inside (a profiler's sampling window); nothing by default.
-        self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = (
-            lambda inst, op: nullcontext())
+        self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = unwatched
 
     def stat_dir(self) -> Path | None:
         """A private directory where fio leaves /proc/stat as it was at its
@@ -262,17 +261,18 @@ class StepRunner:
         if op.engine == "fio":
             job = self.job(inst, op, step, left)
             # a write's window holds its writeback too: fscrypt encrypts there
-            with self.window(inst, op):
+            with self.window(inst, op) as starts_at:
                 outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step),
                                      stat_dir=self.stat_dir())
+                starts_at(outcome.first_io)      # a profile leaves fio's start-up out
                 settled = inst.stack.settle() if op.op in WRITES else 0.0
             moved = outcome.io_bytes
             seconds = outcome.runtime_s
             if outcome.stat:
                 # The CPU from fio's first I/O on, not from its start-up (rule 7; engines.fio).
                 before = cpu.stat_snapshot(outcome.stat)
-                until = " until durable" if op.op in WRITES else " until fio exited"
-                metrics["cpu_window"] = "from fio's first I/O" + until
+                metrics["cpu_window"] = "from fio's first I/O until " + (
+                    "durable" if op.op in WRITES else "fio exited")
             if op.op in WRITES:
                 # One clock for every stack: fio's, plus the time until the data is durable.
                 metrics["settle_s"] = settled
