@@ -150,8 +150,8 @@ class Nfs(FileShareStack):
                   f"rpc.nfsd -N 3 -V 4.2 -H {link.b_addr} -p {self.port} -G {GRACE_S} -L "
                   f"{GRACE_S} 8 && "
                   # every client identity is root, as sec=sys's is: a Kerberos principal nfsd cannot
-                  # map
-                  # to a local user would otherwise be nobody, and could not overwrite root's files
+                  # map to a local user would otherwise be nobody, and could not overwrite root's
+                  # files
                   "exportfs -i -o "
                   "rw,sync,no_subtree_check,no_root_squash,anonuid=0,anongid=0,insecure,fsid=0,"
                   f"sec={flavours} "

@@ -142,8 +142,7 @@ class Smb3(FileShareStack):
                                 timeout=30)
                 status = json.loads(done.stdout)
                 # a session is listed while it is still being set up; once the share is connected,
-                # its
-                # dialect and encryption are final
+                # its dialect and encryption are final
                 if status.get("tcons"):
                     session = next(iter((status.get("sessions") or {}).values()), None)
                 time.sleep(0.2)

@@ -52,8 +52,7 @@ class Ssh(NetworkStack):
 
     def cipher_ref(self) -> dict:
         # SSH packets carry up to 32 KiB; 16 KiB, as for TLS records, is the nearest cell. A
-        # separate MAC
-        # (the CTR variants) is not in the ceiling, so that ceiling is not exact.
+        # separate MAC (the CTR variants) is not in the ceiling, so that ceiling is not exact.
         return ref(self.params["aead"], "userspace", unit=16384, exact=self.params["mac"] is None)
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:

@@ -187,9 +187,8 @@ def suite_plans() -> dict[str, dict]:
     its file is, if its facts say so), with the variants they declare for it."""
     return {
         # ≤ 5 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the
-        # ranking
-        # and the recommendation read (1 MiB sequential write and read), each sample ≥ 1 s of
-        # measured time after a warm-up round: fewer cells rather than noisier ones.
+        # ranking and the recommendation read (1 MiB sequential write and read), each sample ≥ 1 s
+        # of measured time after a warm-up round: fewer cells rather than noisier ones.
         "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
                               "sizes": [4096], "threads": [1], "accel": ["on"]},
                   "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
