@@ -59,9 +59,16 @@ class Recording:
     ctl: int
     ack: int
     res: Resources = field(repr=False)
-    seconds: float = 0.0                  # the time the windows span
-    windows: int = 0
     spans: list[tuple[float, float]] = field(default_factory=list)    # boot clock, seconds
+
+    @property
+    def windows(self) -> int:
+        return len(self.spans)
+
+    @property
+    def seconds(self) -> float:
+        """The time the windows span."""
+        return sum(b - a for a, b in self.spans)
 
     def _say(self, command: bytes) -> None:
         os.write(self.ctl, command + b"\n")
@@ -92,8 +99,6 @@ class Recording:
         finally:
             stop = time.clock_gettime(time.CLOCK_BOOTTIME)
             self.spans.append((min(began[0], stop), stop))
-            self.seconds += stop - min(began[0], stop)
-            self.windows += 1
             self._say(b"disable")
 
     def close(self) -> Path:
