@@ -170,3 +170,59 @@ def test_proc_is_the_only_spawner():
 ])
 def test_the_spawn_guard_catches(code):
     assert _spawns(ast.parse(code))
+
+
+def _module_of(name: str) -> str | None:
+    """The module file an imported name loads: ``cryptcost.a.b`` → ``a/b.py`` or ``a/b/__init__.py``."""
+    parts = name.split(".")[1:]
+    if not parts:
+        return None
+    rel = Path(*parts)
+    for path in (SRC / rel.with_suffix(".py"), SRC / rel / "__init__.py"):
+        if path.exists():
+            return str(path.relative_to(SRC))
+    return None
+
+
+def _load_time_imports(source: str) -> set[str]:
+    """The modules a module imports while it loads: its top-level imports, not those inside a
+    function (which run later, once every module has loaded)."""
+    found = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from pkg import x`` loads pkg.x where x is a module, else pkg itself
+            found |= {_module_of(f"{node.module}.{a.name}") or _module_of(node.module)
+                      for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {_module_of(a.name) for a in node.names}
+    return {m for m in found if m}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each cycle of ``graph`` found by a depth-first walk, as the path that closes it."""
+    cycles, state = [], {}
+
+    def walk(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                walk(nxt, path + [nxt])
+        state[node] = "done"
+    for node in sorted(graph):
+        if node not in state:
+            walk(node, [node])
+    return cycles
+
+
+def test_no_two_modules_import_each_other_while_loading():
+    """A cycle of load-time imports works or fails by which module happens to be imported first
+    (``runner.suite`` ↔ ``runner.budget`` failed when a test imported ``suite`` alone)."""
+    graph = {str(p.relative_to(SRC)): _load_time_imports(p.read_text()) for p in _modules()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_can_fail():
+    graph = {"a.py": {"b.py"}, "b.py": {"c.py"}, "c.py": {"a.py"}, "d.py": {"a.py"}}
+    assert _cycles(graph) == [["a.py", "b.py", "c.py", "a.py"]]

@@ -23,8 +23,7 @@ from typing import Callable
 
 from cryptcost import units
 from cryptcost.errors import UserError
-from cryptcost.runner.suite import DEFAULT_POLICY
-from cryptcost.workloads.plan import RunPlan
+from cryptcost.workloads.plan import DEFAULT_POLICY, RunPlan
 
 HISTORY = 5          # the last N comparable runs calibrate the estimate
 DEADLINE_SHARE = 0.85  # after this share of the budget, no series takes more than its minimum

@@ -35,12 +35,11 @@ from cryptcost.runner.core import quiet
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import Part, RunPlan, load
+from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, load
 from cryptcost.runner import budget
 
 NEEDS_ROOT = {"storage": "they need root (loop devices, mounts, FUSE)",
               "network": "they need root (namespaces, tunnels, daemons)"}
-DEFAULT_POLICY = {"min_samples": 3, "max_samples": 10, "ci_target": 3.0, "warmup": 1}
 
 
 def policy_of(plan: RunPlan) -> stats.Policy:

@@ -64,6 +64,10 @@ SCHEMA: dict[str, dict[str, tuple]] = {
 TOP = tuple(SCHEMA)
 
 
+# A plan's [policy] where it says nothing: the repetition every suite starts from.
+DEFAULT_POLICY = {"min_samples": 3, "max_samples": 10, "ci_target": 3.0, "warmup": 1}
+
+
 @dataclass
 class Part:
     """One matrix of a run: a cipher table, a storage and/or a network comparison."""
