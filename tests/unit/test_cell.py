@@ -100,7 +100,7 @@ def test_each_kind_is_stored_paired_compared_and_analysed_on_its_cell(tmp_path):
     # the analysis finds the baselines by the same cell: fscrypt's split runs through its twin to plain
     a = analyze(stored, {"cpu": {}})
     [split] = a.split
-    assert (split["stack"], split["twin"], split["reference"]) == (fscrypt["stack"], "plain:encrypt-feature", "plain")
+    assert (split.stack, split.twin, split.reference) == (fscrypt["stack"], "plain:encrypt-feature", "plain")
     # and compare pairs a run with itself result for result, every kind
     assert len({compare.key(Stored.of(d)) for d in stored}) == len(stored)
     flows = [d for d in stored if d["kind"] != "cipher"]          # the analysis pairs stacks' results

@@ -43,7 +43,7 @@ def test_pairing_uses_the_full_cell_key():
     a = analyze(results, {"cpu": {}})
     for i, r in enumerate(results):
         if r["stack"] == "novelfs":
-            device = a.verdicts[i]["ceilings"]["device"]
+            device = a.verdicts[i].ceilings["device"]
             assert device == 100e6 * r["cpus"] + (1e6 if r["part"] == "R3" else 0)
     assert len({Stored.of(r).paired() for r in results}) == len(results)
 
@@ -55,10 +55,10 @@ def test_an_unknown_stack_is_ranked_and_its_facts_repeated():
     results += [_result("novelfs", op, 300e6, facts=NOVEL, baseline="plain",
                         vs={"plain": {"overhead": 0.25, "significant": True}}) for op in ("read", "write")]
     a = analyze(results, {"cpu": {}})
-    assert [r["stack"] for r in a.ranking] == ["novelfs"]
-    rec = next(r for r in a.recommendations if r["use_case"] == "any-filesystem")
-    assert "novelfs" in rec["text"] and "Novelfs hides nothing at all." in rec["text"]
-    assert a.ranking[0]["relative_to_plain"] == pytest.approx(0.75)
+    assert [r.stack for r in a.ranking] == ["novelfs"]
+    rec = next(r for r in a.recommendations if r.use_case == "any-filesystem")
+    assert "novelfs" in rec.text and "Novelfs hides nothing at all." in rec.text
+    assert a.ranking[0].relative_to_plain == pytest.approx(0.75)
 
 
 def test_a_store_from_before_facts_is_migrated(tmp_path):
@@ -87,9 +87,9 @@ def test_a_store_from_before_facts_is_migrated(tmp_path):
     assert gocryptfs["params"]["facts"]["layer"] == "fuse"
     assert gocryptfs["params"]["facts"]["baselines"] == ["fuse-passthrough", "plain"]
     a = analyze(results, store.run(run_id).host, store.run(run_id).extra["skipped"])
-    assert {r["stack"].split(":")[0] for r in a.ranking} >= {"gocryptfs", "fscrypt", "luks-userspace"}
-    whole = next(r for r in a.recommendations if r["use_case"] == "whole-disk")
-    assert "LUKS2 aes-xts-plain64 with 4096-byte sectors" in whole["text"]
+    assert {r.stack.split(":")[0] for r in a.ranking} >= {"gocryptfs", "fscrypt", "luks-userspace"}
+    whole = next(r for r in a.recommendations if r.use_case == "whole-disk")
+    assert "LUKS2 aes-xts-plain64 with 4096-byte sectors" in whole.text
 
 
 PLUGIN = '''
@@ -178,10 +178,10 @@ def test_stacks_whose_difference_is_noise_share_a_rank():
             r["values"] = [value * (1 - spread), value, value * (1 + spread), value * (1 - spread / 2)]
             results.append(r)
     a = analyze(results, {"cpu": {}})
-    assert [(r["stack"], r["rank"], r["tie"]) for r in a.ranking] == [
+    assert [(r.stack, r.rank, r.tie) for r in a.ranking] == [
         ("fast", 1, False), ("noisy", 1, True), ("slow", 3, False)]
-    rec = next(r for r in a.recommendations if r["use_case"] == "any-filesystem")
-    assert "fast and noisy tie for the fastest" in rec["text"] and "is the fastest" not in rec["text"]
+    rec = next(r for r in a.recommendations if r.use_case == "any-filesystem")
+    assert "fast and noisy tie for the fastest" in rec.text and "is the fastest" not in rec.text
 
 
 def _spread_result(name, op, value, spread):
@@ -197,7 +197,7 @@ def test_a_chain_of_ties_never_ranks_a_stack_with_one_it_is_slower_than():
     for name, value, spread in (("a", 300e6, 0.01), ("b", 250e6, 0.4), ("c", 200e6, 0.01)):
         results += [_spread_result(name, op, value, spread) for op in ("read", "write")]
     a = analyze(results, {"cpu": {}})
-    assert [(r["stack"], r["rank"], r["tie"]) for r in a.ranking] == [
+    assert [(r.stack, r.rank, r.tie) for r in a.ranking] == [
         ("a", 1, False), ("b", 1, True), ("c", 3, False)]
 
 
@@ -207,10 +207,10 @@ def test_stacks_that_trade_places_share_a_rank_and_the_text_says_where_each_wins
     for name, read, write in (("x", 300e6, 150e6), ("y", 200e6, 240e6)):
         results += [_spread_result(name, "read", read, 0.01), _spread_result(name, "write", write, 0.01)]
     a = analyze(results, {"cpu": {}})
-    assert [(r["stack"], r["rank"], r["tie"]) for r in a.ranking] == [("x", 1, False), ("y", 1, True)]
-    rec = next(r for r in a.recommendations if r["use_case"] == "any-filesystem")
-    assert "is the fastest" not in rec["text"] and "no stack wins on every cell" in rec["text"]
-    assert "y and x trade places: y is significantly faster at writes and slower at reads" in rec["text"]
+    assert [(r.stack, r.rank, r.tie) for r in a.ranking] == [("x", 1, False), ("y", 1, True)]
+    rec = next(r for r in a.recommendations if r.use_case == "any-filesystem")
+    assert "is the fastest" not in rec.text and "no stack wins on every cell" in rec.text
+    assert "y and x trade places: y is significantly faster at writes and slower at reads" in rec.text
 
 
 
@@ -237,13 +237,13 @@ def test_cipher_bound_needs_the_stack_to_reach_the_ceiling():
     base = _result("plain", "read", 1000e6, facts=PLAIN)
     ceiling = _cipher("aes-256-xts", False, 100e6)
     near = analyze([base, _kernel_result(90e6), ceiling], SOFT_HOST).verdicts[1]
-    assert near["bottleneck"] == "cipher" and near["ceilings"]["ratio"]["cipher"] == pytest.approx(0.9)
-    assert "90% of the cipher ceiling" in near["explanation"] and "aes-fixed-time" in near["explanation"]
+    assert near.bottleneck == "cipher" and near.ceilings["ratio"]["cipher"] == pytest.approx(0.9)
+    assert "90% of the cipher ceiling" in near.sentence and "aes-fixed-time" in near.sentence
     far = analyze([base, _kernel_result(30e6), ceiling], SOFT_HOST).verdicts[1]
-    assert far["bottleneck"] != "cipher"                         # a software driver alone proves nothing
+    assert far.bottleneck != "cipher"                         # a software driver alone proves nothing
     none = analyze([base, _kernel_result(30e6)], SOFT_HOST).verdicts[1]
-    assert none["bottleneck"] != "cipher" and "?" not in none["explanation"]
-    assert "not measured" in none["explanation"]
+    assert none.bottleneck != "cipher" and "?" not in none.sentence
+    assert "not measured" in none.sentence
 
 
 def test_every_cpu_busy_below_the_ceilings_is_the_machines_cpu_not_one_core_or_latency():
@@ -255,22 +255,22 @@ def test_every_cpu_busy_below_the_ceilings_is_the_machines_cpu_not_one_core_or_l
     r = _kernel_result(37e6)
     r["cpu"] = {"max_core_busy": 0.92, "machine_busy": 0.88}
     v = analyze([base, r, ceiling], SOFT_HOST).verdicts[1]
-    assert v["bottleneck"] == "cpu" and "all 2 CPUs were 88% busy" in v["explanation"]
-    assert "every core" in v["explanation"] and "no parallelism" not in v["explanation"]
+    assert v.bottleneck == "cpu" and "all 2 CPUs were 88% busy" in v.sentence
+    assert "every core" in v.sentence and "no parallelism" not in v.sentence
     r["cpu"] = {"max_core_busy": 0.92, "machine_busy": 0.55}           # one core saturated, the other idle
     v = analyze([base, r, ceiling], SOFT_HOST).verdicts[1]
-    assert v["bottleneck"] == "cpu" and "no parallelism" in v["explanation"]
+    assert v.bottleneck == "cpu" and "no parallelism" in v.sentence
     r["cpu"] = {"max_core_busy": 0.6, "machine_busy": 0.55}
-    assert analyze([base, r, ceiling], SOFT_HOST).verdicts[1]["bottleneck"] == "latency"
+    assert analyze([base, r, ceiling], SOFT_HOST).verdicts[1].bottleneck == "latency"
 
 
 def test_the_cipher_ceiling_uses_the_threads_the_stack_can_use():
     base = _result("plain", "read", 1000e6, facts=PLAIN)
     one, two = _cipher("aes-256-xts", False, 100e6), _cipher("aes-256-xts", False, 150e6, threads=2)
     qd32 = analyze([base, _kernel_result(140e6, iodepth=32, cpus=2), one, two], SOFT_HOST).verdicts[1]
-    assert qd32["ceilings"]["cipher"] == pytest.approx(150e6) and qd32["bottleneck"] == "cipher"
+    assert qd32.ceilings["cipher"] == pytest.approx(150e6) and qd32.bottleneck == "cipher"
     qd1 = analyze([base, _kernel_result(95e6), one, two], SOFT_HOST).verdicts[1]
-    assert qd1["ceilings"]["cipher"] == pytest.approx(100e6)
+    assert qd1.ceilings["cipher"] == pytest.approx(100e6)
 
 
 def test_a_stack_that_splits_one_request_over_threads_meets_that_many_threads_ceiling():
@@ -321,8 +321,8 @@ def test_near_the_baseline_with_a_significant_overhead_is_not_called_free():
                 vs={"plain": {"overhead": 0.1, "significant": True}})
     r["overhead_significant"] = True
     v = analyze([base, r], {"cpu": {}}).verdicts[1]
-    assert v["bottleneck"] == "device" and "not the crypto" not in v["explanation"]
-    assert "significant 10.0 %" in v["explanation"]
+    assert v.bottleneck == "device" and "not the crypto" not in v.sentence
+    assert "significant 10.0 %" in v.sentence
 
 
 def test_every_fuse_stack_is_paired_with_a_passthrough_of_its_library_and_options():
@@ -368,10 +368,10 @@ def test_every_stack_with_a_twin_gets_its_cost_split_and_the_twin_names_what_it_
                            "plain": {"overhead": 0.55, "significant": True}}),
                _result("novelfs", "write", 300e6, facts=NOVEL, baseline="plain")]   # one baseline: no split
     rows = analyze(results, {"cpu": {}}).split
-    assert [(x["stack"], x["twin"], x["isolates"], x["fuse"]) for x in rows] == \
+    assert [(x.stack, x.twin, x.isolates, x.fuse) for x in rows] == \
         [("fscrypt", "plain:encrypt-feature", "ext4's encrypt feature", False)]
-    assert rows[0]["total"] == pytest.approx(0.55) and rows[0]["shared"] == pytest.approx(0.4)
-    assert rows[0]["own"] == pytest.approx(0.15) and rows[0]["own_significant"] is True
+    assert rows[0].total == pytest.approx(0.55) and rows[0].shared == pytest.approx(0.4)
+    assert rows[0].own == pytest.approx(0.15) and rows[0].own_significant is True
 
 
 def test_the_twins_between_a_stack_and_its_reference_say_what_they_add():
@@ -402,7 +402,7 @@ def test_a_twin_variant_is_compared_with_its_own_baseline():
     r = _result("plain:encrypt-feature", "write", 600e6, facts={**PLAIN, "baselines": ["plain"]}, **{
         "baseline": "plain", "vs": {"plain": {"overhead": 0.4, "significant": True}}})
     a = analyze([_result("plain", "write", 1000e6, facts=PLAIN), r], {"cpu": {}})
-    assert "plaintext baseline" not in a.verdicts[1]["explanation"]
+    assert "plaintext baseline" not in a.verdicts[1].sentence
 
 
 def test_a_verdict_never_gives_a_negative_cost_or_a_twin_crypto():
@@ -415,10 +415,10 @@ def test_a_verdict_never_gives_a_negative_cost_or_a_twin_crypto():
                                                                   "isolates": "ext4's encrypt feature"},
                    baseline="plain", vs={"plain": {"overhead": 0.02, "significant": False}})
     a = analyze([_result("plain", "write", 100e6, facts=PLAIN), fast, twin], {"cpu": {}})
-    said = a.verdicts[1]["explanation"]
+    said = a.verdicts[1].sentence
     assert "-40" not in said and "significantly faster than its baseline (40.0 %)" in said
-    assert a.verdicts[1]["bottleneck"] == "unknown"                  # not "device": the ceiling is void
-    said = a.verdicts[2]["explanation"]
+    assert a.verdicts[1].bottleneck == "unknown"                  # not "device": the ceiling is void
+    said = a.verdicts[2].sentence
     assert "crypto" not in said and said.endswith("not ext4's encrypt feature")
 
 

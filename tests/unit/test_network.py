@@ -190,13 +190,13 @@ def test_network_recommendation_names_ties_and_security_facts():
             for stack, value in (("wireguard", 50e6), ("ipsec:aes128gcm16", 49.9e6)))
     a, b = (replace(r, facts=replace(r.facts, security=(f"{r.stack} fact",))) for r in (a, b))
     twin = _net("wireguard/accel-off", 40e6, accel=False)
-    recs = {x["use_case"]: x for x in recommend.recommend([base, a, b, twin], [], [], {})}
+    recs = {x.use_case: x for x in recommend.recommend([base, a, b, twin], [], [], {})}
     site = recs["site-to-site"]
     assert "whole-disk" not in recs, "a network-only run says nothing of storage use cases"
-    assert [x["stack"] for x in site["ranking"]] == ["wireguard", "ipsec:aes128gcm16"], "a twin is no option"
-    assert [x["tie"] for x in site["ranking"]] == [False, True]
-    assert "tie for the fastest" in site["text"] and "Wireguard fact" in site["text"]
-    assert "CPU-s/GB" in site["text"] and "network" not in recs
+    assert [x.stack for x in site.ranking] == ["wireguard", "ipsec:aes128gcm16"], "a twin is no option"
+    assert [x.tie for x in site.ranking] == [False, True]
+    assert "tie for the fastest" in site.text and "Wireguard fact" in site.text
+    assert "CPU-s/GB" in site.text and "network" not in recs
 
 
 # --- acceleration off ---------------------------------------------------------------------

@@ -80,11 +80,11 @@ def test_a_profile_where_the_cipher_takes_most_of_the_busy_cpu_makes_the_verdict
     plain = {**_result("plain", rows=None, value=900e6), "baseline": None, "vs": {},
              "params": {"facts": {"role": "baseline", "layer": "kernel"}}}
     without = analyze([_result(rows=None), plain], {"cpu": {}}).verdicts[0]
-    assert without["bottleneck"] != "cipher"           # the ceilings alone: no cipher table, no verdict
+    assert without.bottleneck != "cipher"           # the ceilings alone: no cipher table, no verdict
     v = analyze([_result(), plain], {"cpu": {}}).verdicts[0]
-    assert v["bottleneck"] == "cipher" and "59% of the busy CPU ran the cipher" in v["explanation"]
-    assert "aesti_encrypt" in v["explanation"] and f"said {without['bottleneck']}" in v["explanation"]
-    assert v["ceilings"]["rule"].startswith("profile:")
+    assert v.bottleneck == "cipher" and "59% of the busy CPU ran the cipher" in v.sentence
+    assert "aesti_encrypt" in v.sentence and f"said {without.bottleneck}" in v.sentence
+    assert v.ceilings["rule"].startswith("profile:")
     # the JSON export carries the layer shares beside each verdict
     import json
     from cryptcost.model import Run
@@ -97,8 +97,8 @@ def test_a_profile_where_the_cipher_takes_most_of_the_busy_cpu_makes_the_verdict
     light = [_row(0.6, "pv_native_safe_halt", comm="swapper"), _row(0.05, "aesti_encrypt"),
              _row(0.2, "_copy_to_iter"), _row(0.15, "filemap_read")]
     v = analyze([_result(rows=light), plain], {"cpu": {}}).verdicts[0]
-    assert v["bottleneck"] == without["bottleneck"] and "where the busy CPU went (perf" in v["explanation"]
-    assert "50% copy" in v["explanation"]
+    assert v.bottleneck == without.bottleneck and "where the busy CPU went (perf" in v.sentence
+    assert "50% copy" in v.sentence
 
 
 def test_a_device_bound_verdict_stays_whatever_the_profile():

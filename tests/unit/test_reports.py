@@ -7,6 +7,7 @@ import re
 import pytest
 
 from cryptcost import units
+from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.analysis import analyze, costmodel
 from cryptcost.report.compare import compare_runs, environment_diff
 from cryptcost.report.render import render
@@ -53,18 +54,18 @@ def test_analysis_of_the_stored_run(stored):
     store, run = stored
     results = store.results(run.id)
     a = analyze(results, run.host, run.extra.get("skipped"))
-    verdicts = {(results[i]["stack"], results[i]["op"], results[i]["block_bytes"]): v["bottleneck"]
+    verdicts = {(results[i]["stack"], results[i]["op"], results[i]["block_bytes"]): v.bottleneck
                 for i, v in a.verdicts.items()}
     # this stored run measured no aes-256-xts without acceleration: no ceiling, so no "cipher-bound"
     assert verdicts[("fscrypt:aes-256-xts", "read", 4096)] == "latency"
-    assert not any("?" in v["explanation"] for v in a.verdicts.values())
-    assert all(v["ceilings"]["rule"] for v in a.verdicts.values())
+    assert not any("?" in v.sentence for v in a.verdicts.values())
+    assert all(v.ceilings["rule"] for v in a.verdicts.values())
     assert any("fscrypt:aes-256-xts reads" in f and "slower than it writes" in f for f in a.findings)
     assert any("faster than its baseline fuse-passthrough" in f for f in a.findings)
-    titles = [r["title"] for r in a.recommendations]
+    titles = [r.title for r in a.recommendations]
     assert titles[:3] == ["Whole disk", "Per directory", "Any filesystem / cloud-synced folder"]
-    assert "luks could not be measured here" in a.recommendations[0]["text"]
-    assert all(x["stack"].split(":")[0] not in ("plain", "fuse-passthrough", "qemu-raw") for x in a.ranking)
+    assert "luks could not be measured here" in a.recommendations[0].text
+    assert all(x.stack.split(":")[0] not in ("plain", "fuse-passthrough", "qemu-raw") for x in a.ranking)
 
 
 def test_cost_model():
@@ -221,7 +222,7 @@ def test_the_first_screen_of_the_terminal_summary_is_the_answer(stored):
         console.print(item)
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
-    measured = [rec["title"] for rec in doc["recommendations"] if rec["ranking"]]
+    measured = [rec.title for rec in doc["recommendations"] if rec.ranking]
     assert measured, "the fixture run recommends nothing"
     lead = text[:text.index("Ranking: 1 MiB")]
     assert lead.lstrip().startswith("╭─ The answer")
@@ -268,7 +269,7 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
     net = {"kind": "network", "workload": "send", "op": "send", "streams": 1, "link": "netns", "mtu": 1500,
            "values": [1e9] * 3, "samples": 3, "ci95": [0.99e9, 1.01e9], "cpu_s_per_gb": {"a": 1.5, "b": 2.25},
            "wire": {"verdict": "encrypted", "median_packet_bytes": 1494}}
-    doc["network"] = [document.network_row(r, {"bottleneck": "cipher", "explanation": "cipher-bound"}) for r in read(
+    doc["network"] = [document.network_row(r, Verdict("cipher", "cipher-bound", {})) for r in read(
         [{**net, "stack": "tcp", "median_bytes_per_s": 3e9},
          {**net, "stack": "ipsec:aes256gcm16-x25519", "median_bytes_per_s": 1e9, "overhead": 0.667,
           "overhead_significant": True, "baseline": "tcp"}])]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.analysis import analyze, scaling
 from cryptcost.record import read
 
@@ -28,13 +29,13 @@ def test_a_verified_twin_says_what_acceleration_is_worth_per_cpu_count():
     rs = [_r("gocryptfs:aes-gcm", "write", 400e6, cpus=1), _r("gocryptfs:aes-gcm", "write", 600e6, cpus=2),
           _r("gocryptfs:aes-gcm/accel-off", "write", 100e6, cpus=1, accel=False, verified=True, speedup=4.0),
           _r("gocryptfs:aes-gcm/accel-off", "write", 190e6, cpus=2, accel=False, verified=True, speedup=3.16)]
-    verdicts = {i: {"bottleneck": b, "ceilings": {"cipher": 4.2e8}}
+    verdicts = {i: Verdict(b, "", {"cipher": 4.2e8})
                 for i, b in enumerate(("cipher", "fuse", "cipher", "cipher"))}
     [c] = _curves(rs, verdicts)
-    assert c["stack"] == "gocryptfs:aes-gcm" and len(c["points"]) == 4
-    assert c["accel"]["state"] == "verified" and c["accel"]["worth"] == {1: 4.0, 2: 3.16}
-    assert abs(c["scaling"]["on"]["ratio"] - 1.5) < 1e-9 and abs(c["scaling"]["off"]["ratio"] - 1.9) < 1e-9
-    assert c["cipher_bound"]["until"] == 1 and c["cipher_bound"]["stops_at"] == 2
+    assert c.stack == "gocryptfs:aes-gcm" and len(c.points) == 4
+    assert c.accel.state == "verified" and c.accel.worth == {1: 4.0, 2: 3.16}
+    assert abs(c.scaling["on"].ratio - 1.5) < 1e-9 and abs(c.scaling["off"].ratio - 1.9) < 1e-9
+    assert c.cipher_bound.until == 1 and c.cipher_bound.stops_at == 2
     found = scaling.findings([c])
     assert found[0] == ("gocryptfs:aes-gcm: hardware acceleration is worth 4.0× on 1 CPU, 3.2× on 2 CPUs "
                         "(seq write 1 MiB) here")
@@ -48,15 +49,15 @@ def test_cipher_bound_to_the_last_count_or_never_or_no_ceiling_to_tell():
     up = [_r("s", "write", 100e6, cpus=1), _r("s", "write", 190e6, cpus=2)]
 
     def v(kind):
-        return {"bottleneck": kind, "ceilings": {"cipher": 2e8}}
+        return Verdict(kind, "", {"cipher": 2e8})
     [c] = _curves(up, {0: v("cipher"), 1: v("cipher")})
-    assert c["cipher_bound"]["until"] == 2 and "more cores would still help" in c["cipher_bound"]["text"]
+    assert c.cipher_bound.until == 2 and "more cores would still help" in c.cipher_bound.text
     [c] = _curves(up, {0: v("device"), 1: v("device")})
-    assert c["cipher_bound"]["until"] is None and "not cipher-bound" in c["cipher_bound"]["text"]
-    [c] = _curves(up, {0: {"bottleneck": "latency", "ceilings": {"cipher": None}}, 1: {"bottleneck": "latency"}})
-    assert "no cipher ceiling in this run" in c["cipher_bound"]["text"]
+    assert c.cipher_bound.until is None and "not cipher-bound" in c.cipher_bound.text
+    [c] = _curves(up, {0: Verdict("latency", "", {"cipher": None}), 1: Verdict("latency", "", {})})
+    assert "no cipher ceiling in this run" in c.cipher_bound.text
     [c] = _curves(up, {0: v("cpu"), 1: v("cipher")})
-    assert c["cipher_bound"]["text"] == ("cipher-bound from 2 CPUs (on fewer: cpu), the most measured: "
+    assert c.cipher_bound.text == ("cipher-bound from 2 CPUs (on fewer: cpu), the most measured: "
                                          "more cores would still help")
 
 
@@ -65,8 +66,8 @@ def test_where_the_cipher_binds_without_acceleration_is_said_too():
           _r("g/accel-off", "read", 75e6, cpus=1, accel=False, verified=True, speedup=6.9),
           _r("g/accel-off", "read", 143e6, cpus=2, accel=False, verified=True, speedup=5.6)]
     kinds = ("latency", "latency", "cpu", "cipher")
-    [c] = _curves(rs, {i: {"bottleneck": k, "ceilings": {"cipher": 1.6e8}} for i, k in enumerate(kinds)})
-    assert c["cipher_bound_off"]["until"] == 2 and c["cipher_bound"]["until"] is None
+    [c] = _curves(rs, {i: Verdict(k, "", {"cipher": 1.6e8}) for i, k in enumerate(kinds)})
+    assert c.cipher_bound_off.until == 2 and c.cipher_bound.until is None
     row = scaling.rows([c])[0]["cipher_bound"]
     assert row.startswith("not cipher-bound") and "without acceleration: cipher-bound from 2 CPUs" in row
     assert scaling.findings([c])[-1] == ("g from 1 CPU to 2 CPUs: seq read 1 MiB 1.60× (1.91× without acceleration): "
@@ -78,8 +79,9 @@ def test_a_switch_that_did_not_slow_the_stack_is_said_never_a_number():
     rs = [_r("rclone-crypt", "write", 100e6), _r("rclone-crypt/accel-off", "write", 99e6, accel=False,
                                                   verified=False, speedup=1.01)]
     [c] = _curves(rs)
-    assert c["accel"]["state"] == "not effective" and "worth" not in c["accel"]
-    assert scaling.findings([c]) == [f"rclone-crypt: {c['accel']['text']}"]
+    assert c.accel.state == "not effective" and c.accel.worth is None
+    assert "worth" not in c.to_dict()["accel"]
+    assert scaling.findings([c]) == [f"rclone-crypt: {c.accel.text}"]
     assert scaling.rows([c])[0]["worth"] == "not effective"
 
 
@@ -88,7 +90,7 @@ def test_a_library_without_a_switch_says_so_in_the_analysis_json_and_the_report(
                 "crypto++'s crypto from userspace: the library has no switch", "accel": "cannot be switched off"}]
     rs = [_r("cryfs:aes-256-gcm", "write", 80e6, library="crypto++")]
     [c] = _curves(rs, skipped=skipped)
-    assert c["accel"]["state"] == "cannot be switched off"
+    assert c.accel.state == "cannot be switched off"
     [row] = scaling.rows([c])
     assert row["off"] == "cannot be switched off" and "×" not in row["off"] + row["worth"]
     assert scaling.findings([c]) == ["cryfs:aes-256-gcm: acceleration cannot be switched off for crypto++'s "
@@ -100,12 +102,12 @@ def test_a_kernel_stack_names_its_driver_and_gets_nothing_from_aes_ni_with_a_sof
     ref = {"algorithm": "aes-256-xts", "where": "kernel", "unit": 4096}
     rs = [_r("fscrypt", "write", 300e6, library="kernel", kernel_drivers=soft, cipher_ref=ref)]
     [c] = _curves(rs)
-    assert c["accel"]["state"] == "kernel" and c["accel"]["software"] is True
-    assert "gets nothing from AES-NI on this kernel: its AES driver is xts(ecb(aes-fixed-time))" in c["accel"]["text"]
+    assert c.accel.state == "kernel" and c.accel.software is True
+    assert "gets nothing from AES-NI on this kernel: its AES driver is xts(ecb(aes-fixed-time))" in c.accel.text
     fast = {"xts(aes)": {"driver": "xts-aes-aesni", "implementation": "accelerated"}}
     rs = [_r("luks", "write", 900e6, library="kernel", kernel_drivers=fast, cipher_ref=ref)]
     [c] = _curves(rs)
-    assert "xts-aes-aesni" in c["accel"]["text"] and "--blacklist aesni_intel" in c["accel"]["text"]
+    assert "xts-aes-aesni" in c.accel.text and "--blacklist aesni_intel" in c.accel.text
 
 
 def test_baselines_and_single_points_with_nothing_to_say_make_no_curve():
@@ -190,6 +192,6 @@ def test_a_series_that_failed_part_way_is_shown_but_never_ranked():
     rs = [res("gocryptfs:aes-gcm", op, 4e8) for op in ("write", "read")]
     rs += [res("cryfs:aes-256-gcm", op, 9e8, incomplete="cryfs (pid 7) exited (1) during the measurement")
            for op in ("write", "read")]
-    assert [x["stack"] for x in ranking(read(rs))] == ["gocryptfs:aes-gcm"]
+    assert [x.stack for x in ranking(read(rs))] == ["gocryptfs:aes-gcm"]
     said = [f for f in findings(read(rs), []) if "series failed" in f]
     assert len(said) == 2 and "cryfs:aes-256-gcm write 1 MiB: its series failed after 3 sample(s)" in said[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from cryptcost import stats
 from cryptcost.analysis import bottleneck, costmodel, profile, recommend, scaling
@@ -20,25 +20,65 @@ from cryptcost.record import Stored, Versus, read
 from cryptcost.units import rate, size
 
 GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Split:
+    """A stack's cost against its reference, split at its twin: reference → twin → stack.
+    ``shared``: the share of the cost the twin pays too; ``own``: the stack's own (the crypto);
+    ``isolates``: what the twin adds to the reference."""
+
+    stack: str
+    workload: str | None
+    op: str | None
+    block_bytes: int | None
+    iodepth: int | None
+    cpus: int | None
+    reference: str
+    twin: str
+    isolates: str
+    fuse: bool
+    reference_bytes_per_s: float
+    twin_bytes_per_s: float
+    stack_bytes_per_s: float
+    total: float
+    shared: float
+    own: float
+    shared_significant: bool | None
+    own_significant: bool | None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if not self.note:
+            del d["note"]
+        return d
+
+
 @dataclass
 class Analysis:
-    verdicts: dict[int, dict] = field(default_factory=dict)      # index in results → verdict
+    """What :func:`analyze` finds, typed; :meth:`to_dict` at the JSON boundary."""
+
+    verdicts: dict[int, bottleneck.Verdict] = field(default_factory=dict)   # index in results →
     cycles_per_byte: dict[int, float] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
     tuning: list[str] = field(default_factory=list)
-    predictions: list[dict] = field(default_factory=list)
-    recommendations: list[dict] = field(default_factory=list)
-    ranking: list[dict] = field(default_factory=list)
-    split: list[dict] = field(default_factory=list)            # reference → twin → stack
+    predictions: list[costmodel.Prediction] = field(default_factory=list)
+    recommendations: list[recommend.Recommendation] = field(default_factory=list)
+    ranking: list[recommend.Rank] = field(default_factory=list)
+    split: list[Split] = field(default_factory=list)            # reference → twin → stack
     # per stack and cell: accel on/off × CPUs
-    scaling: list[dict] = field(default_factory=list)
+    scaling: list[scaling.Curve] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"verdicts": {str(k): v for k, v in self.verdicts.items()},
+        return {"verdicts": {str(k): v.to_dict() for k, v in self.verdicts.items()},
                 "cycles_per_byte": {str(k): v for k, v in self.cycles_per_byte.items()},
-                "findings": self.findings, "tuning": self.tuning, "predictions": self.predictions,
-                "recommendations": self.recommendations, "ranking": self.ranking,
-                "split": self.split, "scaling": self.scaling}
+                "findings": self.findings, "tuning": self.tuning,
+                "predictions": [p.to_dict() for p in self.predictions],
+                "recommendations": [asdict(r) for r in self.recommendations],
+                "ranking": [asdict(r) for r in self.ranking],
+                "split": [x.to_dict() for x in self.split],
+                "scaling": [c.to_dict() for c in self.scaling]}
 
 
 def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] | None = None, *,
@@ -58,15 +98,14 @@ def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] 
         spent = profile.layers(r.profile, frozenset(r.facts.tools))
         if r.kind == "network":
             v = bottleneck.classify_network(r, base, ciphers, host)
-            a.verdicts[i] = bottleneck.with_profile(v, spent,
-                                                    f"{r.stack} {r.cell.workload}").to_dict()
+            a.verdicts[i] = bottleneck.with_profile(v, spent, f"{r.stack} {r.cell.workload}")
             continue
         if mhz and r.cpu_s_per_gib:
             a.cycles_per_byte[i] = r.cpu_s_per_gib / GiB * mhz * 1e6
         large = index.get(r.paired(block_bytes=1 << 20))
         v = bottleneck.classify(r, base, large, _fuse_baseline(r, index), ciphers, host)
         label = f"{r.stack} {r.cell.op} {size(r.cell.block_bytes)}"
-        a.verdicts[i] = bottleneck.with_profile(v, spent, label).to_dict()
+        a.verdicts[i] = bottleneck.with_profile(v, spent, label)
     a.scaling = scaling.curves(results, a.verdicts, host, skipped)
     a.findings = host_noise(ciphers, storage + network) + findings(storage, ciphers) + \
         network_findings(network) + scaling.findings(a.scaling)
@@ -74,16 +113,15 @@ def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] 
     if target:
         # verdicts are by index in results
         at = [i for i, r in enumerate(results) if r.kind == "storage"]
-        a.predictions = [p.to_dict() for p in costmodel.predict(
-            storage, target, target_label or rate(target),
-            {j: a.verdicts[i] for j, i in enumerate(at)})]
+        a.predictions = costmodel.predict(storage, target, target_label or rate(target),
+                                          {j: a.verdicts[i] for j, i in enumerate(at)})
     a.recommendations = recommend.recommend(results, ciphers, skipped or [], host)
     a.ranking = ranking(storage)
     a.split = split(storage, index)
     return a
 
 
-def split(storage: list[Stored], index: dict) -> list[dict]:
+def split(storage: list[Stored], index: dict) -> list[Split]:
     """For every stack with a twin between it and its reference (its first
     baseline, when it has two): reference → twin → stack, and how much of its
     cost against the reference the twin pays too (``shared``: FUSE for a
@@ -101,19 +139,14 @@ def split(storage: list[Stored], index: dict) -> list[dict]:
             continue
         p, t, s = plain.bytes_per_s, twin.bytes_per_s, r.bytes_per_s
         c = r.cell
-        row = {"stack": c.stack, "workload": c.workload, "op": c.op, "block_bytes": c.block_bytes,
-               "iodepth": c.iodepth, "cpus": c.cpus, "reference": bases[-1], "twin": twin.stack,
-               "isolates": twin.facts.isolates or ("FUSE" if twin.facts.layer == "fuse"
-                                                   else twin.stack),
-               "fuse": r.facts.layer == "fuse",
-               "reference_bytes_per_s": p, "twin_bytes_per_s": t, "stack_bytes_per_s": s,
-               "total": 1 - s / p, "shared": 1 - t / p, "own": (t - s) / p,
-               "shared_significant": _versus(twin, bases[-1]).significant,
-               "own_significant": _versus(r, twin.stack).significant}
-        if s > t:
-            row["note"] = (f"{twin.stack} is slower than {r.stack} here: it is no neutral "
-                           "reference for this operation, so the split is not meaningful")
-        out.append(row)
+        note = (f"{twin.stack} is slower than {r.stack} here: it is no neutral reference for "
+                "this operation, so the split is not meaningful") if s > t else ""
+        out.append(Split(c.stack, c.workload, c.op, c.block_bytes, c.iodepth, c.cpus, bases[-1],
+                         twin.stack, twin.facts.isolates or ("FUSE" if twin.facts.layer == "fuse"
+                                                             else twin.stack),
+                         r.facts.layer == "fuse", p, t, s, 1 - s / p, 1 - t / p, (t - s) / p,
+                         _versus(twin, bases[-1]).significant,
+                         _versus(r, twin.stack).significant, note))
     return out
 
 
@@ -133,18 +166,16 @@ def _fuse_baseline(r: Stored, index: dict) -> Stored | None:
     return None
 
 
-def ranking(storage: list[Stored]) -> list[dict]:
+def ranking(storage: list[Stored]) -> list[recommend.Rank]:
     """Encryption options (not baselines), fastest first relative to their
     plaintext reference on 1 MiB sequential I/O; ``rank`` is shared by
     stacks whose difference is not significant (``tie``)."""
     failed = {r.stack for r in storage if r.incomplete}
     stacks = sorted({r.stack for r in storage if r.facts.use_case})
-    rows = sorted(({"stack": s, "relative_to_plain": recommend.score(storage, s)} for s in stacks),
-                  key=lambda x: -(x["relative_to_plain"] or 0))
-    rows = [x for x in rows if x["relative_to_plain"] is not None or x["stack"] not in failed]
-    for row, (rank, tie) in zip(rows, recommend.ranks(storage, [x["stack"] for x in rows])):
-        row.update(rank=rank, tie=tie)
-    return rows
+    scored = sorted(((recommend.score(storage, s), s) for s in stacks), key=lambda x: -(x[0] or 0))
+    scored = [(v, s) for v, s in scored if v is not None or s not in failed]
+    return [recommend.Rank(s, v, rank, tie) for (v, s), (rank, tie)
+            in zip(scored, recommend.ranks(storage, [s for _, s in scored]))]
 
 
 STEADY_CPU = 0.02          # OpenSSL's sample-to-sample CV on a quiet host is well under this

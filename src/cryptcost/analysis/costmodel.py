@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.record import Stored
 from cryptcost.model import Cell
 from cryptcost.units import rate
@@ -43,7 +44,7 @@ class Prediction:
 
 
 def predict(results: list[Stored], target: float, target_label: str,
-            verdicts: dict[int, dict] | None = None) -> list[Prediction]:
+            verdicts: dict[int, Verdict] | None = None) -> list[Prediction]:
     """One prediction per measured (non-baseline) byte-throughput result."""
     by_key = {r.paired(): r for r in results}
     out = []
@@ -59,7 +60,8 @@ def predict(results: list[Stored], target: float, target_label: str,
         if target <= s:
             binding = target_label
         else:
-            kind = (verdicts or {}).get(i, {}).get("bottleneck", "stack")
+            v = (verdicts or {}).get(i)
+            kind = v.bottleneck if v else "stack"
             binding = f"the stack ({kind})"
         out.append(Prediction(r.paired(), s, min(serial, pipelined), pipelined, binding,
                               f"on {target_label}: "
@@ -82,9 +84,9 @@ def holds(predictions: list[Prediction], measured: list[Stored]) -> list[dict]:
             continue
         v, lo, hi = m.bytes_per_s, p.low, p.high
         error = 0.0 if lo <= v <= hi else (v - hi) / hi if v > hi else (v - lo) / lo
-        d = p.to_dict()
-        out.append({**{k: d[k] for k in ("stack", "workload", "op", "block_bytes", "iodepth",
-                                         "binding")},
+        c = p.cell
+        out.append({"stack": c.stack, "workload": c.workload, "op": c.op,
+                    "block_bytes": c.block_bytes, "iodepth": c.iodepth, "binding": p.binding,
                     "predicted_low": lo, "predicted_high": hi, "measured_on_device": v,
                     "measured_ci95": list(m.ci95) if m.ci95 else None, "error": error,
                     "holds": abs(error) <= TOLERANCE})

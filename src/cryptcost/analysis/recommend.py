@@ -10,6 +10,7 @@ TLS (each stack declares its own), and the cipher itself.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 
 from cryptcost import stats
 from cryptcost.record import Stored
@@ -20,6 +21,27 @@ from cryptcost.units import pct, rate
 # one stream each way, or one large file each way (network).
 MAIN = ("seq", 1 << 20)
 MAIN_OPS = ("write", "read", "send", "receive", "put", "get")
+
+
+@dataclass(frozen=True)
+class Rank:
+    """A stack's place: its 1 MiB sequential throughput relative to its plaintext reference;
+    ``tie``: it shares ``rank`` with the stack before, their difference being noise."""
+
+    stack: str
+    relative_to_plain: float | None
+    rank: int = 0
+    tie: bool = False
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One use case's paragraph, and the stacks it ranked."""
+
+    use_case: str
+    title: str
+    text: str
+    ranking: list[Rank] = field(default_factory=list)
 
 
 def is_main(r: Stored) -> bool:
@@ -129,8 +151,8 @@ def _describe(results: list[Stored], stack: str) -> str:
 
 
 def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
-              host: dict) -> list[dict]:
-    """Paragraphs: ``{use_case, title, text, ranking}``."""
+              host: dict) -> list[Recommendation]:
+    """A paragraph per use case measured or asked for, and one on the cipher."""
     # Options are compared as they are deployed: an acceleration-off copy is a measurement, not an
     # option.
     measured = [r for r in results if r.kind in ("storage", "network") and r.cell.accel is not False
@@ -148,18 +170,15 @@ def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
         unavailable = [s for s in skipped if s.get("use_case") == use]
         ranked = sorted(((score(measured, s), s) for s in mine), key=lambda x: -(x[0] or 0))
         text = _paragraph(use, ranked, measured, unavailable)
-        out.append({"use_case": use, "title": title, "text": text,
-                    "ranking": [{"stack": s, "relative_to_plain": v, "rank": rk, "tie": tie}
-                                for (v, s), (rk, tie)
-                                in zip(ranked, ranks(measured, [s for _, s in ranked]))]})
-    out.append({"use_case": "cipher", "title": "Cipher", "text": _cipher_paragraph(ciphers, host),
-                "ranking": []})
+        out.append(Recommendation(use, title, text, [
+            Rank(s, v, rk, tie) for (v, s), (rk, tie)
+            in zip(ranked, ranks(measured, [s for _, s in ranked]))]))
+    out.append(Recommendation("cipher", "Cipher", _cipher_paragraph(ciphers, host)))
     if not network_seen:
-        out.append({"use_case": "network", "title": "Network share and VPN",
-                    "text": "Not measured in this run: `cryptcost network` (or a plan with a "
-                            "[network] table) measures TLS, SSH, WireGuard, IPsec and SMB3 "
-                            "against plain TCP.",
-                    "ranking": []})
+        out.append(Recommendation("network", "Network share and VPN",
+                                  "Not measured in this run: `cryptcost network` (or a plan with a "
+                                  "[network] table) measures TLS, SSH, WireGuard, IPsec and SMB3 "
+                                  "against plain TCP."))
     return out
 
 

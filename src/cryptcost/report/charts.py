@@ -11,6 +11,7 @@ import io
 
 import matplotlib
 
+from cryptcost.analysis.scaling import Curve
 from cryptcost.record import Stored, read
 from cryptcost.report import flame
 
@@ -206,37 +207,37 @@ def core_scaling(cipher_rows: list[Stored]) -> str | None:
     return _svg(fig)
 
 
-def stack_scaling(curves: list[dict]) -> dict[str, str]:
+def stack_scaling(curves: list[Curve]) -> dict[str, str]:
     """One chart per stack (R3): throughput against CPU count, one line per
     cell with acceleration on (solid) and off (dashed), CI whiskers; a point
     where the cipher was the bottleneck is filled, any other hollow. Only
     stacks with two or more points to draw."""
     out = {}
-    for stack in sorted({c["stack"] for c in curves}):
-        mine = [c for c in curves if c["stack"] == stack and len(c["points"]) > 1][:6]
+    for stack in sorted({c.stack for c in curves}):
+        mine = [c for c in curves if c.stack == stack and len(c.points) > 1][:6]
         if not mine:
             continue
-        counts = sorted({p["cpus"] or 0 for c in mine for p in c["points"]})
+        counts = sorted({p.cpus or 0 for c in mine for p in c.points})
         xs = {n: i for i, n in enumerate(counts)}
         fig, ax = plt.subplots(figsize=(6.4, 3.2))
         for i, c in enumerate(mine):
             for accel in (True, False):
-                pts = [p for p in c["points"] if p["accel"] == accel]
+                pts = [p for p in c.points if p.accel == accel]
                 if not pts:
                     continue
-                x = [xs[p["cpus"] or 0] + (0 if accel else 0.06) for p in pts]
-                y = [_mbs(p["bytes_per_s"]) for p in pts]
-                lo = [max(0.0, y_ - _mbs((p["ci95"] or [p["bytes_per_s"]] * 2)[0]))
+                x = [xs[p.cpus or 0] + (0 if accel else 0.06) for p in pts]
+                y = [_mbs(p.bytes_per_s) for p in pts]
+                lo = [max(0.0, y_ - _mbs((p.ci95 or [p.bytes_per_s] * 2)[0]))
                       for y_, p in zip(y, pts)]
-                hi = [max(0.0, _mbs((p["ci95"] or [p["bytes_per_s"]] * 2)[1]) - y_)
+                hi = [max(0.0, _mbs((p.ci95 or [p.bytes_per_s] * 2)[1]) - y_)
                       for y_, p in zip(y, pts)]
                 colour = COLOURS[i % len(COLOURS)]
                 ax.errorbar(x, y, yerr=[lo, hi], color=colour, linestyle="-" if accel else "--",
                             capsize=3,
-                            label=f"{c['cell']}, acceleration {'on' if accel else 'off'}")
+                            label=f"{c.cell}, acceleration {'on' if accel else 'off'}")
                 for xi, yi, p in zip(x, y, pts):
                     ax.plot([xi], [yi], marker="o", markersize=6, color=colour,
-                            markerfacecolor=colour if p["bottleneck"] == "cipher" else "white")
+                            markerfacecolor=colour if p.bottleneck == "cipher" else "white")
         ax.set_xticks(range(len(counts)), [str(n) if n else "all" for n in counts])
         ax.set_xlabel("CPUs (filled marker: the cipher is the bottleneck)")
         ax.set_ylabel("throughput, MB/s")

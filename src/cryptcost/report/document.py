@@ -5,6 +5,7 @@ exporters are pure functions of it."""
 from __future__ import annotations
 
 from cryptcost.analysis import Analysis, analyze, scaling
+from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.model import Run
 from cryptcost.record import Stored, read
 from cryptcost.report import fieldreports
@@ -110,20 +111,20 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
                  "governor": cpu.get("governor") or "not exposed",
                  "memory_gib": round((run.host.get("memory", {}).get("total") or 0) / 2**30, 1)},
         "recommendations": a.recommendations,
-        "ranking": [{"stack": x["stack"],
-                     "rank": ("=" if x.get("tie") else "") + str(x.get("rank", "")),
-                     "relative": units.pct(x["relative_to_plain"], signed=False)
-                     if x["relative_to_plain"] is not None else "—"} for x in a.ranking],
-        "findings": a.findings, "tuning": a.tuning, "predictions": a.predictions,
-        "split": [{"stack": x["stack"], "op": x["op"], "block": units.size(x["block_bytes"]),
-                   "chain": f"{x['reference']} {units.rate(x['reference_bytes_per_s'])} → "
-                            f"{x['twin']} {units.rate(x['twin_bytes_per_s'])} → "
-                            f"{units.rate(x['stack_bytes_per_s'])}",
-                   "isolates": x["isolates"], "total": units.pct(x["total"], signed=False),
-                   "shared": units.pct(x["shared"],
-                                       signed=False) + _significance(x["shared_significant"]),
-                   "own": units.pct(x["own"], signed=False) + _significance(x["own_significant"]),
-                   "note": x.get("note", ""), "figures": x} for x in a.split],
+        "ranking": [{"stack": x.stack, "rank": ("=" if x.tie else "") + str(x.rank),
+                     "relative": units.pct(x.relative_to_plain, signed=False)
+                     if x.relative_to_plain is not None else "—"} for x in a.ranking],
+        "findings": a.findings, "tuning": a.tuning,
+        "predictions": [p.to_dict() for p in a.predictions],
+        "split": [{"stack": x.stack, "op": x.op, "block": units.size(x.block_bytes),
+                   "chain": f"{x.reference} {units.rate(x.reference_bytes_per_s)} → "
+                            f"{x.twin} {units.rate(x.twin_bytes_per_s)} → "
+                            f"{units.rate(x.stack_bytes_per_s)}",
+                   "isolates": x.isolates, "total": units.pct(x.total, signed=False),
+                   "shared": units.pct(x.shared, signed=False)
+                   + _significance(x.shared_significant),
+                   "own": units.pct(x.own, signed=False) + _significance(x.own_significant),
+                   "note": x.note, "figures": x.to_dict()} for x in a.split],
         "split_intro": SPLIT_INTRO,
         "target": label,
         "scaling": a.scaling, "scaling_rows": scaling.rows(a.scaling),
@@ -151,7 +152,7 @@ def emulated_why(host: dict) -> str | None:
             "Read it for what works and how stacks relate within this run.")
 
 
-def storage_row(r: Stored, verdict: dict | None = None, cpb: float | None = None) -> dict:
+def storage_row(r: Stored, verdict: Verdict | None = None, cpb: float | None = None) -> dict:
     """One storage result formatted for people (terminal and reports alike)."""
     c, median = r.cell, r.median
     return {"stack": c.stack, "role": r.role, "workload": c.workload, "op": c.op,
@@ -163,14 +164,16 @@ def storage_row(r: Stored, verdict: dict | None = None, cpb: float | None = None
             "cpu_s_per_gib": f"{r.cpu_s_per_gib:.2f}" if r.cpu_s_per_gib else "—",
             "cycles_per_byte": f"{cpb:.1f}" if cpb else "—",
             "vs": _vs(r), "cache": r.cache_mode or "",
-            "bottleneck": verdict["bottleneck"] if verdict else "",
-            "explanation": verdict["explanation"] if verdict else "", "layers": _layers(verdict),
-            "notes": list(r.notes)}
+            **_verdict(verdict), "notes": list(r.notes)}
 
 
-def _layers(verdict: dict | None) -> dict | None:
-    """Where the busy CPU went, by layer, from the cell's profile (None without one)."""
-    return (((verdict or {}).get("ceilings") or {}).get("profile") or {}).get("of_busy")
+def _verdict(v: Verdict | None) -> dict:
+    """A row's bottleneck, its explanation and where the busy CPU went by layer (from the
+    cell's profile; None without one)."""
+    if v is None:
+        return {"bottleneck": "", "explanation": "", "layers": None}
+    return {"bottleneck": v.bottleneck, "explanation": v.sentence,
+            "layers": (v.ceilings.get("profile") or {}).get("of_busy")}
 
 
 def _vs(r: Stored) -> str:
@@ -180,7 +183,7 @@ def _vs(r: Stored) -> str:
     return f"{shown} vs {r.baseline}"
 
 
-def network_row(r: Stored, verdict: dict | None = None) -> dict:
+def network_row(r: Stored, verdict: Verdict | None = None) -> dict:
     """One network result formatted for people (terminal and reports alike)."""
     c, wire = r.cell, r.wire or {}
 
@@ -204,9 +207,7 @@ def network_row(r: Stored, verdict: dict | None = None) -> dict:
             "negotiated": ", ".join(f"{k} {v}"
                                     for k, v in (r.params.get("negotiated") or {}).items()
                                     if k != "from"),
-            "bottleneck": verdict["bottleneck"] if verdict else "",
-            "explanation": verdict["explanation"] if verdict else "", "layers": _layers(verdict),
-            "notes": list(r.notes)}
+            **_verdict(verdict), "notes": list(r.notes)}
 
 
 def cipher_row(r: Stored) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import asdict
 
 from cryptcost.model import Run
 
@@ -24,9 +25,10 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     """The run, its results and (when given) the analysed report document."""
     data = run_dict(run, results)
     if doc is not None:
-        data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
-                                                "predictions", "target", "scaling",
-                                                "field_reports")}
+        data["analysis"] = {k: doc[k] for k in ("ranking", "findings", "tuning", "predictions",
+                                                "target", "field_reports")}
+        data["analysis"]["recommendations"] = [asdict(r) for r in doc["recommendations"]]
+        data["analysis"]["scaling"] = [c.to_dict() for c in doc["scaling"]]
         # reference → twin → stack
         data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]
         data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"],

@@ -21,7 +21,7 @@ def render(doc: dict) -> str:
         lines += [f"> **{doc['emulated']}**", ""]
     lines += ["## Recommendation", ""]
     for rec in doc["recommendations"]:
-        lines += [f"**{rec['title']}.** {rec['text']}", ""]
+        lines += [f"**{rec.title}.** {rec.text}", ""]
     if doc["ranking"]:
         lines += ["## Ranking (1 MiB sequential, relative to plain)", ""]
         lines += _table(["rank", "stack", "throughput relative to plain"],

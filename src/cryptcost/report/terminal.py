@@ -165,9 +165,9 @@ def answer(doc: dict) -> list[str]:
     uses some stack was measured for (and the cipher), so that it fits a first screen."""
     lines = []
     for rec in doc["recommendations"]:
-        if rec.get("ranking") or rec.get("use_case") == "cipher":
-            first = SENTENCE_END.split(rec["text"].strip(), maxsplit=1)[0]
-            lines.append(f"[bold]{escape(rec['title'])}[/bold]: {escape(first)}")
+        if rec.ranking or rec.use_case == "cipher":
+            first = SENTENCE_END.split(rec.text.strip(), maxsplit=1)[0]
+            lines.append(f"[bold]{escape(rec.title)}[/bold]: {escape(first)}")
     return lines
 
 
@@ -330,7 +330,7 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
         out.append("[italic]Field reports: their comparisons beside this run's[/italic]")
         out += [f"• {escape(b['sentence'])}" for b in compared]
     for rec in doc["recommendations"]:
-        out.append(Panel(escape(rec["text"]), title=escape(rec["title"]), title_align="left"))
+        out.append(Panel(escape(rec.text), title=escape(rec.title), title_align="left"))
     if doc["not_measured"]:
         out.append(skipped_table([{"stack": m["what"], "reason": m["why"], "install": m["install"]}
                                   for m in doc["not_measured"]]))
