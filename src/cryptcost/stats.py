@@ -233,19 +233,23 @@ def median_ratio_ci(a: list[float], b: list[float], confidence: float = 0.95,
 @dataclass(frozen=True)
 class Comparison:
     """``b`` against ``a``: the ratio of medians with its CI and whether the
-    difference is significant. ``verdict`` is a sentence for people."""
+    difference is significant: None where it could not be tested (one sample
+    a side), and then no p-value either. ``verdict`` is a sentence for people."""
 
     ratio: float
     ratio_ci95: tuple[float, float]
-    p_welch: float
-    p_mann_whitney: float
-    significant: bool
+    p_welch: float | None
+    p_mann_whitney: float | None
+    significant: bool | None
     verdict: str = field(default="")
 
     def to_dict(self) -> dict:
         return {"ratio": self.ratio, "ratio_ci95": list(self.ratio_ci95), "p_welch": self.p_welch,
                 "p_mann_whitney": self.p_mann_whitney, "significant": self.significant,
                 "verdict": self.verdict}
+
+
+UNTESTED = "untested: one sample a side"
 
 
 def compare(a: list[float], b: list[float], alpha: float = ALPHA) -> Comparison:
@@ -264,13 +268,14 @@ def compare(a: list[float], b: list[float], alpha: float = ALPHA) -> Comparison:
     significant difference".
     """
     ratio, lo, hi = median_ratio_ci(a, b)
-    testable = min(len(a), len(b)) >= 2                     # one sample a side: nothing to test
-    # untestable, no test runs (and scipy.stats, seconds to import in an emulated guest, is not
-    # loaded): both p are 1
-    pw, pm = (log_welch_p(a, b), mann_whitney_p(a, b)) if testable else (1.0, 1.0)
+    if min(len(a), len(b)) < 2:
+        # one sample a side: nothing to test, and no test runs (nor is scipy.stats, seconds to
+        # import in an emulated guest, loaded)
+        return Comparison(ratio, (lo, hi), None, None, None, UNTESTED)
+    pw, pm = log_welch_p(a, b), mann_whitney_p(a, b)
     excludes_one = not (lo <= 1.0 <= hi)
     test_ok = pm <= alpha if min(len(a), len(b)) >= 4 else pw <= alpha
-    significant = bool(testable and excludes_one and test_ok and not math.isnan(ratio))
+    significant = bool(excludes_one and test_ok and not math.isnan(ratio))
     if significant:
         verdict = f"{(ratio - 1) * 100:+.1f} % ({(lo - 1) * 100:+.1f} … {(hi - 1) * 100:+.1f} %)"
     else:

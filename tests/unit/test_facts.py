@@ -325,6 +325,28 @@ def test_near_the_baseline_with_a_significant_overhead_is_not_called_free():
     assert "significant 10.0 %" in v.sentence
 
 
+def test_one_sample_a_side_is_untested_never_no_significant_difference():
+    """A run of one sample per cell (a guest's quick check) has an overhead but no test behind it:
+    the pairing stores its significance as unknown, and the verdict, the result's row and the
+    cost split say "untested", never "no significant difference" (a test that never ran)."""
+    from cryptcost import stats
+    from cryptcost.report import document
+    cmp = stats.compare([100e6], [90e6])
+    assert cmp.significant is None and cmp.verdict == stats.UNTESTED
+    assert stats.compare([100e6, 101e6], [90e6, 90.5e6]).significant is not None
+    base = _result("plain", "read", 100e6, facts=PLAIN)
+    kernel = {**KERNEL, "baselines": ["plain"]}
+    r = _result("kfs", "read", 98e6, facts=kernel, baseline="plain",
+                vs={"plain": {"overhead": 0.02, "significant": None}})
+    r.update(overhead_significant=None, values=[98e6], samples=1)
+    v = analyze([base, r], {"cpu": {}}).verdicts[1]
+    assert "untested against its baseline" in v.sentence and "no significant" not in v.sentence
+    row = document.storage_row(read_all([r])[0], v)
+    assert row["vs"] == "-2.0 % untested vs plain"
+    r["overhead_significant"] = False
+    assert document.storage_row(read_all([r])[0], v)["vs"] == "n.s. vs plain"
+
+
 def test_every_fuse_stack_is_paired_with_a_passthrough_of_its_library_and_options():
     """The first baseline of a FUSE stack is a passthrough on the same FUSE
     library, asking the kernel for the same request sizes (big_writes)."""

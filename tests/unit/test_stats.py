@@ -179,15 +179,16 @@ def test_t_quantile_is_scipys():
 
 
 def test_one_sample_a_side_runs_no_test_and_loads_no_scipy():
-    """With one sample on a side nothing can be tested: both p are 1, the comparison is never
-    significant, and scipy.stats (seconds to import in an emulated guest) stays unloaded."""
+    """With one sample on a side nothing can be tested: no p-value, significance unknown (None,
+    never False: "no significant difference" would claim a test that never ran), the verdict
+    says so, and scipy.stats (seconds to import in an emulated guest) stays unloaded."""
     import subprocess
     import sys
     code = ("import sys; from cryptcost import stats\n"
             "c = stats.compare([100.0], [80.0]); m = stats.summarize([100.0])\n"
             "print(c.p_welch, c.p_mann_whitney, c.significant, round(c.ratio, 2), "
-            "'scipy.stats' in sys.modules)")
+            "'scipy.stats' in sys.modules, c.verdict.replace(' ', '_'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["1.0", "1.0", "False", "0.8", "False"]
+    assert out.stdout.split() == ["None", "None", "None", "0.8", "False", "untested:_one_sample_a_side"]
     two = stats.compare([100.0, 101.0], [80.0, 81.0])
     assert two.p_welch < 1 and two.p_mann_whitney < 1          # two a side: the tests run

@@ -177,6 +177,9 @@ def classify(r: Stored, baseline: Stored | None, large: Stored | None, fuse_base
         if r.overhead_significant:
             tail = (f"the device path binds, and {own} still costs a significant "
                     f"{100 * (r.overhead or 0):.1f} %")
+        elif r.overhead_significant is None:
+            tail = (f"one sample a side, so untested against its baseline: the device path "
+                    f"seems to bind, not {own}")
         else:
             tail = f"no significant difference from its baseline: the device path binds, not {own}"
         return verdict("device", f"throughput ≥ {NEAR:.0%} of the device ceiling",

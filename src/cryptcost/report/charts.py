@@ -101,7 +101,8 @@ def overhead(storage: list[Stored]) -> str | None:
                   "(1 − stack/baseline; whiskers: 95 % CI)")
     from matplotlib.patches import Patch
     ax.legend(handles=[Patch(color=COLOURS[3], label="significant"),
-                       Patch(color=BASE_COLOUR, label="no significant difference")],
+                       Patch(color=BASE_COLOUR,
+                             label="no significant difference, or untested (one sample)")],
               loc="lower right")
     return _svg(fig)
 

@@ -19,7 +19,7 @@ SPLIT_INTRO = ("Of each stack's cost against its reference (the plain filesystem
                "twin pays too and the share that is its own, the crypto. The twin is the stack "
                "without its encryption, and the table says what it adds to the reference (for a "
                "FUSE stack, FUSE itself: a passthrough on the same FUSE library). (n.s.): not "
-               "significant; (untested): no comparison stored.")
+               "significant; (untested): one sample a side, or no comparison stored.")
 
 
 # What the field-report blocks are, once for every format.
@@ -179,7 +179,8 @@ def _verdict(v: Verdict | None) -> dict:
 def _vs(r: Stored) -> str:
     if r.overhead is None:
         return "—"
-    shown = units.pct(-r.overhead) if r.overhead_significant else "n.s."
+    shown = units.pct(-r.overhead) if r.overhead_significant else \
+        "n.s." if r.overhead_significant is False else f"{units.pct(-r.overhead)} untested"
     return f"{shown} vs {r.baseline}"
 
 
