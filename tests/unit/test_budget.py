@@ -122,3 +122,32 @@ def test_a_run_is_prepared_once_and_its_deadline_starts_when_it_runs(tmp_path):
         suite.prepare(None, str(plan), time_budget="soon")
     with pytest.raises(UserError):
         suite.prepare(None, str(plan), link="fast")
+
+
+def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(tmp_path, monkeypatch):
+    """``run --profile``: each storage and network table of the plan gets a profiled round, and
+    the estimate counts it; a plan asking for one on a host where perf cannot sample runs
+    without it and says why (its verdicts rest on the ceilings); the flag itself refuses there."""
+    from cryptcost.engines import perf
+    from cryptcost.errors import Unavailable
+    from cryptcost.runner import suite
+    plan = tmp_path / "small.toml"
+    plan.write_text('[run]\nsuite = "quick"\n\n[storage]\nsize = "64M"\n')
+    monkeypatch.setattr(perf, "require", lambda: None)
+    plain = suite.prepare(None, str(plan))
+    profiled = suite.prepare(None, str(plan), profile=True)
+    tables = [t for p in profiled.plan.parts for t in (p.storage, p.network) if t]
+    assert tables and all(t["profile"] for t in tables)
+    assert not any(t.get("profile") for p in plain.plan.parts for t in (p.storage, p.network) if t)
+    assert profiled.seconds > plain.seconds
+
+    def missing():
+        raise Unavailable("perf is not installed", install="linux-perf")
+    monkeypatch.setattr(perf, "require", missing)
+    with pytest.raises(UserError, match="perf is not installed"):
+        suite.prepare(None, str(plan), profile=True)
+    plan.write_text('[run]\nsuite = "quick"\n\n[storage]\nsize = "64M"\nprofile = true\n')
+    asked = suite.prepare(None, str(plan))
+    assert not asked.plan.parts[0].storage["profile"]
+    [why] = [c for c in asked.plan.cannot_run if c["what"] == "storage profile"]
+    assert "perf is not installed" in why["reason"] and why["install"] == "linux-perf"

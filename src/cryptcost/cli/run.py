@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cryptcost.cli.common import (add_host_options, open_store, probe_host, ConsoleProgress, err,
-                                  out, print_json, recorded_run)
+from cryptcost.cli.common import (add_host_options, add_profile_option, open_store, probe_host,
+                                  ConsoleProgress, err, out, print_json, recorded_run)
 from cryptcost.errors import UserError
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
@@ -39,14 +39,17 @@ def add_parser(sub, common) -> None:
                    help="print what would run and the estimate, then stop")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (results and analysis)")
+    add_profile_option(p)
     add_host_options(p)
     p.set_defaults(func=run)
 
 
 def _extent(table: dict) -> str:
-    """A storage or network table's CPU counts and acceleration, as the plan gives them."""
+    """A storage or network table's CPU counts, acceleration and profiled round, as the plan
+    gives them."""
     out = f" on {table['cpus']} CPU(s)" if table.get("cpus") else ""
-    return out + (", acceleration on and off" if "off" in table.get("accel", []) else "")
+    out += ", acceleration on and off" if "off" in table.get("accel", []) else ""
+    return out + (", then a profiled round (perf)" if table.get("profile") else "")
 
 
 def announce(prepared: suite.Prepared) -> None:
@@ -97,6 +100,7 @@ def run(args) -> int:
     if not args.no_report:
         _validate_writable(args.report)
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
+                             profile=args.profile,
                              link=args.link, time_budget=args.time_budget,
                              calibrate=lambda name: _calibration(args, name))
     announce(prepared)

@@ -17,7 +17,8 @@ from typing import Callable
 
 from cryptcost import stats, units
 from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.errors import CryptcostError, UserError
+from cryptcost.engines import perf
+from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.media import parse_medium
 from cryptcost.model import Result
 from cryptcost.stacks import parse_spec, unavailable_reason
@@ -116,6 +117,8 @@ def for_this_host(plan: RunPlan) -> RunPlan:
             if table:
                 keep = _available(table.get("stacks", ["all"]), kind, part.label, cannot)
                 table = {**table, "stacks": keep} if keep else None
+            if table and table.get("profile"):
+                table = _profile_here(table, kind, part.label, cannot)
             tables[kind] = table
         kept = replace(part, **tables)
         if not kept.empty():
@@ -124,6 +127,20 @@ def for_this_host(plan: RunPlan) -> RunPlan:
         raise UserError(f"suite {plan.name}: nothing to run on this host: "
                         + "; ".join(f"{c['what']}: {c['reason']}" for c in cannot[:3]))
     return replace(plan, parts=parts, cannot_run=cannot)
+
+
+def _profile_here(table: dict, kind: str, part: str, cannot: list[dict]) -> dict:
+    """A table's profiled round where perf can sample here; else the table without it, and
+    why (its verdicts then rest on the ceilings alone)."""
+    try:
+        perf.require()
+    except Unavailable as exc:
+        cannot.append({"part": part, "what": f"{kind} profile",
+                       "reason": f"{exc.reason}: the bottlenecks are inferred from the "
+                                 "ceilings alone",
+                       "install": exc.install or ""})
+        return {**table, "profile": False}
+    return table
 
 
 @dataclass(frozen=True)
@@ -146,11 +163,20 @@ class Prepared:
 
 
 def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
-            link: str | None = None, time_budget: str | None = None,
+            link: str | None = None, time_budget: str | None = None, profile: bool = False,
             calibrate: Callable[[str], tuple[float, int]] = lambda name: (1.0, 0)) -> Prepared:
     """Everything bad input can break, before anything is created or recorded: the plan
-    loaded and cut to this host, the model's rate, the plan's tables, the budget."""
-    plan = for_this_host(load(suite, plan_file))
+    loaded and cut to this host, the model's rate, the plan's tables, the budget. ``profile``
+    (``run --profile``): every storage and network table gets its profiled round, and perf
+    must be able to run here."""
+    plan = load(suite, plan_file)
+    if profile:
+        perf.require()
+        plan = replace(plan, parts=[replace(part, **{kind: {**table, "profile": True}
+                                                     for kind in ("storage", "network")
+                                                     if (table := getattr(part, kind))})
+                                    for part in plan.parts])
+    plan = for_this_host(plan)
     model = dict(plan.model)
     if device_speed:
         model = {"device_speed": device_speed}
@@ -204,15 +230,16 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                     # setup + integrity check
                     total += 3 + stack.remount_seconds * 2
                     for step in steps:
-                        total += rounds * sum(_op_seconds(op, rate, stack) for op in step.ops)
+                        total += (rounds + sp.profile) * sum(_op_seconds(op, rate, stack)
+                                                             for op in step.ops)
         for np_ in network_plans(part.network) if part.network else []:
             resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel)
             names = netrun.wl.expand(np_.workloads)
             for stack, _ in resolved:
                 total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
                 ops = netrun.wl.ops(names, stack.traffic)
-                total += rounds * len(ops) * (np_.seconds + 1.5 if stack.traffic == "stream"
-                                              else 2.5)
+                total += (rounds + np_.profile) * len(ops) * (
+                    np_.seconds + 1.5 if stack.traffic == "stream" else 2.5)
     return total
 
 
