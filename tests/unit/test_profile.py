@@ -189,3 +189,37 @@ def test_a_window_starts_where_its_work_began_and_the_readers_take_only_the_span
     assert a == opened + 0.03 and b - a < 0.05 and d - c < 0.05 and rec.seconds == (b - a) + (d - c)
     assert perf.within(rec.spans) == ["--time", f"{a:.6f},{b:.6f} {c:.6f},{d:.6f}"]
     assert perf.within([]) == [] == perf.within(None)
+
+
+def test_a_profiler_that_fails_says_so_and_never_fails_the_work_it_watches(monkeypatch, tmp_path):
+    """perf that cannot start (or dies) leaves the watched passes running: the cell's profile
+    holds the error, the samples are the runner's."""
+    from types import SimpleNamespace
+
+    from cryptcost.engines import perf
+    from cryptcost.errors import CryptcostError
+    from cryptcost.model import Cell, Sample
+    from cryptcost.runner.core import profile as core_profile
+
+    def broken(res, path):
+        raise CryptcostError("perf record exited (1)")
+    monkeypatch.setattr(perf, "record", broken)
+    op = SimpleNamespace(key="write")
+    inst = SimpleNamespace(label="x")
+    cell = Cell(kind="storage", stack="x", workload="seq", op="write")
+
+    class Runner:
+        window = core_profile.unwatched
+
+        def __call__(self, inst, step):
+            with self.window(inst, op) as starts_at:
+                starts_at(None)
+            return {(inst.label, op.key): Sample(5.0, 1.0)}
+    res = SimpleNamespace(tmpdir=lambda prefix: tmp_path)
+    runner = Runner()
+    profiler = core_profile.Profiler(res, runner, {("x", "write"): cell}, core_profile.IN_WARMUP)
+    with profiler.watching():
+        got = runner(inst, None)
+        profiler.saw(got)
+    assert got[("x", "write")].value == 5.0 and runner.window is core_profile.unwatched
+    assert profiler.profiles[cell] == {"how": core_profile.IN_WARMUP, "error": "perf record exited (1)"}

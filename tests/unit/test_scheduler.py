@@ -28,6 +28,34 @@ def test_rounds_interleave_and_warmup_is_discarded():
     assert got == {"A": [100, 100, 100], "B": [50, 50, 50]}
 
 
+def test_each_jobs_last_warmup_round_runs_watched_and_no_measured_sample_does():
+    """A profiler watches the last warm-up run of each job (its samples discarded like every
+    warm-up's), so that a profile costs no pass of its own and never touches a figure."""
+    from contextlib import contextmanager
+    log, watching = [], []
+
+    @contextmanager
+    def watch(job):
+        watching.append(job.label)
+        log.append(f"watch {job.label}")
+        yield
+        watching.pop()
+    jobs = [_job("A", log, [1, 2, 100, 100, 100]), _job("B", log, [1, 2, 50, 50, 50])]
+    got = {}
+    seen = []
+
+    def sample(j, k, i, s):
+        got.setdefault(k, []).append(s.value)
+        seen.append(bool(watching))
+    schedule(jobs, Policy(3, 3, 0.03, warmup=2), on_sample=sample, watch=watch)
+    assert log == ["A", "B", "watch A", "A", "watch B", "B"] + ["A", "B"] * 3
+    assert got == {"A": [100, 100, 100], "B": [50, 50, 50]} and not any(seen)
+    log.clear()
+    jobs = [_job("A", log, [100, 100, 100])]
+    schedule(jobs, Policy(3, 3, 0.03, warmup=0), watch=watch)      # no warm-up: nothing watched
+    assert log == ["A"] * 3
+
+
 def test_a_stack_and_its_baselines_take_turns_going_first():
     """Within a group the order rotates each round: A B C, B C A, C A B."""
     log = []

@@ -65,9 +65,9 @@ def add_cpus_option(p) -> None:
 
 def add_profile_option(p) -> None:
     p.add_argument("--profile", action="store_true",
-                   help="after the samples, one more round under perf (every CPU, sampled only "
-                        "while each pass runs): where each cell's CPU time goes, by layer, said "
-                        "in its verdict")
+                   help="the last warm-up round under perf (every CPU, sampled only while each "
+                        "pass runs; with --warmup 0, a round after the samples): where each "
+                        "cell's CPU time goes, by layer, said in its verdict")
 
 
 def cpu_counts(args) -> list[int | None]:

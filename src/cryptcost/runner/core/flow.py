@@ -24,7 +24,7 @@ from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Cell, Job, Result, Sample
 from cryptcost.runner.core import pairing
-from cryptcost.runner.core.profile import attach, profile_round
+from cryptcost.runner.core.profile import AFTER, IN_WARMUP, Profiler, attach, profile_round
 from cryptcost.runner.core.scheduler import Progress, Series, host_drift, mark_unstable, schedule
 from cryptcost.runner.core.sink import Sink
 
@@ -68,9 +68,15 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
     ``result(inst, op, series, all_series)``: the summarised result; ``job(step)``: the job's
     ``label`` suffix, ``group`` and ``est_seconds``."""
     sink = sink or Sink()
+    profiler = None
+    if profile and pairs:
+        profiler = Profiler(res, runner, cell, IN_WARMUP if policy.warmup else AFTER)
 
     def measure(inst: Any, step: Any) -> dict[Cell, Sample]:
-        return {cell[k]: sample for k, sample in runner(inst, step).items()}
+        got = runner(inst, step)
+        if profiler:
+            profiler.saw(got)
+        return {cell[k]: sample for k, sample in got.items()}
     jobs = []
     for inst, step in pairs:
         spec = job(step)
@@ -78,9 +84,14 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
                         keys=tuple(cell[(inst.label, op.key)] for op in ops(step)),
                         measure=lambda inst=inst, step=step: measure(inst, step),
                         group=spec["group"], est_seconds=spec["est_seconds"]))
+    # with a warm-up round, its last run of each job is profiled: no pass of its own
+    watch = (lambda j: profiler.watching()) if profiler and policy.warmup else None
     series = schedule(jobs, policy, progress=progress, yardstick=cpu.yardstick_speed,
-                      on_sample=lambda job, key, i, s: sink.sample(key, i, s))
-    profiles = profile_round(res, runner, list(pairs), cell, progress) if profile and pairs else {}
+                      on_sample=lambda job, key, i, s: sink.sample(key, i, s), watch=watch)
+    profiles = {}
+    if profiler:
+        profiles = (profiler.profiles if watch else
+                    profile_round(profiler, list(pairs), progress))
     results = []
     instances: list = []
     for inst, _ in pairs:                                              # each instance, in order

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
@@ -101,10 +102,14 @@ def schedule(jobs: list[Job], policy: Policy, *,
              on_done: Callable[[Hashable, Series], None] | None = None,
              progress: Progress | None = None,
              stop_on_error: bool = False,
-             yardstick: Callable[[], float] | None = None) -> dict[Hashable, Series]:
+             yardstick: Callable[[], float] | None = None,
+             watch: Callable[[Job], AbstractContextManager] | None = None
+             ) -> dict[Hashable, Series]:
     """Run ``jobs`` interleaved until each series stops; return all series.
     ``yardstick`` times a fixed piece of CPU work before every job; each
-    sample keeps it (``cpu_ref``), for :func:`host_drift`."""
+    sample keeps it (``cpu_ref``), for :func:`host_drift`. ``watch(job)``: what
+    a job's last warm-up round runs inside (a profiler), its samples discarded
+    like every warm-up's."""
     progress = progress or Progress()
     series = {k: Series() for j in jobs for k in j.keys}
     warm = {id(j): j.warmups(policy.warmup) for j in jobs}
@@ -138,10 +143,12 @@ def schedule(jobs: list[Job], policy: Policy, *,
             started = time.monotonic()
             warming = clock.rounds.get(id(job), 0) < warm[id(job)]
             ref = yardstick() if yardstick and not warming else None
+            watched = watch and warming and clock.rounds.get(id(job), 0) == warm[id(job)] - 1
             try:
                 faults.at("measure")
-                got = job.measure()
-                clock.record(job, time.monotonic() - started)
+                with watch(job) if watched else nullcontext():      # (its profile read after)
+                    got = job.measure()
+                    clock.record(job, time.monotonic() - started)
             except CryptcostError as exc:
                 if stop_on_error:
                     raise
