@@ -38,6 +38,7 @@ FSCRYPT = [_row(0.31, "pv_native_safe_halt", comm="swapper"), _row(0.14, "aesti_
 @pytest.mark.parametrize("row, layer", [
     (_row(0.1, "aesni_xts_encrypt"), "cipher"), (_row(0.1, "gcm_ghash_pclmulqdq"), "cipher"),
     (_row(0.1, "chacha_4block_xor_avx2"), "cipher"), (_row(0.1, "copy_user_enhanced_fast_string"), "copy"),
+    (_row(0.1, "copy_folio_from_iter_atomic"), "copy"),
     (_row(0.1, "fuse_dev_do_read"), "fuse"), (_row(0.1, "ext4_da_write_begin"), "page cache"),
     (_row(0.1, "loop_process_work"), "block"), (_row(0.1, "intel_idle", comm="swapper"), "idle"),
     (_row(0.1, "tcp_sendmsg_locked", comm="iperf3"), "network"), (_row(0.1, "veth_xmit"), "network"),
@@ -64,6 +65,24 @@ def test_layers_are_shares_of_the_busy_cpu_and_name_what_ran_the_cipher():
     assert split["unlisted"] == pytest.approx(0.20)
     assert "idle" not in split["of_busy"] and sum(split["of_busy"].values()) == pytest.approx(1)
     assert profile.layers(None) is None and profile.layers({"error": "perf died"}) is None
+
+
+def test_samples_where_interrupts_came_back_on_are_charged_to_the_code_that_held_them_off():
+    """A cpu-clock sample due while interrupts are off lands at their re-enable: that row's
+    share goes to the first callers below it that are not locks, in proportion to the stacks
+    that ended there, per command; a command without such stacks keeps "kernel, other"."""
+    rows = [_row(0.4, "_raw_spin_unlock_irqrestore"), _row(0.2, "aesti_encrypt"),
+            _row(0.1, "_raw_spin_unlock_irq", comm="kworker/0:1"), _row(0.3, "pv_native_safe_halt", comm="swapper")]
+    folded = {"fio;entry_SYSCALL_64_[k];filemap_add_folio_[k];__filemap_add_folio_[k];_raw_spin_unlock_irqrestore_[k]": 3,
+              "fio;entry_SYSCALL_64_[k];fuse_dev_queue_req_[k];__wake_up_[k];_raw_spin_lock_[k];"
+              "_raw_spin_unlock_irqrestore_[k]": 1,
+              "fio;aesti_encrypt_[k]": 2}
+    assert profile.held_off(folded) == {"fio": {"page cache": 0.75, "fuse": 0.25}}
+    split = profile.layers({"rows": rows, "folded": folded})
+    assert split["shares"]["page cache"] == pytest.approx(0.3) and split["shares"]["fuse"] == pytest.approx(0.1)
+    assert split["shares"]["kernel, other"] == pytest.approx(0.1)            # the worker's: no stack to say
+    without = profile.layers({"rows": rows})
+    assert without["shares"]["kernel, other"] == pytest.approx(0.5) and "page cache" not in without["shares"]
 
 
 def _result(stack="fscrypt:aes-256-xts", rows=FSCRYPT, value=41e6):

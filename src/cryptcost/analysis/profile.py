@@ -21,6 +21,14 @@ the profiled passes. :func:`layers` sorts them, first rule that matches:
 * ``stack (user)`` / ``kernel, other`` / ``user, other`` — the rest, by
   where it ran.
 
+``cpu-clock`` samples from a timer interrupt: one that falls due while the
+kernel holds interrupts off is taken where they come back on
+(``_raw_spin_unlock_irqrestore``), not in the code that held them off. Those
+rows are charged to the code that held them off — the nearest callers in
+their call stacks that are not locks and belong to a layer — in proportion
+to the stacks that ended there (:func:`held_off`): on a VM without a PMU they are a large share
+(adding a folio to the page cache, a FUSE request's wake-up, a TCP receive).
+
 The shares are of all CPU time in the windows; ``of_busy`` divides by what
 was not idle, which is what a bottleneck is judged on.
 """
@@ -43,6 +51,7 @@ _UCIPHER_DSO = re.compile(r"libcrypto|libgcrypt|libnettle|libhogweed|libcrypto\+
 _UCIPHER_SYM = re.compile(r"^(crypto/|golang\.org/x/crypto|vendor/golang\.org/x/crypto|"
                           r"github\.com/rfjakob/eme)|aes|gcm|chacha|poly1305|ghash")
 _COPY = re.compile(r"copy_(to|from)_(user|iter)|_copy_(to|from)_iter|copy_user|copy_page|"
+                   r"copy_(folio|page)_(to|from)_iter|"
                    r"memcpy|memmove|rep_mov|__memmove|__memcpy|copyin|copyout|clear_page|memset")
 _FUSE = re.compile(r"^fuse_|^__fuse|fuse_dev|fuse_(simple|read|write|copy)")
 _PAGECACHE = re.compile(r"^(filemap|folio|page_cache|pagecache|ext4|jbd2|xfs|btrfs|iomap|mpage|"
@@ -96,6 +105,31 @@ def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
     return "user, other"
 
 
+_REENABLE = re.compile(r"^_?_?raw_(spin|read|write)_unlock_irq(restore)?$")
+CALLERS = 4                 # callers looked at below a re-enable, nearest first
+_LOCK = re.compile(r"^(_?_?raw_(spin|read|write)_|do_raw_spin|spin_|queued_|native_queued|__pv_queued)")
+
+
+def held_off(folded: dict[str, int] | None,
+             daemons: frozenset[str] = frozenset()) -> dict[str, dict[str, float]]:
+    """Per command, the layers of the code that held interrupts off, as shares of its
+    samples taken where they came back on: from each folded stack ending in such a
+    re-enable, the nearest of its first few callers that are not locks whose layer has a
+    name (``__wake_up`` is everyone's: ``fuse_dev_queue_req`` below it says whose)."""
+    counts: dict[str, dict[str, int]] = {}
+    for key, n in (folded or {}).items():
+        comm, *chain = key.split(";")
+        if not chain or not _REENABLE.match(chain[-1].removesuffix("_[k]")):
+            continue
+        callers = [f.removesuffix("_[k]") for f in reversed(chain[:-1])
+                   if f.endswith("_[k]") and not _LOCK.match(f)][:CALLERS]
+        named = (layer({"comm": comm, "where": "kernel", "sym": f}, daemons) for f in callers)
+        name = next((x for x in named if x != "kernel, other"), "kernel, other")
+        mine = counts.setdefault(comm, {})
+        mine[name] = mine.get(name, 0) + n
+    return {comm: {k: v / sum(c.values()) for k, v in c.items()} for comm, c in counts.items()}
+
+
 def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict | None:
     """{``shares``: layer → share of all CPU time, ``busy``: the share not idle, ``of_busy``:
     layer → share of the busy time, ``top``: the largest non-idle rows with their layer,
@@ -106,10 +140,14 @@ def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict 
         return None
     shares = dict.fromkeys(LAYERS, 0.0)
     tagged = []
+    callers = held_off(profile.get("folded"), daemons)
     for row in rows:
         name = layer(row, daemons)
-        shares[name] += row["share"]
-        tagged.append({**row, "layer": name})
+        by = callers.get(row.get("comm", "")) if row.get("where") == "kernel" and \
+            _REENABLE.match(row.get("sym", "")) else None
+        for charged, part in (by or {name: 1.0}).items():     # held off: charged to the callers
+            shares[charged] += row["share"] * part
+        tagged.append({**row, "layer": name if not by else max(by, key=by.get)})
     # rows below perf's cut-off are the long tail: left out of every layer, said as such
     shares = {k: v for k, v in shares.items() if v > 0}
     busy = sum(v for k, v in shares.items() if k != "idle")
