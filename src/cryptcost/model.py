@@ -8,7 +8,7 @@ from them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Callable, Hashable, Mapping
 
 from cryptcost.stats import Comparison, Summary
@@ -259,3 +259,13 @@ class Job:
     def warmups(self, policy_warmup: int) -> int:
         """The rounds of this job that are discarded."""
         return policy_warmup if self.warmup is None else min(self.warmup, policy_warmup)
+
+
+def as_json(obj: Any) -> Any:
+    """``json.dumps``'s ``default`` at every JSON boundary (``--json``, export): a typed record
+    as its JSON form — its ``to_dict()``, else its fields — and anything else as text."""
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
+    return str(obj)

@@ -42,3 +42,30 @@ def test_quick_suite_end_to_end(cli, tmp_path):
     assert ("Unstable results" in html) == any(r.get("unstable") for r in out["results"])
     shown = json.loads(cli("show", "latest", "--json").stdout)
     assert shown["run"]["status"] == "complete" and shown["run"]["extra"]["suite"] == "quick"
+    _verdicts_rest_on_a_profile(out, doc)
+
+
+def _verdicts_rest_on_a_profile(out: dict, doc: dict) -> None:
+    """#35: where perf can sample here (CI requires it), every storage and network cell is
+    profiled in its warm-up round, and every verdict rests on that profile: cipher-bound from
+    it, or saying where the busy CPU went beside it. fscrypt on a kernel whose AES is a software
+    driver is cipher-bound. Without perf the profile is listed as not run, and why."""
+    from cryptcost.engines import perf
+    from cryptcost.errors import Unavailable
+    try:
+        perf.require()
+    except Unavailable:
+        assert any(m["what"].endswith("storage profile") for m in doc["not_measured"]), doc["not_measured"]
+        return
+    cells = [r for r in out["results"] if r["kind"] in ("storage", "network")]
+    for r in cells:
+        p = r.get("profile") or {}
+        assert p.get("rows") and "error" not in p and p["how"].startswith("the last warm-up round"), \
+            (r["stack"], {k: v for k, v in p.items() if k not in ("rows", "folded")})
+    for row in doc["storage"] + doc["network"]:
+        assert row["bottleneck"] == "cipher" and "by its CPU profile" in row["explanation"] \
+            or "where the busy CPU went (perf" in row["explanation"], row
+    drivers = {name: text for name, text in doc["environment"] if name.startswith("kernel ")}
+    if "software" in drivers.get("kernel xts(aes)", ""):
+        fscrypt = [row for row in doc["storage"] if row["stack"].startswith("fscrypt:")]
+        assert fscrypt and all(row["bottleneck"] == "cipher" for row in fscrypt), fscrypt

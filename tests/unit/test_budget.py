@@ -125,29 +125,35 @@ def test_a_run_is_prepared_once_and_its_deadline_starts_when_it_runs(tmp_path):
 
 
 def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(tmp_path, monkeypatch):
-    """``run --profile``: each storage and network table of the plan gets a profiled round, and
-    the estimate counts it; a plan asking for one on a host where perf cannot sample runs
+    """``run --profile``: each storage and network table of the plan is profiled; the estimate
+    counts a round of its own only where there is no warm-up round to profile. The built-in
+    suites profile already. A plan asking for it on a host where perf cannot sample runs
     without it and says why (its verdicts rest on the ceilings); the flag itself refuses there."""
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
     from cryptcost.runner import suite
     plan = tmp_path / "small.toml"
-    plan.write_text('[run]\nsuite = "quick"\n\n[storage]\nsize = "64M"\n')
+    off = '[run]\nsuite = "quick"\n\n[storage]\nsize = "64M"\nprofile = false\n\n[network]\nprofile = false\n'
+    plan.write_text(off)
     monkeypatch.setattr(perf, "require", lambda: None)
+
+    def tables(prepared):
+        return [t for p in prepared.plan.parts for t in (p.storage, p.network) if t]
+    assert all(t["profile"] for t in tables(suite.prepare("quick", None)))      # the suite's own
     plain = suite.prepare(None, str(plan))
     profiled = suite.prepare(None, str(plan), profile=True)
-    tables = [t for p in profiled.plan.parts for t in (p.storage, p.network) if t]
-    assert tables and all(t["profile"] for t in tables)
-    assert not any(t.get("profile") for p in plain.plan.parts for t in (p.storage, p.network) if t)
-    assert profiled.seconds > plain.seconds
+    assert tables(profiled) and all(t["profile"] for t in tables(profiled))
+    assert not any(t["profile"] for t in tables(plain))
+    assert profiled.seconds == plain.seconds                         # its warm-up round is profiled
+    plan.write_text(off + "\n[policy]\nwarmup = 0\n")
+    assert suite.prepare(None, str(plan), profile=True).seconds > suite.prepare(None, str(plan)).seconds
 
     def missing():
         raise Unavailable("perf is not installed", install="linux-perf")
     monkeypatch.setattr(perf, "require", missing)
     with pytest.raises(UserError, match="perf is not installed"):
         suite.prepare(None, str(plan), profile=True)
-    plan.write_text('[run]\nsuite = "quick"\n\n[storage]\nsize = "64M"\nprofile = true\n')
-    asked = suite.prepare(None, str(plan))
+    asked = suite.prepare("quick", None)
     assert not asked.plan.parts[0].storage["profile"]
     [why] = [c for c in asked.plan.cannot_run if c["what"] == "storage profile"]
     assert "perf is not installed" in why["reason"] and why["install"] == "linux-perf"

@@ -7,22 +7,46 @@ from cryptcost.analysis import analyze, bottleneck, profile
 from cryptcost.engines import perf
 
 
-def test_perf_report_is_parsed_as_perf_prints_it(fixture_text):
-    rows, samples = perf.parse_report(fixture_text("perf_report_openssl.txt"))
-    assert samples > 100 and len(rows) > 10
-    assert all(0 < r["share"] <= 1 and r["where"] in ("kernel", "user") for r in rows)
-    assert rows == sorted(rows, key=lambda r: -r["share"])          # largest first, as perf prints them
-    assert sum(r["share"] for r in rows) <= 1.0001
+SPANS = [(56467.592063, 56468.042063), (56468.792063, 56469.042063)]     # the fixtures' --time
+
+
+def _report_rows(text: str) -> dict[tuple, int]:
+    """``perf report --no-children -g none -n --sort comm,dso,sym -t '\\t'``'s rows, by key."""
+    import re
+    out: dict[tuple, int] = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("\t")]
+        if line.startswith("#") or len(parts) < 5 or not parts[0].endswith("%"):
+            continue
+        where = "kernel" if parts[4].startswith("[k]") else "user"
+        sym = parts[4][3:].strip()
+        sym = "(no symbols)" if where == "user" and re.match(r"^0x[0-9a-f]+$", sym) else sym
+        key = (parts[2], parts[3], sym, where)
+        out[key] = out.get(key, 0) + int(parts[1])
+    return out
+
+
+def test_samples_counted_by_their_leaf_are_perf_reports_own_rows(fixture_text):
+    """One ``perf script`` read serves both the rows and the flame graph: counted by leaf
+    (command, shared object, symbol), its samples give exactly the rows ``perf report`` gives
+    for the same recording and spans."""
+    samples = perf.parse_script(fixture_text("perf_script_spans.txt"))
+    rows, total = perf.rows(samples)
+    assert total == len(samples) == 279
+    assert {(r["comm"], r["dso"], r["sym"], r["where"]): r["samples"] for r in rows} == \
+        _report_rows(fixture_text("perf_report_spans.txt"))
+    assert rows == sorted(rows, key=lambda r: -r["share"]) and sum(r["share"] for r in rows) == pytest.approx(1)
     # libcrypto has no symbols here: its addresses are one row, the library's own code
     [crypto] = [r for r in rows if r["dso"].startswith("libcrypto") and r["sym"] == "(no symbols)"]
     assert crypto["comm"] == "openssl" and crypto["samples"] > 10
-    assert sum(r["samples"] for r in rows) == samples                # nothing lost in the merge
-    assert any(r["dso"] == "[kernel.kallsyms]" and r["where"] == "kernel" and not r["sym"].startswith("[")
-               for r in rows)
     split = profile.layers({"rows": rows})
     assert split["shares"]["cipher"] > 0.1                          # openssl's AES, in libcrypto
     assert split["cipher_symbols"][0] == "libcrypto.so.3"
     assert profile.sentence(split).endswith("; the cipher ran in " + ", ".join(split["cipher_symbols"]))
+    # each cell takes the samples inside its own spans from the one read
+    first, second = perf.inside(samples, SPANS[:1]), perf.inside(samples, SPANS[1:])
+    assert first and second and len(first) + len(second) == total
+    assert all(SPANS[0][0] <= x.time <= SPANS[0][1] for x in first)
 
 
 def _row(share, sym, comm="fio", dso="[kernel.kallsyms]", where="kernel"):
@@ -203,9 +227,10 @@ def test_a_window_starts_where_its_work_began_and_the_readers_take_only_the_span
         starts_at(opened + 0.03)                     # the tool's start-up took 30 ms
     with rec.window() as starts_at:
         starts_at(None)                              # no first I/O known: the whole window
-    assert said == [b"enable", b"disable"] * 2 and rec.windows == 2
+    # by the event's name: a bare "disable" switches off perf's tracking of new processes too
+    assert said == [b"enable cpu-clock", b"disable cpu-clock"] * 2 and len(rec.spans) == 2
     (a, b), (c, d) = rec.spans
-    assert a == opened + 0.03 and b - a < 0.05 and d - c < 0.05 and rec.seconds == (b - a) + (d - c)
+    assert a == opened + 0.03 and b - a < 0.05 and d - c < 0.05
     assert perf.within(rec.spans) == ["--time", f"{a:.6f},{b:.6f} {c:.6f},{d:.6f}"]
     assert perf.within([]) == [] == perf.within(None)
 
@@ -241,4 +266,4 @@ def test_a_profiler_that_fails_says_so_and_never_fails_the_work_it_watches(monke
         got = runner(inst, None)
         profiler.saw(got)
     assert got[("x", "write")].value == 5.0 and runner.window is core_profile.unwatched
-    assert profiler.profiles[cell] == {"how": core_profile.IN_WARMUP, "error": "perf record exited (1)"}
+    assert profiler.finish()[cell] == {"how": core_profile.IN_WARMUP, "error": "perf record exited (1)"}

@@ -318,3 +318,22 @@ def test_a_command_prints_its_results_table_and_unstable_causes_from_its_outcome
     printed = capsys.readouterr().out
     assert "aes-256-gcm" in printed and "a noisy neighbour (1, CV 20.0 %)" in printed
     assert f"run 1 stored in {store.path}" in printed
+
+
+def test_the_report_document_crosses_every_json_boundary_as_plain_data(stored):
+    """The document holds the analysis's typed records (a recommendation, a scaling curve);
+    ``run --json`` and the JSON export write them as their JSON forms, never as text."""
+    from cryptcost.cli.common import print_json
+    from cryptcost.report import document
+    store, run = stored
+    doc = document.build(run, store.results(run.id))
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_json({"report": doc})
+    printed = json.loads(buf.getvalue())["report"]
+    assert printed["recommendations"][0]["title"] == doc["recommendations"][0].title
+    assert all(isinstance(r["ranking"], list) for r in printed["recommendations"])
+    exported = json.loads(render("json", run, store.results(run.id)))["analysis"]
+    assert exported["recommendations"] == printed["recommendations"]

@@ -107,7 +107,8 @@ def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
 
 _REENABLE = re.compile(r"^_?_?raw_(spin|read|write)_unlock_irq(restore)?$")
 CALLERS = 4                 # callers looked at below a re-enable, nearest first
-_LOCK = re.compile(r"^(_?_?raw_(spin|read|write)_|do_raw_spin|spin_|queued_|native_queued|__pv_queued)")
+_LOCK = re.compile(r"^(_?_?raw_(spin|read|write)_|do_raw_spin|spin_|queued_|native_queued|"
+                   r"__pv_queued)")
 
 
 def held_off(folded: dict[str, int] | None,

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from cryptcost import stacks, units
 from cryptcost.errors import UserError
+from cryptcost.model import as_json
 from cryptcost.host.probe import notes, probe
 from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
@@ -102,7 +103,7 @@ def per_cpu_count(plan, counts: list[int | None], measure_one):
 
 
 def print_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    sys.stdout.write(json.dumps(obj, indent=2, default=as_json) + "\n")
 
 
 def open_store(args, *, create: bool = True) -> Store:

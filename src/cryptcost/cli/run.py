@@ -49,7 +49,7 @@ def _extent(table: dict) -> str:
     gives them."""
     out = f" on {table['cpus']} CPU(s)" if table.get("cpus") else ""
     out += ", acceleration on and off" if "off" in table.get("accel", []) else ""
-    return out + (", then a profiled round (perf)" if table.get("profile") else "")
+    return out + (", profiled (perf)" if table.get("profile") else "")
 
 
 def announce(prepared: suite.Prepared) -> None:

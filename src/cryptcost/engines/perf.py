@@ -8,11 +8,13 @@ keeps each window's span on the boot clock (``-k boottime``, the clock of
 ``/proc/uptime``), which the code inside may start later: fio's first I/O,
 so that its start-up is left out. The readers take only the windows' spans;
 :meth:`Recording.close` ends perf (SIGTERM: it writes its file and exits).
-:func:`top` reads the file with ``perf report`` into rows — the share of
-all samples, the command, the shared object and the symbol — that the
-analysis sorts into layers (``analysis.profile``); :func:`folded` reads its
-call stacks with ``perf script``, folded (``command;outer;…;leaf`` → samples),
-for the report's flame graphs. ``cpu-clock`` is a
+:func:`stacks` reads the file once with ``perf script`` (each sample's time,
+command and call stack); :func:`rows` counts them by their leaf — the
+command, the shared object and the symbol, as ``perf report --no-children
+--sort comm,dso,sym`` does — into the rows the analysis sorts into layers
+(``analysis.profile``); :func:`fold` folds them (``command;outer;…;leaf`` →
+samples) for the report's flame graphs. One recording serves many cells:
+each takes the samples inside its own spans (:func:`inside`). ``cpu-clock`` is a
 software event: it works in a VM without a PMU, and idle CPUs show as
 samples in the idle loop, so a row's share is of all CPU time.
 """
@@ -28,13 +30,17 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from cryptcost import proc
-from cryptcost.errors import ProcessError, Unavailable
+from cryptcost.errors import Unavailable
 from cryptcost.host.tools import tool
 from cryptcost.lifecycle.resources import Resources
 
 PERF = tool("perf")
 FREQ = 499                   # samples per second per CPU: off the timer's beat, and cheap
 ACK_TIMEOUT = 10.0
+# The sampling event, switched on and off by name: a bare "disable" would switch off perf's
+# tracking event too, and a process or thread born while it is off (a FUSE daemon remounted
+# between passes) would have no name and no mappings in the samples after.
+EVENT = b"cpu-clock"
 _ADDRESS = re.compile(r"^0x[0-9a-f]+$")
 
 
@@ -61,15 +67,6 @@ class Recording:
     res: Resources = field(repr=False)
     spans: list[tuple[float, float]] = field(default_factory=list)    # boot clock, seconds
 
-    @property
-    def windows(self) -> int:
-        return len(self.spans)
-
-    @property
-    def seconds(self) -> float:
-        """The time the windows span."""
-        return sum(b - a for a, b in self.spans)
-
     def _say(self, command: bytes) -> None:
         os.write(self.ctl, command + b"\n")
         deadline = time.monotonic() + ACK_TIMEOUT
@@ -87,7 +84,7 @@ class Recording:
         """Sampling on for the code inside. What it is given, called with a time on the boot
         clock, says the work began only then: what ran before (a tool's start-up) is left out
         of the window's span."""
-        self._say(b"enable")
+        self._say(b"enable " + EVENT)
         start = time.clock_gettime(time.CLOCK_BOOTTIME)
         began = [start]
 
@@ -99,7 +96,7 @@ class Recording:
         finally:
             stop = time.clock_gettime(time.CLOCK_BOOTTIME)
             self.spans.append((min(began[0], stop), stop))
-            self._say(b"disable")
+            self._say(b"disable " + EVENT)
 
     def close(self) -> Path:
         """End perf; the file it wrote."""
@@ -119,7 +116,7 @@ def record(res: Resources, path: Path) -> Recording:
         os.mkfifo(fifo, 0o600)
     # O_RDWR: opening a FIFO for reading or writing alone would wait for the other end
     ctl_fd, ack_fd = os.open(ctl, os.O_RDWR), os.open(ack, os.O_RDWR | os.O_NONBLOCK)
-    daemon = res.daemon(["perf", "record", "-e", "cpu-clock", "-F", str(FREQ), "-a", "-g",
+    daemon = res.daemon(["perf", "record", "-e", EVENT.decode(), "-F", str(FREQ), "-a", "-g",
                          "-k", "boottime", "-D", "-1",
                          "--control", f"fifo:{ctl},{ack}", "-o", str(path)],
                         logfile=str(path.with_suffix(".log")))
@@ -127,56 +124,81 @@ def record(res: Resources, path: Path) -> Recording:
 
 
 def within(spans: list[tuple[float, float]] | None) -> list[str]:
-    """perf report's and perf script's option for samples inside ``spans`` only."""
+    """perf script's option for samples inside ``spans`` only."""
     return ["--time", " ".join(f"{a:.6f},{b:.6f}" for a, b in spans)] if spans else []
 
 
-def top(path: Path, min_share: float = 0.001,
-        spans: list[tuple[float, float]] | None = None) -> tuple[list[dict], int]:
-    """(rows of ``perf report``: ``share`` of all samples (from its ``samples``, not perf's
-    rounded percentage), ``comm``, ``dso``, ``sym``, ``where`` (kernel or user), largest
-    first, down to ``min_share`` of all samples; the number of samples). The addresses of
-    a program without symbols (a stripped Go binary) are one row, ``sym`` "(no symbols)":
-    each alone is below the cut, together they are the program's own code."""
-    done = proc.run(["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none",
-                     "-n",
-                     "--sort", "comm,dso,sym", "--percent-limit", "0", "-t", "\t", *within(spans)],
-                    timeout=300)
-    rows, total = parse_report(done.stdout)
-    return [r for r in rows if r["share"] >= min_share], total
+@dataclass(frozen=True)
+class Stack:
+    """One sample: when (the boot clock), the command, its frames (symbol, shared object)
+    leaf first."""
+
+    time: float
+    comm: str
+    frames: tuple[tuple[str, str], ...]
 
 
-def parse_report(text: str) -> tuple[list[dict], int]:
-    """perf report's rows, read with ``--percent-limit 0``: every sample is in a row, so the
-    rows' exact counts sum to the total (the header rounds it: ``1K``)."""
-    rows = []
+_HEAD = re.compile(r"^(.*?)\s+(\d+\.\d+):\s*$")
+
+
+def parse_script(text: str) -> list[Stack]:
+    """``perf script -F comm,time,ip,sym,dso`` (or without ``time``) as samples."""
+    out: list[Stack] = []
+    head: tuple[str, float] | None = None
+    frames: list[tuple[str, str]] = []
     for line in text.splitlines():
-        parts = [p.strip() for p in line.split("\t")]
-        if (line.startswith("#") or len(parts) < 5 or not parts[0].endswith("%")
-                or not parts[1].isdigit()):
+        if not line.strip():
             continue
-        sym = parts[4]
-        rows.append({"samples": int(parts[1]), "comm": parts[2],
-                     "dso": parts[3], "sym": sym[3:].strip() if sym[:3] in ("[k]", "[.]") else sym,
-                     "where": "kernel" if sym.startswith("[k]") else "user"})
-    if not rows:
-        if re.search(r"^# Samples: [1-9]", text, re.M):
-            raise ProcessError(["perf", "report"], 0, text[-2000:], "",
-                               why="perf report gave no rows")
-        return [], 0
-    total = sum(r["samples"] for r in rows)
-    merged: dict[tuple, dict] = {}
-    for r in rows:
-        if _ADDRESS.match(r["sym"]):
-            r["sym"] = "(no symbols)"
-        key = (r["comm"], r["dso"], r["sym"], r["where"])
-        if key in merged:
-            merged[key]["samples"] += r["samples"]
-        else:
-            merged[key] = r
-    for r in merged.values():
-        r["share"] = r["samples"] / total
-    return sorted(merged.values(), key=lambda r: -r["samples"]), total
+        if line[0].isspace():
+            if m := _FRAME.match(line):
+                frames.append((m.group(1), m.group(2)))
+            continue
+        if head is not None:
+            out.append(Stack(head[1], head[0], tuple(frames)))
+        m = _HEAD.match(line)
+        head, frames = (m.group(1).strip(), float(m.group(2))) if m else (line.strip(), 0.0), []
+    if head is not None:
+        out.append(Stack(head[1], head[0], tuple(frames)))
+    return out
+
+
+def stacks(path: Path, spans: list[tuple[float, float]] | None = None) -> list[Stack]:
+    """The recording's samples (inside ``spans``, where given), read once."""
+    done = proc.run(["perf", "script", "-i", str(path), "-F", "comm,time,ip,sym,dso",
+                     *within(spans)], timeout=300)
+    return parse_script(done.stdout)
+
+
+def inside(samples: list[Stack], spans: list[tuple[float, float]]) -> list[Stack]:
+    """The samples taken inside ``spans`` (perf stamps a sample to the microsecond)."""
+    return [x for x in samples if any(a - 1e-6 <= x.time <= b + 1e-6 for a, b in spans)]
+
+
+def _kernel(dso: str) -> bool:
+    return dso.startswith("[") and dso not in _USER_SPECIAL or dso.endswith(".ko")
+
+
+def rows(samples: list[Stack]) -> tuple[list[dict], int]:
+    """(rows: each leaf's ``samples`` and ``share`` of all, ``comm``, ``dso`` (a shared
+    object's file name, the kernel's ``[kernel.kallsyms]``), ``sym``, ``where`` (kernel or
+    user), largest first; the number of samples) — ``perf report --no-children --sort
+    comm,dso,sym``'s rows. A program's code without symbols (a stripped Go binary) is one
+    row, ``sym`` "(no symbols)": each address alone is below any cut, together they are the
+    program's own code."""
+    counts: dict[tuple, int] = {}
+    for x in samples:
+        sym, dso = x.frames[0] if x.frames else ("[unknown]", "[unknown]")
+        kernel = _kernel(dso)
+        name = (f"[{os.path.basename(dso).split('.ko')[0]}]" if dso.endswith(".ko")
+                else dso if kernel or dso.startswith("[") else os.path.basename(dso))
+        if not kernel and (sym == "[unknown]" or _ADDRESS.match(sym)):
+            sym = "(no symbols)"
+        key = (x.comm, name, sym, "kernel" if kernel else "user")
+        counts[key] = counts.get(key, 0) + 1
+    total = sum(counts.values())
+    out = [{"samples": n, "share": n / total, "comm": c, "dso": d, "sym": s, "where": w}
+           for (c, d, s, w), n in counts.items()]
+    return sorted(out, key=lambda r: (-r["samples"], r["comm"], r["dso"], r["sym"])), total
 
 
 STACKS = 300            # folded stacks kept per profile, the most sampled first; the rest summed
@@ -185,17 +207,10 @@ _USER_SPECIAL = {"[unknown]", "[vdso]", "[vsyscall]", "[heap]", "[stack]", "[ano
 _FRAME = re.compile(r"^\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)$")
 
 
-def folded(path: Path, spans: list[tuple[float, float]] | None = None) -> dict[str, int]:
-    """The recording's call stacks, folded (see :func:`fold`)."""
-    done = proc.run(["perf", "script", "-i", str(path), "-F", "comm,ip,sym,dso",
-                     *within(spans)], timeout=300)
-    return fold(done.stdout)
-
-
 def _frame(sym: str, dso: str) -> str | None:
     """A frame's name: ``sym_[k]`` in the kernel, the symbol in user space, or ``[library]``
     where perf has no symbol (a stripped binary); None for a frame perf could not place."""
-    if dso.startswith("[") and dso not in _USER_SPECIAL or dso.endswith(".ko"):   # kernel, module
+    if _kernel(dso):                                                          # kernel, module
         name = f"{sym}_[k]" if sym != "[unknown]" else None
     elif sym == "[unknown]" or _ADDRESS.match(sym):
         name = f"[{os.path.basename(dso)}]" if dso != "[unknown]" else None
@@ -204,35 +219,22 @@ def _frame(sym: str, dso: str) -> str | None:
     return name.replace(";", ":") if name else None
 
 
-def fold(text: str, keep: int = STACKS, depth: int = DEPTH) -> dict[str, int]:
-    """``perf script -F comm,ip,sym,dso`` as folded stacks: ``command;outermost;…;leaf`` → the
-    samples that ended in it, the most sampled ``keep`` (the rest under ``command;(rarer
-    stacks)``), each cut to its ``depth`` frames nearest the leaf (``…`` marks the cut).
-    Consecutive frames in one library perf could not name are one."""
+def fold(samples: str | list[Stack], keep: int = STACKS, depth: int = DEPTH) -> dict[str, int]:
+    """Samples (or ``perf script -F comm,ip,sym,dso``'s text) as folded stacks:
+    ``command;outermost;…;leaf`` → the samples that ended in it, the most sampled ``keep``
+    (the rest under ``command;(rarer stacks)``), each cut to its ``depth`` frames nearest the
+    leaf (``…`` marks the cut). Consecutive frames in one library perf could not name are one."""
+    if isinstance(samples, str):
+        samples = parse_script(samples)
     counts: dict[str, int] = {}
-    comm, frames = None, []
-
-    def flush() -> None:
-        if comm is None:
-            return
-        chain = [f for f in reversed(frames)]
+    for x in samples:
+        chain = [name for sym, dso in reversed(x.frames) if (name := _frame(sym, dso))]
         chain = [f for i, f in enumerate(chain)
                  if i == 0 or f != chain[i - 1] or not f.startswith("[")]
         if len(chain) > depth:
             chain = ["…"] + chain[-depth:]
-        key = ";".join([comm] + chain)
+        key = ";".join([x.comm.replace(";", ":") or "?"] + chain)
         counts[key] = counts.get(key, 0) + 1
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if not line[0].isspace():
-            flush()
-            comm, frames = line.strip().replace(";", ":") or "?", []
-            continue
-        m = _FRAME.match(line)
-        if m and (name := _frame(m.group(1), m.group(2))):
-            frames.append(name)
-    flush()
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     out = dict(ranked[:keep])
     for key, n in ranked[keep:]:

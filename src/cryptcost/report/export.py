@@ -5,9 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict
 
-from cryptcost.model import Run
+from cryptcost.model import Run, as_json
 
 EXPORT_VERSION = 1
 
@@ -25,10 +24,9 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     """The run, its results and (when given) the analysed report document."""
     data = run_dict(run, results)
     if doc is not None:
-        data["analysis"] = {k: doc[k] for k in ("ranking", "findings", "tuning", "predictions",
-                                                "target", "field_reports")}
-        data["analysis"]["recommendations"] = [asdict(r) for r in doc["recommendations"]]
-        data["analysis"]["scaling"] = [c.to_dict() for c in doc["scaling"]]
+        data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
+                                                "predictions", "target", "scaling",
+                                                "field_reports")}
         # reference → twin → stack
         data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]
         data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"],
@@ -39,7 +37,7 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
                                             **({"layers": r["layers"]} if r.get("layers") else {})}
                                            for r in doc["storage"] + doc["network"]
                                            if r["bottleneck"]]
-    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    return json.dumps(data, indent=2, sort_keys=True, default=as_json) + "\n"
 
 
 def _flat(value) -> str:

@@ -209,6 +209,10 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
     executor = executor or RealExecutor()
     pol = policy_of(plan)
     rounds = pol.warmup + pol.min_samples
+
+    def extra(table) -> int:
+        """A profiled round of its own: only where no warm-up round can be profiled."""
+        return int(table.profile and not pol.warmup)
     total = 0.0
     for part in plan.parts:
         if part.ciphers is not None:
@@ -230,15 +234,15 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                     # setup + integrity check
                     total += 3 + stack.remount_seconds * 2
                     for step in steps:
-                        total += (rounds + sp.profile) * sum(_op_seconds(op, rate, stack)
-                                                             for op in step.ops)
+                        total += (rounds + extra(sp)) * sum(_op_seconds(op, rate, stack)
+                                                            for op in step.ops)
         for np_ in network_plans(part.network) if part.network else []:
             resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel)
             names = netrun.wl.expand(np_.workloads)
             for stack, _ in resolved:
                 total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
                 ops = netrun.wl.ops(names, stack.traffic)
-                total += (rounds + np_.profile) * len(ops) * (
+                total += (rounds + extra(np_)) * len(ops) * (
                     np_.seconds + 1.5 if stack.traffic == "stream" else 2.5)
     return total
 

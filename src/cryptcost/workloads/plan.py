@@ -192,25 +192,30 @@ def suite_plans() -> dict[str, dict]:
     return {
         # ≤ 5 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the
         # ranking and the recommendation read (1 MiB sequential write and read), each sample ≥ 1 s
-        # of measured time after a warm-up round: fewer cells rather than noisier ones.
+        # of measured time after a warm-up round: fewer cells rather than noisier ones. Every
+        # built-in suite profiles its warm-up round where perf can (no pass of its own), so that
+        # each verdict rests on where the CPU went.
         "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
                               "sizes": [4096], "threads": [1], "accel": ["on"]},
                   "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
-                              "seq_cap": "256M", "ops_cap": 8192},
+                              "seq_cap": "256M", "ops_cap": 8192, "profile": True},
                   "network": {"stacks": in_suite("quick", "network"), "workloads": ["send"],
-                              "seconds": 1},
+                              "seconds": 1, "profile": True},
                   "policy": {"min_samples": 3, "max_samples": 3, "warmup": 1}},
         "standard": {"ciphers": {"sizes": [512, 4096, 65536], "threads": [1, 2],
                                  "accel": ["on", "off"]},
                      "storage": {"stacks": ["all"],
                                  "workloads": ["seq-quick", "rand4k", "smallfiles"],
-                                 "size": "512M"},
+                                 "size": "512M", "profile": True},
                      "network": {"stacks": in_suite("standard", "network"),
-                                 "workloads": ["standard"], "accel": ["on", "off"]},
+                                 "workloads": ["standard"], "accel": ["on", "off"],
+                                 "profile": True},
                      "policy": {"min_samples": 3, "max_samples": 6, "warmup": 1}},
         "full": {"ciphers": {"sizes": list(ALL_SIZES), "threads": [1, 2], "accel": ["on", "off"]},
-                 "storage": {"stacks": ["all"], "workloads": ["full"], "size": "1024M"},
-                 "network": {"stacks": in_suite("full", "network"), "workloads": ["full"]},
+                 "storage": {"stacks": ["all"], "workloads": ["full"], "size": "1024M",
+                             "profile": True},
+                 "network": {"stacks": in_suite("full", "network"), "workloads": ["full"],
+                             "profile": True},
                  "policy": {"min_samples": 3, "max_samples": 10, "warmup": 1}},
     }
 

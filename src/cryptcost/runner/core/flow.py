@@ -90,7 +90,7 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
                       on_sample=lambda job, key, i, s: sink.sample(key, i, s), watch=watch)
     profiles = {}
     if profiler:
-        profiles = (profiler.profiles if watch else
+        profiles = (profiler.finish() if watch else
                     profile_round(profiler, list(pairs), progress))
     results = []
     instances: list = []

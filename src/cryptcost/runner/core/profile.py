@@ -40,15 +40,15 @@ def unwatched(inst, op) -> AbstractContextManager:
 
 
 class Profiler:
-    """Profiles a run of an (instance, step): a perf recording per cell, switched on around each
-    of its passes by the kind's step runner (``runner.window``). A profiler that fails says so
-    in the cell's profile; it never fails the work it watches."""
+    """Profiles runs of (instance, step)s: one perf recording for them all, switched on around
+    each watched pass by the kind's step runner (``runner.window``), each cell keeping the
+    spans of its own passes; :meth:`finish` reads the file once. A profiler that fails says so
+    in the cells' profiles; it never fails the work it watches."""
 
     def __init__(self, res: Resources, runner, cells: dict[tuple, Cell], how: str):
         self.res, self.runner, self.cells, self.how = res, runner, cells, how
-        self.tmp = res.tmpdir("cryptcost-perf-")
-        self.profiles: dict[Cell, dict] = {}
-        self._recordings: dict[Cell, perf.Recording] = {}
+        self._recording: perf.Recording | None = None
+        self._spans: dict[Cell, list[tuple[float, float]]] = {}
         self._errors: dict[Cell, str] = {}
         self._values: dict[Cell, float] = {}
 
@@ -57,17 +57,19 @@ class Profiler:
         if cell in self._errors:
             return unwatched(inst, op)
         try:
-            if cell not in self._recordings:
-                self._recordings[cell] = perf.record(
-                    self.res, self.tmp / f"cell-{len(self.profiles) + len(self._recordings)}.data")
-            return self._guarded(cell, self._recordings[cell].window())
+            if self._recording is None:
+                self._recording = perf.record(
+                    self.res, self.res.tmpdir("cryptcost-perf-") / "round.data")
+            return self._guarded(cell, self._recording)
         except CryptcostError as exc:
             self._errors[cell] = str(exc)
             return unwatched(inst, op)
 
     @contextmanager
-    def _guarded(self, cell: Cell, window: AbstractContextManager) -> Iterator:
-        """``window``, with perf's failures kept as the cell's and the pass let run."""
+    def _guarded(self, cell: Cell, rec: perf.Recording) -> Iterator:
+        """``rec``'s window for ``cell``'s pass, its span kept as the cell's; perf's failures
+        kept as the cell's, and the pass let run."""
+        window = rec.window()
         try:
             starts_at = window.__enter__()
         except CryptcostError as exc:
@@ -79,6 +81,7 @@ class Profiler:
         finally:
             try:
                 window.__exit__(None, None, None)
+                self._spans.setdefault(cell, []).append(rec.spans[-1])
             except CryptcostError as exc:
                 self._errors[cell] = str(exc)
 
@@ -90,22 +93,6 @@ class Profiler:
             yield
         finally:
             self.runner.window = unwatched
-            for cell, rec in list(self._recordings.items()):
-                try:
-                    path = rec.close()
-                    if cell not in self._errors:
-                        self.profiles[cell] = {"how": self.how, **_read(path, rec.spans)}
-                except CryptcostError as exc:
-                    self._errors[cell] = str(exc)
-            self._recordings.clear()
-            for cell, error in self._errors.items():
-                log.warning("%s: its profile failed: %s", cell.label(), error)
-                self.profiles[cell] = {"how": self.how, "error": error}
-            self._errors.clear()
-            for cell, value in self._values.items():
-                if "error" not in self.profiles.get(cell, {"error": 1}):
-                    self.profiles[cell]["value"] = value
-            self._values.clear()
 
     def saw(self, got: dict[tuple, Sample]) -> None:
         """The samples of the run being watched (by instance label and op key): how fast the
@@ -115,12 +102,36 @@ class Profiler:
                 if key in self.cells:
                     self._values[self.cells[key]] = sample.value
 
+    def finish(self) -> dict[Cell, dict]:
+        """End perf and read its file once: a profile per cell watched."""
+        profiles: dict[Cell, dict] = {}
+        if self._recording is not None:
+            try:
+                path = self._recording.close()
+                everything = perf.stacks(path, sorted(s for ss in self._spans.values()
+                                                      for s in ss))
+                for cell, spans in self._spans.items():
+                    if cell not in self._errors:
+                        profiles[cell] = {"how": self.how,
+                                          **_read(perf.inside(everything, spans), spans)}
+            except CryptcostError as exc:
+                for cell in self._spans:
+                    self._errors.setdefault(cell, str(exc))
+        for cell, error in self._errors.items():
+            log.warning("%s: its profile failed: %s", cell.label(), error)
+            profiles[cell] = {"how": self.how, "error": error}
+        for cell, value in self._values.items():
+            if cell in profiles and "error" not in profiles[cell]:
+                profiles[cell]["value"] = value
+        return profiles
+
 
 def profile_round(profiler: Profiler, work: list[tuple],
                   progress: Progress | None = None) -> dict[Cell, dict]:
     """Run each (instance, step or op) of ``work`` once more, watched; a profile per cell."""
     progress = progress or Progress()
     progress.start(len(work), 0.0)
+    failed: dict[str, str] = {}
     try:
         for done, (inst, step) in enumerate(work):
             progress.step(f"profiling {inst.label}: "
@@ -131,20 +142,22 @@ def profile_round(profiler: Profiler, work: list[tuple],
                     profiler.saw(profiler.runner(inst, step))
             except CryptcostError as exc:
                 log.warning("%s: the profiled round failed: %s", inst.label, exc)
-                for op_cell in [c for (label, _), c in profiler.cells.items()
-                                if label == inst.label and c not in profiler.profiles]:
-                    profiler.profiles[op_cell] = {"how": profiler.how, "error": str(exc)}
+                failed[inst.label] = str(exc)
     finally:
         progress.finish()
-    return profiler.profiles
+    profiles = profiler.finish()
+    for (label, _), cell in profiler.cells.items():
+        if label in failed and cell not in profiles:
+            profiles[cell] = {"how": profiler.how, "error": failed[label]}
+    return profiles
 
 
-def _read(path, spans: list[tuple[float, float]]) -> dict:
-    """A closed recording's profile: perf report's rows and the folded call stacks, of the
-    samples inside ``spans`` only."""
-    rows, samples = perf.top(path, spans=spans)
-    return {"seconds": sum(b - a for a, b in spans), "windows": len(spans), "samples": samples,
-            "frequency_hz": perf.FREQ, "rows": rows[:ROWS], "folded": perf.folded(path, spans)}
+def _read(samples: list[perf.Stack], spans: list[tuple[float, float]]) -> dict:
+    """A cell's profile from the samples inside its spans: perf's rows (the largest) and the
+    folded call stacks."""
+    rows, total = perf.rows(samples)
+    return {"seconds": sum(b - a for a, b in spans), "windows": len(spans), "samples": total,
+            "frequency_hz": perf.FREQ, "rows": rows[:ROWS], "folded": perf.fold(samples)}
 
 
 def attach(result: Result, profiles: dict[Cell, dict]) -> Result:
