@@ -267,3 +267,17 @@ def test_a_profiler_that_fails_says_so_and_never_fails_the_work_it_watches(monke
         profiler.saw(got)
     assert got[("x", "write")].value == 5.0 and runner.window is core_profile.unwatched
     assert profiler.finish()[cell] == {"how": core_profile.IN_WARMUP, "error": "perf record exited (1)"}
+
+
+def test_a_recording_waits_until_perf_answers_before_any_window(monkeypatch, tmp_path):
+    """perf answers nothing until it has started (tens of seconds in an emulated guest): a
+    recording pings it, with a long wait, before the first window asks it to sample."""
+    from types import SimpleNamespace
+    said = []
+    monkeypatch.setattr(perf, "require", lambda: None)
+    monkeypatch.setattr(perf.Recording, "_say",
+                        lambda self, command, timeout=perf.ACK_TIMEOUT: said.append((command, timeout)))
+    res = SimpleNamespace(daemon=lambda argv, logfile=None: SimpleNamespace(argv=argv))
+    rec = perf.record(res, tmp_path / "r.data")
+    assert said == [(b"ping", perf.READY_TIMEOUT)] and perf.READY_TIMEOUT > perf.ACK_TIMEOUT
+    assert rec.daemon.argv[:3] == ["perf", "record", "-e"]

@@ -37,6 +37,9 @@ from cryptcost.lifecycle.resources import Resources
 PERF = tool("perf")
 FREQ = 499                   # samples per second per CPU: off the timer's beat, and cheap
 ACK_TIMEOUT = 10.0
+# perf's start-up (reading every process and the kernel's symbols) before it answers at all: a
+# fraction of a second here, tens of seconds in an emulated guest
+READY_TIMEOUT = 180.0
 # The sampling event, switched on and off by name: a bare "disable" would switch off perf's
 # tracking event too, and a process or thread born while it is off (a FUSE daemon remounted
 # between passes) would have no name and no mappings in the samples after.
@@ -67,9 +70,9 @@ class Recording:
     res: Resources = field(repr=False)
     spans: list[tuple[float, float]] = field(default_factory=list)    # boot clock, seconds
 
-    def _say(self, command: bytes) -> None:
+    def _say(self, command: bytes, timeout: float = ACK_TIMEOUT) -> None:
         os.write(self.ctl, command + b"\n")
-        deadline = time.monotonic() + ACK_TIMEOUT
+        deadline = time.monotonic() + timeout
         got = b""
         while not got.startswith(b"ack"):
             if time.monotonic() > deadline or not self.daemon.alive():
@@ -120,7 +123,9 @@ def record(res: Resources, path: Path) -> Recording:
                          "-k", "boottime", "-D", "-1",
                          "--control", f"fifo:{ctl},{ack}", "-o", str(path)],
                         logfile=str(path.with_suffix(".log")))
-    return Recording(path, daemon, ctl_fd, ack_fd, res)
+    rec = Recording(path, daemon, ctl_fd, ack_fd, res)
+    rec._say(b"ping", timeout=READY_TIMEOUT)       # answered once perf has started: then it is ready
+    return rec
 
 
 def within(spans: list[tuple[float, float]] | None) -> list[str]:
