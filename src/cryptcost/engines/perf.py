@@ -124,7 +124,8 @@ def record(res: Resources, path: Path) -> Recording:
                          "--control", f"fifo:{ctl},{ack}", "-o", str(path)],
                         logfile=str(path.with_suffix(".log")))
     rec = Recording(path, daemon, ctl_fd, ack_fd, res)
-    rec._say(b"ping", timeout=READY_TIMEOUT)       # answered once perf has started: then it is ready
+    # answered once perf has started: then it is ready to sample
+    rec._say(b"ping", timeout=READY_TIMEOUT)
     return rec
 
 
