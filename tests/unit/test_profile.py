@@ -261,7 +261,7 @@ def test_a_profiler_that_fails_says_so_and_never_fails_the_work_it_watches(monke
             return {(inst.label, op.key): Sample(5.0, 1.0)}
     res = SimpleNamespace(tmpdir=lambda prefix: tmp_path)
     runner = Runner()
-    profiler = core_profile.Profiler(res, runner, {("x", "write"): cell}, core_profile.IN_WARMUP)
+    profiler = core_profile.Profiler(res, runner, {("x", "write"): cell}, core_profile.IN_WARMUP, runs=1)
     with profiler.watching():
         got = runner(inst, None)
         profiler.saw(got)
@@ -281,3 +281,51 @@ def test_a_recording_waits_until_perf_answers_before_any_window(monkeypatch, tmp
     rec = perf.record(res, tmp_path / "r.data")
     assert said == [(b"ping", perf.READY_TIMEOUT)] and perf.READY_TIMEOUT > perf.ACK_TIMEOUT
     assert rec.daemon.argv[:3] == ["perf", "record", "-e"]
+
+
+
+def test_perf_ends_once_the_runs_it_watches_are_done(monkeypatch, tmp_path):
+    """The warm-up round ends before any measured sample: perf ends with the last run it
+    watches, so no perf process runs beside a measured sample; its file is read after."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from cryptcost.model import Cell, Sample
+    from cryptcost.runner.core import profile as core_profile
+    events = []
+
+    class Rec:
+        spans = []
+
+        @contextmanager
+        def window(self):
+            events.append("on")
+            yield lambda began: None
+            self.spans.append((1.0, 2.0))
+            events.append("off")
+
+        def close(self):
+            events.append("perf ended")
+            return tmp_path / "round.data"
+    monkeypatch.setattr(perf, "record", lambda res, path: Rec())
+    monkeypatch.setattr(perf, "stacks", lambda path, spans: events.append("read") or [])
+    op, cell = SimpleNamespace(key="write"), Cell(kind="storage", stack="x", workload="seq", op="write")
+
+    class Runner:
+        window = core_profile.unwatched
+
+        def __call__(self, inst, step):
+            with self.window(inst, op):
+                pass
+            return {(inst.label, "write"): Sample(5.0, 1.0)}
+    runner = Runner()
+    res = SimpleNamespace(tmpdir=lambda prefix: tmp_path)
+    profiler = core_profile.Profiler(res, runner, {("a", "write"): cell, ("b", "write"): cell},
+                                     core_profile.IN_WARMUP, runs=2)
+    for label in ("a", "b"):
+        with profiler.watching():
+            runner(SimpleNamespace(label=label), None)
+        runner(SimpleNamespace(label=label), None)          # a measured run: nothing watches it
+    assert events == ["on", "off", "on", "off", "perf ended"]
+    profiler.finish()
+    assert events[-1] == "read"

@@ -175,7 +175,7 @@ def sentence(split: dict) -> str:
              for name, share in sorted(split["of_busy"].items(),
                                        key=lambda kv: -kv[1]) if share >= 0.05]
     head = ", ".join(parts[:4])
-    ran = (f", the profiled round at {split['vs_median']:.0%} of the median"
+    ran = (f", the profiled run at {split['vs_median']:.0%} of the median"
            if split.get("vs_median") else "")
     cipher = (f"; the cipher ran in {', '.join(split['cipher_symbols'])}" if split["cipher_symbols"]
               else "")

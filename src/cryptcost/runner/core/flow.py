@@ -70,7 +70,8 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
     sink = sink or Sink()
     profiler = None
     if profile and pairs:
-        profiler = Profiler(res, runner, cell, IN_WARMUP if policy.warmup else AFTER)
+        profiler = Profiler(res, runner, cell, IN_WARMUP if policy.warmup else AFTER,
+                            runs=len(pairs))
 
     def measure(inst: Any, step: Any) -> dict[Cell, Sample]:
         got = runner(inst, step)

@@ -42,12 +42,16 @@ def unwatched(inst, op) -> AbstractContextManager:
 class Profiler:
     """Profiles runs of (instance, step)s: one perf recording for them all, switched on around
     each watched pass by the kind's step runner (``runner.window``), each cell keeping the
-    spans of its own passes; :meth:`finish` reads the file once. A profiler that fails says so
-    in the cells' profiles; it never fails the work it watches."""
+    spans of its own passes; :meth:`finish` reads the file once. perf ends once the
+    ``runs`` runs it watches are done (the warm-up round ends before any measured sample), so
+    that no perf process runs beside a measured sample. A profiler that fails says so in the
+    cells' profiles; it never fails the work it watches."""
 
-    def __init__(self, res: Resources, runner, cells: dict[tuple, Cell], how: str):
+    def __init__(self, res: Resources, runner, cells: dict[tuple, Cell], how: str, runs: int):
         self.res, self.runner, self.cells, self.how = res, runner, cells, how
+        self._runs_left = runs
         self._recording: perf.Recording | None = None
+        self._path = None                      # the file perf wrote, once it has ended
         self._spans: dict[Cell, list[tuple[float, float]]] = {}
         self._errors: dict[Cell, str] = {}
         self._values: dict[Cell, float] = {}
@@ -93,6 +97,19 @@ class Profiler:
             yield
         finally:
             self.runner.window = unwatched
+            self._runs_left -= 1
+            if self._runs_left <= 0:
+                self._end()
+
+    def _end(self) -> None:
+        """End perf (its file kept for :meth:`finish`)."""
+        if self._recording is not None and self._path is None:
+            try:
+                self._path = self._recording.close()
+            except CryptcostError as exc:
+                for cell in self._spans:
+                    self._errors.setdefault(cell, str(exc))
+                self._recording = None
 
     def saw(self, got: dict[tuple, Sample]) -> None:
         """The samples of the run being watched (by instance label and op key): how fast the
@@ -105,11 +122,11 @@ class Profiler:
     def finish(self) -> dict[Cell, dict]:
         """End perf and read its file once: a profile per cell watched."""
         profiles: dict[Cell, dict] = {}
-        if self._recording is not None:
+        self._end()
+        if self._path is not None:
             try:
-                path = self._recording.close()
-                everything = perf.stacks(path, sorted(s for ss in self._spans.values()
-                                                      for s in ss))
+                everything = perf.stacks(self._path, sorted(s for ss in self._spans.values()
+                                                            for s in ss))
                 for cell, spans in self._spans.items():
                     if cell not in self._errors:
                         profiles[cell] = {"how": self.how,

@@ -146,9 +146,9 @@ def schedule(jobs: list[Job], policy: Policy, *,
             watched = watch and warming and clock.rounds.get(id(job), 0) == warm[id(job)] - 1
             try:
                 faults.at("measure")
-                with watch(job) if watched else nullcontext():      # (its profile read after)
+                with watch(job) if watched else nullcontext():
                     got = job.measure()
-                    clock.record(job, time.monotonic() - started)
+                clock.record(job, time.monotonic() - started)
             except CryptcostError as exc:
                 if stop_on_error:
                     raise
