@@ -70,6 +70,16 @@ class Analysis:
     # per stack and cell: accel on/off × CPUs
     scaling: list[scaling.Curve] = field(default_factory=list)
 
+    def to_dict(self) -> dict:
+        return {"verdicts": {str(k): v.to_dict() for k, v in self.verdicts.items()},
+                "cycles_per_byte": {str(k): v for k, v in self.cycles_per_byte.items()},
+                "findings": self.findings, "tuning": self.tuning,
+                "predictions": [p.to_dict() for p in self.predictions],
+                "recommendations": [asdict(r) for r in self.recommendations],
+                "ranking": [asdict(r) for r in self.ranking],
+                "split": [x.to_dict() for x in self.split],
+                "scaling": [c.to_dict() for c in self.scaling]}
+
 
 def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] | None = None, *,
             target: float | None = None, target_label: str | None = None) -> Analysis:
