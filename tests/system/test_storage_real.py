@@ -571,7 +571,9 @@ def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
     file and of the FUSE export its loop device reads through — not by
     drop_caches' global sync and scan: a read after it must be no faster
     than after drop_caches, while a read of the cached file is much faster
-    (so the check can fail)."""
+    (so the check can fail). On a RAM medium both reads are copies of
+    memory, a few hundredths of a second apart: each reset's fastest of
+    five reads is compared, as for the FUSE stacks below."""
     _available(stack)
     from cryptcost.stacks.fs import drop_caches
     s = get(stack)()
@@ -579,7 +581,8 @@ def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
     def forget(res, path):
         assert s.forget(res, path) == mode
     m, took = _reads_after(s, 64, 256, {"drop_caches": lambda res, path: drop_caches(),
-                                        "forget": forget, "nothing": lambda res, path: None})
+                                        "forget": forget, "nothing": lambda res, path: None},
+                           rounds=5, stat=min)
     assert m["forget"] >= 0.8 * m["drop_caches"], took
     assert m["nothing"] < 0.7 * m["forget"], took
 
