@@ -215,6 +215,76 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str
     return Daemon(_shown(argv, secrets), proc, logfile)
 
 
+class LineReader:
+    """Lines from a file descriptor, each within a timeout (a session's pipe)."""
+
+    def __init__(self, fd: int):
+        self.fd, self._buf = fd, b""
+
+    def line(self, timeout: float | None, what: str = "the other end") -> str | None:
+        """The next line, or None at the end of the input; raises TimeoutError
+        when none comes within ``timeout`` seconds (None: wait for ever)."""
+        import selectors
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = None if deadline is None else deadline - time.monotonic()
+                if (left is not None and left <= 0) or not sel.select(left):
+                    raise TimeoutError(f"no line from {what} in {timeout:g} s")
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    return None
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode(errors="replace")
+
+
+class Session(Daemon):
+    """A daemon that speaks lines on its stdin and stdout (the peer worker,
+    behind ``ssh``); its stderr goes to ``logfile``. Closing its stdin is
+    how it is told to end."""
+
+    def __init__(self, argv: Sequence[str], proc: subprocess.Popen, logfile: str | None):
+        super().__init__(argv, proc, logfile)
+        self._lines = LineReader(proc.stdout.fileno())
+
+    def send(self, line: str) -> None:
+        """One line to the child's stdin; a child that is gone raises BrokenPipeError."""
+        self._proc.stdin.write(line.encode() + b"\n")
+        self._proc.stdin.flush()
+
+    def recv(self, timeout: float) -> str | None:
+        """The child's next line, or None at the end of its output (TimeoutError: none came)."""
+        return self._lines.line(timeout, program(self.argv))
+
+    def close_input(self) -> None:
+        """End the child's stdin: it reads the end of its input."""
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+
+
+def session(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            logfile: str | None = None) -> Session:
+    """Start ``argv`` in its own process group with pipes on its stdin and
+    stdout (:class:`Session`). Only this process holds the pipe's write end,
+    so the child reads the end of its input when this process dies."""
+    argv = [str(a) for a in argv]
+    log.debug("session: %s", " ".join(argv))
+    err = open(logfile, "ab") if logfile else subprocess.DEVNULL
+    try:
+        child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                 env=_env(env), start_new_session=True, bufsize=0)
+    except FileNotFoundError as exc:
+        raise UserError(f"{argv[0]} is not installed ({exc.strerror})") from None
+    finally:
+        if logfile:
+            err.close()
+    return Session(argv, child, logfile)
+
+
 def wait_for(predicate, *, timeout: float, interval: float = 0.05, daemon: Daemon | None = None,
              what: str = "condition") -> None:
     """Poll ``predicate`` until true; fail early if ``daemon`` dies."""

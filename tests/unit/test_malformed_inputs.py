@@ -65,7 +65,7 @@ FLAGS = {
     "compare without runs": ["compare", "1"],
     "network unknown stack": ["network", "--stacks", "telnet"],
     "network unknown link": ["network", "--stacks", "tcp", "--link", "carrier-pigeon"],
-    "network peer link": ["network", "--stacks", "tcp", "--link", "peer:example.org"],
+    "network peer link": ["network", "--stacks", "tcp", "--link", "peer:-oProxyCommand=x"],
     "network bad mtu": ["network", "--stacks", "tcp", "--mtu", "12"],
     "network unknown workload": ["network", "--stacks", "tcp", "--workloads", "ftp"],
     "storage bad cpus": ["storage", "--stacks", "plain", "--cpus", "0"],

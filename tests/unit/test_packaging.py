@@ -13,7 +13,7 @@ NOT_IN_MAIN = {"zfsutils-linux (contrib, with zfs-dkms)"}     # named, not insta
 # What the CI machine's kernel has (the brief): FUSE, loop devices, ext4 with fscrypt, netns, veth, TUN.
 CI_KERNEL = {"fuse", "loop", "fscrypt", "netns", "veth", "tun"}
 # required checks that are not stacks: root itself, the browser, the guest, the workqueue cpumask, perf
-CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile"}
+CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile", "peer"}
 
 
 def listed_packages() -> set[str]:

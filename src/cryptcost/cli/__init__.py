@@ -20,11 +20,12 @@ from cryptcost.lifecycle.lock import require_free
 from cryptcost.lifecycle.resources import Terminated
 
 from cryptcost.cli import (ciphers, cleanup, compare, importing, listing, network, probe, report,
-                           run, storage, vm)
+                           run, storage, vm, worker)
 
 # Commands that measure: one at a time per host (lifecycle.lock).
-MEASURING = {"ciphers", "storage", "network", "run", "vm"}
-COMMANDS = [probe, ciphers, storage, network, run, vm, listing, report, compare, importing, cleanup]
+MEASURING = {"ciphers", "storage", "network", "run", "vm", "worker"}
+COMMANDS = [probe, ciphers, storage, network, run, vm, listing, report, compare, importing, cleanup,
+            worker]
 
 
 # What each command's --help ends with: a first command line or two to copy (the README's
@@ -49,6 +50,7 @@ EXAMPLES = {
     "compare": ["cryptcost compare 1 2", "cryptcost compare 1 2 --json"],
     "import": ["cryptcost import other-host.json"],
     "cleanup": ["cryptcost cleanup"],
+    "worker": ["cryptcost worker"],
 }
 
 

@@ -18,6 +18,7 @@ def add_parser(sub, common) -> None:
 
 def run(args) -> int:
     import cryptcost.links                        # registers the links' releasers (netns)
+    import cryptcost.links.peer                   # … a peer link's session
     import cryptcost.stacks                       # … and every stack's
     cryptcost.stacks.registry()
     report = cleanup(force=args.force)

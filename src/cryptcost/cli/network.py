@@ -7,6 +7,7 @@ from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_op
                                   add_profile_option, cpu_counts, err, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.links import LINKS
+from cryptcost.links.peer import PeerOptions
 from cryptcost.report.terminal import network_table
 from cryptcost.runner.network import NetworkPlan, describe_plan, run_network, validate
 from cryptcost.units import parse_size
@@ -20,8 +21,10 @@ def add_parser(sub, common) -> None:
                    help="stacks, e.g. tls,ssh:chacha20-poly1305,wireguard, or all (default: "
                         "all available)")
     p.add_argument("--link", default="netns",
-                   help=f"{', '.join(LINKS)} (default: netns, two namespaces "
-                   "joined by veth)")
+                   help=f"{', '.join(LINKS)} or peer:HOST (default: netns, two namespaces "
+                   "joined by veth; peer:HOST: this host to HOST, reached with ssh, where "
+                   "cryptcost runs as a worker)")
+    add_peer_options(p)
     p.add_argument("--mtu", type=int, default=1500,
                    help="the link's MTU (default: 1500; 9000 for jumbo frames)")
     p.add_argument("--streams", type=int, default=4,
@@ -44,6 +47,23 @@ def add_parser(sub, common) -> None:
     p.set_defaults(func=run)
 
 
+def add_peer_options(p) -> None:
+    p.add_argument("--ssh-config", metavar="FILE",
+                   help="with --link peer:HOST: ssh's configuration file (default: ssh's own, "
+                        "~/.ssh/config)")
+    p.add_argument("--peer-sudo", action="store_true",
+                   help="with --link peer:HOST: run the worker with 'sudo -n' (an SSH user "
+                        "that is not root)")
+    p.add_argument("--peer-command", default="cryptcost", metavar="COMMAND",
+                   help="with --link peer:HOST: how cryptcost is run on the peer (default: "
+                        "cryptcost)")
+
+
+def peer_options(args) -> PeerOptions:
+    return PeerOptions(ssh_config=args.ssh_config, sudo=args.peer_sudo,
+                       command=args.peer_command)
+
+
 def plan_from(args) -> NetworkPlan:
     from cryptcost.errors import UserError
     size = parse_size(args.file_size, "--file-size")
@@ -52,7 +72,7 @@ def plan_from(args) -> NetworkPlan:
     return NetworkPlan(stacks=parse_list(args.stacks, "stack"), link=args.link, mtu=args.mtu,
                        workloads=parse_list(args.workloads, "workload"), streams=args.streams,
                        seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)),
-                       profile=args.profile)
+                       profile=args.profile, peer=peer_options(args))
 
 
 def run(args) -> int:

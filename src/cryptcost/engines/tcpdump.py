@@ -38,7 +38,11 @@ def argv(iface: str, path: str | Path, count: int = COUNT, snaplen: int = SNAPLE
 
 def read_pcap(path: str | Path) -> list[Packet]:
     """The packets of a classic pcap file (any byte order, µs or ns stamps)."""
-    data = Path(path).read_bytes()
+    return parse_pcap(Path(path).read_bytes(), str(path))
+
+
+def parse_pcap(data: bytes, path: str = "the capture") -> list[Packet]:
+    """The packets of a classic pcap file's bytes (:func:`read_pcap`)."""
     if len(data) < 24:
         return []
     magic = data[:4]

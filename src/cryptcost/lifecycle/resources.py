@@ -188,13 +188,17 @@ class Resources:
 
     def daemon(self, argv: list[str], *, env: dict | None = None, logfile: str | None = None,
                cwd: str | None = None, stdin_file: str | Path | None = None,
-               graceful: float = 0, mountpoint: str | Path | None = None) -> proc.Daemon:
+               graceful: float = 0, mountpoint: str | Path | None = None,
+               session: bool = False) -> proc.Daemon:
         """Start a background process whose pid the journal keeps.
 
-        ``stdin_file`` feeds a file (a passphrase on the key tmpfs) to its stdin.
+        ``stdin_file`` feeds a file (a passphrase on the key tmpfs) to its stdin;
+        ``session`` makes it a :class:`proc.Session` (lines on its stdin and stdout).
         """
         def create(entry: Entry) -> proc.Daemon:
-            if stdin_file is None:
+            if session:
+                d = proc.session(argv, env=env, logfile=logfile)
+            elif stdin_file is None:
                 d = proc.spawn(argv, env=env, logfile=logfile, cwd=cwd)
             else:
                 with open(stdin_file, "rb") as fh:

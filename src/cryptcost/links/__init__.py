@@ -7,10 +7,13 @@ Network stacks are built on a link and do not care which one it is:
   ``cc-<id>-b`` joined by a veth pair, with addresses that exist only
   inside them. Both ends share this machine's CPUs.
 * ``loopback`` — both ends in this host's namespace, on 127.0.0.1.
-* (later) ``peer:HOST`` — a second machine running ``cryptcost agent``.
+* ``peer:HOST`` — this host is end ``a``; end ``b`` is another machine,
+  reached with ``ssh`` and held there by ``cryptcost worker``
+  (:mod:`cryptcost.links.peer`).
 
 Call order: ``setup(res)`` (everything through the journal, released in
-reverse order), then ``argv(end, argv)`` wraps a command to run at an end.
+reverse order), then ``at(end)`` is that end (:mod:`cryptcost.links.ends`):
+where a stack runs its commands and daemons and keeps its files.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from cryptcost import proc
 from cryptcost.errors import UserError
 from cryptcost.lifecycle.release import releaser
 from cryptcost.lifecycle.resources import Resources
+from cryptcost.links.ends import End, LocalEnd
 
 MTUS = range(576, 65537)
 
@@ -52,18 +56,37 @@ class Link(ABC):
             raise UserError(f"bad --mtu {mtu}: use 576 … 65536 (1500 and 9000 are usual)")
         self.mtu = mtu
         self.used_ports: set[int] = set()
+        self.res: Resources | None = None
+        self._ends: dict[str, End] = {}
+
+    def setup(self, res: Resources) -> None:
+        """Create the link's ends, journalled in ``res``."""
+        self.res = res
+        self.create(res)
 
     @abstractmethod
-    def setup(self, res: Resources) -> None:
-        """Create the link's ends, journalled."""
+    def create(self, res: Resources) -> None:
+        """Create what the link needs (namespaces, a session), journalled."""
+
+    def at(self, end: str) -> End:
+        """End ``a`` or ``b`` (after :meth:`setup`)."""
+        if end not in self._ends:
+            self._ends[end] = LocalEnd(self.res, lambda argv, end=end: self.argv(end, argv))
+        return self._ends[end]
 
     @abstractmethod
     def argv(self, end: str, argv: list[str]) -> list[str]:
-        """``argv`` to run at end ``a`` or ``b``."""
+        """``argv`` to run at end ``a`` or ``b`` of a link on this host."""
 
     @abstractmethod
     def iface(self, end: str) -> str:
         """The interface of ``end`` that the link's traffic crosses (for captures)."""
+
+    shared_cpus: ClassVar[bool] = True     # both ends run on this machine
+
+    def unavailable(self, stack: str) -> str | None:
+        """Why ``stack`` cannot hold this link's end ``b`` (a peer's own probe), or None."""
+        return None
 
     def mount_argv(self, end: str, argv: list[str]) -> list[str]:
         """``argv`` in ``end``'s network namespace but this host's mount
@@ -84,14 +107,22 @@ class Link(ABC):
 
     def listening(self, end: str, port: int) -> bool:
         """Whether a TCP socket listens on ``port`` at ``end``."""
-        done = proc.run(self.argv(end, ["ss", "-Hltn", f"sport = :{port}"]), check=False,
-                        timeout=10)
-        return bool(done.stdout.strip())
+        return self.at(end).listening(port)
 
     def has_iface(self, end: str, dev: str) -> bool:
         """Whether network interface ``dev`` exists at ``end``."""
-        return proc.run(self.argv(end, ["ip", "link", "show", dev]), check=False,
-                        timeout=10).returncode == 0
+        return self.at(end).run(["ip", "link", "show", dev], check=False,
+                                timeout=10).returncode == 0
+
+    def offloads(self, end: str) -> dict[str, str]:
+        """GSO/GRO/TSO state of an end's interface (ethtool -k), where ethtool is installed."""
+        if not proc.which("ethtool"):
+            return {}
+        done = self.at(end).run(["ethtool", "-k", self.iface(end)], check=False, timeout=30)
+        wanted = ("generic-segmentation-offload", "generic-receive-offload",
+                  "tcp-segmentation-offload")
+        return {k: v.split()[0] for line in done.stdout.splitlines()
+                for k, _, v in [line.partition(":")] if k.strip() in wanted and v.strip()}
 
     def describe(self) -> dict:
         return {"link": self.name, "mtu": self.mtu}
@@ -105,7 +136,7 @@ class NetnsLink(Link):
     server_bind = "0.0.0.0"            # inside namespace b only
     wire_checked = True
 
-    def setup(self, res: Resources) -> None:
+    def create(self, res: Resources) -> None:
         tag = secrets.token_hex(3)
         self.ns = {"a": f"cc-{tag}-a", "b": f"cc-{tag}-b"}
         for end, ns in self.ns.items():
@@ -130,18 +161,14 @@ class NetnsLink(Link):
     def iface(self, end: str) -> str:
         return self.veth[end]
 
+    shared_cpus: ClassVar[bool] = True     # both ends run on this machine
+
+    def unavailable(self, stack: str) -> str | None:
+        """Why ``stack`` cannot hold this link's end ``b`` (a peer's own probe), or None."""
+        return None
+
     def mount_argv(self, end: str, argv: list[str]) -> list[str]:
         return ["nsenter", f"--net=/run/netns/{self.ns[end]}", *argv]
-
-    def offloads(self, end: str) -> dict[str, str]:
-        """GSO/GRO/TSO state of an end's veth (ethtool -k), where ethtool is installed."""
-        if not proc.which("ethtool"):
-            return {}
-        done = proc.run(self.argv(end, ["ethtool", "-k", self.veth[end]]), check=False, timeout=30)
-        wanted = ("generic-segmentation-offload", "generic-receive-offload",
-                  "tcp-segmentation-offload")
-        return {k: v.split()[0] for line in done.stdout.splitlines()
-                for k, _, v in [line.partition(":")] if k.strip() in wanted and v.strip()}
 
     def describe(self) -> dict:
         d = super().describe()
@@ -160,7 +187,7 @@ class LoopbackLink(Link):
     server_bind = "127.0.0.1"
     wire_checked = False               # lo also carries a forwarder's plaintext leg to the service
 
-    def setup(self, res: Resources) -> None:
+    def create(self, res: Resources) -> None:
         return None
 
     def argv(self, end: str, argv: list[str]) -> list[str]:
@@ -183,11 +210,12 @@ class LoopbackLink(Link):
 LINKS = {cls.name: cls for cls in (NetnsLink, LoopbackLink)}
 
 
-def parse_link(spec: str, mtu: int = 1500) -> Link:
-    """``netns`` or ``loopback`` (``peer:HOST`` is designed, not built)."""
+def parse_link(spec: str, mtu: int = 1500, peer=None) -> Link:
+    """``netns``, ``loopback`` or ``peer:HOST`` (``peer``: its
+    :class:`~cryptcost.links.peer.PeerOptions`)."""
     if spec.startswith("peer:"):
-        raise UserError(f"--link {spec}: remote peers (cryptcost agent) are not built yet; use "
-                        "netns or loopback")
+        from cryptcost.links.peer import PeerLink, PeerOptions
+        return PeerLink(spec.removeprefix("peer:"), mtu, peer or PeerOptions())
     if spec not in LINKS:
-        raise UserError(f"bad --link {spec!r}: use {', '.join(LINKS)}")
+        raise UserError(f"bad --link {spec!r}: use {', '.join(LINKS)} or peer:HOST")
     return LINKS[spec](mtu)

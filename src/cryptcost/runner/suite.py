@@ -30,6 +30,7 @@ from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.core.sink import Sink
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
+from cryptcost.links.peer import PeerOptions
 from cryptcost.runner.network import NetworkPlan, run_network
 from cryptcost.runner import network as netrun
 from cryptcost.runner.core import quiet
@@ -84,7 +85,10 @@ def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
                                                "network.file_size"),
                         accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part,
                         cpus=cpus,
-                        profile=n.get("profile", False))
+                        profile=n.get("profile", False),
+                        peer=PeerOptions(ssh_config=n.get("ssh_config"),
+                                         sudo=n.get("peer_sudo", False),
+                                         command=n.get("peer_command", "cryptcost")))
             for cpus in (n.get("cpus") or [None])]
 
 

@@ -28,7 +28,9 @@ Network facts, besides the common ones: ``traffic`` (``stream``: iperf3
 through the endpoint; ``files``: the stack's own file transfer, see
 :class:`FileShareStack`), ``links`` (the links it can be built on),
 ``transport`` (what carries it on the wire, e.g. "UDP 51820"),
-``exclusive`` (it claims fixed ports, addresses or routes in the namespaces:
+``links`` lists ``peer`` for a stack that runs its end ``b`` only through
+``link.at("b")`` (commands, daemons, files), so that it works on another
+machine; ``exclusive`` (it claims fixed ports, addresses or routes in the namespaces:
 the runner gives each instance a link of its own, identical to the shared
 one, with its own iperf3 server), ``suites`` (the built-in suites that
 measure it without naming it, each with the variants it takes there: ``""``
@@ -157,7 +159,7 @@ class NetworkStack(Stack):
         logfile = str(logdir / f"{name}.log") if logdir else None
         if not self.accel:
             env = {**(env or {}), **self.accel_env()}
-        daemon = res.daemon(self.link.argv(end, argv), env=env, logfile=logfile)
+        daemon = self.link.at(end).daemon(argv, env=env, logfile=logfile)
         self.ends[end].append(daemon)
         return daemon
 

@@ -9,7 +9,6 @@ from its ``-v`` log.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 
@@ -18,6 +17,7 @@ from cryptcost.errors import CryptcostError
 from cryptcost.host.tools import Tool
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
+from cryptcost.links.ends import End
 from cryptcost.stacks.base import ref
 from cryptcost.stacks.net import Endpoint, NetworkStack
 
@@ -33,6 +33,7 @@ class Ssh(NetworkStack):
     use_case = "remote-access"
     suites = {"quick": "", "standard": "*", "full": "*"}
     baselines = ("tcp",)
+    links = ("netns", "loopback", "peer")
     security = ("an SSH tunnel runs in one process per connection: its cipher work uses one core "
                 "for each direction",)
     tools = (SSH, SSHD, SSH_KEYGEN)
@@ -57,20 +58,17 @@ class Ssh(NetworkStack):
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
-        self.dir = res.tmpdir("cryptcost-ssh-")
-        keys = res.keydir()
+        a, b = link.at("a"), link.at("b")
+        self.dirs = {"a": a.tmpdir("cryptcost-ssh-"), "b": b.tmpdir("cryptcost-ssh-")}
+        # Each private key is made at the end that uses it and never leaves it; the public
+        # halves cross (authorized_keys at b, known_hosts at a).
         tag = f"ssh-{self.variant}-{secrets.token_hex(3)}"
-        host_key, client_key = keys / f"{tag}-host", keys / f"{tag}-client"
-        for path in (host_key, client_key):
-            res.track("keyfile", path=str(path) + ".pub")
-            res.track("keyfile", lambda e, p=path: proc.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cryptcost", "-f", str(p)],
-                timeout=30),
-                path=str(path))
+        host_key = _keypair(b, f"{tag}-host")
+        client_key = _keypair(a, f"{tag}-client")
         port, local = link.port(2222), link.port(15202)
         cipher, mac = self.params["cipher"], self.params["mac"]
-        auth = self.dir / "authorized_keys"
-        auth.write_text(open(str(client_key) + ".pub").read())
+        auth = self.dirs["b"] / "authorized_keys"
+        b.write(auth, a.read(str(client_key) + ".pub"))
         lines = [f"Port {port}", f"ListenAddress {link.b_addr}", f"HostKey {host_key}",
                  f"AuthorizedKeysFile {auth}", "PermitRootLogin prohibit-password",
                  "PasswordAuthentication no",
@@ -79,26 +77,27 @@ class Ssh(NetworkStack):
                  "Compression no", "PidFile none", f"Ciphers {cipher}", "LogLevel VERBOSE"]
         if mac:
             lines.append(f"MACs {mac}")
-        conf = self.dir / "sshd_config"
-        conf.write_text("\n".join(lines) + "\n")
-        # sshd's privilege separation directory
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        conf = self.dirs["b"] / "sshd_config"
+        b.write(conf, ("\n".join(lines) + "\n").encode())
+        b.run(["mkdir", "-p", "-m", "0755", "/run/sshd"], timeout=10)   # privilege separation
         sshd = proc.which("sshd") or "/usr/sbin/sshd"
         daemon = self.start(res, "b", [sshd, "-D", "-e", "-f", str(conf)], name="sshd",
-                            logdir=self.dir)
+                            logdir=self.dirs["b"])
         proc.wait_for(lambda: link.listening("b", port), timeout=20, daemon=daemon,
                       what="sshd listening")
-        known = self.dir / "known_hosts"
+        known = self.dirs["a"] / "known_hosts"
         host = link.b_addr if port == 22 else f"[{link.b_addr}]:{port}"
-        known.write_text(f"{host} {open(str(host_key) + '.pub').read()}")
+        a.write(known, f"{host} ".encode() + b.read(str(host_key) + ".pub"))
         argv = ["ssh", "-F", "/dev/null", "-N", "-v", "-p", str(port), "-i", str(client_key),
-                "-L", f"127.0.0.1:{local}:127.0.0.1:{service}", "-o", f"UserKnownHostsFile={known}",
+                "-L", f"127.0.0.1:{local}:{link.b_addr}:{service}",
+                "-o", f"UserKnownHostsFile={known}",
                 "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o",
                 "ExitOnForwardFailure=yes",
                 "-o", "Compression=no", "-o", "ServerAliveInterval=0", "-c", cipher]
         if mac:
             argv += ["-m", mac]
-        client = self.start(res, "a", argv + [f"root@{link.b_addr}"], name="ssh", logdir=self.dir)
+        client = self.start(res, "a", argv + [f"root@{link.b_addr}"], name="ssh",
+                            logdir=self.dirs["a"])
         proc.wait_for(lambda: link.listening("a", local), timeout=30, daemon=client,
                       what="ssh forwarding its local port")
         self.transport_port = port
@@ -106,7 +105,7 @@ class Ssh(NetworkStack):
 
     def verify(self, res: Resources) -> dict:
         """The cipher and MAC of both directions, from ``ssh -v``."""
-        log = (self.dir / "ssh.log").read_text(errors="replace")
+        log = self.link.at("a").read_text(self.dirs["a"] / "ssh.log")
         found = re.findall(r"kex: (server->client|client->server) cipher: (\S+) MAC: (\S+) "
                            r"compression: (\S+)", log)
         if len(found) < 2:
@@ -118,3 +117,11 @@ class Ssh(NetworkStack):
         self.negotiated = {"cipher": found[0][1], "mac": found[0][2], "compression": found[0][3],
                            "from": "ssh -v"}
         return self.negotiated
+
+
+def _keypair(end: End, name: str):
+    """A fresh ed25519 key pair on ``end``'s key tmpfs (its path; ``.pub`` beside it)."""
+    path = end.keydir() / f"{name}-{secrets.token_hex(3)}"
+    end.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cryptcost", "-f", str(path)],
+            timeout=30)
+    return path

@@ -17,6 +17,7 @@ class Tcp(NetworkStack):
     description = "plain TCP between the link's ends (network baseline)"
     layer = "kernel"
     role = "baseline"
+    links = ("netns", "loopback", "peer")
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link

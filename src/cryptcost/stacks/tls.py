@@ -1,10 +1,10 @@
 """``tls``: stunnel in front of the service — a TLS server at end ``b``, a
 TLS client at end ``a`` that the workload connects to in plaintext.
 
-The server has a fresh self-signed RSA-2048 certificate (its private key on
-the key tmpfs); each variant pins one protocol version and one cipher
-suite on both sides, and :meth:`verify` reads the suite the server
-negotiated from stunnel's own log.
+The server has a fresh self-signed RSA-2048 certificate, made at end ``b``
+(its private key on that end's key tmpfs: it never leaves that host); each
+variant pins one protocol version and one cipher suite on both sides, and
+:meth:`verify` reads the suite the server negotiated from stunnel's own log.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class Tls(NetworkStack):
     use_case = "service-tls"
     suites = {"quick": "", "standard": "*", "full": "*"}
     baselines = ("tcp",)
+    links = ("netns", "loopback", "peer")
     security = ("stunnel's TLS protects each connection, not the host: what reaches the "
                 "forwarder's local port at either end travels in plaintext there",)
     tools = (STUNNEL, "openssl")
@@ -57,24 +58,24 @@ class Tls(NetworkStack):
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
-        self.dir = res.tmpdir("cryptcost-tls-")
-        key = res.secret_file(b"", name=f"tls-{self.variant}.key")
-        cert = self.dir / "cert.pem"
-        proc.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-                  "-out",
-                  str(cert), "-days", "2", "-subj", "/CN=cryptcost"], timeout=60)
+        a, b = link.at("a"), link.at("b")
+        self.dirs = {"a": a.tmpdir("cryptcost-tls-"), "b": b.tmpdir("cryptcost-tls-")}
+        key = b.secret_file(b"", name=f"tls-{self.variant}.key")
+        cert = self.dirs["b"] / "cert.pem"
+        b.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+               "-out", str(cert), "-days", "2", "-subj", "/CN=cryptcost"], timeout=60)
         accept, local = link.port(5443), link.port(15201)
         common = ["foreground = yes", "pid =", "debug = info", "syslog = no"]
         server = common + ["[service]", f"accept = {link.b_addr}:{accept}",
-                           f"connect = 127.0.0.1:{service}",
+                           f"connect = {link.b_addr}:{service}",
                            f"cert = {cert}", f"key = {key}"] + self._pin()
         client = common + ["[service]", "client = yes", f"accept = 127.0.0.1:{local}",
                            f"connect = {link.b_addr}:{accept}"] + self._pin()
         for end, lines in (("b", server), ("a", client)):
-            conf = self.dir / f"stunnel-{end}.conf"
-            conf.write_text("\n".join(lines) + "\n")
+            conf = self.dirs[end] / f"stunnel-{end}.conf"
+            link.at(end).write(conf, ("\n".join(lines) + "\n").encode())
             daemon = self.start(res, end, ["stunnel4", str(conf)], name=f"stunnel-{end}",
-                                logdir=self.dir)
+                                logdir=self.dirs[end])
             port = accept if end == "b" else local
             proc.wait_for(lambda e=end, p=port: link.listening(e, p), timeout=20, daemon=daemon,
                           what=f"stunnel listening on port {port}")
@@ -83,7 +84,7 @@ class Tls(NetworkStack):
 
     def verify(self, res: Resources) -> dict:
         """The protocol and suite stunnel's server logged for its connections."""
-        log = (self.dir / "stunnel-b.log").read_text(errors="replace")
+        log = self.link.at("b").read_text(self.dirs["b"] / "stunnel-b.log")
         found = re.findall(r"(TLSv1\.\d) ciphersuite: (\S+)", log)
         if not found:
             found = [(v,
@@ -93,4 +94,3 @@ class Tls(NetworkStack):
         self.expect("TLS cipher suite", got[1], self.params["suite"])
         self.negotiated = {"protocol": got[0], "suite": got[1], "from": "stunnel's server log"}
         return self.negotiated
-

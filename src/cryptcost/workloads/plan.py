@@ -6,7 +6,8 @@ A plan has up to five tables; every key is optional::
     [ciphers]  engines, algorithms, sizes, threads, accel = ["on", "off"], seconds
     [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2],
                accel = ["on", "off"], profile
-    [network]  stacks, link = "netns", mtu = 1500, workloads, streams, seconds,
+    [network]  stacks, link = "netns" (or "peer:HOST", with ssh_config, peer_sudo,
+               peer_command), mtu = 1500, workloads, streams, seconds,
                file_size, accel, cpus, profile
     [policy]   min_samples, max_samples, ci_target (percent), warmup
     [model]    device_speed = "3GB/s", link = "1GbE"
@@ -49,7 +50,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
                 "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
                 "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None),
                 "accel": ("list[str]", ("on", "off")), "profile": ("bool", None)},
-    "network": {"stacks": ("list[str]", None), "link": ("str", ("netns", "loopback")),
+    "network": {"stacks": ("list[str]", None), "link": ("str", None),
+                "ssh_config": ("str", None), "peer_sudo": ("bool", None),
+                "peer_command": ("str", None),
                 "mtu": ("int", None),
                 "workloads": ("list[str]", tuple(netwl.WORKLOADS) + tuple(netwl.SETS)),
                 "streams": ("int", None),
@@ -153,6 +156,10 @@ def _validate_numbers(data: dict, where: str) -> None:
     if "mtu" in n and not 576 <= n["mtu"] <= 65536:
         raise UserError(f"{where}: network.mtu must be 576 … 65536 (1500 and 9000 are usual), "
                         f"not {n['mtu']}")
+    link = n.get("link", "netns")
+    if link not in ("netns", "loopback") and not (link.startswith("peer:") and len(link) > 5):
+        raise UserError(f"{where}: network.link has {link!r}; allowed: netns, loopback, "
+                        "peer:HOST")
     if "streams" in n and not 1 <= n["streams"] <= 128:
         raise UserError(f"{where}: network.streams must be 1 … 128, not {n['streams']}")
     if "seconds" in n and not 1 <= n["seconds"] <= 600:

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 from cryptcost import proc, stats
 from cryptcost.engines import iperf3, perf
-from cryptcost.errors import CryptcostError, UserError
+from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
+from cryptcost.links.peer import PeerOptions
 from cryptcost.model import Cell, Result, metric_median as median
 from cryptcost.record import CpuUse
 from cryptcost.runner.core import flow, pairing, pinning
@@ -54,6 +55,12 @@ class NetworkPlan:
     affinity: str | None = None          # what the pass on ``cpus`` pinned (runner.core.pinning)
     # a profiled round after the samples: where each cell's CPU goes (perf)
     profile: bool = False
+    peer: PeerOptions = field(default_factory=PeerOptions)     # how ``peer:HOST`` is reached
+
+    @property
+    def link_kind(self) -> str:
+        """``netns``, ``loopback`` or ``peer`` (the part of ``link`` before any ``:HOST``)."""
+        return self.link.partition(":")[0]
 
 
 @dataclass
@@ -67,6 +74,8 @@ def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
     ``accel`` (True, False) a copy of each measured stack with hardware
     acceleration off — or, where its library cannot be switched, a skip
     that says so (never an unverified "off")."""
+    link = link.partition(":")[0]
+
     def fits(cls) -> str | None:
         return (None if link in cls.links
                 else f"runs only on a {' or '.join(cls.links)} link, not --link {link}")
@@ -79,7 +88,7 @@ def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
 
 def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
     """Everything that can be refused before anything is created or recorded."""
-    parse_link(plan.link, plan.mtu)
+    parse_link(plan.link, plan.mtu, plan.peer)
     wl.expand(plan.workloads)
     if not 1 <= plan.streams <= 128:
         raise UserError(f"bad --streams {plan.streams}: use 1 … 128")
@@ -93,7 +102,7 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
     resolved, skipped = resolve(plan.stacks, plan.link,
                                 (True,) + tuple(a for a in plan.accel if not a))
     for stack, _ in resolved:
-        if plan.link not in stack.links:
+        if plan.link_kind not in stack.links:
             raise UserError(f"stack {stack.name} runs only on a {' or '.join(stack.links)} link, "
                             f"not --link {plan.link}")
     if not any(role == "measured" for _, role in resolved):
@@ -111,6 +120,9 @@ def describe_plan(plan: NetworkPlan, resolved, skipped) -> list[str]:
              + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
              f"workloads: {', '.join(wl.expand(plan.workloads))}; link: {plan.link}, MTU "
              f"{plan.mtu}; {plan.seconds:g} s per stream sample, each repeated until stable"]
+    if plan.link_kind == "peer":
+        lines.append(f"end a is this host, end b {plan.link.partition(':')[2]} (reached with "
+                     "ssh; cryptcost worker holds end b and releases it)")
     if plan.link == "netns":
         lines.append("both ends of the link share this machine's CPUs: read CPU-s/GB per end, not "
                      "Gbit/s, as what carries over to real hosts")
@@ -135,19 +147,21 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
     workdir = res.tmpdir("cryptcost-net-")
     shared: list = []
 
-    def link_for(stack: NetworkStack) -> tuple[Link, int]:
+    def link_for(exclusive: bool) -> tuple[Link, int]:
         """The run's shared link; a link of its own for a stack that needs the namespaces to
         itself."""
-        if not stack.exclusive and shared:
+        if not exclusive and shared:
             return shared[0]
-        link = parse_link(plan.link, plan.mtu)
+        link = parse_link(plan.link, plan.mtu, plan.peer)
         link.setup(res)
         service = link.port(iperf3.PORT)
-        server = res.daemon(link.argv("b", iperf3.server_argv(link.server_bind, service)),
-                            logfile=str(workdir / f"iperf3-server-{service}-{len(shared)}.log"))
+        b = link.at("b")
+        server = b.daemon(iperf3.server_argv(link.server_bind, service),
+                          logfile=str(b.tmpdir("cryptcost-net-")
+                                      / f"iperf3-server-{service}-{len(shared)}.log"))
         proc.wait_for(lambda: link.listening("b", service), timeout=20, daemon=server,
                       what="iperf3 server listening")
-        if not stack.exclusive:
+        if not exclusive:
             shared.append((link, service))
         return link, service
 
@@ -157,11 +171,16 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
         files = FileSource(res, plan.file_bytes, plan.small_files, wl.SMALL_FILE)
     runner = NetRunner(res, workdir, plan.seconds, files)
     out = NetworkOutcome(skipped=skipped)
+    if any(not s.exclusive for s, _ in resolved):
+        link_for(False)             # a link that cannot be made (a peer unreachable) ends the run
     ready: list[NetInstance] = []
     for stack, role in resolved:
         inst = NetInstance(stack, stack.label, role)
         try:
-            inst.link, inst.service = link_for(stack)
+            inst.link, inst.service = link_for(stack.exclusive)
+            why = inst.link.unavailable(stack.name)
+            if why:
+                raise Unavailable(why)
             stack.link = inst.link
             inst.endpoint = stack.setup(res, inst.link, inst.service)
             if files is not None or stack.traffic == "stream":
@@ -197,7 +216,8 @@ def _ordered(ops: dict[str, list[wl.NetOp]]) -> list[wl.NetOp]:
 
 def _cell(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> Cell:
     return Cell(kind="network", stack=inst.label, accel=inst.stack.accel, link=inst.link.name,
-                mtu=inst.link.mtu, workload=op.workload, op=op.op, streams=op.streams,
+                peer=getattr(inst.link, "host", None), mtu=inst.link.mtu, workload=op.workload,
+                op=op.op, streams=op.streams,
                 size=op.file_bytes,
                 part=plan.part or None, cpus=plan.cpus or None)
 
@@ -231,7 +251,7 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         "bytes_moved_per_sample": [x.bytes_moved for x in samples],
         "wire": _wire_summary(wires, inst.canary),
         "timing": samples[-1].metrics.get("timing") or "iperf3's receiver clock",
-        "shared_cpus": inst.link.name in ("netns", "loopback"),
+        "shared_cpus": inst.link.shared_cpus,
     }
     if not inst.stack.accel:
         metrics["accel_env"] = sorted(inst.stack.accel_env())

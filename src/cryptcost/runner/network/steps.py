@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cryptcost import proc
 from cryptcost.engines import iperf3
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
@@ -130,7 +129,7 @@ class NetRunner:
         why = stack.dead()
         if why:
             raise CryptcostError(why)
-        meter = Meter(stack.end_pids())
+        meter = Meter(inst.link, stack.end_pids())
         try:
             with self._capture(inst) as cap:
                 if op.traffic == "stream":
@@ -194,7 +193,7 @@ class NetRunner:
         argv = iperf3.client_argv(inst.endpoint.host, inst.endpoint.port, seconds,
                                   streams=op.streams,
                                   reverse=op.reverse, repeating=repeating)
-        done = proc.run(inst.link.argv("a", argv), timeout=seconds + 60, check=False)
+        done = inst.link.at("a").run(argv, timeout=seconds + 60, check=False)
         return iperf3.parse(done.stdout, reverse=op.reverse)
 
     def _stream(self, inst: NetInstance, op: NetOp) -> tuple[int, float, dict]:
@@ -257,31 +256,47 @@ class NetRunner:
 
 class Meter:
     """CPU over the measured windows of one sample only (not the checks
-    between passes): the system-wide split, and each process's own."""
+    between passes): the system-wide split of each machine the link's ends
+    run on (one for ``netns``, two for a peer), and each process's own, asked
+    of the end it runs at."""
 
-    def __init__(self, pids: dict[str, list[int]]):
-        self.pids = pids
-        self.every = [p for ps in pids.values() for p in ps]
-        self.daemon = {pid: 0.0 for pid in self.every}
+    def __init__(self, link: Link, pids: dict[str, list[int]]):
+        self.link, self.pids = link, pids
+        self.daemon = {pid: 0.0 for ps in pids.values() for pid in ps}
+        self.machines = {link.at(end).machine: link.at(end) for end in ("a", "b")}
         self.split: CpuSplit | None = None
+
+    def _processes(self) -> dict[int, float]:
+        got: dict[int, float] = {}
+        for end, pids in self.pids.items():
+            if pids:
+                got.update(self.link.at(end).process_cpu(pids))
+        return got
 
     @contextmanager
     def window(self):
-        before, dbefore = cpu.stat_snapshot(), cpu.process_cpu(self.every)
+        before = {m: end.stat() for m, end in self.machines.items()}
+        dbefore = self._processes()
         yield
-        after, dafter = cpu.stat_snapshot(), cpu.process_cpu(self.every)
-        for pid in self.every:
+        after = {m: end.stat() for m, end in self.machines.items()}
+        dafter = self._processes()
+        for pid in self.daemon:
             self.daemon[pid] += max(0.0, dafter.get(pid, 0.0) - dbefore.get(pid, 0.0))
-        split = cpu.cpu_split(before, after)
-        if self.split is not None:
-            split = CpuSplit(**{f: getattr(split, f) + getattr(self.split, f)
-                                for f in CpuSplit.__dataclass_fields__
-                                if f != "max_core_busy"},
-                             max_core_busy=max(split.max_core_busy, self.split.max_core_busy))
-        self.split = replace(split, daemons=sum(self.daemon.values()))
+        for m in self.machines:
+            self.split = _added(self.split, cpu.cpu_split(before[m], after[m]))
+        self.split = replace(self.split, daemons=sum(self.daemon.values()))
 
     def end(self, end: str) -> float:
         return sum(self.daemon[p] for p in self.pids.get(end, []))
+
+
+def _added(total: CpuSplit | None, split: CpuSplit) -> CpuSplit:
+    """Two windows' (or two machines') CPU seconds together; the busiest core of either."""
+    if total is None:
+        return split
+    return CpuSplit(**{f: getattr(split, f) + getattr(total, f)
+                       for f in CpuSplit.__dataclass_fields__ if f != "max_core_busy"},
+                    max_core_busy=max(split.max_core_busy, total.max_core_busy))
 
 
 class _NoCapture:

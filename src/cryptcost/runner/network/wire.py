@@ -85,33 +85,51 @@ def judge(packets: list[Packet], leak, service: int, *, canary: bool = False, se
 
 
 class Capture:
-    """tcpdump of the packets each end sends, one capture per end, for the
-    duration of a ``with`` block (a link whose ends share one interface,
-    loopback, is not wire-checked)."""
+    """tcpdump of the packets each end sends, one capture per end, each at
+    its own end (a peer's through its worker), for the duration of a
+    ``with`` block (a link whose ends share one interface, loopback, is not
+    wire-checked)."""
 
     def __init__(self, res: Resources, link: Link, workdir: Path):
         self.res, self.link = res, link
-        self.ends = {end: (workdir / f"wire-{end}.pcap",
-                           workdir / f"tcpdump-{end}.log") for end in ("a", "b")}
+        self.ends = {}
+        for end in ("a", "b"):
+            at = link.at(end)
+            where = _capture_dir(link, end, workdir)
+            self.ends[end] = (at, where / f"wire-{end}.pcap", where / f"tcpdump-{end}.log")
         self.daemons = []
 
     def __enter__(self) -> "Capture":
-        for end, (path, log) in self.ends.items():
-            path.unlink(missing_ok=True)
-            log.write_text("")
+        for end, (at, path, log) in self.ends.items():
+            at.write(path, b"")
+            at.write(log, b"")
             argv = tcpdump.argv(self.link.iface(end), path, direction="out")
-            daemon = self.res.daemon(self.link.argv(end, argv), logfile=str(log))
-            self.daemons.append(daemon)
-            proc.wait_for(lambda log=log: "listening on" in log.read_text(errors="replace"),
-                          timeout=15,
+            daemon = at.daemon(argv, logfile=str(log))
+            self.daemons.append((at, daemon))
+            proc.wait_for(lambda at=at, log=log: b"listening on" in at.read(log), timeout=15,
                           daemon=daemon, what="tcpdump listening")
         return self
 
     def __exit__(self, *exc) -> None:
         time.sleep(0.05)                # the last packets reach tcpdump's socket
-        for daemon in reversed(self.daemons):
-            self.res.stop(daemon, timeout=5)
+        for at, daemon in reversed(self.daemons):
+            at.stop(daemon, timeout=5)
 
     def packets(self) -> list[Packet]:
-        return [p for path, _ in self.ends.values()
-                if path.exists() for p in tcpdump.read_pcap(path)]
+        out = []
+        for at, path, _ in self.ends.values():
+            data = at.read(path)
+            if data:
+                out += tcpdump.parse_pcap(data)
+        return out
+
+
+def _capture_dir(link: Link, end: str, workdir: Path) -> Path:
+    """Where an end's captures go: the run's work directory on this host, a
+    directory of the link's own at a peer's end (made once)."""
+    if link.at(end).machine == "local":
+        return workdir
+    dirs = link.__dict__.setdefault("capture_dirs", {})
+    if end not in dirs:
+        dirs[end] = link.at(end).tmpdir("cryptcost-wire-")
+    return dirs[end]

@@ -1,0 +1,130 @@
+"""The ends of a link: where a network stack's commands run, its files live
+and its CPU is counted.
+
+A stack never asks where an end is. It asks the end, ``link.at("b")``, to
+run a command, start a daemon, make a directory, write or read a file,
+keep a secret, or count its processes' CPU:
+
+* :class:`LocalEnd` is this host (in one of its network namespaces): the
+  run's own :class:`~cryptcost.lifecycle.resources.Resources` journals
+  what it creates.
+* a peer's end (:mod:`cryptcost.links.peer`) forwards each request to the
+  worker on that host, which journals and releases on its own host with
+  the very same :class:`LocalEnd`.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Callable
+
+from cryptcost import proc
+from cryptcost.host import cpu
+from cryptcost.lifecycle.resources import Resources
+
+
+class End(ABC):
+    """One end of a link. ``machine`` names the machine it runs on: ends on
+    one machine share its CPU counters (both ends of ``netns``)."""
+
+    machine: str = "local"
+
+    @abstractmethod
+    def run(self, argv: list[str], *, timeout: float = 120, check: bool = True,
+            input: bytes | None = None) -> proc.Completed:
+        """Run ``argv`` at this end to completion."""
+
+    @abstractmethod
+    def daemon(self, argv: list[str], *, env: dict | None = None,
+               logfile: str | None = None):
+        """Start a daemon at this end, journalled there: an object with
+        ``pid``, ``argv``, ``alive()``, ``returncode``, ``output()`` and ``fail(why)``."""
+
+    @abstractmethod
+    def stop(self, daemon, timeout: float = 10) -> int | None:
+        """Stop a daemon :meth:`daemon` started, before the run ends."""
+
+    @abstractmethod
+    def tmpdir(self, prefix: str) -> Path:
+        """A private directory at this end, removed at release."""
+
+    @abstractmethod
+    def write(self, path: Path, data: bytes, mode: int = 0o644) -> None:
+        """Write a file at this end (never a key: :meth:`secret_file`)."""
+
+    @abstractmethod
+    def read(self, path: Path) -> bytes:
+        """A file at this end ("" where it does not exist)."""
+
+    @abstractmethod
+    def secret_file(self, content: bytes, name: str | None = None) -> Path:
+        """``content`` in a 0600 file on this end's key tmpfs, zeroed at release."""
+
+    @abstractmethod
+    def keydir(self) -> Path:
+        """This end's key tmpfs (for programs that write their own keys)."""
+
+    @abstractmethod
+    def process_cpu(self, pids: list[int]) -> dict[int, float]:
+        """CPU-seconds of each of this end's processes, children included."""
+
+    @abstractmethod
+    def stat(self) -> dict[str, list[int]]:
+        """This end's machine's /proc/stat tick counters."""
+
+    def listening(self, port: int) -> bool:
+        """Whether a TCP socket listens on ``port`` at this end."""
+        done = self.run(["ss", "-Hltn", f"sport = :{port}"], check=False, timeout=10)
+        return bool(done.stdout.strip())
+
+    def read_text(self, path: Path) -> str:
+        return self.read(path).decode(errors="replace")
+
+
+class LocalEnd(End):
+    """An end on this host: every command goes through ``wrap`` (``ip netns
+    exec NS …`` for a namespace), every resource through ``res``."""
+
+    def __init__(self, res: Resources, wrap: Callable[[list[str]], list[str]] = list):
+        self.res, self.wrap = res, wrap
+        self.daemons: dict[int, proc.Daemon] = {}
+
+    def run(self, argv, *, timeout=120, check=True, input=None) -> proc.Completed:
+        return proc.run(self.wrap(list(argv)), timeout=timeout, check=check, input=input)
+
+    def daemon(self, argv, *, env=None, logfile=None) -> proc.Daemon:
+        d = self.res.daemon(self.wrap(list(argv)), env=env, logfile=logfile)
+        self.daemons[d.pid] = d
+        return d
+
+    def stop(self, daemon, timeout=10) -> int | None:
+        self.daemons.pop(daemon.pid, None)
+        return self.res.stop(daemon, timeout=timeout)
+
+    def tmpdir(self, prefix: str) -> Path:
+        return self.res.tmpdir(prefix)
+
+    def write(self, path, data, mode=0o644) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+
+    def read(self, path) -> bytes:
+        try:
+            return Path(path).read_bytes()
+        except FileNotFoundError:
+            return b""
+
+    def secret_file(self, content, name=None) -> Path:
+        return self.res.secret_file(content, name)
+
+    def keydir(self) -> Path:
+        return self.res.keydir()
+
+    def process_cpu(self, pids) -> dict[int, float]:
+        return cpu.process_cpu(list(pids))
+
+    def stat(self) -> dict[str, list[int]]:
+        return cpu.stat_snapshot()

@@ -1,0 +1,101 @@
+"""``cryptcost worker``'s protocol, spoken over pipes (no ssh): the greeting,
+the refusal of another schema version, each end operation, and the release
+of everything when its input ends."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+
+from cryptcost.links.worker import greeting, mismatch
+from tests.conftest import skip_or_fail
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        skip_or_fail("root", f"the worker needs root (running as uid {os.geteuid()})")
+
+
+def _worker(tmp_path) -> subprocess.Popen:
+    env = {**os.environ, "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+    env.pop("CRYPTCOST_RUN", None)
+    return subprocess.Popen([sys.executable, "-m", "cryptcost", "worker"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                            bufsize=1)
+
+
+def _ask(w: subprocess.Popen, **req) -> dict:
+    w.stdin.write(json.dumps(req) + "\n")
+    w.stdin.flush()
+    return json.loads(w.stdout.readline())
+
+
+def test_two_ends_of_another_schema_or_protocol_refuse_naming_both_versions():
+    ours = greeting()
+    assert mismatch(ours, dict(ours), "worker on h") is None
+    why = mismatch(ours, {**ours, "schema": ours["schema"] + 1, "cryptcost": "9.9"}, "worker on h")
+    assert f"result-schema version {ours['schema'] + 1} (cryptcost 9.9)" in why
+    assert f"this one {ours['schema']}" in why and "worker on h" in why
+    assert "worker protocol" in mismatch(ours, {**ours, "worker": 99}, "controller")
+
+
+def test_a_controller_of_another_schema_is_refused_at_once(tmp_path):
+    _need_root()
+    w = _worker(tmp_path)
+    hello = json.loads(w.stdout.readline())
+    assert hello["worker"] == 1 and hello["schema"] == greeting()["schema"]
+    got = _ask(w, id=1, op="hello", **{**greeting(), "schema": hello["schema"] + 1})
+    assert got["ok"] is False and f"result-schema version {hello['schema'] + 1}" in got["error"]
+    assert w.wait(timeout=30) == 2
+
+
+def test_a_worker_without_root_says_so_in_its_greeting(monkeypatch, capfd):
+    from cryptcost.cli import worker as cli_worker
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert cli_worker.run(None) == 2
+    hello = json.loads(capfd.readouterr().out)
+    assert hello["schema"] == greeting()["schema"]
+    assert "needs root" in hello["refused"] and "--peer-sudo" in hello["refused"]
+
+
+def test_each_operation_works_and_the_end_of_input_releases_everything(tmp_path):
+    _need_root()
+    w = _worker(tmp_path)
+    json.loads(w.stdout.readline())
+    assert _ask(w, id=1, op="tmpdir", prefix="x")["ok"] is False       # hello first
+    assert w.wait(timeout=30) == 2
+    w = _worker(tmp_path)
+    json.loads(w.stdout.readline())
+    assert _ask(w, id=1, op="hello", **greeting())["ok"]
+    d = _ask(w, id=2, op="tmpdir", prefix="cryptcost-worker-test-")["result"]
+    assert os.path.isdir(d)
+    data = base64.b64encode(b"hello\n").decode()
+    assert _ask(w, id=3, op="write", path=f"{d}/f", data=data)["ok"]
+    assert base64.b64decode(_ask(w, id=4, op="read", path=f"{d}/f")["result"]) == b"hello\n"
+    key = _ask(w, id=5, op="secret_file", data=base64.b64encode(b"k" * 32).decode(),
+               name="t")["result"]
+    assert oct(os.stat(key).st_mode & 0o777) == "0o600"
+    ran = _ask(w, id=6, op="run", argv=["sh", "-c", "cat; exit 3"], timeout=10,
+               input=base64.b64encode(b"in").decode())["result"]
+    assert ran["returncode"] == 3 and ran["stdout"] == "in"
+    pid = _ask(w, id=7, op="daemon", argv=["sleep", "300"])["result"]["pid"]
+    assert _ask(w, id=8, op="alive", pid=pid)["result"]["alive"] is True
+    cpu = _ask(w, id=9, op="process_cpu", pids=[pid])["result"]
+    assert set(cpu) == {str(pid)}
+    assert "cpu" in _ask(w, id=10, op="stat")["result"]
+    bad = _ask(w, id=11, op="alive", pid=1)
+    assert bad["ok"] is False and "no daemon of this worker" in bad["error"]
+    journals = [p for p in (tmp_path / "state").iterdir() if p.name.startswith("journal-")]
+    assert len(journals) == 1
+    w.stdin.close()                                         # the session ends
+    assert w.wait(timeout=60) == 0, w.stderr.read()
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{pid}")
+    assert not os.path.exists(d) and not os.path.exists(key)
+    assert not journals[0].exists()
