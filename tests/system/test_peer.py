@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import skip_or_fail
 from tests.system.conftest import leftovers, need_root
 
-ADDR_A, ADDR_B = "10.204.0.1", "10.204.0.2"
+ADDR_A, ADDR_B = "10.206.0.1", "10.206.0.2"
 
 
 def _sh(*argv: str) -> None:
@@ -106,19 +106,19 @@ def _controller(peer, tmp_path, *args: str, **kw) -> subprocess.Popen:
 
 @pytest.mark.root
 def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_and_released(peer, tmp_path):
-    """tls and ssh between the controller and a peer reached with ssh:
+    """tls, ssh and wireguard between the controller and a peer reached with ssh:
     measured against plain TCP over the same link, each end's daemons'
     CPU counted by that end, the wire captured at both ends, the peer's
     fingerprint and the link's route and round trip recorded, and nothing
     left on either side."""
-    child = _controller(peer, tmp_path, "--stacks", "tls,ssh", "--workloads", "send",
+    child = _controller(peer, tmp_path, "--stacks", "tls,ssh,wireguard", "--workloads", "send",
                         "--seconds", "1", "--min-samples", "2", "--max-samples", "2", "--json")
     out, err = child.communicate(timeout=600)
     assert child.returncode == 0, err[-3000:]
     results = json.loads(out)["results"]
     by = {r["stack"].split(":")[0]: r for r in results}
-    assert set(by) == {"tls", "ssh", "tcp"}, err
-    for name in ("tls", "ssh"):
+    assert set(by) == {"tls", "ssh", "wireguard", "tcp"}, err
+    for name in ("tls", "ssh", "wireguard"):
         r = by[name]
         assert r["role"] == "measured" and r["baseline"] == "tcp" and r["overhead"] is not None
         assert r["link"] == "peer" and r["peer"] == "cc-peer", r
@@ -134,6 +134,7 @@ def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_and_released(peer,
     assert link["shared_cpus"].startswith("the peer is this machine"), link
     assert by["tls"]["shared_cpus"] is True                # so the report reads CPU-s/GB, not Gbit/s
     assert by["tls"]["params"]["negotiated"]["suite"] == "TLS_AES_128_GCM_SHA256"
+    assert by["wireguard"]["params"]["negotiated"]["handshake"] is True
     assert _left(peer, tmp_path) == []
     assert os.listdir(peer["state"]) == ["lock"]           # the worker's journal, released and gone
 

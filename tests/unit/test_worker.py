@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from cryptcost.links.worker import greeting, mismatch
 from tests.conftest import skip_or_fail
 
@@ -99,3 +101,38 @@ def test_each_operation_works_and_the_end_of_input_releases_everything(tmp_path)
     assert not os.path.exists(f"/proc/{pid}")
     assert not os.path.exists(d) and not os.path.exists(key)
     assert not journals[0].exists()
+
+
+def test_the_ssh_command_is_batch_mode_with_the_given_config_and_sudo(tmp_path):
+    from cryptcost.links.peer import PeerOptions, ssh_argv
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host x\n")
+    argv = ssh_argv("admin@server2", PeerOptions(ssh_config=str(cfg), sudo=True,
+                                                 command="/opt/cc/bin/cryptcost"))
+    assert argv[:2] == ["ssh", "-T"] and "BatchMode=yes" in argv
+    assert argv[argv.index("-F") + 1] == str(cfg)
+    assert argv[-2:] == ["admin@server2", "sudo -n /opt/cc/bin/cryptcost worker"]
+    assert ssh_argv("h", PeerOptions())[-1] == "cryptcost worker" and "-F" not in ssh_argv(
+        "h", PeerOptions())
+
+
+@pytest.mark.parametrize("host", ["-oProxyCommand=x", "", "a b"])
+def test_a_host_ssh_would_read_as_an_option_or_two_words_is_refused(host):
+    from cryptcost.errors import UserError
+    from cryptcost.links.peer import PeerOptions, ssh_argv
+    with pytest.raises(UserError, match="bad --link peer:"):
+        ssh_argv(host, PeerOptions())
+
+
+def test_run_link_peer_measures_every_network_table_across_the_peer_instead_of_a_model():
+    from cryptcost.runner import suite
+    prepared = suite.prepare("quick", None, link="peer:server2",
+                             peer={"ssh_config": None, "peer_sudo": True,
+                                   "peer_command": "cryptcost"})
+    tables = [p.network for p in prepared.plan.parts if p.network]
+    assert tables and all(t["link"] == "peer:server2" and t["peer_sudo"] for t in tables)
+    assert "link" not in prepared.model
+    plans = [np_ for p in prepared.plan.parts if p.network
+             for np_ in suite.network_plans(p.network)]
+    assert all(np_.link_kind == "peer" and np_.peer.sudo for np_ in plans)
+    assert suite.prepare("quick", None, link="1GbE").model == {"link": "1GbE"}

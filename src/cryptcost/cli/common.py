@@ -14,6 +14,7 @@ from cryptcost import stacks, units
 from cryptcost.errors import UserError
 from cryptcost.model import as_json
 from cryptcost.host.probe import notes, probe
+from cryptcost.links.peer import PeerOptions
 from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
 from cryptcost.runner.core import quiet
@@ -227,3 +228,19 @@ def print_outcome(args, store, run_id: int, outcome, table, **head) -> int:
         err.print(f"error: {line}")
     return 1 if outcome.failed else 0
 
+
+def add_peer_options(p) -> None:
+    p.add_argument("--ssh-config", metavar="FILE",
+                   help="with --link peer:HOST: ssh's configuration file (default: ssh's own, "
+                        "~/.ssh/config)")
+    p.add_argument("--peer-sudo", action="store_true",
+                   help="with --link peer:HOST: run the worker with 'sudo -n' (an SSH user "
+                        "that is not root)")
+    p.add_argument("--peer-command", default="cryptcost", metavar="COMMAND",
+                   help="with --link peer:HOST: how cryptcost is run on the peer (default: "
+                        "cryptcost)")
+
+
+def peer_options(args) -> PeerOptions:
+    return PeerOptions(ssh_config=args.ssh_config, sudo=args.peer_sudo,
+                       command=args.peer_command)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from cryptcost.cli.ciphers import add_policy_options, policy_from
 from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option,
+                                  add_peer_options, peer_options,
                                   add_profile_option, cpu_counts, err, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.links import LINKS
-from cryptcost.links.peer import PeerOptions
 from cryptcost.report.terminal import network_table
 from cryptcost.runner.network import NetworkPlan, describe_plan, run_network, validate
 from cryptcost.units import parse_size
@@ -45,23 +45,6 @@ def add_parser(sub, common) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object with a results list")
     add_host_options(p)
     p.set_defaults(func=run)
-
-
-def add_peer_options(p) -> None:
-    p.add_argument("--ssh-config", metavar="FILE",
-                   help="with --link peer:HOST: ssh's configuration file (default: ssh's own, "
-                        "~/.ssh/config)")
-    p.add_argument("--peer-sudo", action="store_true",
-                   help="with --link peer:HOST: run the worker with 'sudo -n' (an SSH user "
-                        "that is not root)")
-    p.add_argument("--peer-command", default="cryptcost", metavar="COMMAND",
-                   help="with --link peer:HOST: how cryptcost is run on the peer (default: "
-                        "cryptcost)")
-
-
-def peer_options(args) -> PeerOptions:
-    return PeerOptions(ssh_config=args.ssh_config, sudo=args.peer_sudo,
-                       command=args.peer_command)
 
 
 def plan_from(args) -> NetworkPlan:

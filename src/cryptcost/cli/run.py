@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cryptcost.cli.common import (add_host_options, add_profile_option, open_store, probe_host,
-                                  ConsoleProgress, err, out, print_json, recorded_run)
+from cryptcost.cli.common import (add_host_options, add_peer_options, add_profile_option,
+                                  open_store, probe_host, ConsoleProgress, err, out, print_json,
+                                  recorded_run)
 from cryptcost.errors import UserError
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
@@ -28,7 +29,9 @@ def add_parser(sub, common) -> None:
     p.add_argument("--device-speed", metavar="RATE",
                    help="predict throughput on a device, e.g. 3GB/s")
     p.add_argument("--link", metavar="LINK",
-                   help="predict throughput over a link: 1GbE, 10GbE, 2.5Gbit")
+                   help="predict throughput over a link: 1GbE, 10GbE, 2.5Gbit; or peer:HOST: "
+                        "measure the network stacks from this host to HOST over ssh")
+    add_peer_options(p)
     p.add_argument("-o", "--report", default=DEFAULT_REPORT, metavar="FILE",
                    help=f"HTML report to write (default: {DEFAULT_REPORT})")
     p.add_argument("--no-report", action="store_true", help="write no HTML report")
@@ -102,6 +105,8 @@ def run(args) -> int:
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
                              profile=args.profile,
                              link=args.link, time_budget=args.time_budget,
+                             peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
+                                   "peer_command": args.peer_command},
                              calibrate=lambda name: _calibration(args, name))
     announce(prepared)
     if args.dry_run:

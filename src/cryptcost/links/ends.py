@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Callable
 
 from cryptcost import proc
-from cryptcost.host import cpu
+from cryptcost.host import cpu, kernel
+from cryptcost.lifecycle.release import releaser
 from cryptcost.lifecycle.resources import Resources
+
+
+@releaser("iface")
+def release_iface(data: dict) -> None:
+    """Delete a network interface an end created (in its namespace, where that still exists)."""
+    proc.run([*data.get("prefix", []), "ip", "link", "delete", data["dev"]], check=False,
+             timeout=30)
 
 
 class End(ABC):
@@ -74,9 +82,19 @@ class End(ABC):
     def stat(self) -> dict[str, list[int]]:
         """This end's machine's /proc/stat tick counters."""
 
-    def listening(self, port: int) -> bool:
-        """Whether a TCP socket listens on ``port`` at this end."""
-        done = self.run(["ss", "-Hltn", f"sport = :{port}"], check=False, timeout=10)
+    @abstractmethod
+    def interface(self, dev: str, argv: list[str]) -> None:
+        """Create network interface ``dev`` at this end with ``argv``, journalled
+        there, so that release deletes it (a kernel WireGuard device)."""
+
+    @abstractmethod
+    def kernel_features(self) -> dict[str, bool]:
+        """Which kernel features this end's machine has (:func:`cryptcost.host.kernel.features`)."""
+
+    def listening(self, port: int, udp: bool = False) -> bool:
+        """Whether a TCP (or UDP) socket listens on ``port`` at this end."""
+        done = self.run(["ss", "-Hl" + ("u" if udp else "t") + "n", f"sport = :{port}"],
+                        check=False, timeout=10)
         return bool(done.stdout.strip())
 
     def read_text(self, path: Path) -> str:
@@ -122,6 +140,13 @@ class LocalEnd(End):
 
     def keydir(self) -> Path:
         return self.res.keydir()
+
+    def interface(self, dev: str, argv: list[str]) -> None:
+        self.res.track("iface", lambda e: self.run(argv, timeout=30), dev=dev,
+                       prefix=self.wrap([]))
+
+    def kernel_features(self) -> dict[str, bool]:
+        return {name: f["present"] for name, f in kernel.features().items()}
 
     def process_cpu(self, pids) -> dict[int, float]:
         return cpu.process_cpu(list(pids))

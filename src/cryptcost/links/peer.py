@@ -41,6 +41,7 @@ log = logging.getLogger("cryptcost.peer")
 
 ANSWER = 120.0                  # seconds an operation's answer may take, beyond its own timeout
 _SESSIONS: dict[str, "RemoteEnd"] = {}        # this process's open sessions, by journal entry
+_OPEN: dict[tuple, "PeerLink"] = {}           # the link that opened each, by (host, options, run)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class RemoteEnd(End):
     def __init__(self, session: proc.Session, host: str):
         self.session, self.machine = session, host
         self.seq = 0
+        self.released = False
+        self._features: dict[str, bool] | None = None
 
     def _gone(self) -> str:
         tail = [ln for ln in self.session.output().splitlines() if ln.strip()][-2:]
@@ -156,6 +159,14 @@ class RemoteEnd(End):
     def keydir(self) -> Path:
         return Path(self.call("keydir"))
 
+    def interface(self, dev: str, argv: list[str]) -> None:
+        self.call("interface", wait=30, dev=dev, argv=[str(a) for a in argv])
+
+    def kernel_features(self) -> dict[str, bool]:
+        if self._features is None:
+            self._features = self.call("kernel_features", wait=30)
+        return self._features
+
     def process_cpu(self, pids) -> dict[int, float]:
         return {int(pid): s for pid, s in self.call("process_cpu", pids=list(pids)).items()}
 
@@ -164,6 +175,7 @@ class RemoteEnd(End):
 
     def release(self) -> None:
         """Ask the worker to release everything it holds, then end the session."""
+        self.released = True
         try:
             self.call("release", wait=300)
         finally:
@@ -203,6 +215,15 @@ class PeerLink(Link):
         self.rtt_ms: float | None = None
 
     def create(self, res: Resources) -> None:
+        """Open the session (or share the one this run has to the same host: a
+        host runs one worker at a time), greet, and learn the link."""
+        first = _OPEN.get((self.host, self.opts, id(res)))
+        if first is not None and not first.at("b").released:
+            self._ends["b"] = first.at("b")
+            for attr in ("a_addr", "b_addr", "routes", "mtu", "server_bind", "peer",
+                         "peer_stacks", "rtt_ms", "used_ports"):
+                setattr(self, attr, getattr(first, attr))
+            return
         logfile = res.tmpdir("cryptcost-peer-") / "ssh.log"
         session = res.daemon(self.argv_ssh, logfile=str(logfile), session=True, graceful=30)
         end = RemoteEnd(session, self.host)
@@ -223,12 +244,14 @@ class PeerLink(Link):
         self.a_addr = self.routes["a"]["src"]
         self.routes["b"] = _route(end, self.a_addr)
         self.mtu = min(r["mtu"] for r in self.routes.values())
-        self.server_bind = self.b_addr
+        # Every address of the peer, a tunnel's inner one included, for as long as the link lives.
+        self.server_bind = "0.0.0.0"
         self.peer = end.call("fingerprint", wait=120)
         self.peer_stacks = {s["name"]: s for s in self.peer.pop("stacks", [])}
         if self.peer.get("boot_id") and self.peer["boot_id"] == boot_id():
             end.machine = "local"          # the same machine (a test's namespace): count it once
         self.rtt_ms = self._rtt()
+        _OPEN[(self.host, self.opts, id(res))] = self
 
     def _greeting(self, end: RemoteEnd) -> dict:
         """The worker's first line; an ssh that ends first says why in its log."""
@@ -309,9 +332,10 @@ class PeerLink(Link):
         return self.routes[end]["dev"]
 
     def port(self, default: int) -> int:
-        """A port free at both ends."""
+        """A port free at both ends, for TCP and UDP."""
         port = default
-        while port in self.used_ports or any(self.at(e).listening(port) for e in ("a", "b")):
+        while port in self.used_ports or any(self.at(e).listening(port, udp)
+                                             for e in ("a", "b") for udp in (False, True)):
             port += 1
         self.used_ports.add(port)
         return port

@@ -101,6 +101,10 @@ class Worker:
             return str(end.secret_file(base64.b64decode(req["data"]), req.get("name")))
         if op == "keydir":
             return str(end.keydir())
+        if op == "interface":
+            return end.interface(req["dev"], req["argv"])
+        if op == "kernel_features":
+            return end.kernel_features()
         if op == "process_cpu":
             return {str(pid): s for pid, s in end.process_cpu(req["pids"]).items()}
         if op == "stat":

@@ -167,12 +167,14 @@ class Prepared:
 
 
 def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
-            link: str | None = None, time_budget: str | None = None, profile: bool = False,
+            link: str | None = None, peer: dict | None = None, time_budget: str | None = None,
+            profile: bool = False,
             calibrate: Callable[[str], tuple[float, int]] = lambda name: (1.0, 0)) -> Prepared:
     """Everything bad input can break, before anything is created or recorded: the plan
     loaded and cut to this host, the model's rate, the plan's tables, the budget. ``profile``
     (``run --profile``): every storage and network table gets its profiled round, and perf
-    must be able to run here."""
+    must be able to run here. ``link`` ``peer:HOST`` (with ``peer``'s ssh_config, peer_sudo and
+    peer_command) measures every network table across that peer instead of modelling a link."""
     plan = load(suite, plan_file)
     if profile:
         perf.require()
@@ -184,7 +186,12 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     model = dict(plan.model)
     if device_speed:
         model = {"device_speed": device_speed}
-    if link:
+    if link and link.startswith("peer:"):
+        # a peer, not a link to model: every network table measures across it
+        plan = replace(plan, parts=[replace(part, network={**part.network, "link": link,
+                                                           **(peer or {})})
+                                    if part.network else part for part in plan.parts])
+    elif link:
         model = {"link": link}
     units.target_of(model)                      # validates the rate
     validate_plan(plan)

@@ -3,13 +3,15 @@ module where the kernel has it, wireguard-go over TUN otherwise. The
 result records which one ran (``implementation``), and :meth:`verify`
 reads the handshake and the transfer counters back with ``wg show``.
 
-Keys are fresh: each end's private key is 32 random bytes (base64) in a
-0600 file on the key tmpfs, handed to ``wg set … private-key FILE``.
+Keys are fresh: each end makes its own private key (``wg genkey``) in a
+0600 file on its key tmpfs, handed to ``wg set … private-key FILE``; only
+the public keys cross between the ends. On a peer link each end runs the
+kernel module where its own kernel has it.
 """
 
 from __future__ import annotations
 
-import base64
+import itertools
 import secrets
 
 from cryptcost import proc
@@ -24,7 +26,14 @@ WG = Tool("wg", "wg", "wireguard-tools", ())
 WG_GO = Tool("wireguard-go", "wireguard-go", "wireguard-go", ("wireguard-go", "--version"),
              r"wireguard-go v?([\w.+-]+)")
 PORT = 51820
-INNER = {"a": "10.204.0.1", "b": "10.204.0.2"}
+# The tunnel's inner addresses: a /24 of 10.204/16 per instance, so that instances sharing one
+# peer (a peer link has one session to a host) never claim the same one.
+_SUBNETS = itertools.count()
+
+
+def _inner() -> dict[str, str]:
+    k = next(_SUBNETS) % 250
+    return {"a": f"10.204.{k}.1", "b": f"10.204.{k}.2"}
 
 
 class Wireguard(NetworkStack):
@@ -42,7 +51,7 @@ class Wireguard(NetworkStack):
     kernel_features = ("wireguard",)
     userspace_tools = (WG_GO,)
     userspace_features = ("tun",)
-    links = ("netns",)
+    links = ("netns", "peer")
     exclusive = True
     transport = f"UDP {PORT}"
     crypto_library = "go"
@@ -56,49 +65,50 @@ class Wireguard(NetworkStack):
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
-        self.dir = res.tmpdir("cryptcost-wg-")
         tag = secrets.token_hex(2)
-        keys, pubs = {}, {}
-        for end in ("a", "b"):
-            keys[end] = res.secret_file(base64.b64encode(secrets.token_bytes(32)) + b"\n",
-                                        name=f"wg-{tag}-{end}.key")
-            with open(keys[end], "rb") as fh:
-                pubs[end] = proc.run(["wg", "pubkey"], input=fh.read(), timeout=10).stdout.strip()
-        kernel_wg = self.in_kernel()
-        self.params["implementation"] = "kernel" if kernel_wg else "wireguard-go"
-        self.layer = "kernel" if kernel_wg else "userspace"
+        inner = _inner()
+        ends = {end: link.at(end) for end in ("a", "b")}
+        keys, pubs, ports, impl = {}, {}, {}, {}
+        for end, at in ends.items():
+            # Each end's private key is made there, on its key tmpfs, and never leaves it;
+            # only the public key comes back.
+            keys[end] = at.keydir() / f"wg-{tag}-{end}.key"
+            pubs[end] = at.run(["sh", "-c", f"umask 077; wg genkey > {keys[end]}; "
+                                f"wg pubkey < {keys[end]}"], timeout=10).stdout.strip()
+            ports[end] = link.port(PORT)
+            impl[end] = ("kernel" if all(at.kernel_features().get(f)
+                                         for f in self.kernel_features) else "wireguard-go")
+        same = len(set(impl.values())) == 1
+        self.params["implementation"] = (impl["a"] if same
+                                         else f"a: {impl['a']}, b: {impl['b']}")
+        self.layer = "kernel" if impl["a"] == "kernel" else "userspace"
         env = {"WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD": "1"}
         self.ifaces = {}
-        for end in ("a", "b"):
+        for end, at in ends.items():
             dev = f"ccwg{tag}{end}"
             self.ifaces[end] = dev
-            if kernel_wg:
-                proc.run(link.argv(end, ["ip", "link", "add", dev, "type", "wireguard"]),
-                         timeout=30)
+            if impl[end] == "kernel":
+                at.interface(dev, ["ip", "link", "add", dev, "type", "wireguard"])
             else:
+                logdir = at.tmpdir("cryptcost-wg-")
                 daemon = self.start(res, end, ["wireguard-go", "-f", dev],
-                                    name=f"wireguard-go-{end}",
-                                    env=env, logdir=self.dir)
+                                    name=f"wireguard-go-{end}", env=env, logdir=logdir)
                 proc.wait_for(lambda e=end, d=dev: link.has_iface(e, d), timeout=20, daemon=daemon,
                               what=f"TUN device {dev}")
         for end, peer in (("a", "b"), ("b", "a")):
-            dev = self.ifaces[end]
-            proc.run(link.argv(end, ["wg", "set", dev, "private-key", str(keys[end]), "listen-port",
-                                     str(PORT),
-                                     "peer", pubs[peer], "allowed-ips", f"{INNER[peer]}/32",
-                                     "endpoint", f"{getattr(link, peer + '_addr')}:{PORT}"]),
-                     timeout=30)
-            proc.run(link.argv(end, ["ip", "addr", "add", f"{INNER[end]}/24", "dev", dev]),
-                     timeout=30)
-            proc.run(link.argv(end, ["ip", "link", "set", dev, "mtu", str(link.mtu - 80), "up"]),
-                     timeout=30)
+            dev, at = self.ifaces[end], ends[end]
+            at.run(["wg", "set", dev, "private-key", str(keys[end]), "listen-port",
+                    str(ports[end]), "peer", pubs[peer], "allowed-ips", f"{inner[peer]}/32",
+                    "endpoint", f"{getattr(link, peer + '_addr')}:{ports[peer]}"], timeout=30)
+            at.run(["ip", "addr", "add", f"{inner[end]}/24", "dev", dev], timeout=30)
+            at.run(["ip", "link", "set", dev, "mtu", str(link.mtu - 80), "up"], timeout=30)
         self.params["tunnel_mtu"] = link.mtu - 80
-        return Endpoint(INNER["b"], service)
+        self.transport_port = ports["b"]
+        return Endpoint(inner["b"], service)
 
     def verify(self, res: Resources) -> dict:
         """A handshake happened and bytes flowed both ways, per ``wg show``."""
-        dump = proc.run(self.link.argv("a", ["wg", "show", self.ifaces["a"], "dump"]),
-                        timeout=10).stdout
+        dump = self.link.at("a").run(["wg", "show", self.ifaces["a"], "dump"], timeout=10).stdout
         lines = [line.split("\t") for line in dump.strip().splitlines()]
         if len(lines) < 2:
             raise CryptcostError("wg show lists no peer")
@@ -111,4 +121,3 @@ class Wireguard(NetworkStack):
                            "suite": "ChaCha20-Poly1305",
                            "handshake": True, "from": "wg show"}
         return self.negotiated
-
