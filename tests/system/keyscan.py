@@ -42,17 +42,35 @@ def secrets_in(path: str) -> set[bytes]:
     return {s for s in found if len(s) >= 16}
 
 
-def _keydir_is_private(keydir: str) -> bool:
-    mode = os.stat(keydir).st_mode
+def _keydir_is_private(keydir: str, pid: str = "self") -> bool:
+    """A 0700 tmpfs, as process ``pid`` sees it (a run under ``ip netns exec`` mounts in a mount
+    namespace of its own: its key tmpfs is seen only there, through /proc/PID/root)."""
+    mode = os.stat(f"/proc/{pid}/root{keydir}" if pid != "self" else keydir).st_mode
     mounted = any(line.split()[4] == keydir and line.split(" - ")[1].startswith("tmpfs")
-                  for line in open("/proc/self/mountinfo"))
+                  for line in open(f"/proc/{pid}/mountinfo"))
     return stat.S_IMODE(mode) == 0o700 and mounted
 
 
-def scan_debug_run(tmp_path, args: list[str]) -> tuple[set[bytes], list, dict]:
-    """Run ``cryptcost --debug ARGS``; return (key strings read, where any was found, outputs)."""
+def _keydirs(pids) -> dict[str, str]:
+    """Every key tmpfs these processes (and this one) see: path as read from here → pid."""
+    found = {}
+    for pid in ["self", *map(str, pids)]:
+        root = "" if pid == "self" else f"/proc/{pid}/root"
+        for path in glob.glob(f"{root}/tmp/cryptcost-keys-*"):
+            found.setdefault(path, pid)
+    return found
+
+
+def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: list = (),
+                   logs: str | None = None) -> tuple[set[bytes], list, dict]:
+    """Run ``cryptcost --debug ARGS`` (after ``prefix``, e.g. ``ip netns exec NS``); return (key
+    strings read, where any was found, outputs). ``states``: other state directories whose
+    journals are searched too (a peer's); ``logs``: a glob of files read while the run lives
+    (a peer worker's log, which the run removes)."""
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
-    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "--debug", *args],
+    env.pop("CRYPTCOST_RUN", None)
+    logged: dict[str, bytes] = {}
+    child = subprocess.Popen([*prefix, sys.executable, "-m", "cryptcost", "--debug", *args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     lines: list[bytes] = []
     outs: list[bytes] = []                  # both pipes are drained as the run writes (a big --json)
@@ -62,26 +80,51 @@ def scan_debug_run(tmp_path, args: list[str]) -> tuple[set[bytes], list, dict]:
         reader.start()
     secrets_: set[bytes] = set()
     cmdlines: set[bytes] = set()
+    run_pids: set[str] = set()
     journals: list[bytes] = []
     keydirs: set[str] = set()
     others = set(glob.glob("/tmp/cryptcost-keys-*"))       # another run's (or a killed one's): not this run's keys
-    while child.poll() is None:
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
+    try:
+        while child.poll() is None:
+            for pid in os.listdir("/proc"):
+                if pid.isdigit():
+                    try:
+                        if b"CRYPTCOST_RUN=" in open(f"/proc/{pid}/environ", "rb").read():
+                            cmdlines.add(open(f"/proc/{pid}/cmdline", "rb").read())
+                            run_pids.add(pid)
+                    except OSError:
+                        pass
+            if any(b"measuring:" in line for line in lines) and not secrets_:
+                for keydir, pid in _keydirs([child.pid, *run_pids]).items():
+                    name = keydir.split("/root", 1)[1] if keydir.startswith("/proc/") else keydir
+                    if name in others:
+                        continue
+                    private = False
+                    for who in ["self", str(child.pid), *run_pids]:   # the namespace that mounted it
+                        try:
+                            private = private or _keydir_is_private(name, who)
+                        except OSError:
+                            pass                            # that process ended meanwhile
+                    assert private, f"{keydir} is not a private 0700 tmpfs"
+                    keydirs.add(keydir)
+                    for path in glob.glob(f"{keydir}/*"):
+                        if not path.endswith(".pub"):
+                            try:
+                                secrets_ |= secrets_in(path)
+                            except OSError:
+                                pass
+                for state in [tmp_path / "state", *states]:
+                    journals += [open(j, "rb").read() for j in glob.glob(str(state) + "/journal-*")]
+            for path in glob.glob(logs) if logs else []:
                 try:
-                    if b"CRYPTCOST_RUN=" in open(f"/proc/{pid}/environ", "rb").read():
-                        cmdlines.add(open(f"/proc/{pid}/cmdline", "rb").read())
+                    logged[path] = open(path, "rb").read()
                 except OSError:
                     pass
-        if any(b"measuring:" in line for line in lines) and not secrets_:
-            for keydir in set(glob.glob("/tmp/cryptcost-keys-*")) - others:
-                assert _keydir_is_private(keydir), f"{keydir} is not a private 0700 tmpfs"
-                keydirs.add(keydir)
-                for path in glob.glob(f"{keydir}/*"):
-                    if not path.endswith(".pub"):
-                        secrets_ |= secrets_in(path)
-            journals += [open(j, "rb").read() for j in glob.glob(str(tmp_path / "state" / "journal-*"))]
-        time.sleep(0.1)
+            time.sleep(0.1)
+    except BaseException:
+        child.terminate()                           # a failed check: let the run release what it made
+        child.wait(timeout=300)
+        raise
     for reader in readers:
         reader.join(timeout=30)
     out = b"".join(outs)
@@ -94,7 +137,8 @@ def scan_debug_run(tmp_path, args: list[str]) -> tuple[set[bytes], list, dict]:
                               check=True, capture_output=True, cwd=tmp_path).stdout
     store = b"".join(open(p, "rb").read() for p in glob.glob(str(tmp_path / "data" / "cryptcost" / "*")))
     everything = {"stdout": out, "stderr": b"".join(lines), "store": store, "report": report.read_bytes(),
-                  "json": exported, "journal": b"".join(journals), "argv": b"\n".join(cmdlines)}
+                  "json": exported, "journal": b"".join(journals), "argv": b"\n".join(cmdlines),
+                  "logs": b"".join(logged.values())}
     found = [(where, s[:12]) for where, blob in everything.items() for s in secrets_ if s in blob]
     TALLY["key strings searched for"] += len(secrets_)
     TALLY["key bytes found"] += len(found)

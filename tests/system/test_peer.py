@@ -15,11 +15,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import skip_or_fail
 from tests.system.conftest import leftovers, need_root
+from tests.system.keyscan import scan_debug_run
 
 ADDR_A, ADDR_B = "10.206.0.1", "10.206.0.2"
 
@@ -148,15 +150,7 @@ def test_a_controller_killed_mid_run_leaves_nothing_on_the_peer(peer, tmp_path):
     child = _controller(peer, tmp_path, "--stacks", "tls", "--workloads", "send", "--seconds",
                         "2", "--min-samples", "8", "--max-samples", "8",
                         start_new_session=True)
-    deadline = time.monotonic() + 120
-    journal = None
-    while journal is None:
-        assert time.monotonic() < deadline and child.poll() is None, child.stderr.read()
-        found = [p for p in peer["state"].iterdir() if p.name.startswith("journal-")]
-        text = found[0].read_text() if found else ""
-        if '"daemon"' in text and "stunnel4" in text:
-            journal = found[0]
-        time.sleep(0.2)
+    journal = _wait_for_measuring(peer, child)
     time.sleep(2)                                          # into the measurement
     os.killpg(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
@@ -174,6 +168,52 @@ def test_a_controller_killed_mid_run_leaves_nothing_on_the_peer(peer, tmp_path):
         time.sleep(0.5)
 
 
+def _worker_pid(peer) -> int | None:
+    """The worker serving this test's peer (its state directory names it)."""
+    mark = f"CRYPTCOST_STATE_DIR={peer['state']}".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            env = open(f"/proc/{pid}/environ", "rb").read()
+        except OSError:
+            continue
+        if b"worker" in cmd.split(b"\0") and mark in env.split(b"\0"):
+            return int(pid)
+    return None
+
+
+def _wait_for_measuring(peer, child) -> Path:
+    """The peer's journal, once stunnel runs there (the run is measuring)."""
+    deadline = time.monotonic() + 120
+    while True:
+        assert time.monotonic() < deadline and child.poll() is None, child.stderr.read()
+        found = [p for p in peer["state"].iterdir() if p.name.startswith("journal-")]
+        text = found[0].read_text() if found else ""
+        if '"daemon"' in text and "stunnel4" in text:
+            return found[0]
+        time.sleep(0.2)
+
+
+@pytest.mark.root
+def test_a_worker_terminated_mid_run_releases_end_b_and_the_run_fails_keeping_its_results(
+        peer, tmp_path):
+    """SIGTERM to the worker while the run measures: it releases everything
+    it held on the peer by itself; the controller's next request finds the
+    session ended, the configurations still to measure fail with that
+    reason, the run ends (exit 1) keeping what it measured, and nothing is
+    left on either side without any cleanup."""
+    child = _controller(peer, tmp_path, "--stacks", "tls", "--workloads", "send", "--seconds",
+                        "2", "--min-samples", "8", "--max-samples", "8", "--json")
+    journal = _wait_for_measuring(peer, child)
+    time.sleep(3)
+    os.kill(_worker_pid(peer), signal.SIGTERM)
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 1, err
+    assert "the session to cc-peer ended" in err, err
+    assert not journal.exists()                       # released by the worker itself
+    assert _left(peer, tmp_path) == []
+
+
 @pytest.mark.root
 def test_a_peer_that_cannot_start_the_worker_is_one_line_and_exit_2(peer, tmp_path):
     """A peer without cryptcost (here: a command that does not exist) fails the
@@ -185,4 +225,23 @@ def test_a_peer_that_cannot_start_the_worker_is_one_line_and_exit_2(peer, tmp_pa
     lines = err.strip().splitlines()
     assert lines[-1].startswith("error: --link peer:cc-peer: ssh could not start"), err
     assert "Traceback" not in err
+    assert _left(peer, tmp_path) == []
+
+
+@pytest.mark.root
+def test_no_key_reaches_any_output_on_either_host(peer, tmp_path):
+    """The keys of tls, ssh and wireguard at both ends (read from both hosts'
+    key tmpfs while the run measures): none in the controller's output,
+    store, report or journal, nor in the worker's debug log or the peer's
+    journal, nor in any command line on either side."""
+    secrets_, found, everything = scan_debug_run(
+        tmp_path, ["network", "--link", "peer:cc-peer", "--ssh-config", peer["config"],
+                   "--peer-command", peer["command"].replace("-m cryptcost", "-m cryptcost --debug"),
+                   "--stacks", "tls,ssh,wireguard", "--workloads", "send", "--seconds", "1",
+                   "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"],
+        prefix=["ip", "netns", "exec", peer["ns"]["a"]], states=[peer["state"]],
+        logs="/tmp/cryptcost-peer-*/ssh.log")
+    assert len(secrets_) >= 4, "read no key material during the run"
+    assert b"DEBUG cryptcost" in everything["logs"], "the worker's debug log was not read"
+    assert not found, found
     assert _left(peer, tmp_path) == []

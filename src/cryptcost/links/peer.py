@@ -90,21 +90,22 @@ class RemoteDaemon:
 
     def fail(self, why: str) -> ProcessError:
         return ProcessError(self.argv, self._returncode, "", self.output(),
-                            why=f"{why}, on {self.end.machine}")
+                            why=f"{why}, on {self.end.host}")
 
 
 class RemoteEnd(End):
     """End ``b`` on the peer: every operation is a request to its worker."""
 
     def __init__(self, session: proc.Session, host: str):
-        self.session, self.machine = session, host
+        # ``machine`` may become "local" (the same boot id: CPU counted once); ``host`` stays
+        self.session, self.machine, self.host = session, host, host
         self.seq = 0
         self.released = False
         self._features: dict[str, bool] | None = None
 
     def _gone(self) -> str:
         tail = [ln for ln in self.session.output().splitlines() if ln.strip()][-2:]
-        return (f"the session to {self.machine} ended"
+        return (f"the session to {self.host} ended"
                 + (f": {' '.join(tail)}" if tail else "")
                 + " (its worker releases everything it held there)")
 
@@ -116,13 +117,13 @@ class RemoteEnd(End):
         except (BrokenPipeError, ValueError, OSError):
             raise CryptcostError(self._gone()) from None
         except TimeoutError:
-            raise CryptcostError(f"the worker on {self.machine} did not answer {op} within "
+            raise CryptcostError(f"the worker on {self.host} did not answer {op} within "
                                  f"{wait + ANSWER:g} s") from None
         if line is None:
             raise CryptcostError(self._gone())
         answer = json.loads(line)
         if not answer.get("ok"):
-            raise CryptcostError(f"on {self.machine}: {answer.get('error')}")
+            raise CryptcostError(f"on {self.host}: {answer.get('error')}")
         return answer.get("result")
 
     def run(self, argv, *, timeout=120, check=True, input=None) -> proc.Completed:
@@ -133,7 +134,7 @@ class RemoteEnd(End):
                               got["seconds"])
         if check and done.returncode != 0:
             raise ProcessError(done.argv, done.returncode, done.stdout, done.stderr,
-                               why=f"exit code {done.returncode} on {self.machine}")
+                               why=f"exit code {done.returncode} on {self.host}")
         return done
 
     def daemon(self, argv, *, env=None, logfile=None) -> RemoteDaemon:
