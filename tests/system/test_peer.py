@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,11 +31,12 @@ def _sh(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True, timeout=60)
 
 
-@pytest.fixture
-def peer(tmp_path):
-    """Namespaces ``cc-<tag>-pa`` (the controller's) and ``cc-<tag>-pb`` (the
-    peer's, with sshd on ADDR_B:22), an ssh config naming the peer
-    ``cc-peer``, and the command that runs cryptcost there."""
+@contextmanager
+def _hosts(tmp_path, names: list[str]):
+    """Namespace ``cc-<tag>-pa`` (the controller's), and for each of ``names`` a
+    namespace of its own with sshd on 10.206.<i>.2:22 (``SetEnv`` gives its
+    sessions a state directory of their own), joined to the controller's by a
+    veth pair; one ssh config that names them all."""
     need_root("peer")
     for tool in ("ssh", "sshd", "ssh-keygen"):
         path = "/usr/sbin/sshd" if tool == "sshd" else subprocess.run(
@@ -42,51 +44,70 @@ def peer(tmp_path):
         if not path or not os.path.exists(path):
             skip_or_fail("peer", f"{tool} is not installed (openssh-server, openssh-client)")
     tag = secrets.token_hex(2)
-    ns = {"a": f"cc-{tag}-pa", "b": f"cc-{tag}-pb"}
     d = tmp_path / "peer"
     d.mkdir()
-    sshd = None
+    ns_a = f"cc-{tag}-pa"
+    made, daemons, hosts = [], [], {}
     try:
-        for n in ns.values():
-            _sh("ip", "netns", "add", n)
-        _sh("ip", "-n", ns["a"], "link", "add", f"cc{tag}pa", "type", "veth", "peer", "name",
-            f"cc{tag}pb", "netns", ns["b"])
-        for end, addr in (("a", ADDR_A), ("b", ADDR_B)):
-            _sh("ip", "-n", ns[end], "addr", "add", f"{addr}/30", "dev", f"cc{tag}p{end}")
-            _sh("ip", "-n", ns[end], "link", "set", f"cc{tag}p{end}", "up")
-            _sh("ip", "-n", ns[end], "link", "set", "lo", "up")
-        for key in ("host", "client"):
-            _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key))
+        _sh("ip", "netns", "add", ns_a)
+        made.append(ns_a)
+        _sh("ip", "-n", ns_a, "link", "set", "lo", "up")
+        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client"))
         (d / "authorized_keys").write_text((d / "client.pub").read_text())
-        (d / "sshd_config").write_text("\n".join([
-            "Port 22", f"ListenAddress {ADDR_B}", f"HostKey {d / 'host'}",
-            f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
-            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-            "StrictModes no", "PidFile none"]) + "\n")
-        (d / "known_hosts").write_text(f"{ADDR_B} {(d / 'host.pub').read_text()}")
-        (d / "ssh_config").write_text("\n".join([
-            "Host cc-peer", f"  HostName {ADDR_B}", "  User root", f"  IdentityFile {d / 'client'}",
-            f"  UserKnownHostsFile {d / 'known_hosts'}", "  StrictHostKeyChecking yes"]) + "\n")
+        config, known = [], []
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "CRYPTCOST_RUN"}
-        sshd = subprocess.Popen(["ip", "netns", "exec", ns["b"], "/usr/sbin/sshd", "-D", "-e", "-f",
-                                 str(d / "sshd_config")], stdout=subprocess.DEVNULL,
-                                stderr=open(d / "sshd.log", "wb"), env=env)
-        deadline = time.monotonic() + 20
-        while subprocess.run(["ip", "netns", "exec", ns["b"], "ss", "-Hltn", "sport = :22"],
-                             capture_output=True, text=True).stdout.strip() == "":
-            assert time.monotonic() < deadline, (d / "sshd.log").read_text()
-            time.sleep(0.1)
-        state = tmp_path / "peerhost" / "state"          # the peer's own state directory
-        state.mkdir(parents=True)
-        yield {"ns": ns, "dir": d, "state": state, "config": str(d / "ssh_config"),
-               "command": f"CRYPTCOST_STATE_DIR={state} {sys.executable} -m cryptcost"}
+        for i, name in enumerate(names):
+            ns_b, a, b = f"cc-{tag}-p{i}", f"10.206.{i}.1", f"10.206.{i}.2"
+            _sh("ip", "netns", "add", ns_b)
+            made.append(ns_b)
+            _sh("ip", "-n", ns_a, "link", "add", f"cc{tag}a{i}", "type", "veth", "peer", "name",
+                f"cc{tag}b{i}", "netns", ns_b)
+            for ns, dev, addr in ((ns_a, f"cc{tag}a{i}", a), (ns_b, f"cc{tag}b{i}", b)):
+                _sh("ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+                _sh("ip", "-n", ns, "link", "set", dev, "up")
+                _sh("ip", "-n", ns, "link", "set", "lo", "up")
+            key = d / f"host{i}"
+            _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+            state = tmp_path / f"peerhost{i}" / "state"      # the peer's own state directory
+            state.mkdir(parents=True)
+            conf = d / f"sshd_config{i}"
+            conf.write_text("\n".join([
+                "Port 22", f"ListenAddress {b}", f"HostKey {key}",
+                f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+                "StrictModes no", "PidFile none", f"SetEnv CRYPTCOST_STATE_DIR={state}"]) + "\n")
+            known.append(f"{b} {(d / f'host{i}.pub').read_text()}")
+            config += [f"Host {name}", f"  HostName {b}", "  User root",
+                       f"  IdentityFile {d / 'client'}", f"  UserKnownHostsFile {d / 'known_hosts'}",
+                       "  StrictHostKeyChecking yes"]
+            daemons.append(subprocess.Popen(["ip", "netns", "exec", ns_b, "/usr/sbin/sshd", "-D",
+                                             "-e", "-f", str(conf)], stdout=subprocess.DEVNULL,
+                                            stderr=open(d / f"sshd{i}.log", "wb"), env=env))
+            deadline = time.monotonic() + 20
+            while subprocess.run(["ip", "netns", "exec", ns_b, "ss", "-Hltn", "sport = :22"],
+                                 capture_output=True, text=True).stdout.strip() == "":
+                assert time.monotonic() < deadline, (d / f"sshd{i}.log").read_text()
+                time.sleep(0.1)
+            hosts[name] = {"ns": {"a": ns_a, "b": ns_b}, "state": state}
+        (d / "known_hosts").write_text("".join(known))
+        (d / "ssh_config").write_text("\n".join(config) + "\n")
+        yield {"hosts": hosts, "ns": made, "config": str(d / "ssh_config"),
+               "command": f"{sys.executable} -m cryptcost"}
     finally:
-        if sshd is not None:
+        for sshd in daemons:
             sshd.terminate()
             sshd.wait(timeout=10)
-        for n in ns.values():
+        for n in made:
             subprocess.run(["ip", "netns", "delete", n], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def peer(tmp_path):
+    """One peer, ``cc-peer``: the controller's namespace ``ns["a"]``, the peer's ``ns["b"]``,
+    its state directory, the ssh config, and the command that runs cryptcost there."""
+    with _hosts(tmp_path, ["cc-peer"]) as got:
+        yield {**got["hosts"]["cc-peer"], "config": got["config"], "command": got["command"]}
 
 
 def _left(peer, tmp_path) -> list[str]:
@@ -245,3 +266,43 @@ def test_no_key_reaches_any_output_on_either_host(peer, tmp_path):
     assert b"DEBUG cryptcost" in everything["logs"], "the worker's debug log was not read"
     assert not found, found
     assert _left(peer, tmp_path) == []
+
+
+@pytest.mark.root
+def test_a_fleet_run_measures_every_host_at_once_and_lays_them_side_by_side(tmp_path):
+    """``fleet run`` on two peers (and one host that does not resolve): the
+    plan crosses to each, each runs it at once into a store of its own, each
+    run is imported here with its host's fingerprint, the results come side
+    by side; the unreachable host is reported and does not stop the others."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text('storage = false\nnetwork = false\n[ciphers]\nengines = ["openssl"]\n'
+                    'algorithms = ["aes-128-gcm"]\nsizes = [16384]\nseconds = 1\n'
+                    '[policy]\nmin_samples = 2\nmax_samples = 2\n')
+    with _hosts(tmp_path, ["cc-h1", "cc-h2"]) as fleet:
+        env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
+               "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+        env.pop("CRYPTCOST_RUN", None)
+        done = subprocess.run(
+            ["ip", "netns", "exec", fleet["ns"][0], sys.executable, "-m", "cryptcost", "fleet",
+             "run", "--hosts", "cc-h1,cc-nowhere.invalid,cc-h2", "--plan", str(plan),
+             "--ssh-config", fleet["config"], "--peer-command", fleet["command"], "--json",
+             "--", "--page-reporting", "keep"],
+            capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+        assert done.returncode == 1, done.stderr[-3000:]           # one host failed
+        out = json.loads(done.stdout)
+        by = {h["host"]: h for h in out["hosts"]}
+        assert by["cc-h1"]["run"] and by["cc-h2"]["run"], done.stderr[-3000:]
+        assert by["cc-nowhere.invalid"]["run"] is None
+        assert "could not run it (exit 255)" in by["cc-nowhere.invalid"]["error"]
+        assert "resolve" in by["cc-nowhere.invalid"]["error"]          # ssh's own words
+        rows = [r for r in out["results"] if r["label"].startswith("openssl aes-128-gcm")]
+        assert rows and all(set(r["hosts"]) == {"cc-h1", "cc-h2"} for r in rows), out["results"]
+        assert all(h["median"] > 0 for r in rows for h in r["hosts"].values())
+        for line in ("cc-h1: started", "cc-h2: imported as run", "cc-nowhere.invalid: FAILED"):
+            assert line in done.stderr, done.stderr[-3000:]
+        listed = subprocess.run([sys.executable, "-m", "cryptcost", "list", "--json"],
+                                capture_output=True, text=True, env=env, check=True).stdout
+        assert len(json.loads(listed)) == 2                        # both imported here
+        states = [str(h["state"]) for h in fleet["hosts"].values()] + [str(tmp_path / "state")]
+        ours = {f"netns {n}" for n in fleet["ns"]}
+        assert [x for x in leftovers(states) if x not in ours] == []

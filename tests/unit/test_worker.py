@@ -136,3 +136,29 @@ def test_run_link_peer_measures_every_network_table_across_the_peer_instead_of_a
              for np_ in suite.network_plans(p.network)]
     assert all(np_.link_kind == "peer" and np_.peer.sudo for np_ in plans)
     assert suite.prepare("quick", None, link="1GbE").model == {"link": "1GbE"}
+
+
+def test_fleet_hosts_come_from_a_list_or_an_ansible_style_inventory(tmp_path):
+    from cryptcost.errors import UserError
+    from cryptcost.runner.fleet import parse_hosts
+    assert parse_hosts("a, b,a,root@c") == ["a", "b", "root@c"]
+    inv = tmp_path / "inventory.ini"
+    inv.write_text("# web\n[web]\nweb1 ansible_host=10.0.0.1\nweb2\n; db\n[db]\ndb1\n"
+                   "[all:vars]\nansible_user=root\n")
+    assert parse_hosts(f"@{inv}") == ["web1", "web2", "db1"]
+    with pytest.raises(UserError, match="cannot read the inventory"):
+        parse_hosts(f"@{tmp_path / 'none.ini'}")
+    with pytest.raises(UserError, match="bad --link peer:-x"):
+        parse_hosts("ok,-x")
+
+
+def test_each_fleet_host_runs_into_a_store_of_its_own_and_prints_only_its_export():
+    from cryptcost.links.peer import PeerOptions
+    from cryptcost.runner.fleet import remote_command
+    cmd = remote_command(["--suite", "quick", "--time-budget", "10m"], PeerOptions(sudo=True),
+                         plan=True)
+    assert cmd.startswith("d=$(mktemp -d)") and "trap 'rm -rf" in cmd
+    assert 'cat > "$d/plan.toml"' in cmd and '--plan "$d/plan.toml"' in cmd
+    assert 'sudo -n cryptcost --db "$d/results.db" run --no-report' in cmd
+    assert cmd.endswith('report latest --format json') and ">&2 || exit $?" in cmd
+    assert "exec </dev/null" in remote_command([], PeerOptions(), plan=False)

@@ -20,12 +20,12 @@ from cryptcost.lifecycle.lock import require_free
 from cryptcost.lifecycle.resources import Terminated
 
 from cryptcost.cli import (ciphers, cleanup, compare, importing, listing, network, probe, report,
-                           run, storage, vm, worker)
+                           run, storage, vm, worker, fleet)
 
 # Commands that measure: one at a time per host (lifecycle.lock).
 MEASURING = {"ciphers", "storage", "network", "run", "vm", "worker"}
-COMMANDS = [probe, ciphers, storage, network, run, vm, listing, report, compare, importing, cleanup,
-            worker]
+COMMANDS = [probe, ciphers, storage, network, run, vm, fleet, listing, report, compare, importing,
+            cleanup, worker]
 
 
 # What each command's --help ends with: a first command line or two to copy (the README's
@@ -50,6 +50,8 @@ EXAMPLES = {
     "compare": ["cryptcost compare 1 2", "cryptcost compare 1 2 --json"],
     "import": ["cryptcost import other-host.json"],
     "cleanup": ["cryptcost cleanup"],
+    "fleet": ["cryptcost fleet run --hosts web1,web2,db1",
+              "cryptcost fleet run --hosts @inventory.ini --plan my.toml --json"],
     "worker": ["cryptcost worker"],
 }
 

@@ -229,16 +229,15 @@ def print_outcome(args, store, run_id: int, outcome, table, **head) -> int:
     return 1 if outcome.failed else 0
 
 
-def add_peer_options(p) -> None:
+def add_peer_options(p, where: str = "with --link peer:HOST") -> None:
     p.add_argument("--ssh-config", metavar="FILE",
-                   help="with --link peer:HOST: ssh's configuration file (default: ssh's own, "
+                   help=f"{where}: ssh's configuration file (default: ssh's own, "
                         "~/.ssh/config)")
     p.add_argument("--peer-sudo", action="store_true",
-                   help="with --link peer:HOST: run the worker with 'sudo -n' (an SSH user "
+                   help=f"{where}: run cryptcost there with 'sudo -n' (an SSH user "
                         "that is not root)")
     p.add_argument("--peer-command", default="cryptcost", metavar="COMMAND",
-                   help="with --link peer:HOST: how cryptcost is run on the peer (default: "
-                        "cryptcost)")
+                   help=f"{where}: how cryptcost is run there (default: cryptcost)")
 
 
 def peer_options(args) -> PeerOptions:
