@@ -298,6 +298,7 @@ def test_a_fleet_run_measures_every_host_at_once_and_lays_them_side_by_side(tmp_
         rows = [r for r in out["results"] if r["label"].startswith("openssl aes-128-gcm")]
         assert rows and all(set(r["hosts"]) == {"cc-h1", "cc-h2"} for r in rows), out["results"]
         assert all(h["median"] > 0 for r in rows for h in r["hosts"].values())
+        assert set(out["environment"]) == {"cc-h2"}            # each host against the first
         for line in ("cc-h1: started", "cc-h2: imported as run", "cc-nowhere.invalid: FAILED"):
             assert line in done.stderr, done.stderr[-3000:]
         listed = subprocess.run([sys.executable, "-m", "cryptcost", "list", "--json"],
@@ -306,3 +307,23 @@ def test_a_fleet_run_measures_every_host_at_once_and_lays_them_side_by_side(tmp_
         states = [str(h["state"]) for h in fleet["hosts"].values()] + [str(tmp_path / "state")]
         ours = {f"netns {n}" for n in fleet["ns"]}
         assert [x for x in leftovers(states) if x not in ours] == []
+
+
+@pytest.mark.root
+def test_a_worker_killed_with_sigkill_leaves_its_journal_for_cleanup_on_the_peer(peer, tmp_path):
+    """SIGKILL to the worker: it cannot release, so its daemons and its key tmpfs
+    stay on the peer with its journal; the run here fails and releases its own
+    end; ``cryptcost cleanup`` on the peer then releases the rest."""
+    child = _controller(peer, tmp_path, "--stacks", "tls", "--workloads", "send", "--seconds",
+                        "2", "--min-samples", "8", "--max-samples", "8")
+    journal = _wait_for_measuring(peer, child)
+    os.kill(_worker_pid(peer), signal.SIGKILL)
+    child.communicate(timeout=300)
+    assert child.returncode == 1
+    assert journal.exists() and any("stunnel4" in x for x in _left(peer, tmp_path))
+    env = {**os.environ, "CRYPTCOST_STATE_DIR": str(peer["state"])}
+    env.pop("CRYPTCOST_RUN", None)
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _left(peer, tmp_path) == []

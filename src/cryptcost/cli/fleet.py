@@ -12,7 +12,7 @@ from cryptcost.cli.common import add_peer_options, open_store, out, peer_options
 from cryptcost.errors import UserError
 from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.record import Stored
-from cryptcost.report.fleet import side_by_side
+from cryptcost.report.fleet import differences, side_by_side
 from cryptcost.runner import fleet
 from cryptcost.units import rate
 from cryptcost.workloads.plan import SUITES, load
@@ -59,12 +59,18 @@ def run(args) -> int:
     done = [(hr.host, [Stored.of(d) for d in store.results(hr.run_id)]) for hr in runs
             if hr.run_id]
     rows = side_by_side(done)
+    env = differences([(hr.host, store.run(hr.run_id).host) for hr in runs if hr.run_id])
     if args.json:
         print_json({"hosts": [{"host": hr.host, "run": hr.run_id, "error": hr.error,
                                "seconds": round(hr.seconds, 1)} for hr in runs],
-                    "results": rows})
+                    "results": rows, "environment": env})
     else:
         _print(rows, [h for h, _ in done])
+        first = next((hr.host for hr in runs if hr.run_id), None)
+        for host, diffs in env.items():
+            out.print(f"{host} against {first}: " + ("; ".join(
+                f"{d['what']} {d['b']} ({d['a']} on {first})" for d in diffs) or "no difference "
+                "in CPU, crypto flags, kernel, crypto drivers or tools"))
     return 1 if any(hr.error for hr in runs) else 0
 
 

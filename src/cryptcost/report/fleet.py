@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from cryptcost.record import Stored
-from cryptcost.report.compare import key
+from cryptcost.report.compare import environment_diff, key
+
+
+def differences(hosts: list[tuple[str, dict]]) -> dict[str, list[dict]]:
+    """What differs in each host's environment from the first host's (CPU and its crypto flags,
+    kernel, its crypto drivers, tools): what can make a stack cost more on one than another."""
+    if not hosts:
+        return {}
+    first = hosts[0][1]
+    return {name: [d for d in environment_diff(first, host) if d["what"] != "hostname"]
+            for name, host in hosts[1:]}
 
 
 def side_by_side(runs: list[tuple[str, list[Stored]]]) -> list[dict]:
