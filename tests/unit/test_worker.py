@@ -162,3 +162,15 @@ def test_each_fleet_host_runs_into_a_store_of_its_own_and_prints_only_its_export
     assert 'sudo -n cryptcost --db "$d/results.db" run --no-report' in cmd
     assert cmd.endswith('report latest --format json') and ">&2 || exit $?" in cmd
     assert "exec </dev/null" in remote_command([], PeerOptions(), plan=False)
+
+
+def test_a_stack_the_peer_cannot_run_is_unavailable_with_the_peers_reason_and_name():
+    from cryptcost.links.peer import PeerLink
+    link = PeerLink("server2")
+    link.peer_stacks = {"tls": {"available": False, "reason": "stunnel4 is not installed",
+                                "install": "stunnel4"},
+                        "tcp": {"available": True, "reason": None, "install": None}}
+    assert link.unavailable("tcp") is None
+    assert link.unavailable("tls") == ("on the peer server2: stunnel4 is not installed "
+                                       "(install there: stunnel4)")
+    assert "does not know the stack ssh" in link.unavailable("ssh")

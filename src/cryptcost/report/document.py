@@ -194,7 +194,8 @@ def network_row(r: Stored, verdict: Verdict | None = None) -> dict:
     accel = "" if c.accel is not False else {True: " (verified)", False: " (NOT verified)"}.get(
         r.accel_verified, " (unverified)")
     return {"stack": c.stack + accel, "role": r.role, "workload": c.workload,
-            "streams": c.streams or 1, "link": f"{c.link} MTU {c.mtu}",
+            "streams": c.streams or 1,
+            "link": f"{c.link}{f' to {c.peer}' if c.peer else ''} MTU {c.mtu}",
             "median": units.rate(median),
             "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
             "ci": ci_text(r), "n": r.n,
