@@ -329,3 +329,19 @@ def test_perf_ends_once_the_runs_it_watches_are_done(monkeypatch, tmp_path):
     assert events == ["on", "off", "on", "off", "perf ended"]
     profiler.finish()
     assert events[-1] == "read"
+
+
+def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
+    """55 % of 60 busy samples could be 42 %: the profile is said, the ceilings' verdict stays;
+    the same share from 6000 samples binds; 87 % binds even from 60."""
+    rows = [_row(0.55, "aesti_encrypt"), _row(0.45, "_copy_to_iter")]
+    v = bottleneck.Verdict("latency", "x: latency", {})
+    few = {**profile.layers({"rows": rows}), "samples": 60}
+    got = bottleneck.with_profile(v, few, "x")
+    assert got.bottleneck == "latency" and "too few to call it cipher-bound" in got.sentence
+    assert "could be as low as 4" in got.sentence
+    many = {**few, "samples": 6000}
+    assert bottleneck.with_profile(v, many, "x").bottleneck == "cipher"
+    heavy = {**profile.layers({"rows": [_row(0.87, "aesti_encrypt"), _row(0.13, "x")]}),
+             "samples": 60}
+    assert bottleneck.with_profile(v, heavy, "x").bottleneck == "cipher"

@@ -300,14 +300,22 @@ def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored],
 
 def with_profile(v: Verdict, split: dict | None, label: str) -> Verdict:
     """A verdict held against the cell's CPU profile (``analysis.profile``): where the
-    cipher takes at least half of the busy CPU it binds, whatever the ceilings inferred
-    (a device or link ceiling stays: the stack already runs at its baseline's speed); otherwise
-    the profile is said next to the verdict, as its evidence."""
+    cipher takes at least half of the busy CPU — the lower end of its 95 % interval, for the
+    profile's samples — it binds, whatever the ceilings inferred (a device or link ceiling
+    stays: the stack already runs at its baseline's speed); otherwise the profile is said next
+    to the verdict, as its evidence (and, near the line, that its samples cannot tell)."""
     if not split:
         return v
     share = split["of_busy"].get("cipher", 0.0)
+    low = profile.cipher_low(split)
     ceilings = {**v.ceilings, "profile": split}
-    if share >= profile.CIPHER_BOUND and v.bottleneck not in ("device", "link", "cipher"):
+    sure = share if low is None else low
+    if share >= profile.CIPHER_BOUND > sure and v.bottleneck not in ("device", "link", "cipher"):
+        n = round(split["samples"] * split["busy"])
+        return Verdict(v.bottleneck, f"{v.sentence}; {profile.sentence(split)}; the cipher's "
+                       f"{share:.0%} of {n} busy samples could be as low as {low:.0%}: too few "
+                       "to call it cipher-bound", ceilings)
+    if sure >= profile.CIPHER_BOUND and v.bottleneck not in ("device", "link", "cipher"):
         ran = ", ".join(split["cipher_symbols"]) or "its crypto code"
         return Verdict("cipher",
                        f"{label}: {share:.0%} of the busy CPU ran the cipher ({ran}), by its CPU "

@@ -161,6 +161,18 @@ def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict 
             "cipher_symbols": list(dict.fromkeys(_shown(r) for r in cipher))[:3]}
 
 
+def cipher_low(split: dict) -> float | None:
+    """The lower end of the 95 % (Wilson) interval of the cipher's share of the busy CPU,
+    from the profile's sample count: a warm-up run may hold only some tens of samples, and
+    a share of them is good to several percent at best. None without a sample count."""
+    n = round((split.get("samples") or 0) * split.get("busy", 0.0))
+    if n <= 0:
+        return None
+    from scipy.stats import binomtest
+    share = split["of_busy"].get("cipher", 0.0)
+    return float(binomtest(round(share * n), n).proportion_ci(method="wilson").low)
+
+
 def _shown(row: dict) -> str:
     """A row's code in words: a kernel symbol, or a library and its symbol where it has one."""
     if row["where"] == "kernel":
