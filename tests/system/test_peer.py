@@ -129,19 +129,20 @@ def _controller(peer, tmp_path, *args: str, **kw) -> subprocess.Popen:
 
 @pytest.mark.root
 def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_and_released(peer, tmp_path):
-    """tls, ssh and wireguard between the controller and a peer reached with ssh:
+    """tls, ssh, wireguard and ipsec between the controller and a peer reached with ssh:
     measured against plain TCP over the same link, each end's daemons'
     CPU counted by that end, the wire captured at both ends, the peer's
     fingerprint and the link's route and round trip recorded, and nothing
     left on either side."""
-    child = _controller(peer, tmp_path, "--stacks", "tls,ssh,wireguard", "--workloads", "send",
+    child = _controller(peer, tmp_path, "--stacks", "tls,ssh,wireguard,ipsec", "--workloads",
+                        "send",
                         "--seconds", "1", "--min-samples", "2", "--max-samples", "2", "--json")
     out, err = child.communicate(timeout=600)
     assert child.returncode == 0, err[-3000:]
     results = json.loads(out)["results"]
     by = {r["stack"].split(":")[0]: r for r in results}
-    assert set(by) == {"tls", "ssh", "wireguard", "tcp"}, err
-    for name in ("tls", "ssh", "wireguard"):
+    assert set(by) == {"tls", "ssh", "wireguard", "ipsec", "tcp"}, err
+    for name in ("tls", "ssh", "wireguard", "ipsec"):
         r = by[name]
         assert r["role"] == "measured" and r["baseline"] == "tcp" and r["overhead"] is not None
         assert r["link"] == "peer" and r["peer"] == "cc-peer", r
@@ -158,6 +159,7 @@ def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_and_released(peer,
     assert by["tls"]["shared_cpus"] is True                # so the report reads CPU-s/GB, not Gbit/s
     assert by["tls"]["params"]["negotiated"]["suite"] == "TLS_AES_128_GCM_SHA256"
     assert by["wireguard"]["params"]["negotiated"]["handshake"] is True
+    assert by["ipsec"]["params"]["negotiated"]["esp"] == "AES_GCM_16-128"
     assert _left(peer, tmp_path) == []
     assert os.listdir(peer["state"]) == ["lock"]           # the worker's journal, released and gone
 
@@ -251,14 +253,14 @@ def test_a_peer_that_cannot_start_the_worker_is_one_line_and_exit_2(peer, tmp_pa
 
 @pytest.mark.root
 def test_no_key_reaches_any_output_on_either_host(peer, tmp_path):
-    """The keys of tls, ssh and wireguard at both ends (read from both hosts'
+    """The keys of tls, ssh, wireguard and ipsec (its pre-shared key) at both ends (read from both hosts'
     key tmpfs while the run measures): none in the controller's output,
     store, report or journal, nor in the worker's debug log or the peer's
     journal, nor in any command line on either side."""
     secrets_, found, everything = scan_debug_run(
         tmp_path, ["network", "--link", "peer:cc-peer", "--ssh-config", peer["config"],
                    "--peer-command", peer["command"].replace("-m cryptcost", "-m cryptcost --debug"),
-                   "--stacks", "tls,ssh,wireguard", "--workloads", "send", "--seconds", "1",
+                   "--stacks", "tls,ssh,wireguard,ipsec", "--workloads", "send", "--seconds", "1",
                    "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"],
         prefix=["ip", "netns", "exec", peer["ns"]["a"]], states=[peer["state"]],
         logs="/tmp/cryptcost-peer-*/ssh.log")

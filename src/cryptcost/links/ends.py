@@ -26,6 +26,13 @@ from cryptcost.lifecycle.release import releaser
 from cryptcost.lifecycle.resources import Resources
 
 
+@releaser("address")
+def release_address(data: dict) -> None:
+    """Remove an address an end added (where its interface and namespace still exist)."""
+    proc.run([*data.get("prefix", []), "ip", "addr", "del", data["cidr"], "dev", data["dev"]],
+             check=False, timeout=30)
+
+
 @releaser("iface")
 def release_iface(data: dict) -> None:
     """Delete a network interface an end created (in its namespace, where that still exists)."""
@@ -88,6 +95,11 @@ class End(ABC):
         there, so that release deletes it (a kernel WireGuard device)."""
 
     @abstractmethod
+    def address(self, cidr: str, dev: str) -> None:
+        """Add address ``cidr`` to ``dev`` at this end, journalled there (a tunnel's inner
+        address on ``lo``), so that release removes it."""
+
+    @abstractmethod
     def kernel_features(self) -> dict[str, bool]:
         """Which kernel features this end's machine has (:func:`cryptcost.host.kernel.features`)."""
 
@@ -144,6 +156,11 @@ class LocalEnd(End):
     def interface(self, dev: str, argv: list[str]) -> None:
         self.res.track("iface", lambda e: self.run(argv, timeout=30), dev=dev,
                        prefix=self.wrap([]))
+
+    def address(self, cidr: str, dev: str) -> None:
+        self.res.track("address", lambda e: self.run(["ip", "addr", "add", cidr, "dev", dev],
+                                                      timeout=30),
+                       cidr=cidr, dev=dev, prefix=self.wrap([]))
 
     def kernel_features(self) -> dict[str, bool]:
         return {name: f["present"] for name, f in kernel.features().items()}

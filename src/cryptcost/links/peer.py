@@ -163,6 +163,9 @@ class RemoteEnd(End):
     def interface(self, dev: str, argv: list[str]) -> None:
         self.call("interface", wait=30, dev=dev, argv=[str(a) for a in argv])
 
+    def address(self, cidr: str, dev: str) -> None:
+        self.call("address", wait=30, cidr=cidr, dev=dev)
+
     def kernel_features(self) -> dict[str, bool]:
         if self._features is None:
             self._features = self.call("kernel_features", wait=30)

@@ -103,6 +103,8 @@ class Worker:
             return str(end.keydir())
         if op == "interface":
             return end.interface(req["dev"], req["argv"])
+        if op == "address":
+            return end.address(req["cidr"], req["dev"])
         if op == "kernel_features":
             return end.kernel_features()
         if op == "process_cpu":

@@ -30,7 +30,6 @@ SWANCTL = Tool("swanctl", "swanctl", "strongswan-swanctl", ("swanctl", "--versio
 PLUGINS = Tool("strongswan-plugins", "charon-systemd", "libstrongswan-standard-plugins", ())
 LIBIPSEC = Tool("kernel-libipsec", LIBIPSEC_SO, "libcharon-extra-plugins", ())
 EXTRA = Tool("strongswan-extra", "charon-systemd", "libstrongswan-extra-plugins", ())
-INNER = {"a": "10.205.0.1", "b": "10.205.0.2"}
 LOAD = ("kdf random nonce openssl aes sha1 sha2 md5 hmac xcbc cmac ctr gcm ccm chapoly curve25519 "
         "pem pkcs1 x509 pubkey {kernel} socket-default vici updown")
 
@@ -71,7 +70,7 @@ class Ipsec(NetworkStack):
     kernel_features = ("esp", "xfrm")
     userspace_tools = (LIBIPSEC,)
     userspace_features = ("tun",)
-    links = ("netns",)
+    links = ("netns", "peer")
     exclusive = True
     variants = {name: {"esp": p[0], "expect": p[1],
                        "algorithm": p[2]} for name, p in PROPOSALS.items()}
@@ -87,65 +86,79 @@ class Ipsec(NetworkStack):
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
-        self.dir = res.tmpdir("cryptcost-ipsec-")
-        kernel_esp = self.in_kernel()
-        self.params["implementation"] = "kernel ESP" if kernel_esp else "kernel-libipsec"
-        self.layer = "kernel" if kernel_esp else "userspace"
+        ends = {end: link.at(end) for end in ("a", "b")}
+        kernel = {end: all(at.kernel_features().get(f) for f in self.kernel_features)
+                  for end, at in ends.items()}
+        impl = {end: "kernel ESP" if k else "kernel-libipsec" for end, k in kernel.items()}
+        self.params["implementation"] = (impl["a"] if impl["a"] == impl["b"]
+                                         else f"a: {impl['a']}, b: {impl['b']}")
+        self.layer = "kernel" if kernel["a"] else "userspace"
         psk = base64.b64encode(secrets.token_bytes(32)).decode()
-        # kernel-libipsec must come before kernel-netlink, so that it, not the kernel, gets the SAs
-        load = LOAD.format(kernel="kernel-netlink" if kernel_esp
-                           else "kernel-libipsec kernel-netlink")
-        if not self.accel:
-            # strongSwan's own C plugins (aes, gcm, chapoly …) instead of OpenSSL's; OpenSSL is
-            # switched off too
-            load = load.replace("openssl ", "")
-            self.params["plugins"] = "no openssl plugin, OPENSSL_ia32cap off"
-        self.vici = {}
+        inner = self.inner_addresses("10.205")
+        # IKE's two ports, free at both ends: 500 and 4500 on a link of its own; others where
+        # several instances share a host (a peer), each then reaching the other's directly.
+        ike, natt = link.port(500), link.port(4500)
+        moved = (ike, natt) != (500, 4500)
+        self.vici, self.dirs = {}, {}
         for end, peer in (("a", "b"), ("b", "a")):
-            d = self.dir / end
-            d.mkdir()
+            at = ends[end]
+            d = self.dirs[end] = at.tmpdir("cryptcost-ipsec-")
+            # kernel-libipsec must come before kernel-netlink, so that it, not the kernel, gets
+            # the SAs
+            load = LOAD.format(kernel="kernel-netlink" if kernel[end]
+                               else "kernel-libipsec kernel-netlink")
+            if not self.accel:
+                # strongSwan's own C plugins (aes, gcm, chapoly …) instead of OpenSSL's; OpenSSL
+                # is switched off too
+                load = load.replace("openssl ", "")
+                self.params["plugins"] = "no openssl plugin, OPENSSL_ia32cap off"
             me, other = getattr(link, f"{end}_addr"), getattr(link, f"{peer}_addr")
             self.vici[end] = f"unix://{d}/charon.vici"
-            (d / "strongswan.conf").write_text(
-                "charon-systemd {\n  load = " + load + "\n  install_routes = yes\n  plugins {\n"
+            at.write(d / "strongswan.conf", (
+                "charon-systemd {\n  load = " + load + "\n  install_routes = yes\n"
+                f"  port = {ike}\n  port_nat_t = {natt}\n  plugins {{\n"
                 f"    vici {{ socket = {self.vici[end]} }}\n    kernel-libipsec {{ allow_peer_ts = "
                 "yes }\n  }\n  filelog { stderr { default = 1 ike = 1 cfg = 1 } }\n  "
-                "journal { default = -1 }\n}\n")
+                "journal { default = -1 }\n}\n").encode())
+            ports = f"\n remote_port = {natt}\n encap = yes" if moved else ""
             conf = (f"connections {{ cc {{ version = 2\n local_addrs = {me}\n remote_addrs = "
-                    f"{other}\n proposals = aes128gcm16-prfsha256-x25519\n local {{ auth = psk\n "
-                    f"id = {me} }}\n remote {{ auth = psk\n id = {other} }}\n children {{ cc {{ "
-                    f"local_ts = {INNER[end]}/32\n remote_ts = {INNER[peer]}/32\n esp_proposals = "
-                    f"{self.params['esp']}\n start_action = none }} }} }} }}\n")
+                    f"{other}{ports}\n proposals = aes128gcm16-prfsha256-x25519\n local {{ auth = "
+                    f"psk\n id = {me} }}\n remote {{ auth = psk\n id = {other} }}\n children {{ cc "
+                    f"{{ local_ts = {inner[end]}/32\n remote_ts = {inner[peer]}/32\n esp_proposals "
+                    f"= {self.params['esp']}\n start_action = none }} }} }} }}\n")
             secret = (f"secrets {{ ike-cc {{ id-a = {link.a_addr}\n id-b = {link.b_addr}\n secret "
                       f"= 0s{psk} }} }}\n")
-            held = res.secret_file(secret.encode(),
-                                   name=f"ipsec-{end}-{secrets.token_hex(3)}.conf")
-            (d / "swanctl.conf").write_text(f"{conf}include {held}\n")
+            held = at.secret_file(secret.encode(),
+                                  name=f"ipsec-{end}-{secrets.token_hex(3)}.conf")
+            at.write(d / "swanctl.conf", f"{conf}include {held}\n".encode())
             env = {"STRONGSWAN_CONF": str(d / "strongswan.conf")}
+            before = _tuns(at)
             daemon = self.start(res, end, ["charon-systemd"], name=f"charon-{end}", env=env,
-                                logdir=self.dir)
-            proc.wait_for(lambda d=d: (d / "charon.vici").exists(), timeout=30, daemon=daemon,
-                          what="charon's VICI socket")
-            if not kernel_esp:
-                proc.wait_for(lambda e=end: link.has_iface(e, "ipsec0"), timeout=20, daemon=daemon,
+                                logdir=d)
+            proc.wait_for(lambda at=at, d=d: at.run(["test", "-S", f"{d}/charon.vici"],
+                                                    check=False, timeout=10).returncode == 0,
+                          timeout=30, daemon=daemon, what="charon's VICI socket")
+            dev = "lo"
+            if not kernel[end]:
+                proc.wait_for(lambda at=at: _tuns(at) - before, timeout=20, daemon=daemon,
                               what="kernel-libipsec's TUN device")
-            dev = "lo" if kernel_esp else "ipsec0"
-            proc.run(link.argv(end, ["ip", "addr", "add", f"{INNER[end]}/32", "dev", dev]),
-                     timeout=30)
-            proc.run(link.argv(end, ["ip", "link", "set", dev, "up"]), timeout=30)
-            proc.run(["swanctl", "--load-all", "--noprompt", "--file", str(d / "swanctl.conf"),
-                      "--uri", self.vici[end]], env=env, timeout=60)
-        done = proc.run(["swanctl", "--initiate", "--child", "cc", "--timeout", "30", "--uri",
-                         self.vici["a"]],
-                        timeout=60, check=False)
+                dev = min(_tuns(at) - before)
+            at.address(f"{inner[end]}/32", dev)
+            at.run(["ip", "link", "set", dev, "up"], timeout=30)
+            swanctl = ["env", f"STRONGSWAN_CONF={d}/strongswan.conf", "swanctl"]
+            at.run(swanctl + ["--load-all", "--noprompt", "--file", str(d / "swanctl.conf"),
+                              "--uri", self.vici[end]], timeout=60)
+        done = ends["a"].run(["swanctl", "--initiate", "--child", "cc", "--timeout", "30", "--uri",
+                              self.vici["a"]], timeout=60, check=False)
         if done.returncode != 0:
             raise CryptcostError("IKE negotiation failed: "
                                  f"{(done.stdout + done.stderr).strip().splitlines()[-1:]}")
-        return Endpoint(INNER["b"], service)
+        return Endpoint(inner["b"], service)
 
     def verify(self, res: Resources) -> dict:
         """The CHILD_SA's mode and ESP proposal, from swanctl, with bytes counted both ways."""
-        text = proc.run(["swanctl", "--list-sas", "--uri", self.vici["a"]], timeout=30).stdout
+        text = self.link.at("a").run(["swanctl", "--list-sas", "--uri", self.vici["a"]],
+                                     timeout=30).stdout
         m = re.search(r"INSTALLED, (\S+), ESP:(\S+)", text)
         if not m:
             raise CryptcostError("swanctl lists no installed CHILD_SA")
@@ -163,3 +176,9 @@ class Ipsec(NetworkStack):
             self.params["warning"] = WEAK[self.variant]
         return self.negotiated
 
+
+def _tuns(at) -> set[str]:
+    """The kernel-libipsec TUN devices (``ipsecN``) at an end."""
+    import json
+    got = at.run(["ip", "-j", "link", "show"], timeout=10).stdout
+    return {d["ifname"] for d in json.loads(got or "[]") if d["ifname"].startswith("ipsec")}

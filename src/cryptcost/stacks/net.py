@@ -41,6 +41,7 @@ Reference implementation: :mod:`cryptcost.stacks.tcp`.
 
 from __future__ import annotations
 
+import itertools
 import os
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ from cryptcost.errors import CryptcostError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 from cryptcost.stacks.base import FEATURE_HINTS, Stack
+
+
+_SUBNETS = itertools.count()
 
 
 def _program(d: proc.Daemon) -> str:
@@ -151,6 +155,14 @@ class NetworkStack(Stack):
     def verify(self, res: Resources) -> dict:
         """What was negotiated, read back from the stack (empty: nothing to read)."""
         return {}
+
+    @staticmethod
+    def inner_addresses(net: str) -> dict[str, str]:
+        """A tunnel's inner addresses ``NET.k.1`` (end a) and ``NET.k.2`` (end b): a /24 of
+        ``NET``/16 per instance, so that instances sharing a host (one peer) never claim the
+        same one."""
+        k = next(_SUBNETS) % 250
+        return {"a": f"{net}.{k}.1", "b": f"{net}.{k}.2"}
 
     def start(self, res: Resources, end: str, argv: list[str], *, name: str,
               env: dict | None = None,

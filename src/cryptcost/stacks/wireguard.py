@@ -11,7 +11,6 @@ kernel module where its own kernel has it.
 
 from __future__ import annotations
 
-import itertools
 import secrets
 
 from cryptcost import proc
@@ -26,14 +25,6 @@ WG = Tool("wg", "wg", "wireguard-tools", ())
 WG_GO = Tool("wireguard-go", "wireguard-go", "wireguard-go", ("wireguard-go", "--version"),
              r"wireguard-go v?([\w.+-]+)")
 PORT = 51820
-# The tunnel's inner addresses: a /24 of 10.204/16 per instance, so that instances sharing one
-# peer (a peer link has one session to a host) never claim the same one.
-_SUBNETS = itertools.count()
-
-
-def _inner() -> dict[str, str]:
-    k = next(_SUBNETS) % 250
-    return {"a": f"10.204.{k}.1", "b": f"10.204.{k}.2"}
 
 
 class Wireguard(NetworkStack):
@@ -66,7 +57,7 @@ class Wireguard(NetworkStack):
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
         tag = secrets.token_hex(2)
-        inner = _inner()
+        inner = self.inner_addresses("10.204")
         ends = {end: link.at(end) for end in ("a", "b")}
         keys, pubs, ports, impl = {}, {}, {}, {}
         for end, at in ends.items():
