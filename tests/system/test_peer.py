@@ -32,11 +32,13 @@ def _sh(*argv: str) -> None:
 
 
 @contextmanager
-def _hosts(tmp_path, names: list[str]):
+def _hosts(tmp_path, names: list[str], linked: bool = False):
     """Namespace ``cc-<tag>-pa`` (the controller's), and for each of ``names`` a
     namespace of its own with sshd on 10.206.<i>.2:22 (``SetEnv`` gives its
     sessions a state directory of their own), joined to the controller's by a
-    veth pair; one ssh config that names them all."""
+    veth pair; one ssh config that names them all. ``linked``: the first two
+    peers joined too (10.206.9.1 ↔ .2), the second reached from the first as
+    ``<second>-via-<first>``."""
     need_root("peer")
     for tool in ("ssh", "sshd", "ssh-keygen"):
         path = "/usr/sbin/sshd" if tool == "sshd" else subprocess.run(
@@ -73,7 +75,7 @@ def _hosts(tmp_path, names: list[str]):
             state.mkdir(parents=True)
             conf = d / f"sshd_config{i}"
             conf.write_text("\n".join([
-                "Port 22", f"ListenAddress {b}", f"HostKey {key}",
+                "Port 22", "ListenAddress 0.0.0.0", f"HostKey {key}",     # its namespace's only
                 f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
                 "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
                 "StrictModes no", "PidFile none", f"SetEnv CRYPTCOST_STATE_DIR={state}"]) + "\n")
@@ -90,6 +92,19 @@ def _hosts(tmp_path, names: list[str]):
                 assert time.monotonic() < deadline, (d / f"sshd{i}.log").read_text()
                 time.sleep(0.1)
             hosts[name] = {"ns": {"a": ns_a, "b": ns_b}, "state": state}
+        if linked:
+            (p0, p1), (n0, n1) = [hosts[n]["ns"]["b"] for n in names[:2]], names[:2]
+            _sh("ip", "-n", p0, "link", "add", f"cc{tag}l0", "type", "veth", "peer", "name",
+                f"cc{tag}l1", "netns", p1)
+            for ns, dev, addr in ((p0, f"cc{tag}l0", "10.206.9.1"),
+                                  (p1, f"cc{tag}l1", "10.206.9.2")):
+                _sh("ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+                _sh("ip", "-n", ns, "link", "set", dev, "up")
+            config += [f"Host {n1}-via-{n0}", "  HostName 10.206.9.2", "  User root",
+                       f"  IdentityFile {d / 'client'}",
+                       f"  UserKnownHostsFile {d / 'known_hosts'}",
+                       "  StrictHostKeyChecking yes", f"  HostKeyAlias {n1}"]
+            known.append(f"{n1} {(d / 'host1.pub').read_text()}")
         (d / "known_hosts").write_text("".join(known))
         (d / "ssh_config").write_text("\n".join(config) + "\n")
         yield {"hosts": hosts, "ns": made, "config": str(d / "ssh_config"),
@@ -275,18 +290,21 @@ def test_a_fleet_run_measures_every_host_at_once_and_lays_them_side_by_side(tmp_
     """``fleet run`` on two peers (and one host that does not resolve): the
     plan crosses to each, each runs it at once into a store of its own, each
     run is imported here with its host's fingerprint, the results come side
-    by side; the unreachable host is reported and does not stop the others."""
+    by side; the unreachable host is reported and does not stop the others.
+    Then the pair: tls from the first peer to the second, run on the first."""
     plan = tmp_path / "plan.toml"
     plan.write_text('storage = false\nnetwork = false\n[ciphers]\nengines = ["openssl"]\n'
                     'algorithms = ["aes-128-gcm"]\nsizes = [16384]\nseconds = 1\n'
                     '[policy]\nmin_samples = 2\nmax_samples = 2\n')
-    with _hosts(tmp_path, ["cc-h1", "cc-h2"]) as fleet:
+    with _hosts(tmp_path, ["cc-h1", "cc-h2"], linked=True) as fleet:
         env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
                "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
         env.pop("CRYPTCOST_RUN", None)
         done = subprocess.run(
             ["ip", "netns", "exec", fleet["ns"][0], sys.executable, "-m", "cryptcost", "fleet",
              "run", "--hosts", "cc-h1,cc-nowhere.invalid,cc-h2", "--plan", str(plan),
+             "--pairs", "cc-h1:cc-h2-via-cc-h1", "--pair-stacks", "tls", "--pair-options",
+             "--workloads send --seconds 1 --min-samples 2 --max-samples 2 --page-reporting keep",
              "--ssh-config", fleet["config"], "--peer-command", fleet["command"], "--json",
              "--", "--page-reporting", "keep"],
             capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
@@ -301,11 +319,19 @@ def test_a_fleet_run_measures_every_host_at_once_and_lays_them_side_by_side(tmp_
         assert rows and all(set(r["hosts"]) == {"cc-h1", "cc-h2"} for r in rows), out["results"]
         assert all(h["median"] > 0 for r in rows for h in r["hosts"].values())
         assert set(out["environment"]) == {"cc-h2"}            # each host against the first
+        pair = by.get("cc-h1")                                  # the first entry of cc-h1: its run
+        [across] = [h for h in out["hosts"] if h["peer"]]
+        assert across["host"] == "cc-h1" and across["peer"] == "cc-h2-via-cc-h1"
+        assert across["run"], done.stderr[-3000:]
+        tls = [r for r in out["results"] if r["label"].startswith("tls")]
+        assert tls and set(tls[0]["hosts"]) == {"cc-h1→cc-h2-via-cc-h1"}
+        assert tls[0]["hosts"]["cc-h1→cc-h2-via-cc-h1"]["overhead"] is not None
+        assert pair is not None
         for line in ("cc-h1: started", "cc-h2: imported as run", "cc-nowhere.invalid: FAILED"):
             assert line in done.stderr, done.stderr[-3000:]
         listed = subprocess.run([sys.executable, "-m", "cryptcost", "list", "--json"],
                                 capture_output=True, text=True, env=env, check=True).stdout
-        assert len(json.loads(listed)) == 2                        # both imported here
+        assert len(json.loads(listed)) == 3            # both hosts' runs and the pair's, here
         states = [str(h["state"]) for h in fleet["hosts"].values()] + [str(tmp_path / "state")]
         ours = {f"netns {n}" for n in fleet["ns"]}
         assert [x for x in leftovers(states) if x not in ours] == []

@@ -154,14 +154,21 @@ def test_fleet_hosts_come_from_a_list_or_an_ansible_style_inventory(tmp_path):
 
 def test_each_fleet_host_runs_into_a_store_of_its_own_and_prints_only_its_export():
     from cryptcost.links.peer import PeerOptions
-    from cryptcost.runner.fleet import remote_command
-    cmd = remote_command(["--suite", "quick", "--time-budget", "10m"], PeerOptions(sudo=True),
-                         plan=True)
+    from cryptcost.runner.fleet import local_args, pair_args, remote_command, waves
+    cmd = remote_command(local_args(["--suite", "quick", "--time-budget", "10m"]),
+                         PeerOptions(sudo=True), plan=True)
     assert cmd.startswith("d=$(mktemp -d)") and "trap 'rm -rf" in cmd
     assert 'cat > "$d/plan.toml"' in cmd and '--plan "$d/plan.toml"' in cmd
     assert 'sudo -n cryptcost --db "$d/results.db" run --no-report' in cmd
     assert cmd.endswith('report latest --format json') and ">&2 || exit $?" in cmd
-    assert "exec </dev/null" in remote_command([], PeerOptions(), plan=False)
+    assert "exec </dev/null" in remote_command(["run"], PeerOptions(), plan=False)
+    pair = remote_command(pair_args("db1", PeerOptions(ssh_config="/etc/cc/ssh", sudo=True)),
+                          PeerOptions(), plan=False)
+    assert ("network --link peer:db1 --stacks all --peer-command cryptcost --ssh-config /etc/cc/ssh "
+            "--peer-sudo >&2") in pair
+    # pairs run in rounds that share no host
+    assert waves([("a", "b"), ("c", "d"), ("b", "c"), ("a", "d")]) == [
+        [("a", "b"), ("c", "d")], [("b", "c"), ("a", "d")]]
 
 
 def test_a_stack_the_peer_cannot_run_is_unavailable_with_the_peers_reason_and_name():

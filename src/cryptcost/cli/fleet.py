@@ -4,6 +4,7 @@ run imported here, the hosts side by side (:mod:`cryptcost.runner.fleet`)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from rich.table import Table
@@ -24,8 +25,16 @@ def add_parser(sub, common) -> None:
     fsub = p.add_subparsers(dest="fleet_command", metavar="ACTION", required=True)
     r = fsub.add_parser("run", parents=[common],
                         help="run the plan on every host at once; import each run here")
-    r.add_argument("--hosts", required=True, metavar="H1,H2,…|@INVENTORY",
+    r.add_argument("--hosts", metavar="H1,H2,…|@INVENTORY",
                    help="hosts as ssh names them, or @FILE: an Ansible-style INI inventory")
+    r.add_argument("--pairs", metavar="A:B,…",
+                   help="then, for each pair, the network stacks from A to B (cryptcost network "
+                        "--link peer:B, run on A; A must reach B with ssh as this host reaches A)")
+    r.add_argument("--pair-stacks", default="all", metavar="LIST",
+                   help="the network stacks of --pairs (default: all that run on a peer)")
+    r.add_argument("--pair-options", default="", metavar="'OPTIONS'",
+                   help="more options for each pair's 'cryptcost network', as one string, e.g. "
+                        "'--workloads send,receive --seconds 5'")
     r.add_argument("--suite", choices=SUITES, help="the suite each host runs (default: quick)")
     r.add_argument("--plan", metavar="FILE.toml", help="a plan file, sent to each host")
     r.add_argument("--json", action="store_true",
@@ -38,7 +47,10 @@ def add_parser(sub, common) -> None:
 
 
 def run(args) -> int:
-    hosts = fleet.parse_hosts(args.hosts)
+    if not args.hosts and not args.pairs:
+        raise UserError("fleet run: name --hosts, --pairs or both")
+    hosts = fleet.parse_hosts(args.hosts) if args.hosts else []
+    pairs = fleet.parse_pairs(args.pairs)
     if args.suite and args.plan:
         raise UserError("fleet run: --suite or --plan, not both")
     plan_text = None
@@ -53,20 +65,34 @@ def run(args) -> int:
     store = open_store(args)
     install_signal_handlers()
     say = (lambda line: print(line, file=sys.stderr)) if args.json else out.print
+    opts = peer_options(args)
+    pair_options = shlex.split(args.pair_options)
+    runs: list[fleet.HostRun] = []
     with Resources() as res:
-        runs = fleet.run_fleet(hosts, run_args, peer_options(args), res=res, plan_text=plan_text,
-                               store=store, workdir=res.tmpdir("cryptcost-fleet-"), say=say)
-    done = [(hr.host, [Stored.of(d) for d in store.results(hr.run_id)]) for hr in runs
+        workdir = res.tmpdir("cryptcost-fleet-")
+        if hosts:
+            runs += fleet.run_fleet([fleet.HostRun(h) for h in hosts],
+                                    lambda hr: fleet.local_args(run_args), opts, res=res,
+                                    plan_text=plan_text, store=store, workdir=workdir, say=say)
+        for wave in fleet.waves(pairs):
+            runs += fleet.run_fleet([fleet.HostRun(a, b) for a, b in wave],
+                                    lambda hr: fleet.pair_args(hr.peer, opts, args.pair_stacks,
+                                                               pair_options),
+                                    opts, res=res,
+                                    plan_text=None, store=store, workdir=workdir, say=say)
+    done = [(hr.label, [Stored.of(d) for d in store.results(hr.run_id)]) for hr in runs
             if hr.run_id]
     rows = side_by_side(done)
-    env = differences([(hr.host, store.run(hr.run_id).host) for hr in runs if hr.run_id])
+    env = differences([(hr.host, store.run(hr.run_id).host) for hr in runs
+                       if hr.run_id and not hr.peer])
     if args.json:
-        print_json({"hosts": [{"host": hr.host, "run": hr.run_id, "error": hr.error,
-                               "seconds": round(hr.seconds, 1)} for hr in runs],
+        print_json({"hosts": [{"host": hr.host, "peer": hr.peer, "run": hr.run_id,
+                               "error": hr.error, "seconds": round(hr.seconds, 1)}
+                              for hr in runs],
                     "results": rows, "environment": env})
     else:
         _print(rows, [h for h, _ in done])
-        first = next((hr.host for hr in runs if hr.run_id), None)
+        first = next((hr.host for hr in runs if hr.run_id and not hr.peer), None)
         for host, diffs in env.items():
             out.print(f"{host} against {first}: " + ("; ".join(
                 f"{d['what']} {d['b']} ({d['a']} on {first})" for d in diffs) or "no difference "

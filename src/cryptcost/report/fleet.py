@@ -1,4 +1,5 @@
-"""A fleet's runs side by side: each measured result, one column per host."""
+"""A fleet's runs side by side: each measured result, one column per host (or per pair,
+``A→B``, for the network across two hosts)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def side_by_side(runs: list[tuple[str, list[Stored]]]) -> list[dict]:
         for r in results:
             if r.role != "measured":
                 continue
-            row = rows.setdefault(key(r), {"cell": key(r), "label": _label(r), "hosts": {}})
+            cell = key(r).but(peer=None)        # a pair's column says which peer
+            row = rows.setdefault(cell, {"cell": cell, "label": _label(r), "hosts": {}})
             row["hosts"][host] = {"median": r.median, "per": r.per, "overhead": r.overhead,
                                   "baseline": r.baseline,
                                   "significant": r.overhead_significant}

@@ -1,5 +1,8 @@
 """``cryptcost fleet run``: the same plan on several hosts at once, over ssh,
-each host's run imported into this store, and the hosts side by side.
+each host's run imported into this store, and the hosts side by side; then,
+with ``--pairs``, the network stacks from each pair's first host to its
+second (``cryptcost network --link peer:B`` run on A), in rounds that
+share no host.
 
 Each host runs ``cryptcost run`` on its own (the parts of a plan are local
 to a host, so hosts share nothing and run at once), in one ``ssh -T -o
@@ -28,14 +31,48 @@ PROGRESS_EVERY = 2.0            # seconds between progress lines of one host
 
 @dataclass
 class HostRun:
-    """One host's part of a fleet run."""
+    """One host's part of a fleet run: its own run, or a pair's network run from ``host``
+    to ``peer``."""
 
     host: str
+    peer: str | None = None
     run_id: int | None = None           # in this store, once imported
     error: str | None = None
     seconds: float = 0.0
     last: str = ""                      # its latest progress line
     output: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.host}→{self.peer}" if self.peer else self.host
+
+
+def parse_pairs(text: str | None) -> list[tuple[str, str]]:
+    """``h1:h2,h3:h4``: the network part from each first host to its second."""
+    pairs = []
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        a, sep, b = item.strip().partition(":")
+        if not sep or not a or not b or a == b:
+            raise UserError(f"bad --pairs item {item.strip()!r}: use HOST_A:HOST_B")
+        for h in (a, b):
+            ssh_argv(h, PeerOptions())
+        pairs.append((a, b))
+    return pairs
+
+
+def waves(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The pairs in rounds that share no host (each host runs one measurement at a time)."""
+    out: list[list[tuple[str, str]]] = []
+    for pair in pairs:
+        for wave in out:
+            if not {h for p in wave for h in p} & set(pair):
+                wave.append(pair)
+                break
+        else:
+            out.append([pair])
+    return out
 
 
 def parse_hosts(text: str) -> list[str]:
@@ -62,36 +99,51 @@ def parse_hosts(text: str) -> list[str]:
     return hosts
 
 
-def remote_command(run_args: list[str], opts: PeerOptions, plan: bool) -> str:
-    """The shell command each host runs: its run into a private store, then that run's export
-    on stdout (the run's own output goes to stderr)."""
+def remote_command(argv: list[str], opts: PeerOptions, plan: bool) -> str:
+    """The shell command a host runs: ``cryptcost ARGV`` (a measuring command) into a private
+    store, then that run's export on stdout (the command's own output goes to stderr)."""
     cc = ("sudo -n " if opts.sudo else "") + opts.command
-    args = " ".join(shlex.quote(a) for a in run_args)
+    args = " ".join(shlex.quote(a) for a in argv)
     plan_file = ' --plan "$d/plan.toml"' if plan else ""
     return ("d=$(mktemp -d) || exit 1; trap 'rm -rf \"$d\"' EXIT; "
             + ('cat > "$d/plan.toml"; ' if plan else "exec </dev/null; ")
-            + f'{cc} --db "$d/results.db" run --no-report{plan_file} {args} >&2 || exit $?; '
+            + f'{cc} --db "$d/results.db" {args}{plan_file} >&2 || exit $?; '
             + f'{cc} --db "$d/results.db" report latest --format json')
 
 
-def run_fleet(hosts: list[str], run_args: list[str], opts: PeerOptions, *, res: Resources,
+def local_args(run_args: list[str]) -> list[str]:
+    """Each host's own run."""
+    return ["run", "--no-report", *run_args]
+
+
+def pair_args(peer: str, opts: PeerOptions, stacks: str = "all",
+              extra: list[str] = ()) -> list[str]:
+    """The network part from a pair's first host to its second, with the same ssh options
+    (a config path names a file on the first host), and ``extra`` options of ``network``."""
+    argv = ["network", "--link", f"peer:{peer}", "--stacks", stacks, *extra,
+            "--peer-command", opts.command]
+    if opts.ssh_config:
+        argv += ["--ssh-config", opts.ssh_config]
+    return argv + (["--peer-sudo"] if opts.sudo else [])
+
+
+def run_fleet(runs: list[HostRun], argv_of, opts: PeerOptions, *, res: Resources,
               plan_text: str | None, store, workdir: Path, say=print) -> list[HostRun]:
-    """Start every host's run at once, print progress, import each export. Returns each host's
-    outcome (its run id here, or its error)."""
-    runs = [HostRun(h) for h in hosts]
+    """Start ``runs`` at once (``argv_of(run)``: its cryptcost command), print each one's
+    progress, import each export. Returns them with their run id here, or their error."""
     sessions = {}
     for hr in runs:
         argv = ssh_argv(hr.host, opts)
-        argv[-1] = remote_command(run_args, opts, plan_text is not None)
-        log = workdir / f"fleet-{len(sessions)}.log"
-        sessions[hr.host] = (res.daemon(argv, logfile=str(log), session=True), log)
-        say(f"{hr.host}: started")
+        argv[-1] = remote_command(argv_of(hr), opts, plan_text is not None and not hr.peer)
+        log = workdir / f"fleet-{len(list(workdir.iterdir()))}.log"
+        sessions[hr.label] = (res.daemon(argv, logfile=str(log), session=True), log)
+        say(f"{hr.label}: started")
 
     def collect(hr: HostRun) -> None:
-        session, _ = sessions[hr.host]
+        session, _ = sessions[hr.label]
         start = time.monotonic()
         try:
-            if plan_text is not None:
+            if plan_text is not None and not hr.peer:
                 try:
                     session.send(plan_text)
                 except BrokenPipeError:
@@ -108,13 +160,13 @@ def run_fleet(hosts: list[str], run_args: list[str], opts: PeerOptions, *, res: 
         t.start()
     while any(t.is_alive() for t in threads):
         for hr in runs:
-            last = _last_line(sessions[hr.host][1])
+            last = _last_line(sessions[hr.label][1])
             if last and last != hr.last:
                 hr.last = last
-                say(f"{hr.host}: {last}")
+                say(f"{hr.label}: {last}")
         time.sleep(PROGRESS_EVERY / 4)
     for hr in runs:
-        session, log = sessions[hr.host]
+        session, log = sessions[hr.label]
         code = res.stop(session, timeout=30)
         if hr.error is None and code != 0:
             why = _last_line(log) or f"exit code {code}"
@@ -126,8 +178,8 @@ def run_fleet(hosts: list[str], run_args: list[str], opts: PeerOptions, *, res: 
                 hr.run_id = store.import_run(data)
             except (ValueError, UserError) as exc:
                 hr.error = f"its export could not be imported: {exc}"
-        say(f"{hr.host}: " + (f"imported as run {hr.run_id} ({hr.seconds:.0f} s)" if hr.run_id
-                              else f"FAILED: {hr.error}"))
+        say(f"{hr.label}: " + (f"imported as run {hr.run_id} ({hr.seconds:.0f} s)" if hr.run_id
+                               else f"FAILED: {hr.error}"))
     return runs
 
 
