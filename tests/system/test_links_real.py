@@ -84,8 +84,8 @@ def test_bad_link_and_mtu_are_refused():
         NetnsLink(mtu=70000)
     with pytest.raises(UserError, match="use netns, loopback"):
         parse_link("wifi")
-    with pytest.raises(UserError, match="not built yet"):
-        parse_link("peer:10.0.0.9")
+    with pytest.raises(UserError, match="bad --link peer:-oProxyCommand=x"):
+        parse_link("peer:-oProxyCommand=x")
     with pytest.raises(UserError, match="not a storage stack"):
         from cryptcost.runner.storage import resolve
         resolve(["tcp"], "ext4")

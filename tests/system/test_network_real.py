@@ -177,12 +177,13 @@ def test_kill_9_of_a_network_run_then_cleanup_leaves_nothing(tmp_path):
     (["--stacks", "tls", "--mtu", "70000"], "bad --mtu 70000"),
     (["--stacks", "tls", "--mtu", "100"], "bad --mtu 100"),
     (["--stacks", "tls", "--link", "wifi"], "bad --link 'wifi'"),
-    (["--stacks", "wireguard", "--link", "peer:10.0.0.9"], "runs only on a netns link, not --link peer:10.0.0.9"),
+    (["--stacks", "smb3", "--link", "peer:10.0.0.9"],
+     "runs only on a netns or loopback link, not --link peer:10.0.0.9"),
     (["--stacks", "gocryptfs"], "gocryptfs is a storage stack, not a network stack"),
     (["--stacks", "tls", "--workloads", "upload"], "unknown network workload 'upload'"),
     (["--stacks", "tls", "--streams", "0"], "bad --streams 0"),
     (["--stacks", "tls", "--file-size", "10k"], "--file-size 10k"),
-    (["--stacks", "wireguard", "--link", "loopback"], "runs only on a netns link"),
+    (["--stacks", "wireguard", "--link", "loopback"], "runs only on a netns or peer link"),
 ])
 def test_bad_network_input_is_one_line_and_exit_2(cli, argv, message):
     done = cli("network", *argv)
