@@ -308,3 +308,20 @@ def test_a_variant_that_does_not_encrypt_by_design_is_recorded_not_failed():
     # random iperf3 payload through a null cipher looks encrypted: it is not, and the verdict says so
     looks = NetRunner._enforce(SimpleNamespace(stack=null), encrypted, "x: ")
     assert looks["verdict"] == "plaintext" and looks["expected"].startswith("plaintext by design")
+
+
+def test_a_busy_core_verdict_says_the_ends_share_cpus_only_where_they_do():
+    base = _net("tcp", 3e9, role="baseline", packet=65226)
+    shared = _net("x", 1e9, packet=65226, cpu={"max_core_busy": 0.95}, shared_cpus=True)
+    apart = _net("x", 1e9, packet=65226, cpu={"max_core_busy": 0.95}, shared_cpus=False)
+    v = bottleneck.classify_network(shared, base, [], {})
+    assert v.bottleneck == "cpu" and "both ends share this host's CPUs" in v.sentence
+    w = bottleneck.classify_network(apart, base, [], {})       # a peer on another machine
+    assert w.bottleneck == "cpu" and "share" not in w.sentence
+    assert "the busiest core of either host" in w.sentence
+
+
+def test_the_network_table_drops_the_shared_cpu_caveat_for_a_peer():
+    from cryptcost.report.terminal import NETWORK_TITLE, PEER_TITLE, _network_title
+    assert _network_title([{"link": "netns MTU 1500"}]) == NETWORK_TITLE
+    assert _network_title([{"link": "netns MTU 1500"}, {"link": "peer to db1 MTU 1500"}]) == PEER_TITLE

@@ -292,8 +292,9 @@ def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored],
     busy = r.cpu.max_core_busy
     if busy >= 0.9:
         return verdict("cpu", "the busiest core ≥ 90 % busy below every ceiling",
-                       f"{label} {rate(value)}, {ratio}: a core was {busy:.0%} busy; both ends "
-                       "share this host's CPUs")
+                       f"{label} {rate(value)}, {ratio}: a core was {busy:.0%} busy; "
+                       + ("both ends share this host's CPUs" if r.shared_cpus
+                          else "the busiest core of either host"))
     return verdict("unknown", "no rule holds",
                    f"{label} {rate(value)}, {ratio}, cipher ceiling {shown_cipher}")
 

@@ -130,7 +130,7 @@ def fingerprint(host: dict) -> dict:
     cpu_ = host.get("cpu", {})
     return {"hostname": host.get("hostname"), "cryptcost": host.get("cryptcost"),
             "cpu_model": cpu_.get("model"), "cores": cpu_.get("cores"),
-            "crypto_flags": {k: v for k, v in cpu_.get("flags", {}).items()},
+            "crypto_flags": dict(cpu_.get("flags", {})),
             "kernel": host.get("kernel", {}).get("release"),
             "tools": host.get("tools", {}), "boot_id": boot_id()}
 

@@ -175,6 +175,13 @@ NARROW = 120       # a narrower terminal gets the results grouped by stack, not 
 SPLIT_TITLE = "Cost split: reference → twin → stack (share of the cost against the reference)"
 NETWORK_TITLE = ("Network: each stack against plain TCP on the same link (both ends share this "
                  "host's CPUs: compare CPU-s/GB, not Gbit/s)")
+PEER_TITLE = ("Network: each stack against plain TCP on the same link (a peer's link: "
+              "CPU-s/GB is each end's own)")
+
+
+def _network_title(rows: list[dict]) -> str:
+    """The shared-CPU caveat only where no result crossed to a peer."""
+    return PEER_TITLE if any(" to " in r.get("link", "") for r in rows) else NETWORK_TITLE
 
 
 def _against(r: dict) -> str:
@@ -305,9 +312,10 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
                       x["cipher_bound"])
         out.append(t)
     if doc.get("network") and narrow:
-        out.append(by_stack(NETWORK_TITLE, doc["network"], NETWORK_NARROW, heading=_against))
+        out.append(by_stack(_network_title(doc["network"]), doc["network"], NETWORK_NARROW,
+                            heading=_against))
     elif doc.get("network"):
-        out.append(network_table([], title=NETWORK_TITLE, rows=doc["network"]))
+        out.append(network_table([], title=_network_title(doc["network"]), rows=doc["network"]))
     if doc.get("network"):
         verdicts = [r for r in doc["network"] if r["role"] != "baseline" and r["explanation"]]
         for r in verdicts:
