@@ -315,15 +315,22 @@ def test_a_fleet_run_measures_every_host_at_once_and_lays_them_side_by_side(tmp_
         assert by["cc-nowhere.invalid"]["run"] is None
         assert "could not run it (exit 255)" in by["cc-nowhere.invalid"]["error"]
         assert "resolve" in by["cc-nowhere.invalid"]["error"]          # ssh's own words
-        rows = [r for r in out["results"] if r["label"].startswith("openssl aes-128-gcm")]
-        assert rows and all(set(r["hosts"]) == {"cc-h1", "cc-h2"} for r in rows), out["results"]
+        rows = [r for r in out["rows"] if r["label"].startswith("openssl aes-128-gcm")]
+        assert rows and all(set(r["hosts"]) == {"cc-h1", "cc-h2"} for r in rows), out["rows"]
         assert all(h["median"] > 0 for r in rows for h in r["hosts"].values())
         assert set(out["environment"]) == {"cc-h2"}            # each host against the first
+        # the namespaces share this host's CPU and kernel: "alike", or a gap flagged as unexplained
+        [said] = out["differences"]
+        assert said.startswith("cc-h2 is like cc-h1") or "in nothing cryptcost records" in said
+        assert [c["label"] for c in out["columns"]] == ["cc-h1", "cc-h2", "cc-h1→cc-h2-via-cc-h1"]
+        report = (tmp_path / "cryptcost-fleet.html").read_text()
+        assert all(f"<th>{h}</th>" in report for h in ("cc-h1", "cc-h2", "cc-h1→cc-h2-via-cc-h1"))
+        assert "What differs between the hosts" in report and "<svg" in report
         pair = by.get("cc-h1")                                  # the first entry of cc-h1: its run
         [across] = [h for h in out["hosts"] if h["peer"]]
         assert across["host"] == "cc-h1" and across["peer"] == "cc-h2-via-cc-h1"
         assert across["run"], done.stderr[-3000:]
-        tls = [r for r in out["results"] if r["label"].startswith("tls")]
+        tls = [r for r in out["rows"] if r["label"].startswith("tls")]
         assert tls and set(tls[0]["hosts"]) == {"cc-h1→cc-h2-via-cc-h1"}
         assert tls[0]["hosts"]["cc-h1→cc-h2-via-cc-h1"]["overhead"] is not None
         assert pair is not None

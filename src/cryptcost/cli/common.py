@@ -4,9 +4,11 @@ opening the store, recording a run, and progress on stderr."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 from rich.console import Console
 
@@ -243,3 +245,27 @@ def add_peer_options(p, where: str = "with --link peer:HOST") -> None:
 def peer_options(args) -> PeerOptions:
     return PeerOptions(ssh_config=args.ssh_config, sudo=args.peer_sudo,
                        command=args.peer_command)
+
+
+def validate_writable(path: str) -> None:
+    """Refuse at once, before any measuring, a report path that cannot be written."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"cannot write the report {path}: {parent} is not a directory")
+    if p.exists() and p.is_dir():
+        raise UserError(f"cannot write the report {path}: it is a directory")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"cannot write the report {path}: {parent} is not writable")
+
+
+def write_output(output: str | None, text: str) -> None:
+    """``text`` into the file ``output``, or on stdout without one."""
+    if output:
+        try:
+            Path(output).write_text(text)
+        except OSError as exc:
+            raise UserError(f"cannot write {output}: {exc.strerror}") from None
+        print(f"wrote {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)

@@ -12,9 +12,11 @@ from cryptcost.units import rate
 
 def add_parser(sub, common) -> None:
     p = sub.add_parser("compare", parents=[common],
-                       help="compare two runs or hosts, with significance")
+                       help="compare two runs or hosts (or each of several against the first), "
+                            "with significance")
     p.add_argument("run_a", metavar="RUN_A")
-    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("run_b", metavar="RUN_B", nargs="+",
+                   help="one run, or several (e.g. a fleet's hosts): each against RUN_A")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -40,18 +42,32 @@ def move_text(move: dict | None, marked: int) -> str:
 
 def run(args) -> int:
     store = open_store(args, create=False)
-    a, b = store.run(args.run_a), store.run(args.run_b)
+    a = store.run(args.run_a)
+    others = [store.run(b) for b in args.run_b]
+    for b in others:
+        _comparable(a, b)
+    got = [_compare(store, a, b, args.json) for b in others]
+    if args.json:
+        print_json(got[0] if len(got) == 1 else got)
+    return 0
+
+
+def _comparable(a, b) -> None:
     if bool(a.host.get("emulated")) != bool(b.host.get("emulated")):
         emu, real = (a, b) if a.host.get("emulated") else (b, a)
         raise UserError(f"run {emu.id} was measured in an emulated guest (cryptcost vm) and run "
                         f"{real.id} on real hardware: their speeds cannot be compared")
+
+
+def _compare(store, a, b, quiet: bool) -> dict:
+    """Run ``b`` against run ``a``: printed unless ``quiet``; returned as plain data."""
     results_a, results_b = store.results(a.id), store.results(b.id)
     move = host_move(results_a, results_b)
     rows = compare_runs(results_a, results_b, move)
     env = environment_diff(a.host, b.host)
-    if args.json:
-        print_json({"a": a.id, "b": b.id, "results": rows, "host_move": move, "environment": env})
-        return 0
+    got = {"a": a.id, "b": b.id, "results": rows, "host_move": move, "environment": env}
+    if quiet:
+        return got
     out.print(f"run {b.id} ({b.host.get('hostname')}, {b.started}) against run {a.id} "
               f"({a.host.get('hostname')}, {a.started})")
     t = Table(title="Results in both runs", title_justify="left")
@@ -74,4 +90,4 @@ def run(args) -> int:
         out.print(e)
     else:
         out.print("same host environment (CPU, flags, kernel, drivers, tool versions)")
-    return 0
+    return got

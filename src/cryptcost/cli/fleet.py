@@ -7,16 +7,20 @@ import argparse
 import shlex
 import sys
 
-from rich.table import Table
+from rich.markup import escape
 
-from cryptcost.cli.common import add_peer_options, open_store, out, peer_options, print_json
+from cryptcost.cli.common import (add_peer_options, open_store, out, peer_options, print_json,
+                                  validate_writable, write_output)
+from cryptcost.cli.report import members
 from cryptcost.errors import UserError
 from cryptcost.lifecycle.resources import Resources, install_signal_handlers
-from cryptcost.record import Stored
-from cryptcost.report.fleet import differences, side_by_side
+from cryptcost.report.fleet import build
+from cryptcost.report.terminal import fleet_tables
 from cryptcost.runner import fleet
-from cryptcost.units import rate
 from cryptcost.workloads.plan import SUITES, load
+
+
+DEFAULT_REPORT = "cryptcost-fleet.html"
 
 
 def add_parser(sub, common) -> None:
@@ -37,8 +41,11 @@ def add_parser(sub, common) -> None:
                         "'--workloads send,receive --seconds 5'")
     r.add_argument("--suite", choices=SUITES, help="the suite each host runs (default: quick)")
     r.add_argument("--plan", metavar="FILE.toml", help="a plan file, sent to each host")
+    r.add_argument("-o", "--report", default=DEFAULT_REPORT, metavar="FILE",
+                   help=f"the fleet's HTML report to write (default: {DEFAULT_REPORT})")
+    r.add_argument("--no-report", action="store_true", help="write no HTML report")
     r.add_argument("--json", action="store_true",
-                   help="print one JSON object: each host's run, and the side-by-side rows")
+                   help="print one JSON object: each host's run, and the fleet report")
     add_peer_options(r, "on each host")
     r.add_argument("run_args", nargs=argparse.REMAINDER, metavar="-- RUN-OPTION …",
                    help="options passed to each host's 'cryptcost run' (after --), e.g. "
@@ -60,6 +67,8 @@ def run(args) -> int:
         except OSError as exc:
             raise UserError(f"cannot read {args.plan}: {exc.strerror}") from None
         load(None, args.plan)                        # a malformed plan fails here, not on each host
+    if not args.no_report:
+        validate_writable(args.report)
     extra = args.run_args[1:] if args.run_args[:1] == ["--"] else args.run_args
     run_args = (["--suite", args.suite] if args.suite else []) + extra
     store = open_store(args)
@@ -80,45 +89,24 @@ def run(args) -> int:
                                                                pair_options),
                                     opts, res=res,
                                     plan_text=None, store=store, workdir=workdir, say=say)
-    done = [(hr.label, [Stored.of(d) for d in store.results(hr.run_id)]) for hr in runs
-            if hr.run_id]
-    rows = side_by_side(done)
-    env = differences([(hr.host, store.run(hr.run_id).host) for hr in runs
-                       if hr.run_id and not hr.peer])
+    done = [hr for hr in runs if hr.run_id]
+    columns = members(store, [hr.run_id for hr in done], [hr.label for hr in done])
+    doc = build(columns)
+    if columns and not args.no_report:
+        from cryptcost.report.render import render_fleet
+        write_output(args.report, render_fleet("html", columns))
     if args.json:
         print_json({"hosts": [{"host": hr.host, "peer": hr.peer, "run": hr.run_id,
                                "error": hr.error, "seconds": round(hr.seconds, 1)}
-                              for hr in runs],
-                    "results": rows, "environment": env})
+                              for hr in runs], **doc})
     else:
-        _print(rows, [h for h, _ in done])
-        first = next((hr.host for hr in runs if hr.run_id and not hr.peer), None)
-        for host, diffs in env.items():
-            out.print(f"{host} against {first}: " + ("; ".join(
-                f"{d['what']} {d['b']} ({d['a']} on {first})" for d in diffs) or "no difference "
-                "in CPU, crypto flags, kernel, crypto drivers or tools"))
+        for table in fleet_tables(doc):
+            out.print(table)
+        for hr in runs:
+            if hr.error:
+                out.print(escape(f"{hr.label}: FAILED: {hr.error}"))
+    if done:
+        say("rebuild this report: cryptcost report " + " ".join(str(hr.run_id) for hr in done)
+            + " [--format md|html|json|csv]")
     return 1 if any(hr.error for hr in runs) else 0
 
-
-def _print(rows: list[dict], hosts: list[str]) -> None:
-    if not rows:
-        out.print("no host returned a result")
-        return
-    t = Table(title="The hosts side by side (median, and overhead against the baseline)",
-              title_justify="left")
-    t.add_column("result")
-    for h in hosts:
-        t.add_column(h, justify="right")
-    for row in rows:
-        cells = []
-        for h in hosts:
-            got = row["hosts"].get(h)
-            if got is None:
-                cells.append("—")
-                continue
-            speed = rate(got["median"]) if got["per"] == "bytes" else f"{got['median']:.0f}/s"
-            over = (f" ({got['overhead'] * 100:+.1f} %{'' if got['significant'] else ' ns'})"
-                    if got["overhead"] is not None else "")
-            cells.append(speed + over)
-        t.add_row(row["label"], *cells)
-    out.print(t)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from cryptcost.cli.common import (add_host_options, add_peer_options, add_profile_option,
                                   open_store, probe_host, ConsoleProgress, err, out, print_json,
-                                  recorded_run)
-from cryptcost.errors import UserError
+                                  recorded_run, validate_writable)
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
@@ -101,7 +100,7 @@ def announce(prepared: suite.Prepared) -> None:
 def run(args) -> int:
     # bad input fails before anything is recorded
     if not args.no_report:
-        _validate_writable(args.report)
+        validate_writable(args.report)
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
                              profile=args.profile,
                              link=args.link, time_budget=args.time_budget,
@@ -162,15 +161,3 @@ def _calibration(args, suite_name: str) -> tuple[float, int]:
 def _progress(what: str) -> ConsoleProgress:
     err.print(f"— {what}")
     return ConsoleProgress()
-
-
-def _validate_writable(path: str) -> None:
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise UserError(f"cannot write the report {path}: {parent} is not a directory")
-    if p.exists() and p.is_dir():
-        raise UserError(f"cannot write the report {path}: it is a directory")
-    import os
-    if not os.access(parent, os.W_OK):
-        raise UserError(f"cannot write the report {path}: {parent} is not writable")

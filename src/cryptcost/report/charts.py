@@ -304,6 +304,38 @@ def network_cpu(network: list[Stored]) -> str | None:
     return _svg(fig)
 
 
+def fleet_overhead(doc: dict) -> str | None:
+    """A fleet: each result's overhead against its baseline, one bar per host, solid where
+    significant."""
+    rows = [r for r in doc["rows"] if any(h["overhead"] is not None for h in r["hosts"].values())]
+    columns = [c["label"] for c in doc["columns"]]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(8, (0.22 * len(columns) + 0.12) * len(rows) + 1.4))
+    height = 0.8 / len(columns)
+    for j, host in enumerate(columns):
+        ys, xs, colours = [], [], []
+        for i, row in enumerate(rows):
+            got = row["hosts"].get(host)
+            if got is None or got["overhead"] is None:
+                continue
+            ys.append(i + (j - (len(columns) - 1) / 2) * height)
+            xs.append(got["overhead"] * 100)
+            colours.append(COLOURS[j % len(COLOURS)] if got["significant"] else BASE_COLOUR)
+        ax.barh(ys, xs, height=height, color=colours, edgecolor=COLOURS[j % len(COLOURS)],
+                linewidth=0.6)
+    ax.set_yticks(range(len(rows)), [r["label"] for r in rows])
+    ax.invert_yaxis()
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("overhead against the matched baseline, % (1 − stack/baseline)")
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color=COLOURS[j % len(COLOURS)], label=h)
+                       for j, h in enumerate(columns)]
+              + [Patch(color=BASE_COLOUR, label="not significant (outlined in its host's colour)")],
+              loc="lower right")
+    return _svg(fig)
+
+
 def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> dict:
     results = read(results)
     storage = [r for r in results if r.kind == "storage"]

@@ -37,6 +37,10 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
                                             **({"layers": r["layers"]} if r.get("layers") else {})}
                                            for r in doc["storage"] + doc["network"]
                                            if r["bottleneck"]]
+    return dumps(data)
+
+
+def dumps(data) -> str:
     return json.dumps(data, indent=2, sort_keys=True, default=as_json) + "\n"
 
 
@@ -50,14 +54,25 @@ def _flat(value) -> str:
 
 def to_csv(run: Run, results: list[dict]) -> str:
     """One row per result; lists joined with ';', nested objects as JSON."""
-    columns: list[str] = ["run"]
-    for r in results:
-        for key in r:
-            if key not in columns:
-                columns.append(key)
+    return to_csv_many([(run, results, None)])
+
+
+def to_csv_many(runs: list[tuple[Run, list[dict], str | None]]) -> str:
+    """The rows of several runs in one table, each with its run (and, for a fleet, the column
+    that holds it: ``member``)."""
+    named = any(label for _, _, label in runs)
+    columns: list[str] = ["run"] + (["member"] if named else [])
+    fixed = len(columns)
+    for _, results, _ in runs:
+        for r in results:
+            for key in r:
+                if key not in columns:
+                    columns.append(key)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    for r in results:
-        writer.writerow([run.id] + [_flat(r.get(c)) for c in columns[1:]])
+    for run, results, label in runs:
+        for r in results:
+            writer.writerow([run.id] + ([label] if named else [])
+                            + [_flat(r.get(c)) for c in columns[fixed:]])
     return buf.getvalue()

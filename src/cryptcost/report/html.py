@@ -12,3 +12,8 @@ _env = Environment(loader=PackageLoader("cryptcost", "report/templates"),
 
 def render(doc: dict, charts: dict[str, str]) -> str:
     return _env.get_template("report.html.j2").render(doc=doc, charts=charts)
+
+
+def render_fleet(doc: dict, charts: dict[str, str]) -> str:
+    from cryptcost.report.fleet import cell_text
+    return _env.get_template("fleet.html.j2").render(doc=doc, charts=charts, cell_text=cell_text)

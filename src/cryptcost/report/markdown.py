@@ -130,3 +130,42 @@ def render(doc: dict) -> str:
     if doc["notes"]:
         lines += [""] + [f"- {n}" for n in doc["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def render_fleet(doc: dict) -> str:
+    """The fleet report (:func:`cryptcost.report.fleet.build`) in Markdown."""
+    from cryptcost.report.fleet import cell_text
+    cols = doc["columns"]
+    lines = [f"# {doc['title']}", "", "## Hosts", ""]
+    lines += _table(["column", "run", "status", "host", "CPU", "cores", "crypto flags", "kernel"],
+                    [[c["label"], c["run"], c["status"], c["hostname"], c["cpu"], c["cores"],
+                      c["crypto_flags"], c["kernel"]] for c in cols])
+    lines += [""] + [f"> **{c['label']}: {c['emulated']}**" for c in cols if c["emulated"]]
+    lines += ["", "## What differs between the hosts", ""]
+    lines += [f"- {s}" for s in doc["differences"]] or ["- one host: nothing to compare"]
+    lines += ["", "## Recommendation per host", ""]
+    for rec in doc["recommendations"]:
+        if rec["same"]:
+            lines += [f"**{rec['title']}** (every host; the figures are "
+                      f"{rec['hosts'][0]['host']}'s): {rec['hosts'][0]['text']}", ""]
+            continue
+        lines += [f"**{rec['title']}**, host by host:", ""]
+        lines += [f"- {h['host']}: {h['text']}" for h in rec["hosts"]] + [""]
+    lines += ["## The hosts side by side", "",
+              "Each result's median on each host, and its overhead against its baseline there "
+              "(n.s.: not significant).", ""]
+    lines += _table(["result"] + [c["label"] for c in cols],
+                    [[r["label"]] + [cell_text(r["hosts"].get(c["label"])) for c in cols]
+                     for r in doc["rows"]])
+    if doc["environment"]:
+        lines += ["", "## Environment differences", ""]
+        first = next(c["label"] for c in cols if not c["pair"])
+        lines += _table(["host", "what", first, "there"],
+                        [[host, d["what"], d["a"], d["b"]]
+                         for host, diffs in doc["environment"].items() for d in diffs])
+    if doc["not_measured"]:
+        lines += ["", "## Not measured", ""]
+        lines += _table(["host", "what", "why", "how to get it"],
+                        [[host, m["what"], m["why"], m["install"]]
+                         for host, ms in doc["not_measured"].items() for m in ms])
+    return "\n".join(lines) + "\n"

@@ -25,3 +25,19 @@ def render(fmt: str, run, results: list[dict], model: dict | None = None) -> str
         from cryptcost.report import charts, html     # matplotlib: only when drawing
         return html.render(doc, charts.all_charts(records, doc))
     raise UserError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS[1:])}")
+
+
+def render_fleet(fmt: str, members) -> str:
+    """A fleet report (:mod:`cryptcost.report.fleet`) of several stored runs in ``fmt``."""
+    from cryptcost.report import fleet
+    if fmt == "csv":
+        return export.to_csv_many([(m.run, m.results, m.label) for m in members])
+    doc = fleet.build(members)
+    if fmt == "json":
+        return export.dumps(doc)
+    if fmt == "md":
+        return markdown.render_fleet(doc)
+    if fmt == "html":
+        from cryptcost.report import charts, html
+        return html.render_fleet(doc, {"overhead": charts.fleet_overhead(doc)})
+    raise UserError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS[1:])}")

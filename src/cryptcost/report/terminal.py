@@ -343,3 +343,36 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
         out.append(skipped_table([{"stack": m["what"], "reason": m["why"], "install": m["install"]}
                                   for m in doc["not_measured"]]))
     return lead + out
+
+
+def fleet_tables(doc: dict) -> list:
+    """A fleet report (:func:`cryptcost.report.fleet.build`) as terminal tables and lines."""
+    from cryptcost.report.fleet import cell_text
+    cols = doc["columns"]
+    out: list = []
+    hosts = Table(title="Hosts", title_justify="left")
+    for col in ("column", "run", "CPU", "cores", "crypto flags", "kernel"):
+        hosts.add_column(col)
+    for c in cols:
+        hosts.add_row(c["label"], str(c["run"]), str(c["cpu"]), str(c["cores"]), c["crypto_flags"],
+                      str(c["kernel"]) + (" (emulated)" if c["emulated"] else ""))
+    out.append(hosts)
+    if not doc["rows"]:
+        out.append("no host returned a result")
+    else:
+        t = Table(title="The hosts side by side (median, and overhead against the baseline)",
+                  title_justify="left")
+        t.add_column("result")
+        for c in cols:
+            t.add_column(c["label"], justify="right")
+        for row in doc["rows"]:
+            t.add_row(row["label"], *(cell_text(row["hosts"].get(c["label"])) for c in cols))
+        out.append(t)
+    out += [escape(f"• {s}") for s in doc["differences"]]
+    for rec in doc["recommendations"]:
+        if rec["same"]:
+            out.append(escape(f"{rec['title']} (every host; the figures are "
+                              f"{rec['hosts'][0]['host']}'s): {rec['hosts'][0]['text']}"))
+        else:
+            out += [escape(f"{rec['title']}, on {h['host']}: {h['text']}") for h in rec["hosts"]]
+    return out
