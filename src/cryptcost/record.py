@@ -141,6 +141,7 @@ class Stored:
     cpu_s_per_gb: Mapping[str, float] = field(default_factory=dict)  # network: per GB, at each end
     busiest_daemon_core: float | None = None   # network: its busiest process's share of a core
     shared_cpus: bool = False               # network: both ends ran on this host's CPUs
+    emulated_peer: str | None = None        # network: why end b's speeds are not real hardware's
     iops: float | None = None
     role: str = "measured"                  # or "baseline"
     cache_mode: str | None = None           # storage: direct, or buffered with fsync
@@ -177,7 +178,7 @@ class Stored:
             role=d.get("role") or "measured", cache_mode=d.get("cache_mode"),
             retransmits=d.get("retransmits"),
             busiest_daemon_core=d.get("busiest_daemon_core"),
-            shared_cpus=bool(d.get("shared_cpus")),
+            shared_cpus=bool(d.get("shared_cpus")), emulated_peer=d.get("emulated_peer"),
             unstable=bool(d.get("unstable")), cv=d.get("cv"), likely_cause=d.get("likely_cause"),
             incomplete=d.get("incomplete"), accel_verified=d.get("accel_verified"),
             accel_speedup=d.get("accel_speedup"),

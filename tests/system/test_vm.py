@@ -205,6 +205,11 @@ def test_kill_9_of_a_vm_run_then_cleanup_ends_qemu_and_removes_its_files(tmp_pat
     (["--kernel", "0.0-none", "--", "probe"], "no guest kernel 0.0-none"),
     (["--", "run", "--plan", "/nonexistent/plan.toml"], "cannot read plan /nonexistent/plan.toml"),
     (["--", "run", "--plan", "{bad_plan}"], "storage.workloads has 'tpcc'"),
+    (["--peer", "somewhere"], "give the guest's address with its prefix"),
+    (["--peer", "10.0.0.2/31"], "an IPv4 address in a /30 or wider"),
+    (["--peer", "10.0.0.2/24", "--", "probe"], "runs no command"),
+    (["--host-key", "/nonexistent", "--", "probe"], "go with --peer"),
+    (["--peer", "10.0.0.2/24", "--authorized-keys", "/nonexistent"], "cannot read --authorized-keys"),
 ])
 def test_bad_input_is_one_line_and_costs_no_boot(cli, tmp_path, argv, message):
     bad = tmp_path / "bad.toml"

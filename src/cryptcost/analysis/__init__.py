@@ -306,6 +306,11 @@ def network_findings(network: list[Stored]) -> list[str]:
         out.append("both ends of every network link ran on this host's CPUs: Gbit/s here is not "
                    "what two hosts would see; CPU-seconds per GB at each end is the figure that "
                    "carries over")
+    emulated = sorted({(r.cell.peer, r.emulated_peer) for r in network if r.emulated_peer},
+                      key=str)
+    for peer, why in emulated:
+        out.append(f"end b{' on ' + peer if peer else ''} is cryptcost vm's guest, {why}: the "
+                   "Gbit/s across it say what works and how the stacks relate")
     for r in network:
         canary = (r.wire or {}).get("canary") or {}
         if r.facts.is_baseline and canary.get("verdict") == "encrypted":

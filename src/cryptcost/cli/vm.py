@@ -18,9 +18,10 @@ from pathlib import Path
 from cryptcost.cli.common import open_store, parse_list
 from cryptcost.errors import UserError
 from cryptcost.lifecycle.lock import run_lock
-from cryptcost.lifecycle.resources import Resources, install_signal_handlers
+from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
 from cryptcost.report.export import run_dict
-from cryptcost.runner.guest import VmOptions, run_guest
+from cryptcost import proc
+from cryptcost.runner.guest import GuestPeer, VmOptions, run_guest, serve_peer
 from cryptcost.store.db import Store
 from cryptcost.workloads.plan import load
 
@@ -46,6 +47,16 @@ def add_parser(sub, common) -> None:
                    "with modules installed)")
     p.add_argument("--blacklist", metavar="MODULES", help="kernel modules the guest must not load, "
                    "e.g. aesni_intel (acceleration off for the kernel's ciphers)")
+    p.add_argument("--peer", metavar="ADDRESS/PREFIX",
+                   help="run no command: serve the guest as a host reached over ssh, at ADDRESS "
+                        "on a tap link to this host (which takes the subnet's first other "
+                        "address), e.g. 10.0.0.2/24, for 'cryptcost network --link "
+                        "peer:root@10.0.0.2'; it runs until --timeout or Ctrl-C")
+    p.add_argument("--authorized-keys", metavar="FILE",
+                   help="with --peer: the public keys that may log in as root (default: this "
+                        "user's ~/.ssh/id_*.pub)")
+    p.add_argument("--host-key", metavar="FILE",
+                   help="with --peer: the guest sshd's private host key (default: a new one)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND …")
     p.set_defaults(func=run)
 
@@ -73,7 +84,12 @@ def guest_argv(argv: list[str]) -> list[str]:
 
 
 def run(args) -> int:
-    argv = guest_argv(args.argv)
+    if args.peer:
+        if args.argv[1:] if args.argv[:1] == ["--"] else args.argv:
+            raise UserError("cryptcost vm --peer runs no command: drop what follows --")
+    elif args.authorized_keys or args.host_key:
+        raise UserError("--authorized-keys and --host-key go with --peer")
+    argv = [] if args.peer else guest_argv(args.argv)
     opts = VmOptions(timeout=args.timeout, memory_mib=args.memory, cpus=args.cpus, accel=args.accel,
                      kernel=args.kernel,
                      blacklist=tuple(parse_list(args.blacklist,
@@ -82,6 +98,8 @@ def run(args) -> int:
     if os.geteuid() != 0:
         raise UserError("cryptcost vm needs root: the guest reads this host's root "
                         "filesystem as root")
+    if args.peer:
+        return _serve(args, opts)
     store = open_store(args)
     install_signal_handlers()
     with run_lock(sys.argv[1:]), Resources() as res:
@@ -97,6 +115,51 @@ def run(args) -> int:
                  else ""),
               file=sys.stderr)
     return outcome.returncode
+
+
+def _serve(args, opts: VmOptions) -> int:
+    """``vm --peer``: the guest as an ssh host until --timeout or a signal. It takes no run lock:
+    it measures nothing itself; the run that uses it as its peer takes the lock."""
+    GuestPeer(args.peer, "-", Path("-")).validate()          # a bad address costs nothing
+    keys = _authorized_keys(args.authorized_keys)
+    store = open_store(args)
+    install_signal_handlers()
+    try:
+        seconds = _serve_until_stopped(args, opts, keys, store)
+    except (KeyboardInterrupt, Terminated) as exc:
+        print(f"vm: {exc or 'interrupted'}: the guest is stopped and its link released",
+              file=sys.stderr)
+        return 0
+    print(f"vm: the guest served for {seconds:.0f} s and is stopped", file=sys.stderr)
+    return 0
+
+
+def _serve_until_stopped(args, opts: VmOptions, keys: str, store) -> float:
+    with Resources() as res:
+        key = Path(args.host_key) if args.host_key else None
+        if key is None:
+            key = res.keydir() / "ssh_host_key"
+            proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cc-guest",
+                      "-f", str(key)], timeout=60)
+        elif not key.is_file():
+            raise UserError(f"--host-key {key}: no such file")
+        peer = GuestPeer(args.peer, keys, key, tap=f"cc-vm{os.getpid()}"[:15])
+        peer.validate()
+        return serve_peer(res, opts, peer, Path(store.path).parent / "vm-logs",
+                          say=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def _authorized_keys(path: str | None) -> str:
+    if path:
+        try:
+            return Path(path).read_text()
+        except OSError as exc:
+            raise UserError(f"cannot read --authorized-keys {path}: {exc.strerror}") from None
+    found = sorted(Path.home().glob(".ssh/id_*.pub"))
+    if not found:
+        raise UserError("cryptcost vm --peer: no ~/.ssh/id_*.pub to let in; name the public "
+                        "keys that may log in with --authorized-keys FILE")
+    return "".join(f.read_text() for f in found)
 
 
 def import_guest_runs(store: Store, guest_store: Path | None, emulated: dict) -> list[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 import platform
 import socket
 
@@ -37,11 +38,30 @@ def probe(extra_tools: tuple = ()) -> dict:
         "page_reporting": kernel.page_reporting(),
         "tools": tools.versions(extra_tools),
     }
-    emulated = os.environ.get("CRYPTCOST_EMULATED")        # set by ``cryptcost vm`` in its guest
+    emulated = emulation()
     if emulated:
-        info["emulated"] = json.loads(emulated)
+        info["emulated"] = emulated
     info["notes"] = notes(info)
     return info
+
+
+# ``cryptcost vm`` writes how its guest is emulated here, in the guest's own /run, for every
+# process there (an ssh session of ``vm --peer`` included), and in CRYPTCOST_EMULATED for its command
+EMULATED_FILE = Path("/run/cryptcost-emulated.json")
+
+
+def emulation() -> dict | None:
+    """How this machine is emulated, where it is ``cryptcost vm``'s guest; None elsewhere."""
+    text = os.environ.get("CRYPTCOST_EMULATED")
+    if not text:
+        try:
+            text = EMULATED_FILE.read_text()
+        except OSError:
+            return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def notes(info: dict) -> list[str]:

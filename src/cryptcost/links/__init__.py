@@ -74,6 +74,9 @@ class Link(ABC):
             self._ends[end] = LocalEnd(self.res, lambda argv, end=end: self.argv(end, argv))
         return self._ends[end]
 
+    # why end b's speeds are not real hardware's (a peer that is cryptcost vm's guest), or None
+    emulated_peer: str | None = None
+
     @abstractmethod
     def argv(self, end: str, argv: list[str]) -> list[str]:
         """``argv`` to run at end ``a`` or ``b`` of a link on this host."""

@@ -354,3 +354,8 @@ class PeerLink(Link):
             d["shared_cpus"] = ("the peer is this machine (the same boot id): both ends share "
                                 "its CPUs")
         return d
+
+    @property
+    def emulated_peer(self) -> str | None:
+        """Why end b's speeds are not real hardware's, where the peer is an emulated guest."""
+        return self.peer.get("emulated")

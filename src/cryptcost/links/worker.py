@@ -132,7 +132,8 @@ def fingerprint(host: dict) -> dict:
             "cpu_model": cpu_.get("model"), "cores": cpu_.get("cores"),
             "crypto_flags": dict(cpu_.get("flags", {})),
             "kernel": host.get("kernel", {}).get("release"),
-            "tools": host.get("tools", {}), "boot_id": boot_id()}
+            "tools": host.get("tools", {}), "boot_id": boot_id(),
+            "emulated": (host.get("emulated") or {}).get("why")}
 
 
 def refuse(why: str, stdout_fd: int = 1) -> int:

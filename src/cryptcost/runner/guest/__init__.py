@@ -18,6 +18,7 @@ in one line.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -30,6 +31,7 @@ from pathlib import Path
 from cryptcost import proc
 from cryptcost.errors import CryptcostError, ProcessError, UserError
 from cryptcost.host import tools
+from cryptcost.host.probe import EMULATED_FILE
 from cryptcost.stacks import stack_tools
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.runner.guest.image import CACHE, GuestKernel, build_initrd, find_kernel
@@ -63,6 +65,35 @@ class VmOptions:
         for name in self.blacklist:
             if not re.fullmatch(r"[\w-]+", name):
                 raise UserError(f"--blacklist takes kernel module names, not {name!r}")
+
+
+@dataclass(frozen=True)
+class GuestPeer:
+    """The guest as a host reached over ssh (``cryptcost vm --peer``): its address on a tap
+    link to this host, its sshd's host key (a private key file) and who may log in as root."""
+
+    address: str                                     # the guest's, with its prefix: 10.0.0.2/24
+    authorized_keys: str                             # public keys, one per line
+    host_key: Path
+    tap: str = ""                                    # this host's side; named from the pid
+
+    @property
+    def host_address(self) -> str:
+        """This host's address on the tap: the subnet's first other than the guest's."""
+        iface = ipaddress.ip_interface(self.address)
+        mine = next(a for a in iface.network.hosts() if a != iface.ip)
+        return f"{mine}/{iface.network.prefixlen}"
+
+    def validate(self) -> None:
+        try:
+            iface = ipaddress.ip_interface(self.address)
+        except ValueError:
+            raise UserError(f"--peer {self.address}: give the guest's address with its prefix, "
+                            "e.g. 10.0.0.2/24") from None
+        if iface.version != 4 or iface.network.num_addresses < 4:
+            raise UserError(f"--peer {self.address}: an IPv4 address in a /30 or wider")
+        if not self.authorized_keys.strip():
+            raise UserError("--authorized-keys names no public key: nobody could log in")
 
 
 @dataclass
@@ -130,22 +161,37 @@ def emulation(opts: VmOptions, kernel: GuestKernel, accel_why: str = "asked for"
                     "real hardware and are never ranked against, or compared with, them")}
 
 
-def guest_script(argv: list[str], cwd: str, emulated: dict) -> str:
-    """The guest's PID 1 after switch_root: private /run, modules, the command, its store."""
+def guest_script(argv: list[str], cwd: str, emulated: dict,
+                 peer: GuestPeer | None = None) -> str:
+    """The guest's PID 1 after switch_root: private /run, modules, then the command and its
+    store; or, for ``peer``, the network and sshd until the host stops the guest."""
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "cryptcost", "--db", GUEST_DB,
                                             *argv])
-    return f"""#!/bin/sh
+    prelude = f"""#!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 TERM=dumb COLUMNS=120
 export CRYPTCOST_EMULATED={shlex.quote(json.dumps(emulated))}
 export {tools.KNOWN}={XCHG}/tools.json
 mount -t tmpfs -o mode=0755 tmpfs /run
+printf '%s' "$CRYPTCOST_EMULATED" > {EMULATED_FILE}
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 hostname cc-guest
 ip link set lo up
 for m in loop dm_mod fuse tun; do modprobe -q $m; done
 mkdir -p {os.path.dirname(GUEST_DB)}
-echo "cc-guest: running" > /dev/console
+"""
+    if peer is not None:
+        return prelude + f"""modprobe -q virtio_net
+dev=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
+[ -n "$dev" ] || {{ echo "cc-guest: FAILED: no network device" > /dev/console; echo o > /proc/sysrq-trigger; }}
+ip addr add {peer.address} dev "$dev" && ip link set "$dev" up
+mkdir -p /run/sshd && chmod 0755 /run/sshd
+/usr/sbin/sshd -f {XCHG}/sshd_config -E {XCHG}/sshd.log || echo "cc-guest: FAILED: sshd did not start" > /dev/console
+echo "cc-guest: serving ssh on $dev" > /dev/console
+: > {XCHG}/ready
+while :; do sleep 3600; done
+"""
+    return prelude + f"""echo "cc-guest: running" > /dev/console
 cd {shlex.quote(cwd)} 2>/dev/null || cd /
 {cmd} > {XCHG}/stdout 2> {XCHG}/stderr
 echo $? > {XCHG}/rc.tmp
@@ -158,8 +204,20 @@ sleep 60
 """
 
 
+def sshd_config(peer: GuestPeer) -> str:
+    """The guest's sshd: on its tap address only, root by key only, the worker's tool versions
+    known from the host's."""
+    ip = str(ipaddress.ip_interface(peer.address).ip)
+    return "\n".join([
+        f"ListenAddress {ip}", f"HostKey {XCHG}/ssh_host_key",
+        f"AuthorizedKeysFile {XCHG}/authorized_keys", "PermitRootLogin prohibit-password",
+        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+        "StrictModes no", "PidFile /run/sshd.pid", "PrintMotd no", "AcceptEnv none",
+        f"SetEnv {tools.KNOWN}={XCHG}/tools.json PYTHONDONTWRITEBYTECODE=1", ""])
+
+
 def qemu_argv(opts: VmOptions, kernel: GuestKernel, initrd: Path, scratch: Path, xchg: Path,
-              console: Path) -> list[str]:
+              console: Path, peer: GuestPeer | None = None) -> list[str]:
     append = ["console=ttyS0", "quiet", "panic=-1", "rdinit=/init"]
     if opts.blacklist:
         append.append("modprobe.blacklist=" + ",".join(opts.blacklist))
@@ -172,7 +230,9 @@ def qemu_argv(opts: VmOptions, kernel: GuestKernel, initrd: Path, scratch: Path,
             "-drive", f"file={scratch},format=raw,if=virtio,cache=unsafe",
             "-virtfs",
             "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-            "-virtfs", f"local,path={xchg},mount_tag=xchg,security_model=none"]
+            "-virtfs", f"local,path={xchg},mount_tag=xchg,security_model=none",
+            *(["-netdev", f"tap,id=n0,ifname={peer.tap},script=no,downscript=no",
+               "-device", "virtio-net-pci,netdev=n0"] if peer else [])]
 
 
 class _Relay:
@@ -204,11 +264,27 @@ def failure_cause(console: str) -> str:
     return "the guest stopped without reporting an exit code"
 
 
-def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
-              stdout=None, stderr=None) -> GuestOutcome:
-    """Boot the guest, run ``cryptcost ARGV`` in it, relay its output, and
-    return its exit code and result store. Raise :class:`CryptcostError`
-    (console log kept) when it does not boot, or does not finish in time."""
+@dataclass
+class _Boot:
+    """What one boot of the guest needs on this host."""
+
+    opts: VmOptions
+    kernel: GuestKernel
+    initrd: Path
+    work: Path
+    xchg: Path
+    scratch: Path
+    console: Path
+    kept: Path                                       # where the console log is kept
+    emulated: dict
+
+    def qemu(self, peer: GuestPeer | None = None) -> list[str]:
+        return qemu_argv(self.opts, self.kernel, self.initrd, self.scratch, self.xchg,
+                         self.console, peer)
+
+
+def _prepare(res: Resources, opts: VmOptions, log_dir: Path) -> _Boot:
+    """The kernel, its accelerator, the initramfs, a scratch disk and the exchange share."""
     opts.validate()
     kernel = find_kernel(opts.kernel)
     proc.require("qemu-system-x86_64", "qemu-system-x86")
@@ -222,18 +298,28 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     with open(scratch, "wb") as fh:
         fh.truncate(opts.scratch_gib << 30)
     proc.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1", str(scratch)], timeout=120)
-    emulated = emulation(opts, kernel, accel_why)
-    (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))
     # the guest runs this root filesystem: the same programs, whose versions it need not ask again
     (xchg / "tools.json").write_text(json.dumps(tools.versions(stack_tools())))
-    console = work / "console.log"
     log_dir.mkdir(parents=True, exist_ok=True)
     kept = log_dir / f"vm-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    return _Boot(opts, kernel, initrd, work, xchg, scratch, work / "console.log", kept,
+                 emulation(opts, kernel, accel_why))
+
+
+def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
+              stdout=None, stderr=None) -> GuestOutcome:
+    """Boot the guest, run ``cryptcost ARGV`` in it, relay its output, and
+    return its exit code and result store. Raise :class:`CryptcostError`
+    (console log kept) when it does not boot, or does not finish in time."""
+    boot = _prepare(res, opts, log_dir)
+    opts, xchg, work, kept, kernel, emulated = (boot.opts, boot.xchg, boot.work, boot.kept,
+                                                boot.kernel, boot.emulated)
+    (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))
+    console = boot.console
     relays = [_Relay(xchg / "stdout", stdout or sys.stdout.buffer),
               _Relay(xchg / "stderr", stderr or sys.stderr.buffer)]
     start = time.monotonic()
-    qemu = res.daemon(qemu_argv(opts, kernel, initrd, scratch, xchg, console),
-                      logfile=str(work / "qemu.log"))
+    qemu = res.daemon(boot.qemu(), logfile=str(work / "qemu.log"))
     try:
         while qemu.alive() and time.monotonic() - start < opts.timeout:
             for r in relays:
@@ -265,9 +351,68 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
                         emulated)
 
 
-def _keep_log(kept: Path, console: Path, qemu_log: Path) -> None:
+# how long the guest may take to boot to its sshd (TCG boots in about a minute on 2 cores)
+PEER_BOOT_SECONDS = 600
+
+
+def serve_peer(res: Resources, opts: VmOptions, peer: GuestPeer, log_dir: Path,
+               say=print) -> float:
+    """Boot the guest as a host reached over ssh on a tap link (``peer``), say so, and keep it
+    until ``opts.timeout`` or a signal (which :class:`Resources` turns into the guest's stop).
+    Returns how long it served. Raises :class:`CryptcostError` (console log kept) when it does
+    not come up."""
+    peer.validate()
+    proc.require("sshd", "openssh-server")
+    boot = _prepare(res, opts, log_dir)
+    xchg = boot.xchg
+    (xchg / "guest.sh").write_text(guest_script([], "/", boot.emulated, peer))
+    (xchg / "sshd_config").write_text(sshd_config(peer))
+    (xchg / "authorized_keys").write_text(peer.authorized_keys.strip() + "\n")
+    key = xchg / "ssh_host_key"
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(peer.host_key.read_bytes())
+    start = time.monotonic()
+    qemu = res.daemon(boot.qemu(peer), logfile=str(boot.work / "qemu.log"))
+    try:
+        _wait(lambda: Path("/sys/class/net", peer.tap).exists(), qemu, 60, "its tap device")
+        res.track("address", lambda e: proc.run(["ip", "addr", "add", peer.host_address, "dev",
+                                                 peer.tap], timeout=30),
+                  cidr=peer.host_address, dev=peer.tap, prefix=[])
+        proc.run(["ip", "link", "set", peer.tap, "up"], timeout=30)
+        _wait(lambda: (xchg / "ready").exists(), qemu, PEER_BOOT_SECONDS, "its sshd")
+        ip = ipaddress.ip_interface(peer.address).ip
+        finger = proc.run(["ssh-keygen", "-l", "-f", str(key)], timeout=30, check=False)
+        say(f"vm: the guest (kernel {boot.kernel.version}, {boot.opts.accel}) is up in "
+            f"{time.monotonic() - start:.0f} s: ssh root@{ip} (host key "
+            f"{' '.join(finger.stdout.split()[:2]) or '?'}); this host is {peer.host_address} "
+            f"on {peer.tap}; it stops after {opts.timeout:g} s, or on Ctrl-C")
+        while qemu.alive() and time.monotonic() - start < opts.timeout:
+            time.sleep(0.5)
+        if not qemu.alive():
+            raise CryptcostError(f"the guest stopped: "
+                                 f"{failure_cause(boot.console.read_text(errors='replace'))} "
+                                 f"(console log: {boot.kept})")
+        res.stop(qemu, timeout=5)
+    finally:
+        _keep_log(boot.kept, boot.console, boot.work / "qemu.log", xchg / "sshd.log")
+    return time.monotonic() - start
+
+
+def _wait(ready, qemu, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if not qemu.alive():
+            raise CryptcostError(f"the guest stopped before {what} was up (exit "
+                                 f"{qemu.returncode}): {qemu.output().strip()[-300:]}")
+        if time.monotonic() > deadline:
+            raise CryptcostError(f"the guest did not bring up {what} within {seconds:g} s")
+        time.sleep(0.2)
+
+
+def _keep_log(kept: Path, *paths: Path) -> None:
     parts = []
-    for path in (console, qemu_log):
+    for path in paths:
         try:
             parts.append(path.read_text(errors="replace"))
         except OSError:

@@ -252,6 +252,7 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         "wire": _wire_summary(wires, inst.canary),
         "timing": samples[-1].metrics.get("timing") or "iperf3's receiver clock",
         "shared_cpus": inst.link.shared_cpus,
+        "emulated_peer": inst.link.emulated_peer,
     }
     if not inst.stack.accel:
         metrics["accel_env"] = sorted(inst.stack.accel_env())
