@@ -180,6 +180,27 @@ def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_and_released(peer,
 
 
 @pytest.mark.root
+def test_an_smb3_share_on_the_peer_moves_every_file_checked_there(peer, tmp_path):
+    """smbd and its share (a tmpfs the worker mounts in the peer's own mount namespace, which
+    this host cannot see) at end b, smbclient here: each file put is checked by sha256sum at
+    end b, each file got is checked here, the share is released with the worker."""
+    child = _controller(peer, tmp_path, "--stacks", "smb3:aes-128-gcm", "--workloads",
+                        "put,get,smallfiles", "--file-size", "8M", "--min-samples", "1",
+                        "--max-samples", "1", "--warmup", "0", "--json")
+    out, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err[-3000:]
+    results = {(r["stack"], r["workload"]): r for r in json.loads(out)["results"]}
+    for stack in ("smb3:aes-128-gcm", "smb3:off"):
+        for workload in ("put", "get", "smallfiles"):
+            r = results[(stack, workload)]
+            assert r["median_bytes_per_s"] > 0 and r["link"] == "peer", r
+            assert r["wire"]["verdict"] == ("plaintext" if stack == "smb3:off" else "encrypted")
+    assert results[("smb3:aes-128-gcm", "put")]["params"]["negotiated"]["cipher"] == "AES-128-GCM"
+    assert _left(peer, tmp_path) == []
+    assert os.listdir(peer["state"]) == ["lock"]
+
+
+@pytest.mark.root
 def test_a_controller_killed_mid_run_leaves_nothing_on_the_peer(peer, tmp_path):
     """SIGKILL to the controller while it measures: the session's ssh reads
     the end of its input, the worker reads the end of its own and releases
@@ -268,14 +289,15 @@ def test_a_peer_that_cannot_start_the_worker_is_one_line_and_exit_2(peer, tmp_pa
 
 @pytest.mark.root
 def test_no_key_reaches_any_output_on_either_host(peer, tmp_path):
-    """The keys of tls, ssh, wireguard and ipsec (its pre-shared key) at both ends (read from both hosts'
-    key tmpfs while the run measures): none in the controller's output,
+    """The keys of tls, ssh, wireguard, ipsec (its pre-shared key) and smb3 (its password) at
+    both ends (read from both hosts' key tmpfs while the run measures): none in the controller's output,
     store, report or journal, nor in the worker's debug log or the peer's
     journal, nor in any command line on either side."""
     secrets_, found, everything = scan_debug_run(
         tmp_path, ["network", "--link", "peer:cc-peer", "--ssh-config", peer["config"],
                    "--peer-command", peer["command"].replace("-m cryptcost", "-m cryptcost --debug"),
-                   "--stacks", "tls,ssh,wireguard,ipsec", "--workloads", "send", "--seconds", "1",
+                   "--stacks", "tls,ssh,wireguard,ipsec,smb3", "--workloads", "send,put",
+                   "--file-size", "4M", "--seconds", "1",
                    "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"],
         prefix=["ip", "netns", "exec", peer["ns"]["a"]], states=[peer["state"]],
         logs="/tmp/cryptcost-peer-*/ssh.log")

@@ -325,3 +325,12 @@ def test_the_network_table_drops_the_shared_cpu_caveat_for_a_peer():
     from cryptcost.report.terminal import NETWORK_TITLE, PEER_TITLE, _network_title
     assert _network_title([{"link": "netns MTU 1500"}]) == NETWORK_TITLE
     assert _network_title([{"link": "netns MTU 1500"}, {"link": "peer to db1 MTU 1500"}]) == PEER_TITLE
+
+
+def test_a_stack_whose_far_end_cannot_cross_a_peer_link_says_so_and_smb3_can():
+    from cryptcost.runner.network import link_fits
+    from cryptcost.stacks import get
+    assert link_fits(get("nfs"), "peer:server2") == "runs only on a netns link, not --link peer"
+    for name in ("tcp", "tls", "ssh", "wireguard", "ipsec", "smb3"):
+        assert link_fits(get(name), "peer:server2") is None, name
+    assert link_fits(get("wireguard"), "loopback") == "runs only on a netns or peer link, not --link loopback"

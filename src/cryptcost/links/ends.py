@@ -46,10 +46,14 @@ class End(ABC):
 
     machine: str = "local"
 
+    # whether this end's files are this host's (a namespace of it): then a path at this end can
+    # be read and written here directly; at another machine, only through its operations
+    local: bool = False
+
     @abstractmethod
     def run(self, argv: list[str], *, timeout: float = 120, check: bool = True,
-            input: bytes | None = None) -> proc.Completed:
-        """Run ``argv`` at this end to completion."""
+            input: bytes | None = None, env: dict | None = None) -> proc.Completed:
+        """Run ``argv`` at this end to completion (``env``: added to its environment)."""
 
     @abstractmethod
     def daemon(self, argv: list[str], *, env: dict | None = None,
@@ -64,6 +68,10 @@ class End(ABC):
     @abstractmethod
     def tmpdir(self, prefix: str) -> Path:
         """A private directory at this end, removed at release."""
+
+    @abstractmethod
+    def tmpfs(self, path: Path, size_bytes: int, mode: str = "0700") -> None:
+        """A tmpfs on ``path`` (a :meth:`tmpdir`) at this end, unmounted at release."""
 
     @abstractmethod
     def write(self, path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -121,8 +129,11 @@ class LocalEnd(End):
         self.res, self.wrap = res, wrap
         self.daemons: dict[int, proc.Daemon] = {}
 
-    def run(self, argv, *, timeout=120, check=True, input=None) -> proc.Completed:
-        return proc.run(self.wrap(list(argv)), timeout=timeout, check=check, input=input)
+    local = True
+
+    def run(self, argv, *, timeout=120, check=True, input=None, env=None) -> proc.Completed:
+        return proc.run(self.wrap(list(argv)), timeout=timeout, check=check, input=input,
+                        env={**os.environ, **env} if env else None)
 
     def daemon(self, argv, *, env=None, logfile=None) -> proc.Daemon:
         d = self.res.daemon(self.wrap(list(argv)), env=env, logfile=logfile)
@@ -135,6 +146,9 @@ class LocalEnd(End):
 
     def tmpdir(self, prefix: str) -> Path:
         return self.res.tmpdir(prefix)
+
+    def tmpfs(self, path, size_bytes, mode="0700") -> None:
+        self.res.tmpfs(path, size_bytes, mode)
 
     def write(self, path, data, mode=0o644) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)

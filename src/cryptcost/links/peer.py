@@ -126,10 +126,10 @@ class RemoteEnd(End):
             raise CryptcostError(f"on {self.host}: {answer.get('error')}")
         return answer.get("result")
 
-    def run(self, argv, *, timeout=120, check=True, input=None) -> proc.Completed:
+    def run(self, argv, *, timeout=120, check=True, input=None, env=None) -> proc.Completed:
         data = base64.b64encode(input).decode() if input is not None else None
         got = self.call("run", wait=timeout, argv=[str(a) for a in argv], timeout=timeout,
-                        input=data)
+                        input=data, env=env)
         done = proc.Completed(got["argv"], got["returncode"], got["stdout"], got["stderr"],
                               got["seconds"])
         if check and done.returncode != 0:
@@ -147,6 +147,9 @@ class RemoteEnd(End):
 
     def tmpdir(self, prefix: str) -> Path:
         return Path(self.call("tmpdir", prefix=prefix))
+
+    def tmpfs(self, path, size_bytes, mode="0700") -> None:
+        self.call("tmpfs", wait=30, path=str(path), size=size_bytes, mode=mode)
 
     def write(self, path, data, mode=0o644) -> None:
         self.call("write", path=str(path), data=base64.b64encode(data).decode(), mode=mode)

@@ -68,6 +68,7 @@ class Worker:
     def __init__(self, res: Resources, probe=None):
         self.res, self.probe = res, probe
         self.end = LocalEnd(res)
+        self.tmpdirs: set[str] = set()
 
     def handle(self, op: str, req: dict):
         end = self.end
@@ -75,7 +76,8 @@ class Worker:
             return {}
         if op == "run":
             data = base64.b64decode(req["input"]) if req.get("input") is not None else None
-            done = end.run(req["argv"], timeout=req.get("timeout", 120), check=False, input=data)
+            done = end.run(req["argv"], timeout=req.get("timeout", 120), check=False, input=data,
+                           env=req.get("env"))
             return {"argv": done.argv, "returncode": done.returncode, "stdout": done.stdout,
                     "stderr": done.stderr, "seconds": done.seconds}
         if op == "daemon":
@@ -91,7 +93,13 @@ class Worker:
                 return d.output()
             return end.stop(d, timeout=req.get("timeout", 10))
         if op == "tmpdir":
-            return str(end.tmpdir(req["prefix"]))
+            made = end.tmpdir(req["prefix"])
+            self.tmpdirs.add(str(made))
+            return str(made)
+        if op == "tmpfs":
+            if req["path"] not in self.tmpdirs:         # never over a directory of the host's
+                raise CryptcostError(f"tmpfs on {req['path']}: not a directory this worker made")
+            return end.tmpfs(Path(req["path"]), int(req["size"]), req.get("mode", "0700"))
         if op == "write":
             end.write(Path(req["path"]), base64.b64decode(req["data"]), req.get("mode", 0o644))
             return None

@@ -3,8 +3,10 @@ share on its own tmpfs; smbclient copies files to and from it at end
 ``a``. SMB 3.1.1 only; each variant pins the server's encryption
 (``off`` is the baseline: the same protocol and daemons, no encryption).
 
-The user is root with a random password in a 0600 file on the key tmpfs
-(smbclient reads it with ``-A``). :meth:`verify` holds a session open and
+The user is root with a random password, made at end ``a`` and kept in a
+0600 file on each end's key tmpfs (smbpasswd reads it at ``b``,
+smbclient with ``-A`` at ``a``); every step goes through the ends, so the
+share runs across a peer link too. :meth:`verify` holds a session open and
 reads its dialect and cipher back with ``smbstatus --json``; the wire
 check refuses any plaintext SMB2 READ or WRITE.
 """
@@ -53,6 +55,7 @@ class Smb3(FileShareStack):
                 "aes-256-gcm": {"encrypt": "required", "cipher": "AES-256-GCM"}}
     default_variants = ("aes-128-gcm",)
     transport = "TCP 445"
+    links = ("netns", "loopback", "peer")
 
     def cipher_ref(self) -> dict | None:
         alg = {"AES-128-GCM": "aes-128-gcm", "AES-256-GCM": "aes-256-gcm",
@@ -63,13 +66,13 @@ class Smb3(FileShareStack):
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
-        self.dir = res.tmpdir("cryptcost-smb-")
-        self.share = res.tmpdir("cryptcost-smbshare-")
-        res.tmpfs(self.share, 2 << 30, "0777")
+        a, b = link.at("a"), link.at("b")
+        d = self.dir = b.tmpdir("cryptcost-smb-")
+        self.share = b.tmpdir("cryptcost-smbshare-")
+        b.tmpfs(self.share, 2 << 30, "0777")
         self.port = self.service_port = link.port(445)
-        d = self.dir
-        for sub in ("private", "lock", "state", "cache", "pid", "log", "ncalrpc"):
-            (d / sub).mkdir()
+        subs = ("private", "lock", "state", "cache", "pid", "log", "ncalrpc")
+        b.run(["mkdir", *(str(d / sub) for sub in subs)], timeout=30)
         server = [
             "[global]", "server role = standalone server", f"interfaces = {link.b_addr}",
             "bind interfaces only = yes",
@@ -86,17 +89,19 @@ class Smb3(FileShareStack):
             server.append(f"server smb3 encryption algorithms = {self.params['cipher']}")
         server += [f"[{SHARE}]", f"path = {self.share}", "read only = no", "force user = root"]
         self.conf = d / "smb.conf"
-        self.conf.write_text("\n".join(server) + "\n")
+        b.write(self.conf, ("\n".join(server) + "\n").encode())
         client = ["[global]", "client min protocol = SMB3_11", "client max protocol = SMB3_11",
                   f"client smb encrypt = {'required' if self.params['cipher'] else 'off'}"]
-        self.client_conf = d / "client.conf"
-        self.client_conf.write_text("\n".join(client) + "\n")
+        self.client_conf = a.tmpdir("cryptcost-smbclient-") / "client.conf"
+        a.write(self.client_conf, ("\n".join(client) + "\n").encode())
+        # the password is made here; at b it is read from that end's key tmpfs, never an argv
         password = secrets.token_hex(16)
-        proc.run(["smbpasswd", "-c", str(self.conf), "-a", "-s", "root"],
-                 input=f"{password}\n{password}\n",
-                 timeout=60, secrets=[password])
-        self.auth = res.secret_file(f"username = root\npassword = {password}\n".encode(),
-                                    name=f"smb-{self.variant}.auth")
+        typed = b.secret_file(f"{password}\n{password}\n".encode(),
+                              name=f"smb-{self.variant}.passwd")
+        b.run(["sh", "-c", 'exec smbpasswd -c "$1" -a -s root < "$2"', "sh", str(self.conf),
+               str(typed)], timeout=60)
+        self.auth = a.secret_file(f"username = root\npassword = {password}\n".encode(),
+                                  name=f"smb-{self.variant}.auth")
         daemon = self.start(res, "b",
                             ["smbd", "--foreground", "--no-process-group", "-s", str(self.conf),
                              "--debug-stdout"], name="smbd", logdir=d)
@@ -104,15 +109,11 @@ class Smb3(FileShareStack):
                       what="smbd listening")
         return Endpoint(link.b_addr, self.port)
 
-    def _client(self, commands: str, *, stdin: str | None = None,
-                timeout: float = 600) -> proc.Completed:
+    def _client(self, commands: str, *, timeout: float = 600) -> proc.Completed:
         argv = ["smbclient", f"//{self.link.b_addr}/{SHARE}", "-p", str(self.port), "-A",
-                str(self.auth),
-                "-s", str(self.client_conf)]
-        if stdin is None:
-            argv += ["-c", commands]
-        done = proc.run(self.link.argv("a", argv), input=stdin, timeout=timeout, check=False,
-                        env=self.accel_env() or None)
+                str(self.auth), "-s", str(self.client_conf), "-c", commands]
+        done = self.link.at("a").run(argv, timeout=timeout, check=False,
+                                     env=self.accel_env() or None)
         if done.returncode != 0 or "NT_STATUS" in done.stdout + done.stderr:
             raise CryptcostError(f"smbclient failed ({done.returncode}): "
                                  f"{(done.stderr.strip() or done.stdout.strip())[-300:]}")
@@ -130,16 +131,15 @@ class Smb3(FileShareStack):
 
     def verify(self, res: Resources) -> dict:
         """Hold a session open and read its dialect and encryption from smbstatus."""
-        held = res.daemon(self.link.argv("a",
-                                         ["sh", "-c", "(echo ls; sleep 5; echo quit) | smbclient "
-                                          f"//{self.link.b_addr}/{SHARE} -p {self.port} -A "
-                                          f"{self.auth} -s {self.client_conf} >/dev/null 2>&1"]))
+        a, b = self.link.at("a"), self.link.at("b")
+        held = a.daemon(["sh", "-c", "(echo ls; sleep 5; echo quit) | smbclient "
+                         f"//{self.link.b_addr}/{SHARE} -p {self.port} -A "
+                         f"{self.auth} -s {self.client_conf} >/dev/null 2>&1"])
         try:
             session = None
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and session is None:
-                done = proc.run(self.link.argv("b", ["smbstatus", "-s", str(self.conf), "--json"]),
-                                timeout=30)
+                done = b.run(["smbstatus", "-s", str(self.conf), "--json"], timeout=30)
                 status = json.loads(done.stdout)
                 # a session is listed while it is still being set up; once the share is connected,
                 # its dialect and encryption are final
@@ -147,7 +147,7 @@ class Smb3(FileShareStack):
                     session = next(iter((status.get("sessions") or {}).values()), None)
                 time.sleep(0.2)
         finally:
-            res.stop(held)
+            a.stop(held)
         if session is None:
             raise CryptcostError("smbstatus shows no session")
         dialect = session.get("session_dialect")

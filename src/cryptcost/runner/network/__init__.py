@@ -68,20 +68,23 @@ class NetworkOutcome(flow.Outcome):
     pass
 
 
+def link_fits(cls, link: str) -> str | None:
+    """Why stack class ``cls`` cannot be built on ``link`` (``peer:HOST``, ``netns`` …), or None."""
+    kind = link.partition(":")[0]
+    return (None if kind in cls.links
+            else f"runs only on a {' or '.join(cls.links)} link, not --link {kind}")
+
+
 def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
             ) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
     """Instances to build: the stacks asked for, their baselines, and with
     ``accel`` (True, False) a copy of each measured stack with hardware
     acceleration off — or, where its library cannot be switched, a skip
     that says so (never an unverified "off")."""
-    link = link.partition(":")[0]
-
-    def fits(cls) -> str | None:
-        return (None if link in cls.links
-                else f"runs only on a {' or '.join(cls.links)} link, not --link {link}")
     def make(cls, variant: str) -> NetworkStack:
         return cls(variant)
-    resolved, skipped = pairing.resolve(specs, "network", make, fits=fits)
+    resolved, skipped = pairing.resolve(specs, "network", make,
+                                        fits=lambda cls: link_fits(cls, link))
     pairing.add_accel_off_copies(resolved, skipped, make, accel)
     return resolved, skipped
 

@@ -112,7 +112,7 @@ class NetRunner:
         with self._capture(inst) as cap:
             if isinstance(stack, FileShareStack):
                 stack.put(self.res, [self.files.canary], "")
-                (stack.share / self.files.canary.name).unlink(missing_ok=True)
+                _remove(inst, stack.share / self.files.canary.name)
             else:
                 self._iperf(inst, 1, NetOp("send", "stream"), repeating=True)
         if cap is None:
@@ -211,8 +211,8 @@ class NetRunner:
         src = self.files
         moved, seconds, client, passes = 0, 0.0, 0.0, 0
         while seconds < MIN_SAMPLE_SECONDS and passes < MAX_PASSES:
-            if op.workload == "get" and not (stack.share / src.big.name).exists():
-                _copy(src.big, stack.share / src.big.name)
+            if op.workload == "get":
+                self._stage(inst, src.big)
             if op.workload == "get":
                 stack.forget([src.big.name])
             client_before = cpu.children_cpu()
@@ -226,7 +226,7 @@ class NetRunner:
                     stack.get(self.res, [src.big.name], src.inbox)
                 seconds += time.perf_counter() - start
             client += cpu.children_cpu() - client_before
-            moved += self._verify(stack, op)
+            moved += self._verify(inst, op)
             passes += 1
         return moved, seconds, {"a": client, "b": 0.0,
                                 "extra": {"files_per_s": op.files * passes / seconds,
@@ -235,22 +235,44 @@ class NetRunner:
                                                     "authenticate, copy, close), each pass "
                                                     "checked outside the clock"}}
 
-    def _verify(self, stack: FileShareStack, op: NetOp) -> int:
-        """Every byte arrived intact (rule 5); then clear the target, outside the clock."""
+    def _stage(self, inst: NetInstance, big: Path) -> None:
+        """The file a ``get`` reads, in the share at end b (outside the clock): copied there
+        where that end's files are this host's, else put through the stack itself."""
+        stack: FileShareStack = inst.stack
+        b = inst.link.at("b")
+        target = stack.share / big.name
+        if b.local:
+            if not target.exists():
+                _copy(big, target)
+        elif b.run(["test", "-e", str(target)], check=False, timeout=30).returncode != 0:
+            stack.put(self.res, [big], "")
+
+    def _verify(self, inst: NetInstance, op: NetOp) -> int:
+        """Every byte arrived intact (rule 5); then clear the target, outside the clock. A file
+        in the share of a peer is checked there (sha256sum at end b)."""
+        stack: FileShareStack = inst.stack
         src = self.files
+        b = inst.link.at("b")
         if op.workload == "get":
-            targets = [src.inbox / src.big.name]
+            targets, end = [src.inbox / src.big.name], None
         elif op.workload == "put":
-            targets = [stack.share / src.big.name]
+            targets, end = [stack.share / src.big.name], b
         else:
-            targets = [stack.share / p.name for p in src.small]
+            targets, end = [stack.share / p.name for p in src.small], b
+        if end is not None and end.local:
+            end = None
         moved = 0
         for path in targets:
-            if not path.exists() or sha256(path) != src.sums[path.name]:
+            size, digest = _summed(path, end)
+            if digest != src.sums[path.name]:
                 raise DataIntegrityError(f"{stack.label} {op.workload}: {path.name} arrived "
-                                         + ("changed" if path.exists() else "missing"))
-            moved += path.stat().st_size
-            path.unlink()
+                                         + ("changed" if digest else "missing"))
+            moved += size
+        if end is not None:
+            _remove(inst, *targets)
+        else:
+            for path in targets:
+                path.unlink()
         return moved
 
 
@@ -305,6 +327,26 @@ class _NoCapture:
 
     def __exit__(self, *exc):
         return None
+
+
+def _summed(path: Path, end=None) -> tuple[int, str | None]:
+    """(size, sha256) of a file here, or at ``end`` (another machine); (0, None) where it
+    does not exist."""
+    if end is None:
+        return (path.stat().st_size, sha256(path)) if path.exists() else (0, None)
+    done = end.run(["sh", "-c", '[ -e "$1" ] || exit 3; stat -c %s "$1"; sha256sum "$1"',
+                    "sh", str(path)], check=False, timeout=600)
+    if done.returncode == 3:
+        return 0, None
+    if done.returncode != 0:
+        raise DataIntegrityError(f"cannot check {path} at end b: {done.stderr.strip()[-200:]}")
+    size, digest = done.stdout.split()[:2]
+    return int(size), digest
+
+
+def _remove(inst: NetInstance, *paths: Path) -> None:
+    """Remove files at end b (wherever it is), outside the clock."""
+    inst.link.at("b").run(["rm", "-f", *map(str, paths)], timeout=120)
 
 
 def _copy(src: Path, dst: Path) -> None:
