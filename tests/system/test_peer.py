@@ -31,14 +31,32 @@ def _sh(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True, timeout=60)
 
 
+def _user_view(d: Path, user: str) -> list[str]:
+    """A shell prelude that makes ``user`` (no password, ``sudo -n`` to root) exist in the mount
+    namespace it runs in only: /etc/passwd, shadow, group and sudoers bind-mounted over from
+    copies in ``d``. The host's own files are never changed."""
+    home = d / "home"
+    home.mkdir(parents=True)
+    os.chown(home, 4242, 4242)
+    (d / "passwd").write_text(Path("/etc/passwd").read_text() + f"{user}:x:4242:4242::{home}:/bin/sh\n")
+    (d / "shadow").write_text(Path("/etc/shadow").read_text() + f"{user}:*:19000:0:99999:7:::\n")
+    (d / "group").write_text(Path("/etc/group").read_text() + f"{user}:x:4242:\n")
+    # no secure_path: sudo keeps the session's PATH, without sbin (the worker adds it)
+    (d / "sudoers").write_text(f"root ALL=(ALL:ALL) ALL\n{user} ALL=(root) NOPASSWD: ALL\n")
+    os.chmod(d / "shadow", 0o640)
+    os.chmod(d / "sudoers", 0o440)
+    return [f"mount --bind {d / f} /etc/{f}" for f in ("passwd", "shadow", "group", "sudoers")]
+
+
 @contextmanager
-def _hosts(tmp_path, names: list[str], linked: bool = False):
+def _hosts(tmp_path, names: list[str], linked: bool = False, user: str = "root"):
     """Namespace ``cc-<tag>-pa`` (the controller's), and for each of ``names`` a
     namespace of its own with sshd on 10.206.<i>.2:22 (``SetEnv`` gives its
     sessions a state directory of their own), joined to the controller's by a
     veth pair; one ssh config that names them all. ``linked``: the first two
     peers joined too (10.206.9.1 ↔ .2), the second reached from the first as
-    ``<second>-via-<first>``."""
+    ``<second>-via-<first>``. ``user``: the one ssh logs in as, made to exist (with ``sudo
+    -n`` to root) in each peer's mount namespace only."""
     need_root("peer")
     for tool in ("ssh", "sshd", "ssh-keygen"):
         path = "/usr/sbin/sshd" if tool == "sshd" else subprocess.run(
@@ -76,16 +94,23 @@ def _hosts(tmp_path, names: list[str], linked: bool = False):
             conf = d / f"sshd_config{i}"
             conf.write_text("\n".join([
                 "Port 22", "ListenAddress 0.0.0.0", f"HostKey {key}",     # its namespace's only
-                f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
+                # a user who is not root cannot read this test's private directory: root's cat can
+                *([f"AuthorizedKeysFile {d / 'authorized_keys'}"] if user == "root" else
+                  ["AuthorizedKeysFile none",
+                   f"AuthorizedKeysCommand /bin/cat {d / 'authorized_keys'}",
+                   "AuthorizedKeysCommandUser root"]),
+                "PermitRootLogin prohibit-password",
                 "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
                 "StrictModes no", "PidFile none", f"SetEnv CRYPTCOST_STATE_DIR={state}"]) + "\n")
             known.append(f"{b} {(d / f'host{i}.pub').read_text()}")
-            config += [f"Host {name}", f"  HostName {b}", "  User root",
+            config += [f"Host {name}", f"  HostName {b}", f"  User {user}",
                        f"  IdentityFile {d / 'client'}", f"  UserKnownHostsFile {d / 'known_hosts'}",
                        "  StrictHostKeyChecking yes"]
-            daemons.append(subprocess.Popen(["ip", "netns", "exec", ns_b, "/usr/sbin/sshd", "-D",
-                                             "-e", "-f", str(conf)], stdout=subprocess.DEVNULL,
-                                            stderr=open(d / f"sshd{i}.log", "wb"), env=env))
+            view = [] if user == "root" else _user_view(Path(d / f"view{i}"), user)
+            daemons.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns_b, "sh", "-c",
+                 " && ".join(view + [f"exec /usr/sbin/sshd -D -e -f {conf}"])],
+                stdout=subprocess.DEVNULL, stderr=open(d / f"sshd{i}.log", "wb"), env=env))
             deadline = time.monotonic() + 20
             while subprocess.run(["ip", "netns", "exec", ns_b, "ss", "-Hltn", "sport = :22"],
                                  capture_output=True, text=True).stdout.strip() == "":
@@ -198,6 +223,30 @@ def test_an_smb3_share_on_the_peer_moves_every_file_checked_there(peer, tmp_path
     assert results[("smb3:aes-128-gcm", "put")]["params"]["negotiated"]["cipher"] == "AES-128-GCM"
     assert _left(peer, tmp_path) == []
     assert os.listdir(peer["state"]) == ["lock"]
+
+
+@pytest.mark.root
+def test_a_peer_reached_as_a_user_runs_its_worker_with_sudo(tmp_path):
+    """ssh as a user who is not root, with --peer-sudo: the worker runs under ``sudo -n``
+    (which drops SSH_CONNECTION: the peer's address is then the one ssh resolves), measures,
+    and releases end b. (A worker that is not root refuses, naming --peer-sudo:
+    tests/unit/test_worker.py.)"""
+    if not os.path.exists("/usr/bin/sudo"):
+        skip_or_fail("peer", "sudo is not installed (make installs it)")
+    with _hosts(tmp_path, ["cc-peer"], user="ccpeer") as got:
+        host = got["hosts"]["cc-peer"]
+        peer = {**host, "config": got["config"]}
+        command = f"env CRYPTCOST_STATE_DIR={host['state']} {got['command']}"
+        child = _controller({**peer, "command": command}, tmp_path, "--peer-sudo", "--stacks",
+                            "tls", "--workloads", "send", "--seconds", "1", "--min-samples", "1",
+                            "--max-samples", "1", "--warmup", "0", "--json")
+        out, err = child.communicate(timeout=600)
+        assert child.returncode == 0, err[-3000:]
+        results = {r["stack"].split(":")[0]: r for r in json.loads(out)["results"]}
+        assert results["tls"]["wire"]["verdict"] == "encrypted", results["tls"]["wire"]
+        assert results["tls"]["params"]["link"]["addresses"] == {"a": ADDR_A, "b": ADDR_B}
+        assert _left(peer, tmp_path) == []
+        assert os.listdir(host["state"]) == ["lock"]
 
 
 @pytest.mark.root

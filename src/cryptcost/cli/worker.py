@@ -12,6 +12,9 @@ from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.links import worker
 
 
+SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
 def add_parser(sub, common) -> None:
     p = sub.add_parser("worker", parents=[common],
                        help="end b of a peer link: started by the controller over ssh, speaking "
@@ -27,6 +30,10 @@ def run(args) -> int:
         return worker.refuse("the worker needs root on the peer (namespaces, daemons, key "
                              "tmpfs): log in as root, or pass --peer-sudo with a sudoers "
                              "entry that allows 'sudo -n cryptcost worker'")
+    # an ssh session's PATH (or sudo's, without a secure_path) may lack the sbin directories
+    # where root's tools live (ip, ethtool, smbd, charon)
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    os.environ["PATH"] = os.pathsep.join(path + [d for d in SBIN if d not in path])
     install_signal_handlers()            # SIGTERM and SIGHUP release, as the end of input does
     with run_lock(sys.argv[1:]), Resources() as res:
         return worker.serve(res, idle=args.idle, probe=probe_host)

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from cryptcost import proc
-from cryptcost.errors import UserError
+from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.release import releaser
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links.ends import End, LocalEnd
@@ -121,7 +121,10 @@ class Link(ABC):
         """GSO/GRO/TSO state of an end's interface (ethtool -k), where ethtool is installed."""
         if not proc.which("ethtool"):
             return {}
-        done = self.at(end).run(["ethtool", "-k", self.iface(end)], check=False, timeout=30)
+        try:
+            done = self.at(end).run(["ethtool", "-k", self.iface(end)], check=False, timeout=30)
+        except CryptcostError:                 # no ethtool at that end (a peer): not known
+            return {}
         wanted = ("generic-segmentation-offload", "generic-receive-offload",
                   "tcp-segmentation-offload")
         return {k: v.split()[0] for line in done.stdout.splitlines()
