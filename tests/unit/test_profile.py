@@ -345,3 +345,38 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
     heavy = {**profile.layers({"rows": [_row(0.87, "aesti_encrypt"), _row(0.13, "x")]}),
              "samples": 60}
     assert bottleneck.with_profile(v, heavy, "x").bottleneck == "cipher"
+
+
+@pytest.mark.parametrize("rows, cores, kind, said", [
+    # a FUSE stack at queue depth 1, one core's worth busy, most of it in FUSE's round trip
+    ([_row(0.45, "pv_native_safe_halt", comm="swapper"), _row(0.25, "fuse_dev_do_read"),
+      _row(0.12, "fuse_simple_request"), _row(0.1, "_copy_to_iter"), _row(0.08, "filemap_read")],
+     2, "fuse", "the round trips between the kernel and the FUSE daemon (fuse_dev_do_read, fuse_simple_request)"),
+    # a userspace tunnel: the per-packet path
+    ([_row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.3, "tun_get_user", comm="wireguard-go"),
+      _row(0.2, "entry_SYSCALL_64", comm="wireguard-go"), _row(0.2, "tcp_sendmsg", comm="iperf3"),
+      _row(0.2, "x", comm="wireguard-go", dso="wireguard-go", where="user")],
+     2, "per-packet", "the per-packet path"),
+    # a CPU mostly idle: waiting set the speed, whatever ran in the little busy time
+    ([_row(0.8, "pv_native_safe_halt", comm="swapper"), _row(0.2, "fuse_dev_do_read")],
+     2, "latency", "busy only 0.4 of 2 cores' worth"),
+    # the largest part is code no layer names: said, the ceilings' verdict stays
+    ([_row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.6, "mystery_fn"), _row(0.3, "fuse_dev_do_read")],
+     2, "latency", "its largest part, 'kernel, other', is code no layer names"),
+    # no layer holds 30 % for sure
+    ([_row(0.22, "fuse_dev_do_read"), _row(0.2, "_copy_to_iter"), _row(0.2, "filemap_read"),
+      _row(0.19, "blk_mq_submit_bio"), _row(0.19, "tcp_sendmsg")],
+     1, "latency", "no layer holds 30% of it for sure"),
+])
+def test_where_no_ceiling_binds_the_profile_names_the_layer_that_did(rows, cores, kind, said):
+    v = bottleneck.Verdict("latency", "x: below every ceiling at queue depth 1",
+                           {"rule": "below every ceiling at queue depth 1"})
+    split = {**profile.layers({"rows": rows}, frozenset({"wireguard-go"})), "samples": 2000}
+    got = bottleneck.with_profile(v, split, "x", cores)
+    assert got.bottleneck == kind and said in got.sentence, got.sentence
+    if kind != "latency":
+        assert "the ceilings alone said latency (below every ceiling" in got.sentence
+        assert got.ceilings["rule"].startswith("profile: the largest layer")
+    # a verdict a ceiling gave stays, the profile beside it
+    device = bottleneck.Verdict("device", "x: at its baseline's speed", {"rule": "r"})
+    assert bottleneck.with_profile(device, split, "x", cores).bottleneck == "device"

@@ -91,6 +91,7 @@ def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] 
     index = {r.paired(): r for r in storage + network}
     a = Analysis()
     mhz = host.get("cpu", {}).get("mhz")
+    cores = host.get("cpu", {}).get("cores") or 1        # the profile samples every CPU
     for i, r in sorted(enumerate(results), key=lambda x: x[1].kind == "network"):   # storage first
         if r.kind not in ("storage", "network"):
             continue
@@ -98,14 +99,15 @@ def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] 
         spent = profile.layers(r.profile, frozenset(r.facts.tools))
         if r.kind == "network":
             v = bottleneck.classify_network(r, base, ciphers, host)
-            a.verdicts[i] = bottleneck.with_profile(v, spent, f"{r.stack} {r.cell.workload}")
+            a.verdicts[i] = bottleneck.with_profile(v, spent, f"{r.stack} {r.cell.workload}",
+                                                    cores)
             continue
         if mhz and r.cpu_s_per_gib:
             a.cycles_per_byte[i] = r.cpu_s_per_gib / GiB * mhz * 1e6
         large = index.get(r.paired(block_bytes=1 << 20))
         v = bottleneck.classify(r, base, large, _fuse_baseline(r, index), ciphers, host)
         label = f"{r.stack} {r.cell.op} {size(r.cell.block_bytes)}"
-        a.verdicts[i] = bottleneck.with_profile(v, spent, label)
+        a.verdicts[i] = bottleneck.with_profile(v, spent, label, cores)
     a.scaling = scaling.curves(results, a.verdicts, host, skipped)
     a.findings = host_noise(ciphers, storage + network) + findings(storage, ciphers) + \
         network_findings(network) + scaling.findings(a.scaling)

@@ -299,21 +299,46 @@ def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored],
                    f"{label} {rate(value)}, {ratio}, cipher ceiling {shown_cipher}")
 
 
-def with_profile(v: Verdict, split: dict | None, label: str) -> Verdict:
+# The largest layer of the busy CPU binds where no ceiling does, if it is at least this share
+# (the low end of its 95 % interval) and the CPU, not a wait, set the speed: at least ONE_CORE
+# cores' worth of it busy
+LAYER_BOUND = 0.3
+ONE_CORE = 0.8
+# what each layer is called as a bottleneck, and what it is
+BOUND_BY = {"fuse": ("fuse", "the round trips between the kernel and the FUSE daemon"),
+            "copy": ("copy", "copying the data, between user and kernel space or in memory"),
+            "page cache": ("filesystem", "the filesystem and its page cache"),
+            "block": ("block", "the block layer (loop, device-mapper, their workqueues)"),
+            "network": ("network stack", "the kernel's network stack"),
+            "syscall, TUN": ("per-packet", "the per-packet path: system calls, the TUN device, "
+                                           "switches between threads"),
+            "stack (user)": ("stack code", "the stack's own code, outside its cipher"),
+            "measuring tool": ("measuring tool", "the measuring tool itself (fio): the figure "
+                                                 "is the tool's as much as the stack's")}
+# verdicts that only say no ceiling bound: the profile may name what did
+UNEXPLAINED = ("latency", "unknown")
+
+
+def with_profile(v: Verdict, split: dict | None, label: str, cores: int = 1) -> Verdict:
     """A verdict held against the cell's CPU profile (``analysis.profile``): where the
     cipher takes at least half of the busy CPU — the lower end of its 95 % interval, for the
     profile's samples — it binds, whatever the ceilings inferred (a device or link ceiling
-    stays: the stack already runs at its baseline's speed); otherwise the profile is said next
-    to the verdict, as its evidence (and, near the line, that its samples cannot tell)."""
+    stays: the stack already runs at its baseline's speed). Where no ceiling bound
+    (``latency``, ``unknown``), the largest layer binds if the CPU set the speed (at least
+    :data:`ONE_CORE` of the ``cores`` busy) and it holds :data:`LAYER_BOUND` of the busy CPU;
+    a CPU mostly idle says that waiting set it. Otherwise the profile is said next to the
+    verdict, as its evidence (and, near the line, that its samples cannot tell). The ceilings'
+    verdict stays in the sentence where the two disagree."""
     if not split:
         return v
     share = split["of_busy"].get("cipher", 0.0)
     low = profile.cipher_low(split)
     ceilings = {**v.ceilings, "profile": split}
     sure = share if low is None else low
+    said = profile.sentence(split)
     if share >= profile.CIPHER_BOUND > sure and v.bottleneck not in ("device", "link", "cipher"):
         n = round(split["samples"] * split["busy"])
-        return Verdict(v.bottleneck, f"{v.sentence}; {profile.sentence(split)}; the cipher's "
+        return Verdict(v.bottleneck, f"{v.sentence}; {said}; the cipher's "
                        f"{share:.0%} of {n} busy samples could be as low as {low:.0%}: too few "
                        "to call it cipher-bound", ceilings)
     if sure >= profile.CIPHER_BOUND and v.bottleneck not in ("device", "link", "cipher"):
@@ -323,5 +348,38 @@ def with_profile(v: Verdict, split: dict | None, label: str) -> Verdict:
                        f"profile: cipher-bound (the ceilings alone said {v.bottleneck})",
                        {**ceilings, "rule": f"profile: the cipher ≥ {profile.CIPHER_BOUND:.0%} "
                                             "of the busy CPU"})
-    return Verdict(v.bottleneck, f"{v.sentence}; {profile.sentence(split)}", ceilings)
+    if v.bottleneck in UNEXPLAINED:
+        return _by_layer(v, split, label, cores, ceilings)
+    return Verdict(v.bottleneck, f"{v.sentence}; {said}", ceilings)
 
+
+def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -> Verdict:
+    """A verdict no ceiling could give, from the profile's largest layer (see with_profile)."""
+    said = profile.sentence(split)
+    worth = split["busy"] * max(1, cores)
+    top = profile.largest(split)
+    if worth < ONE_CORE:
+        return Verdict("latency",
+                       f"{v.sentence}; the CPU was busy only {worth:.1f} of {cores} cores' worth "
+                       f"in the profiled run, so waiting, not computing, set the speed; {said}",
+                       {**ceilings, "rule": f"{v.ceilings.get('rule')}; profile: under "
+                                            f"{ONE_CORE:g} of a core busy"})
+    if top is None or top[0] not in BOUND_BY and top[0] != "cipher":
+        what = f"'{top[0]}'" if top else "nothing"
+        return Verdict(v.bottleneck, f"{v.sentence}; {said}; its largest part, {what}, is code "
+                       "no layer names", ceilings)
+    name, share = top
+    low = profile.share_low(split, name)
+    sure = share if low is None else low
+    kind, what = BOUND_BY.get(name, ("cipher", "the cipher"))
+    ran = ", ".join(split.get("symbols", {}).get(name, [])) or name
+    if sure < LAYER_BOUND:
+        return Verdict(v.bottleneck, f"{v.sentence}; {said}; no layer holds "
+                       f"{LAYER_BOUND:.0%} of it for sure (the largest, {name}, {share:.0%}"
+                       + (f", could be {low:.0%}" if low is not None else "") + ")", ceilings)
+    return Verdict(kind,
+                   f"{label}: {share:.0%} of the busy CPU ran {what} ({ran}), with "
+                   f"{worth:.1f} of {cores} cores' worth busy, by its CPU profile: {kind}-bound; "
+                   f"the ceilings alone said {v.bottleneck} ({v.ceilings.get('rule')})",
+                   {**ceilings, "rule": f"profile: the largest layer ≥ {LAYER_BOUND:.0%} of the "
+                                        f"busy CPU, at least {ONE_CORE:g} of a core busy"})

@@ -154,7 +154,12 @@ def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict 
     busy = sum(v for k, v in shares.items() if k != "idle")
     of_busy = {k: v / busy for k, v in shares.items() if k != "idle"} if busy else {}
     cipher = [r for r in tagged if r["layer"] == "cipher"]
-    return {"shares": shares, "busy": busy, "of_busy": of_busy,
+    ran: dict[str, list[str]] = {}
+    for r in tagged:
+        if r["layer"] != "idle" and len(ran.setdefault(r["layer"], [])) < 3 and \
+                _shown(r) not in ran[r["layer"]]:
+            ran[r["layer"]].append(_shown(r))
+    return {"shares": shares, "busy": busy, "of_busy": of_busy, "symbols": ran,
             "unlisted": max(0.0, 1 - sum(shares.values())),
             "vs_median": profile.get("vs_median"), "samples": profile.get("samples"),
             "top": [r for r in tagged if r["layer"] != "idle"][:8],
@@ -162,15 +167,26 @@ def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict 
 
 
 def cipher_low(split: dict) -> float | None:
-    """The lower end of the 95 % (Wilson) interval of the cipher's share of the busy CPU,
+    """The lower end of the 95 % (Wilson) interval of the cipher's share of the busy CPU."""
+    return share_low(split, "cipher")
+
+
+def share_low(split: dict, name: str) -> float | None:
+    """The lower end of the 95 % (Wilson) interval of layer ``name``'s share of the busy CPU,
     from the profile's sample count: a warm-up run may hold only some tens of samples, and
     a share of them is good to several percent at best. None without a sample count."""
     n = round((split.get("samples") or 0) * split.get("busy", 0.0))
     if n <= 0:
         return None
     from scipy.stats import binomtest
-    share = split["of_busy"].get("cipher", 0.0)
+    share = split["of_busy"].get(name, 0.0)
     return float(binomtest(round(share * n), n).proportion_ci(method="wilson").low)
+
+
+def largest(split: dict) -> tuple[str, float] | None:
+    """The layer that took most of the busy CPU, and its share; None for an empty profile."""
+    named = [(k, v) for k, v in split.get("of_busy", {}).items()]
+    return max(named, key=lambda kv: kv[1]) if named else None
 
 
 def _shown(row: dict) -> str:
