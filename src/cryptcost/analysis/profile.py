@@ -9,7 +9,7 @@ the profiled passes. :func:`layers` sorts them, first rule that matches:
   ChaCha20, Poly1305, GHASH, …), and in user space the crypto libraries
   (libcrypto, libgcrypt, nettle, Crypto++) and Go's ``crypto/`` packages;
 * ``copy`` — copies between user and kernel space and within memory;
-* ``fuse`` — the FUSE kernel module and libfuse;
+* ``fuse`` — the FUSE kernel module, libfuse and Go's FUSE libraries (go-fuse);
 * ``page cache`` — the page cache, ext4/xfs/btrfs and their journals;
 * ``block`` — the block layer, loop, device-mapper, the workqueues' glue;
 * ``network`` — the kernel's network stack: TCP/UDP, IP, sk_buffs, the
@@ -53,6 +53,8 @@ _UCIPHER_SYM = re.compile(r"^(crypto/|golang\.org/x/crypto|vendor/golang\.org/x/
 _COPY = re.compile(r"copy_(to|from)_(user|iter)|_copy_(to|from)_iter|copy_user|copy_page|"
                    r"copy_(folio|page)_(to|from)_iter|"
                    r"memcpy|memmove|rep_mov|__memmove|__memcpy|copyin|copyout|clear_page|memset")
+# go-fuse, the FUSE library of gocryptfs and rclone (their names from Go's own table: engines.gosyms)
+_GOFUSE = re.compile(r"^(github\.com/hanwen/go-fuse|bazil\.org/fuse|github\.com/winfsp/cgofuse)")
 _FUSE = re.compile(r"^fuse_|^__fuse|fuse_dev|fuse_(simple|read|write|copy)")
 _PAGECACHE = re.compile(r"^(filemap|folio|page_cache|pagecache|ext4|jbd2|xfs|btrfs|iomap|mpage|"
                         r"generic_perform_write|generic_file|__filemap|find_get|pagevec|"
@@ -96,7 +98,7 @@ def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
         return "cipher"
     if _COPY.search(sym):
         return "copy"
-    if "libfuse" in dso:
+    if "libfuse" in dso or _GOFUSE.match(sym):
         return "fuse"
     if comm == "fio" or dso == "fio":
         return "measuring tool"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from cryptcost import proc
+from cryptcost.engines import gosyms
 from cryptcost.errors import Unavailable
 from cryptcost.host.tools import tool
 from cryptcost.lifecycle.resources import Resources
@@ -157,7 +158,7 @@ def parse_script(text: str) -> list[Stack]:
             continue
         if line[0].isspace():
             if m := _FRAME.match(line):
-                frames.append((m.group(1), m.group(2)))
+                frames.append((_named(m.group(2), m.group(3), m.group(1)), m.group(3)))
             continue
         if head is not None:
             out.append(Stack(head[1], head[0], tuple(frames)))
@@ -210,7 +211,18 @@ def rows(samples: list[Stack]) -> tuple[list[dict], int]:
 STACKS = 300            # folded stacks kept per profile, the most sampled first; the rest summed
 DEPTH = 40              # frames kept per stack, nearest the leaf
 _USER_SPECIAL = {"[unknown]", "[vdso]", "[vsyscall]", "[heap]", "[stack]", "[anon]"}
-_FRAME = re.compile(r"^\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)$")
+_FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)$")
+
+
+def _named(sym: str, dso: str, ip: str) -> str:
+    """A frame's symbol: perf's, or, where perf has none in a stripped Go program, the function
+    its own table names (:mod:`cryptcost.engines.gosyms`)."""
+    if (sym == "[unknown]" or _ADDRESS.match(sym)) and dso.startswith("/"):
+        table = gosyms.table(dso)
+        name = table.name(int(ip, 16)) if table else None
+        if name:
+            return name
+    return sym
 
 
 def _frame(sym: str, dso: str) -> str | None:

@@ -31,7 +31,7 @@ SAMPLED = (f"perf record -e cpu-clock -F {perf.FREQ} -a -g, sampling only during
            "and a write's wait until durable)")
 IN_WARMUP = f"the last warm-up round, whose samples are discarded: {SAMPLED}"
 AFTER = f"a profiled round after the measured samples, not counted in them: {SAMPLED}"
-ROWS = 40                  # the largest rows kept with a result
+ROWS = 60                  # the largest rows kept with a result (a Go daemon: many functions)
 
 
 def unwatched(inst, op) -> AbstractContextManager:
