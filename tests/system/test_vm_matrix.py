@@ -177,35 +177,36 @@ def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(cli, tmp_path):
     assert krb5 and krb5[0]["params"]["negotiated"]["sec"] == "krb5", out.get("skipped")
 
 
+
 PROFILE_PLAN = ('[storage]\nstacks = ["luks:aes-xts-plain64"]\nworkloads = ["seq-1m"]\nsize = "64M"\nprofile = true\n'
-                '[network]\nstacks = ["wireguard"]\nworkloads = ["send"]\nseconds = 2\nprofile = true\n'
+                '[network]\nstacks = ["wireguard"]\nworkloads = ["send"]\nseconds = 1\nprofile = true\n'
                 '[policy]\nmin_samples = 1\nmax_samples = 1\nwarmup = 0\n')
 
 
 def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
-    """#35 in the guest: dm-crypt's work runs in the kernel's kcryptd workers and WireGuard's in
-    its kernel threads; a profile of each cell (one round after the single sample, under TCG)
-    finds the cipher in the kernel's own crypto code, sorted into layers like any stack's."""
+    """#35 in the guest: a profile of each cell (one round after the single sample, under TCG)
+    finds the cipher where the kernel runs it — dm-crypt's AES-XTS in kcryptd's workers, kernel
+    WireGuard's ChaCha20-Poly1305 — sorted into layers like any stack's. (In this step, not the
+    default run: perf under TCG costs minutes; its path is the host's, tested there.)"""
     _vm_ready()
     plan = tmp_path / "plan.toml"
     plan.write_text(PROFILE_PLAN)
     out, _ = _guest(cli, "--", "run", "--plan", str(plan), "--no-report", "--json")
-    luks = [r for r in _by(out["results"], "storage", "luks:aes-xts-plain64")]
-    wg = [r for r in _by(out["results"], "network", "wireguard")]
+    luks = _by(out["results"], "storage", "luks:aes-xts-plain64")
+    wg = _by(out["results"], "network", "wireguard")
     assert luks and wg, out.get("skipped")
     for r in luks + wg:
         p = r.get("profile") or {}
         assert p.get("rows") and "error" not in p, (r["stack"], {k: v for k, v in p.items() if k != "rows"})
         assert p["how"].startswith("a profiled round after the measured samples"), p["how"]
-    kernel = lambda r, pattern: sum(x["share"] for x in r["profile"]["rows"]
-                                    if x["where"] == "kernel" and pattern(x))
-    for r in luks:            # dm-crypt: kcryptd's workers run the kernel's AES-XTS
-        assert kernel(r, lambda x: x["comm"].startswith("kworker") and "xts" in x["sym"].lower()
-                      or "aes" in x["sym"].lower()) > 0, r["profile"]["rows"][:10]
-    for r in wg:              # kernel WireGuard: its ChaCha20-Poly1305 in the kernel
-        assert "kernel" in str(r["params"].get("implementation")), r["params"].get("implementation")
-        assert kernel(r, lambda x: "chacha" in x["sym"].lower() or "poly1305" in x["sym"].lower()) > 0, \
-            r["profile"]["rows"][:10]
+
+    def kernel(r, pattern) -> float:
+        return sum(x["share"] for x in r["profile"]["rows"] if x["where"] == "kernel" and pattern(x["sym"].lower()))
+    for r in luks:
+        assert kernel(r, lambda sym: "aes" in sym or "xts" in sym) > 0, r["profile"]["rows"][:10]
+        assert any(x["comm"].startswith("kworker") for x in r["profile"]["rows"]), r["profile"]["rows"][:10]
+    assert "kernel" in str(wg[0]["params"]["negotiated"]["implementation"])
+    assert kernel(wg[0], lambda sym: "chacha" in sym or "poly1305" in sym) > 0, wg[0]["profile"]["rows"][:10]
     report = json.loads(cli("report", "latest", "--format", "json", timeout=300).stdout)
-    layers = {b["stack"]: b.get("layers") for b in report["analysis"]["bottlenecks"]}
-    assert layers.get("luks:aes-xts-plain64", {}).get("cipher", 0) > 0, layers
+    layers = {b["stack"]: b.get("layers") or {} for b in report["analysis"]["bottlenecks"]}
+    assert layers["luks:aes-xts-plain64"].get("cipher", 0) > 0, layers
