@@ -47,8 +47,15 @@ def test_a_stripped_go_program_names_its_functions_as_the_linker_did(tmp_path):
     for fn in ("main.encryptLoop", "main.main", "runtime.mallocgc"):
         assert table.name(symbols[fn]) == fn and table.name(symbols[fn] + 1) == fn, fn
     assert table.name(0x10) is None
-    # perf's frame for an address it could not name, in that program, gets the function's name
-    frame = f"\t    {symbols['main.encryptLoop'] + 4:x} [unknown] ({tmp_path / 'stripped'})"
+    # perf's frame for an address it could not name, in that program, prints its file offset
+    # (readelf's .text: address and offset), and gets the function's name
+    text = next(line.split() for line in subprocess.run(
+        ["readelf", "-SW", str(tmp_path / "stripped")], capture_output=True, text=True, check=True).stdout.splitlines()
+        if " .text " in line)
+    at = text.index(".text")
+    offset = symbols["main.encryptLoop"] + 4 - int(text[at + 2], 16) + int(text[at + 3], 16)
+    assert table.at_offset(offset) == "main.encryptLoop"
+    frame = f"\t    {offset:x} [unknown] ({tmp_path / 'stripped'})"
     [sample] = perf.parse_script("main 1.000000:\n" + frame + "\n")
     assert sample.frames == (("main.encryptLoop", str(tmp_path / "stripped")),)
 

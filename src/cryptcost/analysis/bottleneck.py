@@ -377,9 +377,11 @@ def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -
         return Verdict(v.bottleneck, f"{v.sentence}; {said}; no layer holds "
                        f"{LAYER_BOUND:.0%} of it for sure (the largest, {name}, {share:.0%}"
                        + (f", could be {low:.0%}" if low is not None else "") + ")", ceilings)
+    # most of the busy CPU: that layer binds; less than half: it is the largest part, no more
+    called = f"{kind}-bound" if sure >= 0.5 else f"{kind} is its largest part"
     return Verdict(kind,
                    f"{label}: {share:.0%} of the busy CPU ran {what} ({ran}), with "
-                   f"{worth:.1f} of {cores} cores' worth busy, by its CPU profile: {kind}-bound; "
+                   f"{worth:.1f} of {cores} cores' worth busy, by its CPU profile: {called}; "
                    f"the ceilings alone said {v.bottleneck} ({v.ceilings.get('rule')})",
                    {**ceilings, "rule": f"profile: the largest layer ≥ {LAYER_BOUND:.0%} of the "
                                         f"busy CPU, at least {ONE_CORE:g} of a core busy"})

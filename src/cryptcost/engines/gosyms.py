@@ -6,9 +6,11 @@ has no symbol for their code, and a profile could not tell their cipher
 binary keeps the table its runtime needs for stack traces, ``.gopclntab``,
 stripped or not; its header, function table and name table give the
 function that holds any address of the program's text (Go 1.18 and later:
-the layout ``runtime/symtab.go`` calls ``pcHeader``). A position-dependent
-executable (Go's default, and Debian's builds) runs at the addresses the
-table gives, so perf's sampled addresses need no relocation. Anything else —
+the layout ``runtime/symtab.go`` calls ``pcHeader``). perf prints an address
+it has no symbol for as an offset into the file; a position-dependent
+executable (Go's default, and Debian's builds) loads its segments at the
+addresses its program headers give, which turn that offset back into the
+address the table knows. Anything else —
 an older Go, a position-independent build, no table — resolves to nothing,
 as before.
 """
@@ -27,8 +29,18 @@ ET_EXEC = 2                               # a position-dependent executable
 class Table:
     """The functions of one Go program: :meth:`name` of an address."""
 
-    def __init__(self, entries: list[int], names: list[str], end: int):
+    def __init__(self, entries: list[int], names: list[str], end: int,
+                 loads: tuple[tuple[int, int, int], ...] = ()):
         self.entries, self.names, self.end = entries, names, end
+        self.loads = loads                # (file offset, size, address) of each loaded segment
+
+    def at_offset(self, offset: int) -> str | None:
+        """The function at a file offset: what perf prints for an address in a program it
+        has no symbols for (the address less its mapping's start, plus the mapping's offset)."""
+        for start, size, address in self.loads:
+            if start <= offset < start + size:
+                return self.name(offset - start + address)
+        return None
 
     def name(self, address: int) -> str | None:
         i = bisect.bisect_right(self.entries, address) - 1
@@ -87,7 +99,20 @@ def parse(data: bytes) -> Table | None:
         names.append(data[start:data.index(b"\0", start)].decode(errors="replace"))
         entries.append(text + entry_off)
     end_off, = struct.unpack_from("<I", data, table + 8 * nfunc)
-    return Table(entries, names, text + end_off)
+    return Table(entries, names, text + end_off, _loads(data))
+
+
+def _loads(data: bytes) -> tuple[tuple[int, int, int], ...]:
+    """(file offset, file size, address) of each PT_LOAD segment of an ELF64."""
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    out = []
+    for i in range(phnum):
+        kind, _flags, offset, vaddr, _paddr, filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        if kind == 1:
+            out.append((offset, filesz, vaddr))
+    return tuple(out)
 
 
 @lru_cache(maxsize=32)

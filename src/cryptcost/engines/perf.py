@@ -219,7 +219,7 @@ def _named(sym: str, dso: str, ip: str) -> str:
     its own table names (:mod:`cryptcost.engines.gosyms`)."""
     if (sym == "[unknown]" or _ADDRESS.match(sym)) and dso.startswith("/"):
         table = gosyms.table(dso)
-        name = table.name(int(ip, 16)) if table else None
+        name = table.at_offset(int(ip, 16)) if table else None
         if name:
             return name
     return sym
