@@ -315,7 +315,8 @@ BOUND_BY = {"fuse": ("fuse", "the round trips between the kernel and the FUSE da
             "stack (user)": ("stack code", "the stack's own code, outside its cipher"),
             "measuring tool": ("measuring tool", "the measuring tool itself (fio): the figure "
                                                  "is the tool's as much as the stack's")}
-# verdicts that only say no ceiling bound: the profile may name what did
+# verdicts that only say no ceiling bound: the profile may name what did (or that the CPU's
+# work is spread over several layers: ``spread``)
 UNEXPLAINED = ("latency", "unknown")
 
 
@@ -353,6 +354,16 @@ def with_profile(v: Verdict, split: dict | None, label: str, cores: int = 1) -> 
     return Verdict(v.bottleneck, f"{v.sentence}; {said}", ceilings)
 
 
+def amdahl(split: dict) -> str:
+    """What a faster cipher could win, where the CPU sets the speed: at most the cipher's share
+    of the busy CPU (R3's question: why a 6× faster cipher made a volume only 1.6–1.8× faster)."""
+    c = split["of_busy"].get("cipher", 0.0)
+    if not 0.02 <= c < 0.95:
+        return ""
+    return (f"; the cipher is {c:.0%} of the busy CPU, so even a free cipher would make it at "
+            f"most {1 / (1 - c):.2f}× faster")
+
+
 def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -> Verdict:
     """A verdict no ceiling could give, from the profile's largest layer (see with_profile)."""
     said = profile.sentence(split)
@@ -374,14 +385,21 @@ def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -
     kind, what = BOUND_BY.get(name, ("cipher", "the cipher"))
     ran = ", ".join(split.get("symbols", {}).get(name, [])) or name
     if sure < LAYER_BOUND:
-        return Verdict(v.bottleneck, f"{v.sentence}; {said}; no layer holds "
-                       f"{LAYER_BOUND:.0%} of it for sure (the largest, {name}, {share:.0%}"
-                       + (f", could be {low:.0%}" if low is not None else "") + ")", ceilings)
+        return Verdict("spread",
+                       f"{label}: with {worth:.1f} of {cores} cores' worth busy, the CPU's work is "
+                       f"spread over several layers, none holding {LAYER_BOUND:.0%} of it for sure "
+                       f"(the largest, {name}, {share:.0%}"
+                       + (f", could be {low:.0%}" if low is not None else "")
+                       + f"), by its CPU profile{amdahl(split)}; the ceilings alone said "
+                       f"{v.bottleneck} ({v.ceilings.get('rule')}); {said}",
+                       {**ceilings, "rule": f"profile: no layer ≥ {LAYER_BOUND:.0%} of the busy "
+                                            f"CPU, at least {ONE_CORE:g} of a core busy"})
     # most of the busy CPU: that layer binds; less than half: it is the largest part, no more
     called = f"{kind}-bound" if sure >= 0.5 else f"{kind} is its largest part"
     return Verdict(kind,
                    f"{label}: {share:.0%} of the busy CPU ran {what} ({ran}), with "
-                   f"{worth:.1f} of {cores} cores' worth busy, by its CPU profile: {called}; "
+                   f"{worth:.1f} of {cores} cores' worth busy, by its CPU profile: {called}"
+                   f"{amdahl(split) if kind != 'cipher' else ''}; "
                    f"the ceilings alone said {v.bottleneck} ({v.ceilings.get('rule')})",
                    {**ceilings, "rule": f"profile: the largest layer ≥ {LAYER_BOUND:.0%} of the "
                                         f"busy CPU, at least {ONE_CORE:g} of a core busy"})
