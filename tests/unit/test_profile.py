@@ -363,6 +363,10 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
     # the largest part is code no layer names: said, the ceilings' verdict stays
     ([_row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.6, "mystery_fn"), _row(0.3, "fuse_dev_do_read")],
      2, "latency", "its largest part, 'kernel, other', is code no layer names"),
+    # … under half of the busy CPU: the work is spread, that code among it
+    ([_row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.35, "mystery_fn"), _row(0.3, "fuse_dev_do_read"),
+      _row(0.25, "_copy_to_iter")],
+     2, "spread", "(the largest, kernel, other, 39%"),
     # no layer holds 30 % for sure
     ([_row(0.22, "fuse_dev_do_read"), _row(0.2, "_copy_to_iter"), _row(0.2, "filemap_read"),
       _row(0.19, "blk_mq_submit_bio"), _row(0.19, "tcp_sendmsg")],

@@ -375,13 +375,15 @@ def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -
                        f"in the profiled run, so waiting, not computing, set the speed; {said}",
                        {**ceilings, "rule": f"{v.ceilings.get('rule')}; profile: under "
                                             f"{ONE_CORE:g} of a core busy"})
-    if top is None or top[0] not in BOUND_BY and top[0] != "cipher":
+    unnamed = top is not None and top[0] not in BOUND_BY and top[0] != "cipher"
+    if top is None or unnamed and top[1] >= 0.5:
         what = f"'{top[0]}'" if top else "nothing"
         return Verdict(v.bottleneck, f"{v.sentence}; {said}; its largest part, {what}, is code "
                        "no layer names", ceilings)
     name, share = top
     low = profile.share_low(split, name)
-    sure = share if low is None else low
+    # code no layer names, under half of the busy CPU: the work is spread, that code among it
+    sure = 0.0 if unnamed else share if low is None else low
     kind, what = BOUND_BY.get(name, ("cipher", "the cipher"))
     ran = ", ".join(split.get("symbols", {}).get(name, [])) or name
     if sure < LAYER_BOUND:
