@@ -396,3 +396,12 @@ def test_a_verdict_from_the_profile_says_what_a_faster_cipher_could_win():
     assert got.bottleneck == "fuse" and "fuse-bound" in got.sentence
     assert "the cipher is 22% of the busy CPU, so even a free cipher would make it at most 1.29× faster" \
         in got.sentence
+
+
+def test_the_profile_sentence_always_gives_the_ciphers_and_fuses_shares():
+    rows = [_row(0.3, "_copy_to_iter"), _row(0.25, "filemap_read"), _row(0.2, "tcp_sendmsg"),
+            _row(0.15, "blk_mq_submit_bio"), _row(0.06, "do_syscall_64"), _row(0.03, "fuse_dev_do_read"),
+            _row(0.01, "aesni_xts_encrypt")]
+    said = profile.sentence(profile.layers({"rows": rows}))
+    assert said.endswith("30% copy, 25% page cache, 20% network, 15% block, 1% the cipher, 3% fuse; "
+                         "the cipher ran in aesni_xts_encrypt"), said

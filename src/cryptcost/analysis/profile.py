@@ -201,10 +201,14 @@ def _shown(row: dict) -> str:
 def sentence(split: dict) -> str:
     """``perf: 62 % of the busy CPU in the cipher (aesti_encrypt, aesti_decrypt), 14 % copies,
     …``."""
-    parts = [f"{share:.0%} {name if name != 'cipher' else 'the cipher'}"
-             for name, share in sorted(split["of_busy"].items(),
-                                       key=lambda kv: -kv[1]) if share >= 0.05]
-    head = ", ".join(parts[:4])
+    ranked = [(name, share) for name, share in sorted(split["of_busy"].items(),
+                                                      key=lambda kv: -kv[1]) if share >= 0.05]
+    shown = ranked[:4]
+    # the cipher's share and FUSE's are said wherever they took any: what people ask about
+    shown += [(name, share) for name, share in split["of_busy"].items()
+              if name in ("cipher", "fuse") and share > 0 and name not in dict(shown)]
+    head = ", ".join(f"{share:.0%} {name if name != 'cipher' else 'the cipher'}"
+                     for name, share in shown)
     ran = (f", the profiled run at {split['vs_median']:.0%} of the median"
            if split.get("vs_median") else "")
     cipher = (f"; the cipher ran in {', '.join(split['cipher_symbols'])}" if split["cipher_symbols"]
