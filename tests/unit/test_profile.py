@@ -3,7 +3,7 @@ bottleneck named from them where the ceilings alone cannot."""
 
 import pytest
 
-from cryptcost.analysis import analyze, bottleneck, profile
+from cryptcost.analysis import analyze, bottleneck, evidence, profile
 from cryptcost.engines import perf
 
 
@@ -146,7 +146,7 @@ def test_a_profile_where_the_cipher_takes_most_of_the_busy_cpu_makes_the_verdict
 
 def test_a_device_bound_verdict_stays_whatever_the_profile():
     v = bottleneck.Verdict("device", "x: at its baseline's speed", {})
-    assert bottleneck.with_profile(v, profile.layers({"rows": FSCRYPT}), "x").bottleneck == "device"
+    assert evidence.with_profile(v, profile.layers({"rows": FSCRYPT}), "x").bottleneck == "device"
 
 
 def test_without_perf_a_profile_is_refused_naming_the_package(monkeypatch):
@@ -337,14 +337,14 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
     rows = [_row(0.55, "aesti_encrypt"), _row(0.45, "_copy_to_iter")]
     v = bottleneck.Verdict("latency", "x: latency", {})
     few = {**profile.layers({"rows": rows}), "samples": 60}
-    got = bottleneck.with_profile(v, few, "x")
+    got = evidence.with_profile(v, few, "x")
     assert got.bottleneck == "latency" and "too few to call it cipher-bound" in got.sentence
     assert "could be as low as 4" in got.sentence
     many = {**few, "samples": 6000}
-    assert bottleneck.with_profile(v, many, "x").bottleneck == "cipher"
+    assert evidence.with_profile(v, many, "x").bottleneck == "cipher"
     heavy = {**profile.layers({"rows": [_row(0.87, "aesti_encrypt"), _row(0.13, "x")]}),
              "samples": 60}
-    assert bottleneck.with_profile(v, heavy, "x").bottleneck == "cipher"
+    assert evidence.with_profile(v, heavy, "x").bottleneck == "cipher"
 
 
 @pytest.mark.parametrize("rows, cores, kind, said", [
@@ -376,14 +376,14 @@ def test_where_no_ceiling_binds_the_profile_names_the_layer_that_did(rows, cores
     v = bottleneck.Verdict("latency", "x: below every ceiling at queue depth 1",
                            {"rule": "below every ceiling at queue depth 1"})
     split = {**profile.layers({"rows": rows}, frozenset({"wireguard-go"})), "samples": 2000}
-    got = bottleneck.with_profile(v, split, "x", cores)
+    got = evidence.with_profile(v, split, "x", cores)
     assert got.bottleneck == kind and said in got.sentence, got.sentence
     if kind != "latency":
         assert "the ceilings alone said latency (below every ceiling" in got.sentence
         assert got.ceilings["rule"].startswith("profile: ")
     # a verdict a ceiling gave stays, the profile beside it
     device = bottleneck.Verdict("device", "x: at its baseline's speed", {"rule": "r"})
-    assert bottleneck.with_profile(device, split, "x", cores).bottleneck == "device"
+    assert evidence.with_profile(device, split, "x", cores).bottleneck == "device"
 
 
 def test_a_verdict_from_the_profile_says_what_a_faster_cipher_could_win():
@@ -392,7 +392,7 @@ def test_a_verdict_from_the_profile_says_what_a_faster_cipher_could_win():
     rows = [_row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.5, "fuse_dev_do_read"),
             _row(0.2, "_copy_to_iter"), _row(0.2, "aesni_xts_encrypt")]
     v = bottleneck.Verdict("latency", "x: latency", {"rule": "r"})
-    got = bottleneck.with_profile(v, {**profile.layers({"rows": rows}), "samples": 4000}, "x", 2)
+    got = evidence.with_profile(v, {**profile.layers({"rows": rows}), "samples": 4000}, "x", 2)
     assert got.bottleneck == "fuse" and "fuse-bound" in got.sentence
     assert "the cipher is 22% of the busy CPU, so even a free cipher would make it at most 1.29× faster" \
         in got.sentence

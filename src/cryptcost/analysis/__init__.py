@@ -15,7 +15,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from cryptcost import stats
-from cryptcost.analysis import bottleneck, costmodel, profile, recommend, scaling
+from cryptcost.analysis import bottleneck, costmodel, evidence, profile, recommend, scaling
 from cryptcost.record import Stored, Versus, read
 from cryptcost.units import rate, size
 
@@ -99,7 +99,7 @@ def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] 
         spent = profile.layers(r.profile, frozenset(r.facts.tools))
         if r.kind == "network":
             v = bottleneck.classify_network(r, base, ciphers, host)
-            a.verdicts[i] = bottleneck.with_profile(v, spent, f"{r.stack} {r.cell.workload}",
+            a.verdicts[i] = evidence.with_profile(v, spent, f"{r.stack} {r.cell.workload}",
                                                     cores)
             continue
         if mhz and r.cpu_s_per_gib:
@@ -107,7 +107,7 @@ def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] 
         large = index.get(r.paired(block_bytes=1 << 20))
         v = bottleneck.classify(r, base, large, _fuse_baseline(r, index), ciphers, host)
         label = f"{r.stack} {r.cell.op} {size(r.cell.block_bytes)}"
-        a.verdicts[i] = bottleneck.with_profile(v, spent, label, cores)
+        a.verdicts[i] = evidence.with_profile(v, spent, label, cores)
     a.scaling = scaling.curves(results, a.verdicts, host, skipped)
     a.findings = host_noise(ciphers, storage + network) + findings(storage, ciphers) + \
         network_findings(network) + scaling.findings(a.scaling)

@@ -53,7 +53,7 @@ _UCIPHER_SYM = re.compile(r"^(crypto/|golang\.org/x/crypto|vendor/golang\.org/x/
 _COPY = re.compile(r"copy_(to|from)_(user|iter)|_copy_(to|from)_iter|copy_user|copy_page|"
                    r"copy_(folio|page)_(to|from)_iter|"
                    r"memcpy|memmove|rep_mov|__memmove|__memcpy|copyin|copyout|clear_page|memset")
-# go-fuse, the FUSE library of gocryptfs and rclone (their names from Go's own table: engines.gosyms)
+# go-fuse, gocryptfs's and rclone's FUSE library (named from Go's own table: engines.gosyms)
 _GOFUSE = re.compile(r"^(github\.com/hanwen/go-fuse|bazil\.org/fuse|github\.com/winfsp/cgofuse)")
 _FUSE = re.compile(r"^fuse_|^__fuse|fuse_dev|fuse_(simple|read|write|copy)")
 _PAGECACHE = re.compile(r"^(filemap|folio|page_cache|pagecache|ext4|jbd2|xfs|btrfs|iomap|mpage|"

@@ -46,7 +46,8 @@ def probe(extra_tools: tuple = ()) -> dict:
 
 
 # ``cryptcost vm`` writes how its guest is emulated here, in the guest's own /run, for every
-# process there (an ssh session of ``vm --peer`` included), and in CRYPTCOST_EMULATED for its command
+# process there (an ssh session of ``vm --peer`` included), and in CRYPTCOST_EMULATED for its
+# command
 EMULATED_FILE = Path("/run/cryptcost-emulated.json")
 
 

@@ -18,7 +18,6 @@ in one line.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -65,35 +64,6 @@ class VmOptions:
         for name in self.blacklist:
             if not re.fullmatch(r"[\w-]+", name):
                 raise UserError(f"--blacklist takes kernel module names, not {name!r}")
-
-
-@dataclass(frozen=True)
-class GuestPeer:
-    """The guest as a host reached over ssh (``cryptcost vm --peer``): its address on a tap
-    link to this host, its sshd's host key (a private key file) and who may log in as root."""
-
-    address: str                                     # the guest's, with its prefix: 10.0.0.2/24
-    authorized_keys: str                             # public keys, one per line
-    host_key: Path
-    tap: str = ""                                    # this host's side; named from the pid
-
-    @property
-    def host_address(self) -> str:
-        """This host's address on the tap: the subnet's first other than the guest's."""
-        iface = ipaddress.ip_interface(self.address)
-        mine = next(a for a in iface.network.hosts() if a != iface.ip)
-        return f"{mine}/{iface.network.prefixlen}"
-
-    def validate(self) -> None:
-        try:
-            iface = ipaddress.ip_interface(self.address)
-        except ValueError:
-            raise UserError(f"--peer {self.address}: give the guest's address with its prefix, "
-                            "e.g. 10.0.0.2/24") from None
-        if iface.version != 4 or iface.network.num_addresses < 4:
-            raise UserError(f"--peer {self.address}: an IPv4 address in a /30 or wider")
-        if not self.authorized_keys.strip():
-            raise UserError("--authorized-keys names no public key: nobody could log in")
 
 
 @dataclass
@@ -161,10 +131,9 @@ def emulation(opts: VmOptions, kernel: GuestKernel, accel_why: str = "asked for"
                     "real hardware and are never ranked against, or compared with, them")}
 
 
-def guest_script(argv: list[str], cwd: str, emulated: dict,
-                 peer: GuestPeer | None = None) -> str:
+def guest_script(argv: list[str], cwd: str, emulated: dict, body: str | None = None) -> str:
     """The guest's PID 1 after switch_root: private /run, modules, then the command and its
-    store; or, for ``peer``, the network and sshd until the host stops the guest."""
+    store; or ``body`` instead of the command (``vm --peer``: the network and sshd)."""
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "cryptcost", "--db", GUEST_DB,
                                             *argv])
     prelude = f"""#!/bin/sh
@@ -180,17 +149,8 @@ ip link set lo up
 for m in loop dm_mod fuse tun; do modprobe -q $m; done
 mkdir -p {os.path.dirname(GUEST_DB)}
 """
-    if peer is not None:
-        return prelude + f"""modprobe -q virtio_net
-dev=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
-[ -n "$dev" ] || {{ echo "cc-guest: FAILED: no network device" > /dev/console; echo o > /proc/sysrq-trigger; }}
-ip addr add {peer.address} dev "$dev" && ip link set "$dev" up
-mkdir -p /run/sshd && chmod 0755 /run/sshd
-/usr/sbin/sshd -f {XCHG}/sshd_config -E {XCHG}/sshd.log || echo "cc-guest: FAILED: sshd did not start" > /dev/console
-echo "cc-guest: serving ssh on $dev" > /dev/console
-: > {XCHG}/ready
-while :; do sleep 3600; done
-"""
+    if body is not None:
+        return prelude + body
     return prelude + f"""echo "cc-guest: running" > /dev/console
 cd {shlex.quote(cwd)} 2>/dev/null || cd /
 {cmd} > {XCHG}/stdout 2> {XCHG}/stderr
@@ -204,20 +164,8 @@ sleep 60
 """
 
 
-def sshd_config(peer: GuestPeer) -> str:
-    """The guest's sshd: on its tap address only, root by key only, the worker's tool versions
-    known from the host's."""
-    ip = str(ipaddress.ip_interface(peer.address).ip)
-    return "\n".join([
-        f"ListenAddress {ip}", f"HostKey {XCHG}/ssh_host_key",
-        f"AuthorizedKeysFile {XCHG}/authorized_keys", "PermitRootLogin prohibit-password",
-        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-        "StrictModes no", "PidFile /run/sshd.pid", "PrintMotd no", "AcceptEnv none",
-        f"SetEnv {tools.KNOWN}={XCHG}/tools.json PYTHONDONTWRITEBYTECODE=1", ""])
-
-
 def qemu_argv(opts: VmOptions, kernel: GuestKernel, initrd: Path, scratch: Path, xchg: Path,
-              console: Path, peer: GuestPeer | None = None) -> list[str]:
+              console: Path, tap: str | None = None) -> list[str]:
     append = ["console=ttyS0", "quiet", "panic=-1", "rdinit=/init"]
     if opts.blacklist:
         append.append("modprobe.blacklist=" + ",".join(opts.blacklist))
@@ -231,8 +179,8 @@ def qemu_argv(opts: VmOptions, kernel: GuestKernel, initrd: Path, scratch: Path,
             "-virtfs",
             "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", f"local,path={xchg},mount_tag=xchg,security_model=none",
-            *(["-netdev", f"tap,id=n0,ifname={peer.tap},script=no,downscript=no",
-               "-device", "virtio-net-pci,netdev=n0"] if peer else [])]
+            *(["-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
+               "-device", "virtio-net-pci,netdev=n0"] if tap else [])]
 
 
 class _Relay:
@@ -265,7 +213,7 @@ def failure_cause(console: str) -> str:
 
 
 @dataclass
-class _Boot:
+class Boot:
     """What one boot of the guest needs on this host."""
 
     opts: VmOptions
@@ -278,12 +226,12 @@ class _Boot:
     kept: Path                                       # where the console log is kept
     emulated: dict
 
-    def qemu(self, peer: GuestPeer | None = None) -> list[str]:
+    def qemu(self, tap: str | None = None) -> list[str]:
         return qemu_argv(self.opts, self.kernel, self.initrd, self.scratch, self.xchg,
-                         self.console, peer)
+                         self.console, tap)
 
 
-def _prepare(res: Resources, opts: VmOptions, log_dir: Path) -> _Boot:
+def prepare(res: Resources, opts: VmOptions, log_dir: Path) -> Boot:
     """The kernel, its accelerator, the initramfs, a scratch disk and the exchange share."""
     opts.validate()
     kernel = find_kernel(opts.kernel)
@@ -302,7 +250,7 @@ def _prepare(res: Resources, opts: VmOptions, log_dir: Path) -> _Boot:
     (xchg / "tools.json").write_text(json.dumps(tools.versions(stack_tools())))
     log_dir.mkdir(parents=True, exist_ok=True)
     kept = log_dir / f"vm-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
-    return _Boot(opts, kernel, initrd, work, xchg, scratch, work / "console.log", kept,
+    return Boot(opts, kernel, initrd, work, xchg, scratch, work / "console.log", kept,
                  emulation(opts, kernel, accel_why))
 
 
@@ -311,7 +259,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     """Boot the guest, run ``cryptcost ARGV`` in it, relay its output, and
     return its exit code and result store. Raise :class:`CryptcostError`
     (console log kept) when it does not boot, or does not finish in time."""
-    boot = _prepare(res, opts, log_dir)
+    boot = prepare(res, opts, log_dir)
     opts, xchg, work, kept, kernel, emulated = (boot.opts, boot.xchg, boot.work, boot.kept,
                                                 boot.kernel, boot.emulated)
     (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))
@@ -330,7 +278,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     finally:
         for r in relays:
             r.pump()
-        _keep_log(kept, console, work / "qemu.log")
+        keep_log(kept, console, work / "qemu.log")
     seconds = time.monotonic() - start
     if timed_out:
         raise CryptcostError(f"the guest did not finish within {opts.timeout:g} s and was killed "
@@ -351,66 +299,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
                         emulated)
 
 
-# how long the guest may take to boot to its sshd (TCG boots in about a minute on 2 cores)
-PEER_BOOT_SECONDS = 600
-
-
-def serve_peer(res: Resources, opts: VmOptions, peer: GuestPeer, log_dir: Path,
-               say=print) -> float:
-    """Boot the guest as a host reached over ssh on a tap link (``peer``), say so, and keep it
-    until ``opts.timeout`` or a signal (which :class:`Resources` turns into the guest's stop).
-    Returns how long it served. Raises :class:`CryptcostError` (console log kept) when it does
-    not come up."""
-    peer.validate()
-    proc.require("sshd", "openssh-server")
-    boot = _prepare(res, opts, log_dir)
-    xchg = boot.xchg
-    (xchg / "guest.sh").write_text(guest_script([], "/", boot.emulated, peer))
-    (xchg / "sshd_config").write_text(sshd_config(peer))
-    (xchg / "authorized_keys").write_text(peer.authorized_keys.strip() + "\n")
-    key = xchg / "ssh_host_key"
-    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(peer.host_key.read_bytes())
-    start = time.monotonic()
-    qemu = res.daemon(boot.qemu(peer), logfile=str(boot.work / "qemu.log"))
-    try:
-        _wait(lambda: Path("/sys/class/net", peer.tap).exists(), qemu, 60, "its tap device")
-        res.track("address", lambda e: proc.run(["ip", "addr", "add", peer.host_address, "dev",
-                                                 peer.tap], timeout=30),
-                  cidr=peer.host_address, dev=peer.tap, prefix=[])
-        proc.run(["ip", "link", "set", peer.tap, "up"], timeout=30)
-        _wait(lambda: (xchg / "ready").exists(), qemu, PEER_BOOT_SECONDS, "its sshd")
-        ip = ipaddress.ip_interface(peer.address).ip
-        finger = proc.run(["ssh-keygen", "-l", "-f", str(key)], timeout=30, check=False)
-        say(f"vm: the guest (kernel {boot.kernel.version}, {boot.opts.accel}) is up in "
-            f"{time.monotonic() - start:.0f} s: ssh root@{ip} (host key "
-            f"{' '.join(finger.stdout.split()[:2]) or '?'}); this host is {peer.host_address} "
-            f"on {peer.tap}; it stops after {opts.timeout:g} s, or on Ctrl-C")
-        while qemu.alive() and time.monotonic() - start < opts.timeout:
-            time.sleep(0.5)
-        if not qemu.alive():
-            raise CryptcostError(f"the guest stopped: "
-                                 f"{failure_cause(boot.console.read_text(errors='replace'))} "
-                                 f"(console log: {boot.kept})")
-        res.stop(qemu, timeout=5)
-    finally:
-        _keep_log(boot.kept, boot.console, boot.work / "qemu.log", xchg / "sshd.log")
-    return time.monotonic() - start
-
-
-def _wait(ready, qemu, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not ready():
-        if not qemu.alive():
-            raise CryptcostError(f"the guest stopped before {what} was up (exit "
-                                 f"{qemu.returncode}): {qemu.output().strip()[-300:]}")
-        if time.monotonic() > deadline:
-            raise CryptcostError(f"the guest did not bring up {what} within {seconds:g} s")
-        time.sleep(0.2)
-
-
-def _keep_log(kept: Path, *paths: Path) -> None:
+def keep_log(kept: Path, *paths: Path) -> None:
     parts = []
     for path in paths:
         try:
