@@ -47,8 +47,8 @@ TERMS: dict[str, str] = {
     "bottleneck": "what limits a result: the first ceiling or CPU rule that holds, or its "
                   "profile's layer",
     "layer": "where a profiled CPU sample ran (analysis.profile.LAYERS): the cipher, copies, "
-             "FUSE, the page cache, the block layer, the network, system calls and TUN, the "
-             "stack's own code, the measuring tool, idle",
+             "FUSE, the page cache, the block layer, the network, system calls and TUN, memory "
+             "management, the stack's own code, the measuring tool, idle",
     "yardstick": "a fixed piece of CPU work timed before every sample, to see the host's "
                  "speed move (host_drift)",
     "emulated": "measured in a guest under TCG: correct, not a speed for this hardware",

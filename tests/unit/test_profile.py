@@ -76,6 +76,11 @@ FSCRYPT = [_row(0.31, "pv_native_safe_halt", comm="swapper"), _row(0.14, "aesti_
     (_row(0.1, "main.(*file).Read", comm="gocryptfs", dso="gocryptfs", where="user"), "stack (user)"),
     (_row(0.1, "td_io_queue", dso="fio", where="user"), "measuring tool"),
     (_row(0.1, "__memmove_avx_unaligned_erms", comm="fio", dso="libc.so.6", where="user"), "copy"),
+    (_row(0.1, "get_page_from_freelist"), "memory"), (_row(0.1, "exc_page_fault"), "memory"),
+    (_row(0.1, "kmem_cache_alloc_noprof"), "memory"), (_row(0.1, "__memcg_slab_free_hook"), "memory"),
+    (_row(0.1, "unmap_page_range"), "memory"), (_row(0.1, "__alloc_frozen_pages_noprof"), "memory"),
+    (_row(0.1, "charge_memcg"), "memory"), (_row(0.1, "__account_obj_stock"), "memory"),
+    (_row(0.1, "xas_load"), "kernel, other"),
 ])
 def test_each_row_lands_in_its_layer(row, layer):
     assert profile.layer(row, frozenset({"gocryptfs", "securefs"})) == layer

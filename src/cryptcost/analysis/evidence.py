@@ -26,6 +26,8 @@ BOUND_BY = {"fuse": ("fuse", "the round trips between the kernel and the FUSE da
             "network": ("network stack", "the kernel's network stack"),
             "syscall, TUN": ("per-packet", "the per-packet path: system calls, the TUN device, "
                                            "switches between threads"),
+            "memory": ("memory", "the kernel's memory management (page allocation, faults, "
+                                 "slab)"),
             "stack (user)": ("stack code", "the stack's own code, outside its cipher"),
             "measuring tool": ("measuring tool", "the measuring tool itself (fio): the figure "
                                                  "is the tool's as much as the stack's")}

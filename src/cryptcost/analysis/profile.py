@@ -16,6 +16,8 @@ the profiled passes. :func:`layers` sorts them, first rule that matches:
   veth pair, qdiscs, netfilter, softirq's receive path;
 * ``syscall, TUN`` — system-call entry and exit, the TUN device (what a
   userspace tunnel pays per packet), and the scheduler's switches;
+* ``memory`` — the kernel's memory management: page allocation and freeing,
+  page faults, the slab allocator, memory-cgroup accounting, unmapping;
 * ``measuring tool`` — fio's own code, its start-up included (the window
   opens before fio starts: its dynamic linking and timer calibration are in);
 * ``stack (user)`` / ``kernel, other`` / ``user, other`` — the rest, by
@@ -38,7 +40,7 @@ from __future__ import annotations
 import re
 
 LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "network", "syscall, TUN",
-          "measuring tool",
+          "memory", "measuring tool",
           "stack (user)", "kernel, other", "user, other", "idle")
 CIPHER_BOUND = 0.5          # the cipher takes at least half the busy CPU: it binds
 
@@ -68,6 +70,14 @@ _SYSCALL = re.compile(r"^(entry_SYSCALL|do_syscall|syscall_(exit|enter)|__x64_sy
                       r"x64_sys|exit_to_user|__schedule|schedule|finish_task_switch|pick_next|tun_|"
                       r"__tun|ksys_(read|write)|vfs_(read|write)|__fdget|fput|__fput|__sys_|"
                       r"do_epoll|ep_poll|do_sys_poll|__x64_)")
+_MEMORY = re.compile(r"^(get_page_from_freelist|__?alloc_pages|alloc_pages|__alloc_frozen|"
+                     r"__folio_alloc|free_unref|free_pages|__free_pages|free_pcppages|"
+                     r"__?rmqueue|rmqueue|kmem_cache_|__?kmalloc|kfree|___?slab_|__slab_|"
+                     r"__?memcg|memcg|__?mem_cgroup|mem_cgroup|exc_page_fault|__?handle_mm_fault|"
+                     r"do_anonymous_page|do_wp_page|do_fault|do_user_addr_fault|unmap_page_range|"
+                     r"zap_|gup_|__get_user_pages|release_pages|free_pages_and_swap_cache|"
+                     r"clear_page_erms|__pte|pte_|__?tlb_|flush_tlb|native_flush_tlb)")
+_MEMCG = re.compile(r"memcg|mem_cgroup|obj_cgroup|obj_stock")      # memory-cgroup accounting
 _BLOCK = re.compile(r"^(blk|bio|__blk|submit_bio|loop_|lo_|dm_|kcryptd|crypt_|__submit|"
                     r"bdev|mq_|elv|nvme|scsi|virtblk|iov_iter)")
 
@@ -93,6 +103,8 @@ def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
             return "network"
         if _SYSCALL.match(sym):
             return "syscall, TUN"
+        if _MEMORY.match(sym) or _MEMCG.search(sym):
+            return "memory"
         return "kernel, other"
     if _UCIPHER_DSO.search(dso) or (not dso.startswith("lib") and _UCIPHER_SYM.search(sym)):
         return "cipher"
@@ -206,9 +218,14 @@ def sentence(split: dict) -> str:
     shown = ranked[:4]
     # the cipher's share and FUSE's are said wherever they took any: what people ask about
     shown += [(name, share) for name, share in split["of_busy"].items()
-              if name in ("cipher", "fuse") and share > 0 and name not in dict(shown)]
-    head = ", ".join(f"{share:.0%} {name if name != 'cipher' else 'the cipher'}"
-                     for name, share in shown)
+              if name in ("cipher", "fuse") and share >= 0.005 and name not in dict(shown)]
+    def said(name: str, share: float) -> str:
+        if name == "cipher":
+            return f"{share:.0%} the cipher"
+        if name.endswith(", other") and split.get("symbols", {}).get(name):
+            return f"{share:.0%} {name} ({', '.join(split['symbols'][name][:2])})"
+        return f"{share:.0%} {name}"
+    head = ", ".join(said(name, share) for name, share in shown)
     ran = (f", the profiled run at {split['vs_median']:.0%} of the median"
            if split.get("vs_median") else "")
     cipher = (f"; the cipher ran in {', '.join(split['cipher_symbols'])}" if split["cipher_symbols"]

@@ -19,6 +19,7 @@ from cryptcost.record import Stored
 # One colour per layer (analysis.profile.LAYERS), the cipher the one that stands out.
 COLOURS = {"cipher": "#d62728", "copy": "#ff7f0e", "fuse": "#9467bd", "page cache": "#2ca02c",
            "block": "#17becf", "network": "#e377c2", "syscall, TUN": "#7f7f7f",
+           "memory": "#aec7e8",
            "measuring tool": "#c7c7c7", "stack (user)": "#1f77b4",
            "kernel, other": "#bcbd22", "user, other": "#8c564b", "idle": "#eeeeee"}
 MIN_LABEL = 0.04          # a box narrower than this share of the graph gets no label
