@@ -650,7 +650,10 @@ def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli,
         assert p["samples"] > 20 and p["windows"] >= 1 and p["seconds"] > 0.05, (r["stack"], r["op"], p)
         assert p["rows"] and all(0 < x["share"] <= 1 for x in p["rows"]), r["stack"]
         # every process perf saw has its name, a FUSE daemon remounted between passes included
-        assert not any(x["comm"].startswith(":") for x in p["rows"]), (r["stack"], r["op"], p["rows"][:5])
+        # (that bug put 70 % of a read's samples in ":pid" rows); the long tail may hold a process
+        # too short-lived for perf to see its name: a sample or two, not the work
+        unnamed = [x for x in p["rows"] if x["comm"].startswith(":")]
+        assert sum(x["share"] for x in unnamed) < 0.02, (r["stack"], r["op"], unnamed)
         # the profiled round's own speed, beside the median: perf's weight on the work it watched
         assert 0.2 < p["vs_median"] < 5, (r["stack"], r["op"], p["vs_median"])
         assert r["samples"] == 1 and len(r["values"]) == 1      # the profiled round is not a sample

@@ -118,6 +118,6 @@ def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -
                    f"{label}: {share:.0%} of the busy CPU ran {what} ({ran}), with "
                    f"{worth:.1f} of {cores} cores' worth busy, by its CPU profile: {called}"
                    f"{amdahl(split) if kind != 'cipher' else ''}; "
-                   f"the ceilings alone said {v.bottleneck} ({v.ceilings.get('rule')})",
+                   f"the ceilings alone said {v.bottleneck} ({v.ceilings.get('rule')}); {said}",
                    {**ceilings, "rule": f"profile: the largest layer ≥ {LAYER_BOUND:.0%} of the "
                                         f"busy CPU, at least {ONE_CORE:g} of a core busy"})
