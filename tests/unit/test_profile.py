@@ -392,15 +392,16 @@ def test_where_no_ceiling_binds_the_profile_names_the_layer_that_did(rows, cores
 
 
 def test_a_verdict_from_the_profile_says_what_a_faster_cipher_could_win():
-    """R3's question: with 20 % of the busy CPU in the cipher, even a free cipher makes the
-    stack at most 1.25× faster."""
+    """R3's question: the cipher's CPU time per second of the run (its share of the busy CPU ×
+    the cores busy) is the most a free cipher could save: here at most 1.67× faster."""
     rows = [_row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.5, "fuse_dev_do_read"),
             _row(0.2, "_copy_to_iter"), _row(0.2, "aesni_xts_encrypt")]
     v = bottleneck.Verdict("latency", "x: latency", {"rule": "r"})
     got = evidence.with_profile(v, {**profile.layers({"rows": rows}), "samples": 4000}, "x", 2)
     assert got.bottleneck == "fuse" and "fuse-bound" in got.sentence
-    assert "the cipher is 22% of the busy CPU, so even a free cipher would make it at most 1.29× faster" \
-        in got.sentence
+    # 22 % of 0.9 × 2 cores busy: 0.40 of a core's time, which a free cipher saves at most
+    assert "the cipher is 22% of the busy CPU (0.40 of a core's time), so even a free cipher would make " \
+           "it at most 1.67× faster" in got.sentence
 
 
 def test_the_profile_sentence_always_gives_the_ciphers_and_fuses_shares():

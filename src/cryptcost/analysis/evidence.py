@@ -70,14 +70,18 @@ def with_profile(v: Verdict, split: dict | None, label: str, cores: int = 1) -> 
     return Verdict(v.bottleneck, f"{v.sentence}; {said}", ceilings)
 
 
-def amdahl(split: dict) -> str:
-    """What a faster cipher could win, where the CPU sets the speed: at most the cipher's share
-    of the busy CPU (R3's question: why a 6× faster cipher made a volume only 1.6–1.8× faster)."""
+def amdahl(split: dict, worth: float) -> str:
+    """What a faster cipher could win, where the CPU sets the speed (R3's question: why a 6×
+    faster cipher made a volume only 1.6–1.8× faster). The cipher took ``c`` of the busy CPU,
+    and ``worth`` cores were busy on average: c × worth CPU-seconds per second of the run. A
+    free cipher shortens the run by at most that (work on other cores may overlap it), so the
+    run gets at most 1 / (1 − c × worth) times faster; nothing is said where that bound is none."""
     c = split["of_busy"].get("cipher", 0.0)
-    if not 0.02 <= c < 0.95:
+    spent = c * worth
+    if c < 0.02 or spent >= 0.95:
         return ""
-    return (f"; the cipher is {c:.0%} of the busy CPU, so even a free cipher would make it at "
-            f"most {1 / (1 - c):.2f}× faster")
+    return (f"; the cipher is {c:.0%} of the busy CPU ({spent:.2f} of a core's time), so even "
+            f"a free cipher would make it at most {1 / (1 - spent):.2f}× faster")
 
 
 def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -> Verdict:
@@ -108,7 +112,7 @@ def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -
                        f"spread over several layers, none holding {LAYER_BOUND:.0%} of it for sure "
                        f"(the largest, {name}, {share:.0%}"
                        + (f", could be {low:.0%}" if low is not None else "")
-                       + f"), by its CPU profile{amdahl(split)}; the ceilings alone said "
+                       + f"), by its CPU profile{amdahl(split, worth)}; the ceilings alone said "
                        f"{v.bottleneck} ({v.ceilings.get('rule')}); {said}",
                        {**ceilings, "rule": f"profile: no layer ≥ {LAYER_BOUND:.0%} of the busy "
                                             f"CPU, at least {ONE_CORE:g} of a core busy"})
@@ -117,7 +121,7 @@ def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -
     return Verdict(kind,
                    f"{label}: {share:.0%} of the busy CPU ran {what} ({ran}), with "
                    f"{worth:.1f} of {cores} cores' worth busy, by its CPU profile: {called}"
-                   f"{amdahl(split) if kind != 'cipher' else ''}; "
+                   f"{amdahl(split, worth) if kind != 'cipher' else ''}; "
                    f"the ceilings alone said {v.bottleneck} ({v.ceilings.get('rule')}); {said}",
                    {**ceilings, "rule": f"profile: the largest layer ≥ {LAYER_BOUND:.0%} of the "
                                         f"busy CPU, at least {ONE_CORE:g} of a core busy"})
