@@ -573,7 +573,13 @@ def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
     than after drop_caches, while a read of the cached file is much faster
     (so the check can fail). On a RAM medium both reads are copies of
     memory, a few hundredths of a second apart: each reset's fastest of
-    five reads is compared, as for the FUSE stacks below."""
+    five reads is compared, as for the FUSE stacks below. drop_caches' own
+    global side effects (every inode and directory entry dropped, ext4's
+    metadata re-read through the loop device) made its reads up to a third
+    slower on CI's host, while a reset that misses a cache is far faster
+    still: qemu-raw with only the file's pages evicted read in 0.17–0.20 of
+    drop_caches' time, with only the export's in 0.05 (measured here). Half
+    of drop_caches' time tells the two apart with room for both."""
     _available(stack)
     from cryptcost.stacks.fs import drop_caches
     s = get(stack)()
@@ -583,7 +589,7 @@ def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
     m, took = _reads_after(s, 64, 256, {"drop_caches": lambda res, path: drop_caches(),
                                         "forget": forget, "nothing": lambda res, path: None},
                            rounds=5, stat=min)
-    assert m["forget"] >= 0.8 * m["drop_caches"], took
+    assert m["forget"] >= 0.5 * m["drop_caches"], took
     assert m["nothing"] < 0.7 * m["forget"], took
 
 
