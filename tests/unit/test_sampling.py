@@ -355,3 +355,59 @@ def test_a_samples_pass_size_is_its_largest_passs_not_its_cut_last_ones(tmp_path
                                                                          "cut_by_time": True})
     got = combine([full, full, last], step.ops[1])
     assert got.metrics["pass_bytes"] == 384 * MiB and got.metrics["cut_by_time"] is True
+
+
+def test_one_fio_run_reads_a_samples_passes_where_its_eviction_is_the_whole_reset(tmp_path):
+    """Where fio's eviction of the file's pages at each open is all a stack's
+    reset does (``fio_forgets``), a read sample's passes are one fio run's
+    loops — as many as the sample's time needs at the last rate, a fifth more,
+    at most MAX_PASSES — so fio starts once a sample; nowhere else: not for a
+    write, not without a rate, not where a cache sits below the device."""
+    from cryptcost.stacks import get
+
+    class Forgets(_Stack):
+        fio_forgets = True
+    step, inst, runner = _seq(tmp_path)
+    write, read = step.ops
+    inst.stack = Forgets()
+    job = runner.job(inst, read, step)
+    assert runner.loops(inst, read, job, 1.0) == 1                       # no rate yet
+    runner.rate[("x", read.key)] = 2e9
+    job = runner.job(inst, read, step)
+    assert job.size == read.fio.size == 204 * MiB
+    assert runner.loops(inst, read, job, 1.0) == -(-int(2e9 * SIZE_MARGIN) // job.size) == 12
+    assert runner.loops(inst, read, job, 0.25) == 3                      # what is left of the sample
+    runner.rate[("x", read.key)] = 1e12
+    assert runner.loops(inst, read, job, 1.0) == MAX_PASSES
+    runner.rate[("x", write.key)] = 2e9
+    assert runner.loops(inst, write, runner.job(inst, write, step), 1.0) == 1   # a write: fresh files
+    inst.cached_below = True
+    assert runner.loops(inst, read, job, 1.0) == 1                       # a cache below: drop_caches
+    inst.cached_below, inst.stack = False, _Stack()
+    inst.stack.fio_forgets = False
+    assert runner.loops(inst, read, job, 1.0) == 1
+    argv = fio.FioJob("read", MiB, 64 * MiB, loops=5).argv("/d", "n")
+    assert "--loops=5" in argv and "--invalidate=1" in argv               # fio evicts at each open
+    assert not any(a.startswith("--loops") for a in fio.FioJob("read", MiB, MiB).argv("/d", "n"))
+    # the bytes of every loop are intended; a run cut at its time moved whole blocks of them
+    looped = fio.FioJob("read", MiB, 64 * MiB, loops=5, cap=1.0)
+    StepRunner.verify_moved(inst, read, 320 * MiB, _outcome(320 * MiB, 0.4), looped)
+    StepRunner.verify_moved(inst, read, 200 * MiB, _outcome(200 * MiB, 1.0), looped)
+    with pytest.raises(DataIntegrityError):
+        StepRunner.verify_moved(inst, read, 200 * MiB, _outcome(200 * MiB, 0.4), looped)
+    # which stacks: those whose forget is the base class's, on a file-only cache
+    assert get("plain")().fio_forgets and get("fscrypt")().fio_forgets
+    assert not any(get(n)().fio_forgets for n in ("gocryptfs", "qemu-raw", "cryfs", "fuse-passthrough"))
+
+
+def test_a_samples_passes_count_every_loop_of_a_fio_run(tmp_path):
+    step, inst, runner = _seq(tmp_path)
+    read = step.ops[1]
+    runner.gaps[("x", read.key)] = 0.05
+
+    def one_pass(inst, op, step, cache, left=None):
+        return Sample(value=1e9, seconds=1.0, bytes_moved=10**9,
+                      metrics={"count": 100, "passes": 8, "passes_per_fio_run": 9})
+    runner.one_pass = one_pass
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert got.metrics["passes"] == 8 and got.metrics["pass_seconds"] == 1.0 / 8
