@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,12 +159,20 @@ def touch(image: Path, size: int) -> None:
     time by the passes that happened to land on them: on a VM that faults
     them in from the host, the first measured round's writes ran a third
     to a half slower than the later ones (1 MiB writes through a libfuse
-    passthrough 388, 706, 838 MB/s; touched first, 820, 794, 789)."""
+    passthrough 388, 706, 838 MB/s; touched first, 820, 794, 789). One
+    writer per CPU, each a share of the file: faulting pages in scales with
+    the CPUs (1 GiB in 0.35 s by one writer here, 0.17 s by two)."""
     zeros = bytes(TOUCH_CHUNK)
     fd = os.open(image, os.O_WRONLY)
-    try:
-        for offset in range(0, size, TOUCH_CHUNK):
+
+    def write(offsets: range) -> None:
+        for offset in offsets:
             os.pwrite(fd, zeros[:min(TOUCH_CHUNK, size - offset)], offset)
+    writers = max(1, min(len(os.sched_getaffinity(0)), 4))
+    try:
+        with ThreadPoolExecutor(writers) as pool:
+            list(pool.map(write, [range(i * TOUCH_CHUNK, size, writers * TOUCH_CHUNK)
+                                  for i in range(writers)]))
     finally:
         os.close(fd)
 
