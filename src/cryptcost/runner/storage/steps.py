@@ -313,7 +313,7 @@ class StepRunner:
         file's pages at each open is the stack's whole reset (``fio_forgets``)
         and the cell's rate is known, what the sample's time needs, a fifth
         more (the run stops when the time is up), so fio starts once a sample,
-        not once a pass (a start costs about 0.2 s, more than a fast pass)."""
+        not once a pass (a start of fio can take longer than a fast pass)."""
         rate = self.rate.get((inst.label, op.key))
         if (op.op != "read" or self.direct or inst.cached_below or not rate
                 or not self.by_time(inst, op) or not inst.stack.fio_forgets):
