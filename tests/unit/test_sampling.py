@@ -324,19 +324,6 @@ def test_a_fuse_stack_remounts_before_a_read_unless_its_daemon_caches_no_data(tm
     assert cryfs.daemon_caches and cryfs.forget_seconds == cryfs.remount_seconds
     cryfs.reset_cache = lambda res: remounts.append(res) or "drop_caches+idle"
     assert FuseStack.forget(cryfs, "res", plaintext) == "drop_caches+idle" and remounts == ["res"]
-    # CryFS before a read of one file: its pages and its blocks' evicted, then idle past its
-    # caches' lifetime — no drop_caches, no remount
-    import cryptcost.stacks.cryfs as cryfs_module
-    slept, evicted = [], []
-    cryfs.lower = stack.lower
-    cryfs.evict_with_lower = evicted.append
-    real_sleep = cryfs_module.time.sleep
-    cryfs_module.time.sleep = slept.append
-    try:
-        assert cryfs.forget("res", plaintext) == "fadvise_dontneed+lower+idle"
-    finally:
-        cryfs_module.time.sleep = real_sleep
-    assert evicted == [plaintext] and slept == [cryfs.cache_lifetime * 1.5] and remounts == ["res"]
 
 
 def test_a_failed_step_says_what_the_fuse_daemon_last_logged(tmp_path):

@@ -11,11 +11,9 @@ FUSE stacks it is not remounted before reads: CryFS's block caches drop
 an entry at most ``MAX_LIFETIME_SEC`` (1 s) after its last use
 (blockstore/implementations/caching/cache/Cache.h), so dropping the
 kernel's caches and leaving the daemon idle for longer than that empties
-every cache a read could meet, in a fraction of a remount's 7 s; before a
-read of one file, evicting that file's pages and its blocks' is enough of
-the kernel's part. A stack test checks that reads after either reset are
-no faster than after a remount, and that an immediate re-read is (the
-cache is real).
+every cache a read could meet, in a fraction of a remount's 7 s. A stack
+test checks that reads after this reset are no faster than after a
+remount, and that an immediate re-read is (the cache is real).
 """
 
 from __future__ import annotations
@@ -81,15 +79,6 @@ class Cryfs(FuseStack):
         drop_caches()
         time.sleep(self.cache_lifetime * 1.5)
         return "drop_caches+idle"
-
-    def forget(self, res: Resources, path: Path) -> str:
-        """Before a read of one file: that file's pages and its ciphertext
-        blocks' evicted, then CryFS left idle until its own caches have
-        expired — no global drop_caches (a sync and a scan of every
-        filesystem's cache, which took longer than the idle wait)."""
-        self.evict_with_lower(path)
-        time.sleep(self.cache_lifetime * 1.5)
-        return "fadvise_dontneed+lower+idle"
 
     def describe(self) -> dict:
         d = super().describe()

@@ -312,11 +312,6 @@ class FuseStack(StorageStack):
         pages and those of the ciphertext below it evicted."""
         if self.daemon_caches:
             return self.reset_cache(res)
-        self.evict_with_lower(path)
-        return "fadvise_dontneed+lower"
-
-    def evict_with_lower(self, path: Path) -> None:
-        """Evict the pages of the file ``path`` and of every file below the daemon."""
         evict_pages(path)
         for d, _, files in os.walk(self.lower):
             for name in files:
@@ -324,6 +319,7 @@ class FuseStack(StorageStack):
                     evict_pages(os.path.join(d, name))
                 except OSError:              # gone since, or a symbolic link
                     pass
+        return "fadvise_dontneed+lower"
 
     @property
     def evicts_one_file(self) -> bool:
