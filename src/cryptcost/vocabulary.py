@@ -18,8 +18,7 @@ TERMS: dict[str, str] = {
     "series": "the samples of one cell in one run",
     "sample": "one value of a series: at least a second of measured time, which for storage "
               "is one or more passes",
-    "pass": ("one run of the engine over one file inside a sample (one fio job, or one of "
-             "its loops where fio's eviction of the file's pages is the stack's reset)"),
+    "pass": "one run of the engine inside a sample (one fio job over one file)",
     "round": "one sample of every series, in the run's interleaved order",
     "warm-up round": "a round that is run and not stored",
     "result": "a series summarised: its median, 95 % interval and comparison with each "
