@@ -593,45 +593,6 @@ def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
     assert m["nothing"] < 0.7 * m["forget"], took
 
 
-@pytest.mark.root
-@pytest.mark.parametrize("stack,mib", [("plain", 128), ("fscrypt", 16)])
-def test_one_fio_runs_loops_read_each_pass_as_cold_as_after_a_reset(state_dir, stack, mib):
-    """Where fio's eviction of the file's pages at each open is the stack's
-    whole reset (``fio_forgets``), one fio run reads a sample's passes as its
-    loops. Each loop must be as cold as a pass after a reset: four loops read
-    no faster than one pass after drop_caches (had loops 2–4 met the cache,
-    they would read about twice as fast on plain and many times on fscrypt),
-    while the same loops told not to evict (``invalidate=0``) are much faster
-    (so the check can fail). Each way's best of three is compared."""
-    _available(stack)
-    from dataclasses import replace
-
-    from cryptcost.engines import fio
-    from cryptcost.lifecycle.resources import Resources
-    from cryptcost.media import RamMedium
-    from cryptcost.stacks.fs import drop_caches
-    s = get(stack)()
-    assert s.fio_forgets
-    job = fio.FioJob("read", 1 << 20, mib << 20)
-    rates: dict[str, list[float]] = {"loops": [], "after drop_caches": [], "loops, no eviction": []}
-    with Resources() as res:
-        workdir = s.setup(res, RamMedium().provide(res, 4 * mib << 20))
-        fio.run(fio.FioJob("write", 1 << 20, mib << 20, end_fsync=True), workdir, "f")
-        s.settle()
-        for _ in range(3):
-            drop_caches()
-            for name, run in (("loops", replace(job, loops=4)), ("after drop_caches", job),
-                              ("loops, no eviction", replace(job, loops=4, extra=("--invalidate=0",)))):
-                if name == "after drop_caches":
-                    drop_caches()
-                outcome, _ = fio.run(run, workdir, "f")
-                assert outcome.io_bytes == run.size * run.loops
-                rates[name].append(outcome.io_bytes / outcome.runtime_s)
-    best = {name: max(xs) for name, xs in rates.items()}
-    assert best["loops"] <= 1.4 * best["after drop_caches"], rates
-    assert best["loops, no eviction"] > 1.8 * best["loops"], rates
-
-
 def _forgetting_fuse() -> list[str]:
     from cryptcost.stacks.fs import FuseStack
     out = []

@@ -59,7 +59,6 @@ class FioJob:
     filesize: str | None = None    # e.g. "4k:64k" for many small files
     rwmixread: int | None = None
     extra: tuple[str, ...] = ()
-    loops: int = 1                 # passes over the file in one run, each opened anew
 
     def ioengine(self) -> str:
         if self.rw in FILE_OPS:
@@ -87,10 +86,6 @@ class FioJob:
             argv += [f"--runtime={max(1, round(self.cap * 1000))}ms"]
         if self.rwmixread is not None:
             argv += [f"--rwmixread={self.rwmixread}"]
-        if self.loops > 1:
-            # fio closes the file after each loop and opens it again, evicting its pages at
-            # each open (invalidate=1, fio's default, said here since the passes rely on it)
-            argv += [f"--loops={self.loops}", "--invalidate=1"]
         return argv + list(self.extra)
 
 

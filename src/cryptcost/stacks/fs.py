@@ -175,17 +175,6 @@ class StorageStack(Stack):
         return self.file_cache_only
 
     @property
-    def fio_forgets(self) -> bool:
-        """Whether fio's own eviction of a file's pages each time it opens the
-        file (``invalidate=1``) is all of :meth:`forget`: then one fio run
-        may read the file several times (its ``loops``), each pass as cold as
-        after a reset, with one start-up of fio instead of one a pass. True
-        where the file's pages are the only cache and ``forget`` is this
-        class's; a stack that evicts more (a FUSE daemon's lower files, an
-        export) overrides ``forget``, and is not."""
-        return self.file_cache_only and type(self).forget is StorageStack.forget
-
-    @property
     def forget_seconds(self) -> float:
         """What :meth:`forget` takes, for the time estimate."""
         return FORGET_SECONDS if self.evicts_one_file else self.remount_seconds

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import statistics
 
-from cryptcost.engines import fio
-from cryptcost.errors import DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.model import CpuSplit, Sample
 from cryptcost.workloads import storage as wl
@@ -84,21 +82,3 @@ def cpu_per_unit(metrics: dict, split: CpuSplit, moved: int, count: int) -> None
         metrics["cpu_s_per_gib"] = split.busy / (moved / GiB)
     if count:
         metrics["cpu_us_per_op"] = split.busy / count * 1e6
-
-
-def verify_moved(label: str, op: wl.Op, moved: int, outcome: fio.FioOutcome,
-                 job: fio.FioJob | None = None) -> None:
-    """Rule 5: the bytes moved are the bytes intended (every loop's, where
-    one fio run made several passes) — or, for a run cut at its time,
-    whole blocks of them, and only once the time is up."""
-    if op.fio and op.fio.rw not in fio.FILE_OPS and outcome.total_ios * op.block_bytes < moved:
-        raise DataIntegrityError(f"{label} {op.op}: fio's bytes and requests disagree")
-    if op.intended_bytes is None:
-        return
-    intended = job.size * job.loops if job is not None and (
-        job.size < op.intended_bytes or op.by_time) else op.intended_bytes
-    cut = job is not None and job.cap and outcome.runtime_s >= job.cap * 0.99 \
-        and 0 < moved < intended and moved % job.bs == 0
-    if moved != intended and not cut:
-        raise DataIntegrityError(f"{label} {op.workload} {op.op}: moved {moved} bytes "
-                                 f"of the {intended} intended")

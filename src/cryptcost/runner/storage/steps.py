@@ -6,23 +6,26 @@ each timed by its engine and accounted with the whole system's CPU
 stack's daemons.
 
 A sample lasts at least :data:`MIN_SAMPLE_SECONDS` of measured time
-(rule 10), whatever the medium's size: as many *passes* of the operation
-as that takes, each on a fresh file (writes) or after a cache reset
-(reads), what happens between passes outside the clock. Passes are added
-until their measured time reaches the minimum, within
-:data:`SAMPLE_BUDGET` seconds of passes and resets, so a stack whose
-reset is expensive (CryFS derives its key at every mount) says why its
-samples stay short (``short_because``). Where fio's own eviction of the
-file's pages at each open is the stack's whole reset, one fio run makes
-the sample's read passes (``loops``). A cell's first round takes one
-pass: as the discarded warm-up it only finds the cell's rate; without a
-warm-up (``--warmup 0``) it is a sample of one pass of the whole file,
-and says so when that is short. A sequential pass moves what the last
-sample moved in the minimum time, a fifth more (a read also stops once
-the sample's time is up), so a slow stack needs one pass of about a
-second rather than many; a cell's first write, with no rate to go by,
-moves at most :data:`FIRST_PASS_BYTES` in the warm-up round, and the
-whole file when there is no warm-up.
+(rule 10), whatever the medium's size: it is as many *passes* of the
+operation as that takes, each on a fresh file (writes) or after a cache
+reset (reads), with what happens between passes outside the clock.
+Passes are added until their measured time reaches the minimum — not a
+count planned from the last sample, which came short whenever the cell
+ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
+of passes and resets, so a stack whose reset is expensive (CryFS
+derives its key at every mount) says why its samples stay short
+(``short_because``). A cell's first round takes one pass: as the
+discarded warm-up it only finds the cell's rate; without a warm-up
+(``--warmup 0``, which the system tests use to show what works) it is a
+sample of one pass of the whole file, and says so when that is short.
+A sequential operation is also sized by time the other way: a pass
+moves what the last sample moved in the minimum time, a fifth more (a
+read also stops once the sample's time is up), so a stack slower than
+the file's size allows needs one pass of about a second rather than one
+of many; the read then reads what was written. A cell's first write,
+which has no rate to go by, moves at most :data:`FIRST_PASS_BYTES` when
+it is the discarded warm-up round's, and the whole file when there is no
+warm-up.
 """
 
 from __future__ import annotations
@@ -38,12 +41,12 @@ from typing import Callable
 
 from cryptcost import proc
 from cryptcost.engines import fio
-from cryptcost.errors import CryptcostError
+from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
 from cryptcost.runner.core.profile import unwatched
-from cryptcost.runner.storage.passes import combine, cpu_per_unit, first_pass, verify_moved
+from cryptcost.runner.storage.passes import combine, cpu_per_unit, first_pass
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -228,13 +231,12 @@ class StepRunner:
                          f"{len(samples)} pass(es) of {one * 1000:.0f} ms in the "
                          f"{self.budget:g} s budget")
                 break
-        passes = sum(x.metrics.get("passes", 1) for x in samples)
-        one = sum(x.seconds for x in samples) / passes
+        one = statistics.fmean(x.seconds for x in samples)
         self.gaps[key] = statistics.fmean(gaps) if gaps else self.gaps.get(key, 0.0)
         sample = combine(samples, op)
         if sample.bytes_moved:
             self.rate[key] = sample.bytes_moved / sample.seconds
-        sample.metrics.update(passes=passes, pass_seconds=one)
+        sample.metrics.update(passes=len(samples), pass_seconds=one)
         if short:
             sample.metrics["short_because"] = short
         return sample
@@ -258,7 +260,6 @@ class StepRunner:
         metrics: dict = {"cache_mode": cache, "unit": op.unit}
         if op.engine == "fio":
             job = self.job(inst, op, step, left)
-            job = replace(job, loops=self.loops(inst, op, job, left))
             # a write's window holds its writeback too: fscrypt encrypts there
             with self.window(inst, op) as starts_at:
                 outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step),
@@ -283,12 +284,7 @@ class StepRunner:
                            fio_version=outcome.extra.get("fio_version"))
             self.verify_moved(inst, op, moved, outcome, job)
             if self.by_time(inst, op):
-                metrics.update(pass_bytes=min(moved, job.size),
-                               cut_by_time=bool(job.cap) and moved < job.size * job.loops)
-            if job.loops > 1:
-                # the passes fio ran (the last may be cut at the sample's time), each after
-                # fio's own eviction of the file's pages
-                metrics.update(passes=-(-moved // job.size), passes_per_fio_run=job.loops)
+                metrics.update(pass_bytes=moved, cut_by_time=bool(job.cap) and moved < job.size)
         elif op.engine == "untar":
             with self.window(inst, op):
                 moved, count, seconds = self.untar(inst)
@@ -308,31 +304,22 @@ class StepRunner:
         metrics["count"] = count
         return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
 
-    def loops(self, inst: Instance, op: wl.Op, job: fio.FioJob, left: float | None) -> int:
-        """How many read passes one fio run makes: where fio's eviction of the
-        file's pages at each open is the stack's whole reset (``fio_forgets``)
-        and the cell's rate is known, what the sample's time needs, a fifth
-        more (the run stops when the time is up), so fio starts once a sample,
-        not once a pass (a start of fio can take longer than a fast pass)."""
-        rate = self.rate.get((inst.label, op.key))
-        if (op.op != "read" or self.direct or inst.cached_below or not rate
-                or not self.by_time(inst, op) or not inst.stack.fio_forgets):
-            return 1
-        want = (self.min_seconds if left is None else left) * SIZE_MARGIN
-        return max(1, min(MAX_PASSES, -(-int(rate * want) // job.size)))
-
     def job(self, inst: Instance, op: wl.Op, step: wl.Step,
             left: float | None = None) -> fio.FioJob:
-        """``op``'s fio job for one pass. A sequential one is sized by time: it
-        moves what the cell's last sample moved in the minimum time, a fifth
-        more (:data:`SIZE_MARGIN`), when that is less than the file (the op's
-        larger ``room`` where evicting pages makes a read cold: fewer passes);
-        a write that needs more than the file starts with what full files
-        leave (:func:`~cryptcost.runner.storage.passes.first_pass`); a read
-        stops once the sample's time is up (``left`` of it) and reads what the
-        write before it left. A write is never cut at a time: its flush may
-        come after (fscrypt encrypts at writeback), and rclone's upload of a
-        write cut short failed now and then ("remove …: no such file", then EIO)."""
+        """``op``'s fio job for one pass. A sequential one is sized by time:
+        it moves what the cell's last sample moved in the minimum time (a
+        fifth more, :data:`SIZE_MARGIN`, so that one pass rarely falls short
+        of it and needs a second) when that is less than the file (the op's
+        larger ``room`` where evicting pages makes a read cold, so no
+        daemon's cache shares the medium: fewer passes, so fewer of fio's
+        start-ups); a write that needs more than the file starts with what
+        full files leave (:func:`~cryptcost.runner.storage.passes.first_pass`); a read also
+        stops once the sample's time is up (``left`` of it, by default all),
+        and reads what the write before it left. A
+        write is not cut at a time: its flush may come after (fscrypt
+        encrypts at writeback), and rclone's upload of a write cut short by
+        fio failed now and then ("remove …: no such file", then EIO), which
+        whole writes never did in the same test."""
         job = op.fio
         if not self.by_time(inst, op):
             return job
@@ -360,8 +347,21 @@ class StepRunner:
         return job
 
     @staticmethod
-    def verify_moved(inst: Instance, op: wl.Op, moved: int, outcome, job=None) -> None:
-        verify_moved(inst.label, op, moved, outcome, job)
+    def verify_moved(inst: Instance, op: wl.Op, moved: int, outcome: fio.FioOutcome,
+                    job: fio.FioJob | None = None) -> None:
+        """Rule 5: the bytes moved are the bytes intended — or, for a pass
+        cut at its time, whole blocks of them, and only once the time is up."""
+        if op.fio and op.fio.rw not in fio.FILE_OPS and outcome.total_ios * op.block_bytes < moved:
+            raise DataIntegrityError(f"{inst.label} {op.op}: fio's bytes and requests disagree")
+        if op.intended_bytes is None:
+            return
+        intended = job.size if job is not None and (job.size < op.intended_bytes or op.by_time) \
+            else op.intended_bytes
+        cut = job is not None and job.cap and outcome.runtime_s >= job.cap * 0.99 \
+            and 0 < moved < intended and moved % job.bs == 0
+        if moved != intended and not cut:
+            raise DataIntegrityError(f"{inst.label} {op.workload} {op.op}: moved {moved} bytes "
+                                     f"of the {intended} intended")
 
     def untar(self, inst: Instance) -> tuple[int, int, float]:
         archive, payload = self.archive
