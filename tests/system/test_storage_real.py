@@ -629,6 +629,63 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
 
 
 
+def _resident_pages(path) -> int:
+    """How many of the file's pages sit in the page cache (mincore(2) on a
+    private mapping, which faults nothing in)."""
+    import ctypes
+    import mmap
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    pages = -(-size // mmap.PAGESIZE)
+    vec = (ctypes.c_ubyte * pages)()
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) as mm:
+        start = ctypes.c_char.from_buffer(mm)
+        try:
+            if libc.mincore(ctypes.c_void_p(ctypes.addressof(start)), ctypes.c_size_t(size), vec):
+                raise OSError(ctypes.get_errno(), "mincore")
+        finally:
+            del start
+    return sum(b & 1 for b in vec)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("spec", _forgetting_fuse())
+def test_a_fuse_reset_leaves_no_page_of_the_file_or_its_ciphertext_cached(state_dir, spec):
+    """What the timing test above cannot tell on every stack (where decryption
+    dominates a read, as encfs's and securefs's, a read with the ciphertext
+    left cached is nearly as slow as a cold one), the page cache tells: after
+    the reset before a read, no page of any file below the daemon is cached;
+    after evicting the file's pages alone, the ciphertext's
+    still are (so the check can fail). (The file's own pages cannot be
+    counted this way: opening a FUSE file drops them, unless its daemon asks
+    the kernel to keep them.)"""
+    name, _, variant = spec.partition(":")
+    _available(name)
+    from cryptcost.lifecycle.resources import Resources
+    from cryptcost.media import RamMedium
+    from cryptcost.stacks.fs import evict_pages
+    s = get(name)(variant or None)
+
+    def below() -> int:
+        return sum(_resident_pages(os.path.join(d, f)) for d, _, files in os.walk(s.lower)
+                   for f in files if os.path.isfile(os.path.join(d, f)))
+    with Resources() as res:
+        workdir = s.setup(res, RamMedium().provide(res, 128 << 20))
+        path = workdir / "f"
+        path.write_bytes(os.urandom(16 << 20))
+        s.settle()
+        path.read_bytes()
+        evict_pages(path)
+        left = below()
+        path.read_bytes()
+        assert s.forget(res, path) == "fadvise_dontneed+lower"
+        after = below()
+    assert left > 0, left                  # the file's pages alone: the ciphertext's stay cached
+    assert after == 0, after
+
+
 @pytest.mark.root
 def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli, tmp_path):
     """#35: --profile adds a round under perf after the samples. fscrypt on this kernel runs
