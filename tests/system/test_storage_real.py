@@ -615,7 +615,14 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
     A read here takes about a tenth of a second, where a scheduling hiccup
     on a 2-core host is tens of milliseconds: each reset's fastest of five
     reads is compared, the least disturbed one (a read that met a cache
-    would be faster at its best too)."""
+    would be faster at its best too). The bound is half a remount's time:
+    CryFS's cache made its reads ten times faster, while one fast read after
+    the eviction put securefs at 0.77 of a remount once (its other four
+    0.95–1.1), and a remount's own drop_caches runs slower on CI's host.
+    That the eviction reaches every file below the daemon is checked from
+    the page cache itself, by the test below: on encfs and securefs, whose
+    reads decryption dominates, a read with the ciphertext left cached is
+    nearly as slow as a cold one (0.93–0.95 of a remount here)."""
     name, _, variant = spec.partition(":")
     _available(name)
     from cryptcost.stacks.fs import FuseStack
@@ -625,7 +632,7 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
         assert s.forget(res, path) == "fadvise_dontneed+lower"
     m, took = _reads_after(s, 128, 384, {"remount": lambda res, path: FuseStack.reset_cache(s, res),
                                         "forget": forget}, rounds=5, stat=min)
-    assert m["forget"] >= 0.8 * m["remount"], took
+    assert m["forget"] >= 0.5 * m["remount"], took
 
 
 
