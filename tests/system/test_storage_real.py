@@ -635,7 +635,6 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
     assert m["forget"] >= 0.5 * m["remount"], took
 
 
-
 def _resident_pages(path) -> int:
     """How many of the file's pages sit in the page cache (mincore(2) on a
     private mapping, which faults nothing in)."""
@@ -659,7 +658,7 @@ def _resident_pages(path) -> int:
 
 @pytest.mark.root
 @pytest.mark.parametrize("spec", _forgetting_fuse())
-def test_a_fuse_reset_leaves_no_page_of_the_file_or_its_ciphertext_cached(state_dir, spec):
+def test_a_fuse_reset_leaves_no_page_of_its_ciphertext_cached(state_dir, spec):
     """What the timing test above cannot tell on every stack (where decryption
     dominates a read, as encfs's and securefs's, a read with the ciphertext
     left cached is nearly as slow as a cold one), the page cache tells: after
