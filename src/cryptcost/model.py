@@ -52,6 +52,7 @@ class Cell:
     size: int | None = field(**_of(*_FLOWS))
     link: str | None = field(**_of("network"))
     mtu: int | None = field(**_of("network"))
+    delay_ms: float | None = field(**_of("network"))    # added to each round trip (netem)
     streams: int | None = field(**_of("network"))
     engine: str | None = field(**_of("cipher"))
     algorithm: str | None = field(**_of("cipher"))

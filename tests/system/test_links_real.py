@@ -49,6 +49,7 @@ def test_tcp_over_a_netns_link_carries_iperf3_traffic_and_leaves_nothing(state_d
         assert sent > 1 << 20
         desc = link.describe()
         assert desc["mtu"] == 1500 and set(desc["namespaces"]) == {"a", "b"}
+        assert 0 < desc["rtt_ms"] < 50 and "delay_ms" not in desc, desc
         facts = stack.facts()
         assert facts["kind"] == "network" and facts["role"] == "baseline"
     assert _namespaces() == before
@@ -89,3 +90,25 @@ def test_bad_link_and_mtu_are_refused():
     with pytest.raises(UserError, match="not a storage stack"):
         from cryptcost.runner.storage import resolve
         resolve(["tcp"], "ext4")
+
+
+@pytest.mark.root
+def test_a_delay_is_added_to_each_round_trip_or_refused_where_the_kernel_has_no_netem(cli, state_dir):
+    """``--delay`` holds each veth end's packets for half of it (netem), so the link's measured
+    round trip grows by the delay; a kernel without netem (this host's) refuses it in one line that
+    names the guest, where Debian's stock kernel has it (tested in the matrix step)."""
+    from cryptcost.host import kernel
+    _need_tcp()
+    if not kernel.features()["netem"]["present"]:
+        done = cli("network", "--stacks", "tls", "--delay", "20")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert "netem" in line and "cryptcost vm -- network --delay 20" in line, line
+        return
+    with Resources() as res:
+        plain = parse_link("netns")
+        plain.setup(res)
+        slow = parse_link("netns", delay_ms=20)
+        slow.setup(res)
+        assert 20 <= slow.rtt_ms < 20 + plain.rtt_ms + 10, (plain.rtt_ms, slow.rtt_ms)
+        assert slow.describe()["delay_ms"] == 20

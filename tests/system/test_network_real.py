@@ -183,6 +183,11 @@ def test_kill_9_of_a_network_run_then_cleanup_leaves_nothing(tmp_path):
     (["--stacks", "tls", "--streams", "0"], "bad --streams 0"),
     (["--stacks", "tls", "--file-size", "10k"], "--file-size 10k"),
     (["--stacks", "wireguard", "--link", "loopback"], "runs only on a netns or peer link"),
+    (["--stacks", "tls", "--delay", "5000"], "bad --delay 5000: use 0 … 1000 ms"),
+    (["--stacks", "tls", "--link", "loopback", "--delay", "20"],
+     "--delay on a loopback link: a delay on lo would slow every local connection"),
+    (["--stacks", "tls", "--link", "peer:cc-nowhere", "--delay", "20"],
+     "--delay on a peer link: the delay would change the queueing of both hosts' own interfaces"),
 ])
 def test_bad_network_input_is_one_line_and_exit_2(cli, argv, message):
     done = cli("network", *argv)

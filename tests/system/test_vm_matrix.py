@@ -8,7 +8,8 @@
   kernel cipher engine then use (#13's kernel switch);
 - R5's proposals through kernel ESP, both directions, checked on the wire;
 - R4's NFS matrix (sec=sys, krb5, krb5i, krb5p) under Linux 6.12, and the
-  krb5p failure of Linux 6.1's server, named.
+  krb5p failure of Linux 6.1's server, named;
+- a link with a delay (netem, which this host's kernel lacks).
 """
 
 from __future__ import annotations
@@ -124,6 +125,24 @@ def test_r5_proposals_through_kernel_esp(cli, tmp_path):
         else:
             assert r["wire"]["plaintext_packets"] == 0, (r["stack"], r["wire"])
     assert {r["workload"] for r in results} == {"send", "receive"}
+
+
+def test_a_delay_on_the_link_slows_every_round_trip_in_the_guest(cli, tmp_path):
+    """``--delay`` where the kernel has netem (Debian's stock kernel; this host's has none): both
+    veth ends hold their packets for half of it, the link's measured round trip grows by it, and
+    the stack and its baseline are measured on that one delayed link, as cells of their own."""
+    _vm_ready()
+    out, done = _guest(cli, "--", "network", "--stacks", "tls", "--workloads", "send", "--delay", "40",
+                       "--seconds", "2", *ONCE, "--json")
+    assert "40 ms added to each round trip (netem)" in done.stderr, done.stderr[-2000:]
+    results = {r["stack"]: r for r in _by(out["results"], "network")}
+    assert {"tls:tls13-aes128-gcm", "tcp"} <= set(results), out.get("skipped")
+    for r in results.values():
+        link = r["params"]["link"]
+        assert r["delay_ms"] == 40 and link["delay_ms"] == 40, (r["stack"], link)
+        assert 40 <= link["rtt_ms"] < 40 + 30, (r["stack"], link)      # TCG's own round trip on top
+        assert r["median_bytes_per_s"] > 0
+    assert results["tls:tls13-aes128-gcm"]["baseline"] == "tcp"
 
 
 def _guest_6_12() -> None:

@@ -148,6 +148,9 @@ def test_quick_suite_has_a_network_part_and_seeds_has_r5():
     ({"network": {"link": "wifi"}}, "network.link has 'wifi'"),
     ({"network": {"workloads": ["upload"]}}, "network.workloads has 'upload'"),
     ({"network": {"colour": "red"}}, "unknown key network.colour"),
+    ({"network": {"delay_ms": -1}}, "network.delay_ms must be 0 … 1000"),
+    ({"network": {"delay_ms": "20ms"}}, "network.delay_ms"),
+    ({"network": {"delay_ms": 20, "link": "loopback"}}, 'network.delay_ms needs link = "netns"'),
 ])
 def test_bad_network_tables_are_refused(table, message):
     with pytest.raises(UserError, match=message):
@@ -334,3 +337,28 @@ def test_a_stack_whose_far_end_cannot_cross_a_peer_link_says_so_and_smb3_can():
     for name in ("tcp", "tls", "ssh", "wireguard", "ipsec", "smb3"):
         assert link_fits(get(name), "peer:server2") is None, name
     assert link_fits(get("wireguard"), "loopback") == "runs only on a netns or peer link, not --link loopback"
+
+
+def test_a_delay_reaches_every_network_table_and_its_cells(monkeypatch):
+    """``run --delay`` is each network table's ``delay_ms``; a cell measured with a delay is
+    another cell than one without (never paired or compared with it), and the cells of runs
+    without a delay keep their series' names."""
+    from cryptcost.host import kernel
+    from cryptcost.model import Cell
+    from cryptcost.runner import suite
+    from cryptcost.runner.network import NetworkPlan, validate as validate_network
+    from cryptcost.store.db import series_key
+    features = kernel.features()
+    monkeypatch.setattr(kernel, "features", lambda: {**features, "netem": {"present": True, "how": ""}})
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    prepared = suite.prepare("quick", None, delay_ms=20)
+    tables = [p.network for p in prepared.plan.parts if p.network]
+    assert tables and all(t["delay_ms"] == 20 for t in tables)
+    plain = Cell(kind="network", stack="tls", workload="send", op="send", link="netns", mtu=1500)
+    assert plain != plain.but(delay_ms=20.0)
+    assert "delay_ms" not in json.loads(series_key(plain))
+    assert json.loads(series_key(plain.but(delay_ms=20.0)))["delay_ms"] == 20.0
+    monkeypatch.setattr(kernel, "features", lambda: {**features, "netem": {"present": False, "how": ""}})
+    with pytest.raises(UserError, match=r"--delay needs the kernel's netem .* 'cryptcost vm -- network "
+                                        r"--delay 20 …'"):
+        validate_network(NetworkPlan(stacks=["tls"], delay_ms=20))

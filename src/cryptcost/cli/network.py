@@ -27,6 +27,10 @@ def add_parser(sub, common) -> None:
     add_peer_options(p)
     p.add_argument("--mtu", type=int, default=1500,
                    help="the link's MTU (default: 1500; 9000 for jumbo frames)")
+    p.add_argument("--delay", type=float, default=0.0, metavar="MS",
+                   help="milliseconds added to every round trip on a netns link, half each way "
+                        "(netem; default: 0): a WAN's latency, on both the stacks and their "
+                        "baseline")
     p.add_argument("--streams", type=int, default=4,
                    help="parallel streams of the 'streams' workload (default: 4)")
     p.add_argument("--workloads", default="quick", metavar="LIST",
@@ -53,6 +57,7 @@ def plan_from(args) -> NetworkPlan:
     if not 1 << 20 <= size <= 8 << 30:
         raise UserError(f"--file-size {args.file_size}: use 1M … 8G")
     return NetworkPlan(stacks=parse_list(args.stacks, "stack"), link=args.link, mtu=args.mtu,
+                       delay_ms=args.delay,
                        workloads=parse_list(args.workloads, "workload"), streams=args.streams,
                        seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)),
                        profile=args.profile, peer=peer_options(args))

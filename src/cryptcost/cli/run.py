@@ -31,6 +31,9 @@ def add_parser(sub, common) -> None:
                    help="predict throughput over a link: 1GbE, 10GbE, 2.5Gbit; or peer:HOST: "
                         "measure the network stacks from this host to HOST over ssh")
     add_peer_options(p)
+    p.add_argument("--delay", type=float, metavar="MS",
+                   help="milliseconds added to every round trip of each network table's netns "
+                        "link (netem), as a plan's network.delay_ms")
     p.add_argument("-o", "--report", default=DEFAULT_REPORT, metavar="FILE",
                    help=f"HTML report to write (default: {DEFAULT_REPORT})")
     p.add_argument("--no-report", action="store_true", help="write no HTML report")
@@ -73,7 +76,9 @@ def announce(prepared: suite.Prepared) -> None:
             n = part.network
             what.append(f"network {', '.join(n.get('stacks', ['all']))} × "
                         f"{', '.join(n.get('workloads', ['quick']))} over "
-                        f"{n.get('link', 'netns')}" + _extent(n))
+                        f"{n.get('link', 'netns')}"
+                        + (f" with {n['delay_ms']:g} ms more per round trip"
+                           if n.get("delay_ms") else "") + _extent(n))
         err.print(f"  {part.label}: " + "; ".join(what))
     for c in plan.cannot_run:
         if c.get("budget"):
@@ -103,7 +108,8 @@ def run(args) -> int:
         validate_writable(args.report)
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
                              profile=args.profile,
-                             link=args.link, time_budget=args.time_budget,
+                             link=args.link, delay_ms=args.delay,
+                             time_budget=args.time_budget,
                              peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
                                    "peer_command": args.peer_command},
                              calibrate=lambda name: _calibration(args, name))

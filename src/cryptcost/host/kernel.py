@@ -135,6 +135,8 @@ def features() -> dict[str, dict]:
         "veth": feat(_module_present("veth") or _builtin("veth", "CONFIG_VETH"),
                      "veth module or built in"),
         "tun": feat(Path("/dev/net/tun").exists(), "/dev/net/tun"),
+        "netem": feat(_module_present("sch_netem") or _builtin("sch_netem", "CONFIG_NET_SCH_NETEM"),
+                      "sch_netem module or built in"),
         "xfrm": feat(Path("/proc/net/xfrm_stat").exists(), "/proc/net/xfrm_stat"),
         "esp": feat(_module_present("esp4"), "esp4 module"),
         "wireguard": feat(_module_present("wireguard"), "wireguard module"),

@@ -5,7 +5,9 @@ Network stacks are built on a link and do not care which one it is:
 
 * ``netns`` (the default) — two network namespaces ``cc-<id>-a`` and
   ``cc-<id>-b`` joined by a veth pair, with addresses that exist only
-  inside them. Both ends share this machine's CPUs.
+  inside them. Both ends share this machine's CPUs. With a delay, each
+  end's veth holds its packets for half of it (netem), so a round trip
+  takes that much longer.
 * ``loopback`` — both ends in this host's namespace, on 127.0.0.1.
 * ``peer:HOST`` — this host is end ``a``; end ``b`` is another machine,
   reached with ``ssh`` and held there by ``cryptcost worker``
@@ -21,6 +23,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sys
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -31,6 +34,27 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.links.ends import End, LocalEnd
 
 MTUS = range(576, 65537)
+MAX_DELAY_MS = 1000.0
+# netem's queue, in packets: deep enough that no packet the delay holds back is dropped (TCP's
+# windows bound what is in flight, not this limit).
+NETEM_LIMIT = 100_000
+# One round trip from end a: a TCP connect to a port where nothing listens, answered at once by
+# a reset. The median of five, in milliseconds.
+_RTT_PROBE = """
+import socket, statistics, sys, time
+times = []
+for _ in range(5):
+    s = socket.socket()
+    s.settimeout(5)
+    start = time.perf_counter()
+    try:
+        s.connect((sys.argv[1], int(sys.argv[2])))
+    except ConnectionRefusedError:
+        times.append((time.perf_counter() - start) * 1e3)
+    finally:
+        s.close()
+print(round(statistics.median(times), 3) if len(times) == 5 else "")
+"""
 
 
 @releaser("netns")
@@ -51,10 +75,20 @@ class Link(ABC):
     server_bind: ClassVar[str]         # where a service at end b listens
     wire_checked: ClassVar[bool]       # whether captures of iface() see only what crosses the link
 
-    def __init__(self, mtu: int = 1500):
+    # why a delay cannot be added to this link's traffic, or None (where cryptcost owns the wire)
+    no_delay: ClassVar[str | None] = None
+
+    def __init__(self, mtu: int = 1500, delay_ms: float = 0.0):
         if mtu not in MTUS:
             raise UserError(f"bad --mtu {mtu}: use 576 … 65536 (1500 and 9000 are usual)")
+        if not 0 <= delay_ms <= MAX_DELAY_MS:
+            raise UserError(f"bad --delay {delay_ms:g}: use 0 … {MAX_DELAY_MS:g} ms of added round "
+                            "trip (20 is a country, 100 a continent)")
+        if delay_ms and self.no_delay:
+            raise UserError(f"--delay on a {self.name} link: {self.no_delay}")
         self.mtu = mtu
+        self.delay_ms = delay_ms
+        self.rtt_ms: float | None = None
         self.used_ports: set[int] = set()
         self.res: Resources | None = None
         self._ends: dict[str, End] = {}
@@ -131,7 +165,12 @@ class Link(ABC):
                 for k, _, v in [line.partition(":")] if k.strip() in wanted and v.strip()}
 
     def describe(self) -> dict:
-        return {"link": self.name, "mtu": self.mtu}
+        d = {"link": self.name, "mtu": self.mtu, "rtt_ms": self.rtt_ms}
+        if self.delay_ms:
+            d["delay_ms"] = self.delay_ms
+            d["delay"] = (f"netem holds each end's packets for {self.delay_ms / 2:g} ms: "
+                          f"{self.delay_ms:g} ms added to every round trip")
+        return d
 
 
 class NetnsLink(Link):
@@ -160,6 +199,21 @@ class NetnsLink(Link):
             proc.run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev], timeout=30)
             proc.run(["ip", "-n", ns, "link", "set", dev, "up"], timeout=30)
             proc.run(["ip", "-n", ns, "link", "set", "lo", "up"], timeout=30)
+            if self.delay_ms:
+                # the qdisc lives on the veth end, and goes with the journalled namespace
+                proc.run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "netem", "delay",
+                          f"{self.delay_ms / 2:g}ms", "limit", str(NETEM_LIMIT)], timeout=30)
+        self.rtt_ms = self.round_trip()
+
+    def round_trip(self) -> float | None:
+        """One round trip from end a to end b, in ms (the median of five TCP connects that b
+        refuses at once), or None where no connect was refused."""
+        done = proc.run(self.argv("a", [sys.executable, "-c", _RTT_PROBE, self.b_addr, "9"]),
+                        check=False, timeout=60)
+        try:
+            return float(done.stdout.strip())
+        except ValueError:
+            return None
 
     def argv(self, end: str, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.ns[end], *argv]
@@ -192,6 +246,8 @@ class LoopbackLink(Link):
     a_addr = b_addr = "127.0.0.1"
     server_bind = "127.0.0.1"
     wire_checked = False               # lo also carries a forwarder's plaintext leg to the service
+    no_delay = ("a delay on lo would slow every local connection of this host: use --link netns, "
+                "whose veth cryptcost owns")
 
     def create(self, res: Resources) -> None:
         return None
@@ -216,12 +272,12 @@ class LoopbackLink(Link):
 LINKS = {cls.name: cls for cls in (NetnsLink, LoopbackLink)}
 
 
-def parse_link(spec: str, mtu: int = 1500, peer=None) -> Link:
+def parse_link(spec: str, mtu: int = 1500, peer=None, delay_ms: float = 0.0) -> Link:
     """``netns``, ``loopback`` or ``peer:HOST`` (``peer``: its
-    :class:`~cryptcost.links.peer.PeerOptions`)."""
+    :class:`~cryptcost.links.peer.PeerOptions`), with ``delay_ms`` added to its round trips."""
     if spec.startswith("peer:"):
         from cryptcost.links.peer import PeerLink, PeerOptions
-        return PeerLink(spec.removeprefix("peer:"), mtu, peer or PeerOptions())
+        return PeerLink(spec.removeprefix("peer:"), mtu, peer or PeerOptions(), delay_ms)
     if spec not in LINKS:
         raise UserError(f"bad --link {spec!r}: use {', '.join(LINKS)} or peer:HOST")
-    return LINKS[spec](mtu)
+    return LINKS[spec](mtu, delay_ms)

@@ -212,14 +212,17 @@ class PeerLink(Link):
 
     name = "peer"
     wire_checked = True
+    no_delay = ("the delay would change the queueing of both hosts' own interfaces, for all their "
+                "traffic, and cryptcost does not touch a host's interfaces: add it with tc there "
+                "yourself, or measure across --link netns")
 
-    def __init__(self, host: str, mtu: int = 1500, opts: PeerOptions | None = None):
-        super().__init__(mtu)
+    def __init__(self, host: str, mtu: int = 1500, opts: PeerOptions | None = None,
+                 delay_ms: float = 0.0):
+        super().__init__(mtu, delay_ms)
         self.host, self.opts = host, opts or PeerOptions()
         self.argv_ssh = ssh_argv(host, self.opts)
         self.peer: dict = {}
         self.routes: dict[str, dict] = {}
-        self.rtt_ms: float | None = None
 
     def create(self, res: Resources) -> None:
         """Open the session (or share the one this run has to the same host: a
@@ -351,7 +354,7 @@ class PeerLink(Link):
         d = super().describe()
         d.update({"host": self.host, "addresses": {"a": getattr(self, "a_addr", None),
                                                    "b": getattr(self, "b_addr", None)},
-                  "routes": self.routes, "rtt_ms": self.rtt_ms, "peer": self.peer,
+                  "routes": self.routes, "peer": self.peer,
                   "offloads": {end: self.offloads(end) for end in self.routes}})
         if self.shared_cpus:
             d["shared_cpus"] = ("the peer is this machine (the same boot id): both ends share "

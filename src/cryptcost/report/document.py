@@ -195,7 +195,8 @@ def network_row(r: Stored, verdict: Verdict | None = None) -> dict:
         r.accel_verified, " (unverified)")
     return {"stack": c.stack + accel, "role": r.role, "workload": c.workload,
             "streams": c.streams or 1,
-            "link": f"{c.link}{f' to {c.peer}' if c.peer else ''} MTU {c.mtu}",
+            "link": f"{c.link}{f' to {c.peer}' if c.peer else ''} MTU {c.mtu}"
+                    + (f" +{c.delay_ms:g} ms RTT" if c.delay_ms else ""),
             "median": units.rate(median),
             "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
             "ci": ci_text(r), "n": r.n,

@@ -78,7 +78,7 @@ def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
 def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
     """One NetworkPlan per CPU count (just one without ``cpus``)."""
     return [NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"),
-                        mtu=n.get("mtu", 1500),
+                        mtu=n.get("mtu", 1500), delay_ms=float(n.get("delay_ms", 0)),
                         workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
                         seconds=n.get("seconds", 2),
                         file_bytes=parse_size(str(n.get("file_size", "256M")),
@@ -167,14 +167,16 @@ class Prepared:
 
 
 def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
-            link: str | None = None, peer: dict | None = None, time_budget: str | None = None,
+            link: str | None = None, peer: dict | None = None, delay_ms: float | None = None,
+            time_budget: str | None = None,
             profile: bool = False,
             calibrate: Callable[[str], tuple[float, int]] = lambda name: (1.0, 0)) -> Prepared:
     """Everything bad input can break, before anything is created or recorded: the plan
     loaded and cut to this host, the model's rate, the plan's tables, the budget. ``profile``
     (``run --profile``): every storage and network table gets its profiled round, and perf
     must be able to run here. ``link`` ``peer:HOST`` (with ``peer``'s ssh_config, peer_sudo and
-    peer_command) measures every network table across that peer instead of modelling a link."""
+    peer_command) measures every network table across that peer instead of modelling a link;
+    ``delay_ms`` is added to every network table's round trips (its link must be netns)."""
     plan = load(suite, plan_file)
     if profile:
         perf.require()
@@ -193,6 +195,9 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
                                     if part.network else part for part in plan.parts])
     elif link:
         model = {"link": link}
+    if delay_ms is not None:
+        plan = replace(plan, parts=[replace(part, network={**part.network, "delay_ms": delay_ms})
+                                    if part.network else part for part in plan.parts])
     units.target_of(model)                      # validates the rate
     validate_plan(plan)
     budget_s = units.parse_duration(time_budget, "--time-budget") if time_budget else None

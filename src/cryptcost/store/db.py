@@ -80,6 +80,8 @@ MIGRATIONS: list = [
     _backfill_facts,
     # 4 → 5: series named by their cell.
     _series_by_cell,
+    # 5 → 6: series named by their cell's set dimensions only.
+    _series_by_cell,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -135,8 +137,11 @@ def now() -> str:
 
 
 def series_key(cell: Cell) -> str:
-    """How a series is named in the store: its cell, as JSON."""
-    return json.dumps({"kind": cell.kind, **cell.fields()}, sort_keys=True, default=str)
+    """How a series is named in the store: its cell's set dimensions, as JSON (a dimension
+    added later is unset in older series, and leaves their names as they were)."""
+    return json.dumps({"kind": cell.kind, **{k: v for k, v in cell.fields().items()
+                                             if v is not None}},
+                      sort_keys=True, default=str)
 
 
 class Store:

@@ -7,7 +7,7 @@ A plan has up to five tables; every key is optional::
     [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2],
                accel = ["on", "off"], profile
     [network]  stacks, link = "netns" (or "peer:HOST", with ssh_config, peer_sudo,
-               peer_command), mtu = 1500, workloads, streams, seconds,
+               peer_command), mtu = 1500, delay_ms = 20 (netns), workloads, streams, seconds,
                file_size, accel, cpus, profile
     [policy]   min_samples, max_samples, ci_target (percent), warmup
     [model]    device_speed = "3GB/s", link = "1GbE"
@@ -53,7 +53,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "network": {"stacks": ("list[str]", None), "link": ("str", None),
                 "ssh_config": ("str", None), "peer_sudo": ("bool", None),
                 "peer_command": ("str", None),
-                "mtu": ("int", None),
+                "mtu": ("int", None), "delay_ms": ("float", None),
                 "workloads": ("list[str]", tuple(netwl.WORKLOADS) + tuple(netwl.SETS)),
                 "streams": ("int", None),
                 "seconds": ("int", None), "file_size": ("size", None),
@@ -156,6 +156,12 @@ def _validate_numbers(data: dict, where: str) -> None:
     if "mtu" in n and not 576 <= n["mtu"] <= 65536:
         raise UserError(f"{where}: network.mtu must be 576 … 65536 (1500 and 9000 are usual), "
                         f"not {n['mtu']}")
+    if "delay_ms" in n and not 0 <= n["delay_ms"] <= 1000:
+        raise UserError(f"{where}: network.delay_ms must be 0 … 1000 (ms added to each round "
+                        f"trip), not {n['delay_ms']:g}")
+    if n.get("delay_ms") and n.get("link", "netns") != "netns":
+        raise UserError(f"{where}: network.delay_ms needs link = \"netns\": cryptcost adds a "
+                        "delay only on a link whose interfaces it owns")
     link = n.get("link", "netns")
     if link not in ("netns", "loopback") and not (link.startswith("peer:") and len(link) > 5):
         raise UserError(f"{where}: network.link has {link!r}; allowed: netns, loopback, "

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import statistics
 from dataclasses import dataclass, field
 
 from cryptcost import proc, stats
 from cryptcost.engines import iperf3, perf
 from cryptcost.errors import CryptcostError, Unavailable, UserError
-from cryptcost.host import cpu
+from cryptcost.host import cpu, kernel
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link, parse_link
 from cryptcost.links.peer import PeerOptions
@@ -43,6 +44,7 @@ class NetworkPlan:
     stacks: list[str]                    # specs: name, name:variant, name:*, or "all"
     link: str = "netns"
     mtu: int = 1500
+    delay_ms: float = 0.0                # added to every round trip on the link (netem)
     workloads: list[str] = field(default_factory=lambda: ["quick"])
     streams: int = 4                     # for the "streams" workload
     seconds: float = 2.0                 # per stream sample
@@ -91,7 +93,12 @@ def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
 
 def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
     """Everything that can be refused before anything is created or recorded."""
-    parse_link(plan.link, plan.mtu, plan.peer)
+    parse_link(plan.link, plan.mtu, plan.peer, plan.delay_ms)
+    if plan.delay_ms and not kernel.features()["netem"]["present"]:
+        raise UserError(f"--delay needs the kernel's netem queueing discipline (sch_netem), and "
+                        f"this kernel ({platform.release()}) has none: run it in Debian's stock "
+                        f"kernel with 'cryptcost vm -- network --delay {plan.delay_ms:g} …', or "
+                        "on a kernel with CONFIG_NET_SCH_NETEM")
     wl.expand(plan.workloads)
     if not 1 <= plan.streams <= 128:
         raise UserError(f"bad --streams {plan.streams}: use 1 … 128")
@@ -122,7 +129,9 @@ def describe_plan(plan: NetworkPlan, resolved, skipped) -> list[str]:
     lines = [f"network stacks: {', '.join(measured)}"
              + (f"  (baselines: {', '.join(baselines)})" if baselines else ""),
              f"workloads: {', '.join(wl.expand(plan.workloads))}; link: {plan.link}, MTU "
-             f"{plan.mtu}; {plan.seconds:g} s per stream sample, each repeated until stable"]
+             f"{plan.mtu}" + (f", {plan.delay_ms:g} ms added to each round trip (netem)"
+                              if plan.delay_ms else "")
+             + f"; {plan.seconds:g} s per stream sample, each repeated until stable"]
     if plan.link_kind == "peer":
         lines.append(f"end a is this host, end b {plan.link.partition(':')[2]} (reached with "
                      "ssh; cryptcost worker holds end b and releases it)")
@@ -155,7 +164,7 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
         itself."""
         if not exclusive and shared:
             return shared[0]
-        link = parse_link(plan.link, plan.mtu, plan.peer)
+        link = parse_link(plan.link, plan.mtu, plan.peer, plan.delay_ms)
         link.setup(res)
         service = link.port(iperf3.PORT)
         b = link.at("b")
@@ -219,7 +228,8 @@ def _ordered(ops: dict[str, list[wl.NetOp]]) -> list[wl.NetOp]:
 
 def _cell(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> Cell:
     return Cell(kind="network", stack=inst.label, accel=inst.stack.accel, link=inst.link.name,
-                peer=getattr(inst.link, "host", None), mtu=inst.link.mtu, workload=op.workload,
+                peer=getattr(inst.link, "host", None), mtu=inst.link.mtu,
+                delay_ms=inst.link.delay_ms or None, workload=op.workload,
                 op=op.op, streams=op.streams,
                 size=op.file_bytes,
                 part=plan.part or None, cpus=plan.cpus or None)
