@@ -198,23 +198,27 @@ def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(cli, tmp_path):
 
 
 PROFILE_PLAN = ('[storage]\nstacks = ["luks:aes-xts-plain64"]\nworkloads = ["seq-1m"]\nsize = "64M"\nprofile = true\n'
-                '[network]\nstacks = ["wireguard"]\nworkloads = ["send"]\nseconds = 1\nprofile = true\n'
+                '[network]\nstacks = ["wireguard", "ipsec", "nfs:krb5i"]\nworkloads = ["send", "put"]\n'
+                'seconds = 1\nfile_size = "16M"\nprofile = true\n'
                 '[policy]\nmin_samples = 1\nmax_samples = 1\nwarmup = 0\n')
 
 
 def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
     """#35 in the guest: a profile of each cell (one round after the single sample, under TCG)
     finds the cipher where the kernel runs it — dm-crypt's AES-XTS in kcryptd's workers, kernel
-    WireGuard's ChaCha20-Poly1305 — sorted into layers like any stack's. (In this step, not the
-    default run: perf under TCG costs minutes; its path is the host's, tested there.)"""
+    WireGuard's ChaCha20-Poly1305, kernel ESP's AES-GCM — and NFS's server in its nfsd threads,
+    sorted into layers like any stack's. (In this step, not the default run: perf under TCG
+    costs minutes; its path is the host's, tested there.)"""
     _vm_ready()
     plan = tmp_path / "plan.toml"
     plan.write_text(PROFILE_PLAN)
     out, _ = _guest(cli, "--", "run", "--plan", str(plan), "--no-report", "--json")
     luks = _by(out["results"], "storage", "luks:aes-xts-plain64")
     wg = _by(out["results"], "network", "wireguard")
-    assert luks and wg, out.get("skipped")
-    for r in luks + wg:
+    esp = [r for r in _by(out["results"], "network") if r["stack"].startswith("ipsec")]
+    nfs = [r for r in _by(out["results"], "network") if r["stack"].startswith("nfs")]
+    assert luks and wg and esp and {r["stack"] for r in nfs} == {"nfs:krb5i", "nfs:sys"}, out.get("skipped")
+    for r in luks + wg + esp + nfs:
         p = r.get("profile") or {}
         assert p.get("rows") and "error" not in p, (r["stack"], {k: v for k, v in p.items() if k != "rows"})
         assert p["how"].startswith("a profiled round after the measured samples"), p["how"]
@@ -226,6 +230,11 @@ def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
         assert any(x["comm"].startswith("kworker") for x in r["profile"]["rows"]), r["profile"]["rows"][:10]
     assert "kernel" in str(wg[0]["params"]["negotiated"]["implementation"])
     assert kernel(wg[0], lambda sym: "chacha" in sym or "poly1305" in sym) > 0, wg[0]["profile"]["rows"][:10]
+    assert esp[0]["params"]["negotiated"]["implementation"] == "kernel ESP"
+    assert kernel(esp[0], lambda sym: "aes" in sym or "gcm" in sym or "ghash" in sym) > 0, \
+        esp[0]["profile"]["rows"][:10]
+    for r in nfs:                                   # the server's work is its nfsd threads'
+        assert any(x["comm"] == "nfsd" for x in r["profile"]["rows"]), (r["stack"], r["profile"]["rows"][:10])
     report = json.loads(cli("report", "latest", "--format", "json", timeout=300).stdout)
     layers = {b["stack"]: b.get("layers") or {} for b in report["analysis"]["bottlenecks"]}
     assert layers["luks:aes-xts-plain64"].get("cipher", 0) > 0, layers
