@@ -204,7 +204,7 @@ def test_a_daemon_killed_mid_workload_fails_its_configuration_only(tmp_path, wor
         if pid:
             os.kill(pid, signal.SIGKILL)
         return pid
-    killed, code, out, err = _storage_while(tmp_path, workdir, stack, 2, kill)
+    killed, code, out, err = _storage_while(tmp_path, workdir, stack, 1, kill)
     assert killed, "the daemon was never seen under load"
     TALLY["daemons killed mid-workload"] += 1
     assert code == 1 and out, err[-2000:]
