@@ -12,8 +12,15 @@ ARGS   ?=
 run: deps
 	$(VENV)/bin/cryptcost run $(ARGS)
 
+# With no ARGS: the unit tests on every CPU (they measure nothing, pytest-xdist), then the
+# system tests one at a time (they measure, and must have the machine to themselves).
 test: deps
+ifeq ($(strip $(ARGS)),)
+	$(VENV)/bin/python -m pytest -n auto tests/unit
+	$(VENV)/bin/python -m pytest --ignore=tests/unit
+else
 	$(VENV)/bin/python -m pytest $(ARGS)
+endif
 
 deps: debs venv gofuse man
 

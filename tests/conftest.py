@@ -64,6 +64,20 @@ TALLY: collections.Counter = collections.Counter()
 POINTS: set[str] = set()
 
 
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands its tally to the controller, which prints it."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["tally"], out["points"] = dict(TALLY), sorted(POINTS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    out = getattr(node, "workeroutput", None) or {}
+    TALLY.update(out.get("tally", {}))
+    POINTS.update(out.get("points", []))
+
+
 def pytest_terminal_summary(terminalreporter):
     if not TALLY:
         return
