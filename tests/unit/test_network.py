@@ -142,6 +142,34 @@ def test_quick_suite_has_a_network_part_and_seeds_has_r5():
     assert any(c["part"] == "R4" for c in seeds.cannot_run)
 
 
+def test_seeds_r4_over_a_wan_runs_where_netem_is_and_says_why_not_elsewhere(monkeypatch):
+    """The part whose point is the delay is left out, with why and where it runs, on a kernel
+    without netem; kept, delay and all, on one with it."""
+    from cryptcost.host import kernel
+    from cryptcost.runner.suite import for_this_host
+    features = kernel.features()
+    for present in (False, True):
+        monkeypatch.setattr(kernel, "features",
+                            lambda: {**features, "nfs": {"present": True, "how": ""},
+                                     "netem": {"present": present, "how": ""}})
+        monkeypatch.setattr("cryptcost.runner.here.unavailable_reason", lambda cls: None)
+        plan = for_this_host(load("seeds", None))
+        wan = [p for p in plan.parts if p.label.startswith("R4 over a WAN")]
+        said = [c for c in plan.cannot_run if c["part"].startswith("R4 over a WAN")]
+        if present:
+            assert wan and wan[0].network["delay_ms"] == 20 and not said
+        else:
+            assert not wan and "netem" in said[0]["reason"] and "cryptcost vm" in said[0]["install"]
+
+
+def test_seeds_has_small_files_and_a_mixed_load_on_every_storage_stack():
+    """R3 packed and unpacked trees of small files; R4 ran dbench's mix: both, on every stack."""
+    seeds = load("seeds", None)
+    [files] = [p for p in seeds.parts if "small files" in p.label]
+    assert files.storage["stacks"] == ["all"] and files.storage["workloads"] == ["smallfiles", "mixed"]
+    assert files.network is None and files.ciphers is None
+
+
 @pytest.mark.parametrize("table, message", [
     ({"network": {"mtu": 50}}, "network.mtu must be 576"),
     ({"network": {"streams": 0}}, "network.streams must be 1"),

@@ -10,7 +10,6 @@ the store.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -18,10 +17,9 @@ from typing import Callable
 from cryptcost import stats, units
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.engines import perf
-from cryptcost.errors import CryptcostError, Unavailable, UserError
+from cryptcost.errors import CryptcostError, UserError
 from cryptcost.media import parse_medium
 from cryptcost.model import Result
-from cryptcost.stacks import parse_spec, unavailable_reason
 from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import parse_size
 from cryptcost.model import Cell
@@ -39,9 +37,7 @@ from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, load
 from cryptcost.runner import budget
-
-NEEDS_ROOT = {"storage": "they need root (loop devices, mounts, FUSE)",
-              "network": "they need root (namespaces, tunnels, daemons)"}
+from cryptcost.runner.here import for_this_host
 
 
 def policy_of(plan: RunPlan) -> stats.Policy:
@@ -90,61 +86,6 @@ def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
                                          sudo=n.get("peer_sudo", False),
                                          command=n.get("peer_command", "cryptcost")))
             for cpus in (n.get("cpus") or [None])]
-
-
-def _available(specs: list[str], kind: str, label: str, cannot: list[dict]) -> list[str]:
-    """The specs of ``kind`` this host can run; the others go to ``cannot`` with their reasons."""
-    keep = []
-    for spec in specs:
-        exc = None if spec == "all" else unavailable_reason(parse_spec(spec, kind)[0][0])
-        if exc:
-            cannot.append({"part": label, "what": spec, "reason": exc.reason,
-                           "install": exc.install})
-        else:
-            keep.append(spec)
-    return keep
-
-
-def for_this_host(plan: RunPlan) -> RunPlan:
-    """The plan with what this host cannot run moved to ``cannot_run``, each
-    with its reason: storage without root, stacks that are unavailable here."""
-    cannot = list(plan.cannot_run)
-    parts = []
-    for part in plan.parts:
-        tables = {}
-        for kind, why in NEEDS_ROOT.items():
-            table = getattr(part, kind)
-            if table and os.geteuid() != 0:
-                cannot.append({"part": part.label, "what": f"{kind} stacks", "reason": why,
-                               "install": "run with sudo"})
-                table = None
-            if table:
-                keep = _available(table.get("stacks", ["all"]), kind, part.label, cannot)
-                table = {**table, "stacks": keep} if keep else None
-            if table and table.get("profile"):
-                table = _profile_here(table, kind, part.label, cannot)
-            tables[kind] = table
-        kept = replace(part, **tables)
-        if not kept.empty():
-            parts.append(kept)
-    if not parts:
-        raise UserError(f"suite {plan.name}: nothing to run on this host: "
-                        + "; ".join(f"{c['what']}: {c['reason']}" for c in cannot[:3]))
-    return replace(plan, parts=parts, cannot_run=cannot)
-
-
-def _profile_here(table: dict, kind: str, part: str, cannot: list[dict]) -> dict:
-    """A table's profiled round where perf can sample here; else the table without it, and
-    why (its verdicts then rest on the ceilings alone)."""
-    try:
-        perf.require()
-    except Unavailable as exc:
-        cannot.append({"part": part, "what": f"{kind} profile",
-                       "reason": f"{exc.reason}: the bottlenecks are inferred from the "
-                                 "ceilings alone",
-                       "install": exc.install or ""})
-        return {**table, "profile": False}
-    return table
 
 
 @dataclass(frozen=True)
