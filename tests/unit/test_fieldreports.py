@@ -90,3 +90,14 @@ def test_an_overhead_is_against_the_stacks_matched_baseline_and_the_one_the_run_
                      "vs": {"qemu-raw": {"overhead": 0.52, "significant": True}}}])
     [write] = [x for x in {b["label"]: b for b in fr.section(results)}["R2"]["rows"] if x["ours"] is not None]
     assert write["ours_cells"][1].startswith("qemu-raw") and write["ours"] == 0.52
+
+
+def test_a_wan_run_of_a_reports_cells_is_not_taken_for_its_own():
+    """R4 over a WAN measures R4's cells again with a delay on the link, under a label that
+    also starts with R4: the block takes the cells without the delay, as the report measured."""
+    lan = [_r("nfs:sys", 100e6, workload="put"), _r("nfs:krb5p", 30e6, workload="put")]
+    wan = [_r("nfs:sys", 50e6, workload="put", delay_ms=20.0), _r("nfs:krb5p", 25e6, workload="put", delay_ms=20.0)]
+    for order in (lan + wan, wan + lan):
+        r4 = {b["label"]: b for b in fr.section(read(order))}["R4"]
+        assert round(r4["rows"][0]["ours"], 2) == 0.7, r4["rows"][0]
+

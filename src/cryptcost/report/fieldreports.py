@@ -93,10 +93,13 @@ def _at(side: dict, i: int) -> dict:
 
 
 def _find(results: list[Stored], want: dict, label: str) -> Stored | None:
-    """The result whose cell has every dimension ``want`` names (its own part's first)."""
+    """The result whose cell has every dimension ``want`` names: its own part's first, then the
+    plainest (the fewest dimensions set beyond those: all CPUs, no delay on the link)."""
     hits = [r for r in results if r.median is not None
             and all(getattr(r.cell, k) == v for k, v in want.items())]
-    hits.sort(key=lambda r: (not (r.cell.part or "").startswith(label), r.cell.cpus or 0))
+    hits.sort(key=lambda r: (not (r.cell.part or "").startswith(label),
+                             sum(v is not None for v in r.cell.fields().values()),
+                             r.cell.cpus or 0))
     return hits[0] if hits else None
 
 
