@@ -2,6 +2,10 @@
 cipher spec, key size, sector size and ``--perf-*`` flags as variants
 (the tuning a recommendation reports as measured), and a ``generic``
 variant forcing the kernel's software AES via a ``capi:`` spec (rule 14).
+An AES-XTS variant's acceleration-off copy (``--accel on,off``) is the same
+mapping through that ``capi:`` spec: the kernel's C AES in place of its
+AES-NI driver, paired with the variant and verified by its speed like any
+library's switch.
 """
 
 from __future__ import annotations
@@ -59,6 +63,10 @@ VARIANTS = {
 }
 
 
+# The kernel's acceleration switch, per cipher spec: the same mode over its generic C AES.
+GENERIC = {"aes-xts-plain64": "capi:xts(ecb(aes-generic))-plain64"}
+
+
 @releaser("dm")
 def release_dm(data: dict) -> None:
     name = data["name"]
@@ -108,6 +116,17 @@ class Luks(StorageStack):
     advice = ("on a host with dm-crypt, LUKS2 aes-xts-plain64 with 4096-byte sectors is the "
               "usual choice")
 
+    def accel_switch(self) -> str | None:
+        """AES-XTS can run through the kernel's generic C AES (a ``capi:`` spec); other
+        ciphers have no such twin here."""
+        if self.params["cipher"] in GENERIC:
+            return None
+        return (f"{self.params['cipher']} has no software-only twin here (the kernel's generic "
+                f"AES is switched in for {', '.join(GENERIC)} only)")
+
+    def accel_env(self) -> dict[str, str]:
+        return {}               # the switch is the mapping's cipher spec, not an environment
+
     def cipher_ref(self) -> dict | None:
         spec, bits = self.params["cipher"], self.params["key_size"]
         if spec.startswith("aes-xts"):
@@ -152,6 +171,9 @@ class Luks(StorageStack):
 
     def setup(self, res: Resources, backing: Backing) -> Path:
         p = self.params
+        if not self.accel:
+            p["accel_switch"] = f"{p['cipher']} as {GENERIC[p['cipher']]}: the kernel's C AES"
+            p["cipher"] = GENERIC[p["cipher"]]
         keyfile, _ = res.keyfile(p["key_size"] // 8 if p["type"] == "plain" else 64)
         name = f"cc-luks-{secrets.token_hex(4)}"
         common = ["--cipher", p["cipher"], "--key-size", str(p["key_size"]), "--key-file",
