@@ -258,6 +258,21 @@ def test_storage_stacks_without_a_switch_are_refused_not_measured_off():
     assert "crypto++" in why["reason"] and why["accel"] == "cannot be switched off"
 
 
+def test_dm_crypts_aes_xts_is_switched_off_by_its_mapping_and_other_ciphers_say_why_not():
+    """The acceleration-off twin of a dm-crypt AES-XTS variant opens the same mapping through the
+    kernel's generic C AES (a capi: spec) — its environment is left alone; a cipher without such
+    a twin is refused with why."""
+    from cryptcost.stacks.luks import GENERIC
+    luks = get("luks")
+    for variant in ("aes-xts-plain64", "aes-xts-plain64-4k", "plain-aes-xts-plain64"):
+        off = luks(variant)
+        off.accel = False
+        assert off.accel_switch() is None and off.accel_env() == {} and off.label.endswith("/accel-off")
+        assert GENERIC[off.params["cipher"]] == "capi:xts(ecb(aes-generic))-plain64"
+    assert "no software-only twin" in luks("aes-cbc-essiv").accel_switch()
+    assert "cannot be switched off" in get("fscrypt")().accel_switch()
+
+
 def test_a_library_without_a_switch_is_never_reported_off():
     from cryptcost.stacks.base import Stack
 
