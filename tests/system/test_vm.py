@@ -58,7 +58,7 @@ warmup = 0
 
 def _vm_ready() -> None:
     need_root("vm")
-    from cryptcost.runner.guest.image import kernels
+    from cryptcost.guest.image import kernels
     missing = [t for t in ("qemu-system-x86_64", "cpio", "modprobe") if not shutil.which(t)]
     if not os.path.exists("/bin/busybox"):
         missing.append("busybox")

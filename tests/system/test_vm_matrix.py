@@ -165,7 +165,7 @@ def test_a_delay_on_the_link_slows_every_round_trip_in_the_guest(cli, tmp_path):
 
 
 def _guest_6_12() -> None:
-    from cryptcost.runner.guest.image import kernels
+    from cryptcost.guest.image import kernels
     if not any(k.version.startswith("6.12") for k in kernels()):
         from tests.conftest import skip_or_fail
         skip_or_fail("vm", "no Linux 6.12 under /boot (linux-image-6.12-amd64, which make installs)")

@@ -4,7 +4,7 @@ import pytest
 
 from cryptcost.errors import UserError
 from cryptcost.model import Run
-from cryptcost.runner.budget import calibration, fit
+from cryptcost.suite.budget import calibration, fit
 from cryptcost.workloads.plan import Part, RunPlan
 from tests.conftest import assert_bad_input
 
@@ -100,7 +100,7 @@ def test_a_run_is_prepared_once_and_its_deadline_starts_when_it_runs(tmp_path):
     the budget's deadline is set only when the run starts."""
     import time
 
-    from cryptcost.runner import suite
+    from cryptcost import suite
     plan = tmp_path / "small.toml"
     plan.write_text('[run]\nsuite = "standard"\n\n[storage]\nsize = "64M"\n')
     asked = []
@@ -131,7 +131,7 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(tm
     without it and says why (its verdicts rest on the ceilings); the flag itself refuses there."""
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
-    from cryptcost.runner import suite
+    from cryptcost import suite
     plan = tmp_path / "small.toml"
     off = '[run]\nsuite = "quick"\n\n[storage]\nsize = "64M"\nprofile = false\n\n[network]\nprofile = false\n'
     plan.write_text(off)

@@ -299,7 +299,7 @@ def test_the_cipher_table_holds_the_threads_each_stack_runs_its_cipher_with():
     ciphers at 2 threads; Go's engine runs one, so OpenSSL's 1- and
     2-thread cells stand beside it."""
     from cryptcost.model import Cell
-    from cryptcost.runner.suite import ceiling_cells
+    from cryptcost.suite import ceiling_cells
     from cryptcost.workloads.plan import Part, RunPlan, load
     plan = load("quick", None)
     cells = set(ceiling_cells(plan, {"cpu": {"cores": 2, "cores_usable": 2}}))

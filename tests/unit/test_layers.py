@@ -21,6 +21,7 @@ LAYERS = [
     {"stacks"},
     {"workloads"},
     {"runner"},
+    {"suite", "guest", "fleet"},
     {"analysis"},
     {"report"},
     {"cli"},

@@ -134,7 +134,7 @@ def test_store_of_a_newer_version_everywhere(cli, tmp_path):
 def test_run_without_root_measures_ciphers_and_says_why_not_storage(monkeypatch):
     import os
 
-    from cryptcost.runner.suite import for_this_host
+    from cryptcost.suite import for_this_host
     from cryptcost.workloads.plan import load
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     plan = for_this_host(load("quick", None))

@@ -146,13 +146,13 @@ def test_seeds_r4_over_a_wan_runs_where_netem_is_and_says_why_not_elsewhere(monk
     """The part whose point is the delay is left out, with why and where it runs, on a kernel
     without netem; kept, delay and all, on one with it."""
     from cryptcost.host import kernel
-    from cryptcost.runner.suite import for_this_host
+    from cryptcost.suite import for_this_host
     features = kernel.features()
     for present in (False, True):
         monkeypatch.setattr(kernel, "features",
                             lambda: {**features, "nfs": {"present": True, "how": ""},
                                      "netem": {"present": present, "how": ""}})
-        monkeypatch.setattr("cryptcost.runner.here.unavailable_reason", lambda cls: None)
+        monkeypatch.setattr("cryptcost.suite.here.unavailable_reason", lambda cls: None)
         plan = for_this_host(load("seeds", None))
         wan = [p for p in plan.parts if p.label.startswith("R4 over a WAN")]
         said = [c for c in plan.cannot_run if c["part"].startswith("R4 over a WAN")]
@@ -388,7 +388,7 @@ def test_a_delay_reaches_every_network_table_and_its_cells(monkeypatch):
     without a delay keep their series' names."""
     from cryptcost.host import kernel
     from cryptcost.model import Cell
-    from cryptcost.runner import suite
+    from cryptcost import suite
     from cryptcost.runner.network import NetworkPlan, validate as validate_network
     from cryptcost.store.db import series_key
     features = kernel.features()

@@ -177,7 +177,7 @@ def test_the_cipher_table_holds_what_the_stacks_need():
     fscrypt and dm-crypt there)."""
     from cryptcost.model import Cell
     from cryptcost.runner.storage import resolve
-    from cryptcost.runner.suite import ceiling_cells
+    from cryptcost.suite import ceiling_cells
     from cryptcost.workloads.plan import Part, RunPlan
     plan = RunPlan("t", parts=[Part("p", storage={"stacks": ["all"], "size": "256M"})])
     host = {"crypto_drivers": {"aes": {"driver": "aes-fixed-time", "implementation": "software"}}}

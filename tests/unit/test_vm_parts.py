@@ -5,8 +5,8 @@ import json
 import shlex
 from pathlib import Path
 
-from cryptcost.runner.guest import GUEST_DB, VmOptions, emulation, failure_cause, guest_script, qemu_argv
-from cryptcost.runner.guest.image import INIT, GuestKernel
+from cryptcost.guest import GUEST_DB, VmOptions, emulation, failure_cause, guest_script, qemu_argv
+from cryptcost.guest.image import INIT, GuestKernel
 
 
 def test_the_guest_runs_the_command_quoted_with_its_own_store_and_the_emulation_mark():
@@ -51,7 +51,7 @@ def test_auto_picks_kvm_only_where_it_boots_the_kernel_quickly_and_remembers(tmp
     import os
     from cryptcost import proc
     from cryptcost.errors import ProcessError
-    from cryptcost.runner import guest as vm
+    from cryptcost import guest as vm
     kernel = GuestKernel("6.1.0-56-amd64", Path("/boot/vmlinuz-6.1.0-56-amd64"))
     qemu = tmp_path / "qemu"
     qemu.write_text("")

@@ -125,7 +125,7 @@ def test_a_host_ssh_would_read_as_an_option_or_two_words_is_refused(host):
 
 
 def test_run_link_peer_measures_every_network_table_across_the_peer_instead_of_a_model():
-    from cryptcost.runner import suite
+    from cryptcost import suite
     prepared = suite.prepare("quick", None, link="peer:server2",
                              peer={"ssh_config": None, "peer_sudo": True,
                                    "peer_command": "cryptcost"})
@@ -140,7 +140,7 @@ def test_run_link_peer_measures_every_network_table_across_the_peer_instead_of_a
 
 def test_fleet_hosts_come_from_a_list_or_an_ansible_style_inventory(tmp_path):
     from cryptcost.errors import UserError
-    from cryptcost.runner.fleet import parse_hosts
+    from cryptcost.fleet import parse_hosts
     assert parse_hosts("a, b,a,root@c") == ["a", "b", "root@c"]
     inv = tmp_path / "inventory.ini"
     inv.write_text("# web\n[web]\nweb1 ansible_host=10.0.0.1\nweb2\n; db\n[db]\ndb1\n"
@@ -154,7 +154,7 @@ def test_fleet_hosts_come_from_a_list_or_an_ansible_style_inventory(tmp_path):
 
 def test_each_fleet_host_runs_into_a_store_of_its_own_and_prints_only_its_export():
     from cryptcost.links.peer import PeerOptions
-    from cryptcost.runner.fleet import local_args, pair_args, remote_command, waves
+    from cryptcost.fleet import local_args, pair_args, remote_command, waves
     cmd = remote_command(local_args(["--suite", "quick", "--time-budget", "10m"]),
                          PeerOptions(sudo=True), plan=True)
     assert cmd.startswith("d=$(mktemp -d)") and "trap 'rm -rf" in cmd

@@ -1,5 +1,5 @@
 """``cryptcost fleet run``: one plan on several hosts at once over ssh, each
-run imported here, the hosts side by side (:mod:`cryptcost.runner.fleet`)."""
+run imported here, the hosts side by side (:mod:`cryptcost.fleet`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from cryptcost.errors import UserError
 from cryptcost.lifecycle.resources import Resources, install_signal_handlers
 from cryptcost.report.fleet import build
 from cryptcost.report.terminal import fleet_tables
-from cryptcost.runner import fleet
+from cryptcost import fleet
 from cryptcost.workloads.plan import SUITES, load
 
 

@@ -12,7 +12,8 @@ from cryptcost.cli.common import (add_host_options, add_peer_options, add_profil
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
-from cryptcost.runner import budget, suite
+from cryptcost import suite
+from cryptcost.suite import budget
 from cryptcost.workloads.plan import SUITES
 
 DEFAULT_REPORT = "cryptcost-report.html"
@@ -152,7 +153,7 @@ def run(args) -> int:
 
 
 def _calibration(args, suite_name: str) -> tuple[float, int]:
-    """How far earlier runs of this suite here were from their estimate (see runner.budget)."""
+    """How far earlier runs of this suite here were from their estimate (see suite.budget)."""
     import socket
     from cryptcost.store.db import default_path
     if not Path(args.db or default_path()).is_file():

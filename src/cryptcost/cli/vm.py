@@ -21,8 +21,8 @@ from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
 from cryptcost.report.export import run_dict
 from cryptcost import proc
-from cryptcost.runner.guest import VmOptions, run_guest
-from cryptcost.runner.guest.peer import GuestPeer, serve_peer
+from cryptcost.guest import VmOptions, run_guest
+from cryptcost.guest.peer import GuestPeer, serve_peer
 from cryptcost.store.db import Store
 from cryptcost.workloads.plan import load
 

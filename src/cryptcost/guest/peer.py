@@ -1,6 +1,6 @@
 """``cryptcost vm --peer``: the guest as a host reached over ssh, for ``--link peer:``.
 
-The guest boots as for a command (:mod:`cryptcost.runner.guest`), with a virtio network device
+The guest boots as for a command (:mod:`cryptcost.guest`), with a virtio network device
 on a tap link to this host (in the namespace ``vm --peer`` runs in), brings it up at the address
 asked for, and runs sshd there: root by the given keys only, the host key given, the worker's tool
 versions known from this host's. It serves until the timeout or a signal, which stops qemu and
@@ -19,7 +19,7 @@ from cryptcost import proc
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.host import tools
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.runner.guest import (XCHG, VmOptions, failure_cause, guest_script, keep_log,
+from cryptcost.guest import (XCHG, VmOptions, failure_cause, guest_script, keep_log,
                                     prepare)
 
 

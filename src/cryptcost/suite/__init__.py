@@ -36,8 +36,8 @@ from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, load
-from cryptcost.runner import budget
-from cryptcost.runner.here import for_this_host
+from cryptcost.suite import budget
+from cryptcost.suite.here import for_this_host
 
 
 def policy_of(plan: RunPlan) -> stats.Policy:

@@ -2,7 +2,7 @@
 
 The host's kernel may lack what users' servers have (dm-crypt, AF_ALG,
 ESP, the WireGuard module). The guest boots ``linux-image-amd64``'s kernel
-with a busybox initramfs built here (:mod:`cryptcost.runner.guest.image`),
+with a busybox initramfs built here (:mod:`cryptcost.guest.image`),
 sees the host's root filesystem read-only over virtio-9p with a writable
 overlay on a scratch disk, and runs ``cryptcost COMMAND …`` as root.
 
@@ -33,7 +33,7 @@ from cryptcost.host import tools
 from cryptcost.host.probe import EMULATED_FILE
 from cryptcost.stacks import stack_tools
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.runner.guest.image import CACHE, GuestKernel, build_initrd, find_kernel
+from cryptcost.guest.image import CACHE, GuestKernel, build_initrd, find_kernel
 
 GUEST_DB = "/var/lib/cryptcost-guest/results.db"
 XCHG = "/cc-xchg"                     # the writable share, inside the guest
