@@ -44,15 +44,22 @@ PROPOSALS = {
     "aes128ctr-sha1": ("aes128ctr-sha1", "AES_CTR-128/HMAC_SHA1_96", "aes-128-ctr"),
     "aes128-md5": ("aes128-md5", "AES_CBC-128/HMAC_MD5_96", "aes-128-cbc"),
     "aes128-aesxcbc": ("aes128-aesxcbc", "AES_CBC-128/AES_XCBC_96", "aes-128-cbc"),
+    "aes128ctr-aesxcbc": ("aes128ctr-aesxcbc", "AES_CTR-128/AES_XCBC_96", "aes-128-ctr"),
     "3des-sha1": ("3des-sha1", "3DES_CBC/HMAC_SHA1_96", "des-ede3-cbc"),
+    "3des-md5": ("3des-md5", "3DES_CBC/HMAC_MD5_96", "des-ede3-cbc"),
     "blowfish128-sha1": ("blowfish128-sha1", "BLOWFISH_CBC-128/HMAC_SHA1_96", "bf-cbc"),
     "null-sha256": ("null-sha256", "NULL/HMAC_SHA2_256_128", None),
+    "null-sha1": ("null-sha1", "NULL/HMAC_SHA1_96", None),
+    "null-md5": ("null-md5", "NULL/HMAC_MD5_96", None),
+    "null-aesxcbc": ("null-aesxcbc", "NULL/AES_XCBC_96", None),
 }
+_NULL = "null encryption: authenticated, not confidential"
 WEAK = {"3des-sha1": "3DES has 64-bit blocks and is obsolete",
-        "blowfish128-sha1": "Blowfish has 64-bit "
-        "blocks and is obsolete", "aes128-md5": "HMAC-MD5 is obsolete",
-        "null-sha256": "null encryption: "
-        "authenticated, not confidential"}
+        "3des-md5": "3DES has 64-bit blocks and is obsolete, and so is HMAC-MD5",
+        "blowfish128-sha1": "Blowfish has 64-bit blocks and is obsolete",
+        "aes128-md5": "HMAC-MD5 is obsolete",
+        "null-sha256": _NULL, "null-sha1": _NULL, "null-aesxcbc": _NULL,
+        "null-md5": f"{_NULL}; HMAC-MD5 is obsolete"}
 
 
 class Ipsec(NetworkStack):
