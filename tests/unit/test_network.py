@@ -230,6 +230,21 @@ def test_network_recommendation_names_ties_and_security_facts():
     assert "CPU-s/GB" in site.text and "network" not in recs
 
 
+def test_a_variant_with_a_known_weakness_is_named_not_ranked_however_fast():
+    """Null encryption (or ECB, or HMAC-MD5) may well be the fastest: it is left out of the
+    ranking and named with its weakness, so no recommendation ever leads with it."""
+    base = _net("tcp", 3e9, role="baseline")
+    null = _net("ipsec:null-md5", 900e6, vs={"tcp": {"overhead": 0.7, "significant": True}})
+    null = replace(null, params={**null.params, "warning": "null encryption: not confidential"})
+    gcm = _net("ipsec:aes128gcm16", 300e6, vs={"tcp": {"overhead": 0.9, "significant": True}})
+    site = {x.use_case: x for x in recommend.recommend([base, null, gcm], [], [], {})}["site-to-site"]
+    assert [x.stack for x in site.ranking] == ["ipsec:aes128gcm16"]
+    assert site.text.startswith("Only ipsec:aes128gcm16 was measured") or "ipsec:aes128gcm16" in site.text
+    assert "Avoid ipsec:null-md5, left out of the ranking: null encryption: not confidential." in site.text
+    only = {x.use_case: x for x in recommend.recommend([base, null], [], [], {})}["site-to-site"]
+    assert only.ranking == [] and only.text.startswith("Every stack measured for this use has a known weakness")
+
+
 # --- acceleration off ---------------------------------------------------------------------
 
 def test_accel_off_twins_carry_their_library_switch_or_say_why_not():

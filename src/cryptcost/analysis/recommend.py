@@ -167,9 +167,14 @@ def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
         if kind not in seen and (kind == "network" or seen):
             continue
         mine = [s for s in stacks if use_of[s] == use]
+        # a variant with a known weakness (ECB, null encryption, HMAC-MD5 …) is never an option
+        # to rank, however fast: it is named with its weakness instead
+        warned = {s: w for s in mine for r in measured if r.stack == s
+                  and (w := r.params.get("warning"))}
         unavailable = [s for s in skipped if s.get("use_case") == use]
-        ranked = sorted(((score(measured, s), s) for s in mine), key=lambda x: -(x[0] or 0))
-        text = _paragraph(use, ranked, measured, unavailable)
+        ranked = sorted(((score(measured, s), s) for s in mine if s not in warned),
+                        key=lambda x: -(x[0] or 0))
+        text = _paragraph(use, ranked, measured, unavailable, warned)
         out.append(Recommendation(use, title, text, [
             Rank(s, v, rk, tie) for (v, s), (rk, tie)
             in zip(ranked, ranks(measured, [s for _, s in ranked]))]))
@@ -182,12 +187,14 @@ def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
     return out
 
 
-def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[dict]) -> str:
+def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[dict],
+               warned: dict[str, str]) -> str:
     sentences = []
     cells = ("1 MiB reads or writes" if USE_CASES[use][0] == "storage"
              else "a stream or a file either way")
     if not ranked:
-        sentences.append("No stack for this use was measured in this run.")
+        sentences.append("Every stack measured for this use has a known weakness, so none is "
+                         "ranked." if warned else "No stack for this use was measured in this run.")
     else:
         (_, best), rest = ranked[0], ranked[1:]
         if rest and trade_off(storage, best, rest[0][1]):
@@ -214,9 +221,7 @@ def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[
                 fact = fact[0].upper() + fact[1:] + ("" if fact.endswith(".") else ".")
                 if fact not in sentences:
                     sentences.append(fact)
-        mine = {s for _, s in ranked}
-        warnings = {w for r in storage if r.stack in mine for w in [r.params.get("warning")] if w}
-        sentences += [f"Avoid: {w}." for w in sorted(warnings)]
+    sentences += [f"Avoid {s}, left out of the ranking: {w}." for s, w in sorted(warned.items())]
     for u in unavailable:
         if u.get("advice"):
             sentences.append(f"{u['stack']} could not be measured here ({u['reason']}); "
