@@ -328,3 +328,21 @@ def test_a_network_profile_finds_the_cipher_in_the_tunnels_own_library(cli):
     report = json.loads(cli("report", "latest", "--format", "json").stdout)["analysis"]
     [b] = [b for b in report["bottlenecks"] if b["stack"] == tls["stack"]]
     assert "perf" in b["explanation"] or b["bottleneck"] == "cipher", b
+
+
+@pytest.mark.root
+def test_esp_keyed_by_hand_runs_where_the_kernel_has_esp_and_says_why_not_elsewhere(cli):
+    """This host's kernel has no ESP: one line that names the guest (where the matrix step
+    measures every variant). A kernel with ESP measures it here."""
+    need_root("esp")
+    if unavailable_reason(get("esp")) is None:
+        done = cli("network", "--stacks", "esp:aes-cbc", "--workloads", "send", "--seconds", "1",
+                   "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json", timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        [r] = [r for r in json.loads(done.stdout)["results"] if r["stack"] == "esp:aes-cbc"]
+        assert r["wire"]["verdict"] == "encrypted", r["wire"]
+        return
+    done = cli("network", "--stacks", "esp")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "the kernel has no IPsec ESP" in line and "cryptcost vm -- network --stacks esp" in line, line

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -162,6 +163,29 @@ def test_a_delay_on_the_link_slows_every_round_trip_in_the_guest(cli, tmp_path):
         assert 40 <= link["rtt_ms"] < 40 + 30, (r["stack"], link)      # TCG's own round trip on top
         assert r["median_bytes_per_s"] > 0
     assert results["tls:tls13-aes128-gcm"]["baseline"] == "tcp"
+
+
+def test_r5_rows_no_ike_daemon_negotiates_run_through_esp_keyed_by_hand(cli, tmp_path):
+    """R5's encryption-only rows and null/null, keyed as R5 keyed them: each SA read back with the
+    kernel's algorithm and the bytes it carried, its key masked; the wire encrypted, null/null
+    plaintext by design; never ranked, every one having a weakness."""
+    _vm_ready()
+    out, done = _guest(cli, "--", "network", "--stacks", "esp:*", "--workloads", "send,receive",
+                       "--seconds", "1", *ONCE, "--json")
+    results = [r for r in _by(out["results"], "network") if r["stack"].startswith("esp:")]
+    assert {r["stack"].split(":", 1)[1] for r in results} == set(get("esp").variants), out.get("skipped")
+    for r in results:
+        negotiated = r["params"]["negotiated"]
+        assert negotiated["esp"].startswith(r["params"]["enc"]), negotiated
+        assert all(n > 0 for n in negotiated["bytes"].values()), negotiated
+        if r["stack"] == "esp:null-null":
+            assert r["wire"]["verdict"] == "plaintext" and r["wire"]["expected"].startswith("plaintext by design")
+        else:
+            assert r["wire"]["plaintext_packets"] == 0 and r["wire"]["verdict"] == "encrypted", (r["stack"], r["wire"])
+    assert not re.search(r"0x[0-9a-f]{16,}", json.dumps([r["params"] for r in results])), "a key in the result"
+    report = json.loads(cli("report", "latest", "--format", "json", timeout=300).stdout)
+    [site] = [x for x in report["analysis"]["recommendations"] if x["use_case"] == "site-to-site"]
+    assert site["ranking"] == [] and "Avoid esp:" in site["text"], site
 
 
 def _guest_6_12() -> None:

@@ -138,7 +138,7 @@ def test_quick_suite_has_a_network_part_and_seeds_has_r5():
     assert sorted(quick.parts[0].network["stacks"]) == ["ssh", "tls", "wireguard"]      # as their facts declare
     seeds = load("seeds", None)
     r5 = [p for p in seeds.parts if p.label.startswith("R5")]
-    assert r5 and r5[0].network["stacks"] == ["ipsec:*"] and r5[0].storage is None
+    assert r5 and r5[0].network["stacks"] == ["ipsec:*", "esp:*"] and r5[0].storage is None
     assert any(c["part"] == "R4" for c in seeds.cannot_run)
 
 

@@ -282,7 +282,7 @@ def seeds_plans() -> list[dict]:
                           "delay_ms": 20}}
     r5 = {"run": {"label": "R5 IPsec cipher/auth matrix, both directions"},
           "ciphers": False, "storage": False,
-          "network": {"stacks": ["ipsec:*"], "workloads": ["send", "receive"]}}
+          "network": {"stacks": ["ipsec:*", "esp:*"], "workloads": ["send", "receive"]}}
     return [r1, r2, r3, r3_stacks, r3_r4_files, r4, r4_wan, r5]
 
 
