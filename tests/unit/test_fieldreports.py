@@ -23,7 +23,7 @@ def test_every_report_loads_with_its_source_and_sane_figures():
         for f in r.figures:
             assert f.compare in ("overhead", "ratio") and f.a and f.b, f.what
             assert 0 < f.theirs < 1 if f.compare == "overhead" else f.theirs > 0, f.what
-    assert len(fr.load("R5").figures) == 11 and not fr.load("R1").figures
+    assert len(fr.load("R5").figures) == 19 and not fr.load("R1").figures
     with pytest.raises(ValueError):
         fr.load("R6")
 
