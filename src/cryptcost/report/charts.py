@@ -7,32 +7,14 @@ data (fixed SVG hash salt, no dates in metadata).
 
 from __future__ import annotations
 
-import io
-
-import matplotlib
-
 from cryptcost.analysis.scaling import Curve
 from cryptcost.record import Stored, read
 from cryptcost.report import flame
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-plt.rcParams.update({"svg.hashsalt": "cryptcost", "svg.fonttype": "none", "font.size": 9,
-                     "axes.spines.top": False, "axes.spines.right": False})
+from cryptcost.report.svg import plt, svg as _svg
 
 BASE_COLOUR = "#9e9e9e"
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#bcbd22", "#7f7f7f"]
-
-
-def _svg(fig) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight",
-                metadata={"Date": None, "Creator": "cryptcost"})
-    plt.close(fig)
-    text = buf.getvalue()
-    return text[text.index("<svg"):]
 
 
 def _mbs(v: float | None) -> float:

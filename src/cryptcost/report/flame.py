@@ -63,9 +63,7 @@ def _tree(folded: dict[str, int]) -> dict:
 
 def draw(stack: str, folded: dict[str, int]) -> str | None:
     """The flame graph of one stack, as an SVG string (None when there is nothing busy)."""
-    import matplotlib.pyplot as plt
-
-    from cryptcost.report.charts import _svg
+    from cryptcost.report.svg import plt, svg as _svg
     total = sum(folded.values())
     root = _tree({k: n for k, n in folded.items() if not _idle(k)})
     if not root["n"]:
@@ -123,9 +121,7 @@ def graphs(results: list[Stored]) -> dict[str, str]:
 def layer_bars(rows: list[dict]) -> str | None:
     """One stacked bar per profiled result (the report's storage and network rows that carry
     ``layers``): the busy CPU's shares by layer, each cell's results together, baselines first."""
-    import matplotlib.pyplot as plt
-
-    from cryptcost.report.charts import _svg
+    from cryptcost.report.svg import plt, svg as _svg
     rows = [r for r in rows if r.get("layers")]
     if not rows:
         return None
