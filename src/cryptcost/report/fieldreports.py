@@ -92,11 +92,17 @@ def _at(side: dict, i: int) -> dict:
             for k, v in side.items()}
 
 
+# Dimensions that take a measurement away from the report's conditions: a result with one set
+# stands only for a figure that names it.
+CONDITIONS = ("delay_ms",)
+
+
 def _find(results: list[Stored], want: dict, label: str) -> Stored | None:
-    """The result whose cell has every dimension ``want`` names: its own part's first, then the
-    plainest (the fewest dimensions set beyond those: all CPUs, no delay on the link)."""
+    """The result whose cell has every dimension ``want`` names, and no condition it does not
+    name: its own part's first, then the plainest (the fewest dimensions set beyond those)."""
     hits = [r for r in results if r.median is not None
-            and all(getattr(r.cell, k) == v for k, v in want.items())]
+            and all(getattr(r.cell, k) == v for k, v in want.items())
+            and all(getattr(r.cell, k) is None for k in CONDITIONS if k not in want)]
     hits.sort(key=lambda r: (not (r.cell.part or "").startswith(label),
                              sum(v is not None for v in r.cell.fields().values()),
                              r.cell.cpus or 0))
