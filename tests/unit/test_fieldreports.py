@@ -104,4 +104,5 @@ def test_a_wan_run_of_a_reports_cells_is_not_taken_for_its_own():
         assert round(r4["rows"][2]["ours"], 2) == 0.5, r4["rows"][2]     # the WAN's own row
     alone = {b["label"]: b for b in fr.section(read(wan))}["R4"]           # a WAN run only
     assert alone["rows"][0]["ours"] is None and round(alone["rows"][2]["ours"], 2) == 0.5
+    assert alone["rows"][0]["here"].endswith("(only with a delay on the link, which this row does not have)")
 

@@ -92,9 +92,9 @@ def _at(side: dict, i: int) -> dict:
             for k, v in side.items()}
 
 
-# Dimensions that take a measurement away from the report's conditions: a result with one set
-# stands only for a figure that names it.
-CONDITIONS = ("delay_ms",)
+# Dimensions that take a measurement away from the report's conditions, in words: a result with
+# one set stands only for a figure that names it.
+CONDITIONS = {"delay_ms": "a delay on the link"}
 
 
 def _find(results: list[Stored], want: dict, label: str) -> Stored | None:
@@ -165,6 +165,11 @@ def compare(report: Report, results: list[Stored]) -> list[Row]:
             want = [{**f.cell, **_at(side, 0)} for side in (f.a, f.b)]
             missing = [w for w in want if not _find(results, w, report.label)]
             row.why = "no result for " + " nor ".join(_dims(w) for w in missing or want)
+            held = [said for k, said in CONDITIONS.items()
+                    if any(_find(results, {**w, k: v}, report.label) for w in missing or want
+                           if k not in w for v in {getattr(r.cell, k) for r in results} - {None})]
+            if held:
+                row.why += f" (only with {' and '.join(held)}, which this row does not have)"
         rows.append(row)
     return rows
 
