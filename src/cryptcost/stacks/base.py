@@ -107,6 +107,8 @@ FEATURE_HINTS = {
     "netns": ("the kernel has no network namespaces", "a kernel with CONFIG_NET_NS"),
     "veth": ("the kernel has no veth pairs", "a kernel with CONFIG_VETH"),
     "tun": ("the kernel has no TUN devices (/dev/net/tun missing)", "a kernel with CONFIG_TUN"),
+    "netem": ("the kernel has no netem queueing discipline (sch_netem) to delay a link with",
+              "a kernel with CONFIG_NET_SCH_NETEM (Debian's stock kernel has it)"),
     "wireguard": ("the kernel has no WireGuard module", "a kernel with CONFIG_WIREGUARD"),
     "esp": ("the kernel has no IPsec ESP (no esp4 module)", "a kernel with CONFIG_INET_ESP"),
     "xfrm": ("the kernel has no xfrm (IPsec SA and policy) interface",
@@ -118,7 +120,8 @@ FEATURE_HINTS = {
 # What Debian's stock kernel has, so that ``cryptcost vm`` can run it (emulated).
 IN_STOCK_KERNEL = frozenset({"dm-crypt", "device-mapper", "af_alg", "ecryptfs", "wireguard", "esp",
                              "xfrm",
-                             "nfs", "fscrypt", "fuse", "loop", "netns", "veth", "tun"})
+                             "nfs", "fscrypt", "fuse", "loop", "netns", "veth", "tun",
+                             "netem"})
 
 # How each library's hardware acceleration is switched off from the environment (rule 14).
 ACCEL_SWITCHES: dict[str, dict[str, str]] = {

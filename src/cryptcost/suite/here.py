@@ -10,6 +10,7 @@ from cryptcost.engines import perf
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import kernel
 from cryptcost.stacks import parse_spec, unavailable_reason
+from cryptcost.stacks.base import FEATURE_HINTS
 from cryptcost.workloads.plan import RunPlan
 
 NEEDS_ROOT = {"storage": "they need root (loop devices, mounts, FUSE)",
@@ -78,10 +79,8 @@ def _delay_here(table: dict, part: str, cannot: list[dict]) -> dict | None:
     (its point is the delay)."""
     if kernel.features()["netem"]["present"]:
         return table
+    why, how = FEATURE_HINTS["netem"]
     cannot.append({"part": part, "what": f"network stacks with {table['delay_ms']:g} ms more per "
                                          "round trip",
-                   "reason": "the kernel has no netem queueing discipline (sch_netem) to delay "
-                             "the link with",
-                   "install": "a kernel with CONFIG_NET_SCH_NETEM, or cryptcost vm (Debian's "
-                              "stock kernel has it)"})
+                   "reason": why, "install": f"{how}; or emulated, in cryptcost vm's guest"})
     return None

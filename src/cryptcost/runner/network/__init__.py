@@ -33,6 +33,7 @@ from cryptcost.runner.core import flow, pairing, pinning
 from cryptcost.runner.network.steps import FileSource, NetInstance, NetRunner
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
 from cryptcost.runner.core.sink import Sink
+from cryptcost.stacks.base import FEATURE_HINTS
 from cryptcost.stacks.net import NetworkStack
 from cryptcost.workloads import network as wl
 
@@ -98,7 +99,7 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
         raise UserError(f"--delay needs the kernel's netem queueing discipline (sch_netem), and "
                         f"this kernel ({platform.release()}) has none: run it in Debian's stock "
                         f"kernel with 'cryptcost vm -- network --delay {plan.delay_ms:g} …', or "
-                        "on a kernel with CONFIG_NET_SCH_NETEM")
+                        f"on {FEATURE_HINTS['netem'][1]}")
     wl.expand(plan.workloads)
     if not 1 <= plan.streams <= 128:
         raise UserError(f"bad --streams {plan.streams}: use 1 … 128")
