@@ -97,12 +97,20 @@ def _at(side: dict, i: int) -> dict:
 CONDITIONS = {"delay_ms": "a delay on the link"}
 
 
+def _has(r: Stored, want: dict) -> bool:
+    """Whether ``r`` was measured and its cell has every dimension ``want`` names."""
+    return r.median is not None and all(getattr(r.cell, k) == v for k, v in want.items())
+
+
+def _held(r: Stored, want: dict) -> list[str]:
+    """The conditions ``r`` was measured under that ``want`` does not name, in words."""
+    return [said for k, said in CONDITIONS.items() if k not in want and getattr(r.cell, k)]
+
+
 def _find(results: list[Stored], want: dict, label: str) -> Stored | None:
     """The result whose cell has every dimension ``want`` names, and no condition it does not
     name: its own part's first, then the plainest (the fewest dimensions set beyond those)."""
-    hits = [r for r in results if r.median is not None
-            and all(getattr(r.cell, k) == v for k, v in want.items())
-            and all(getattr(r.cell, k) is None for k in CONDITIONS if k not in want)]
+    hits = [r for r in results if _has(r, want) and not _held(r, want)]
     hits.sort(key=lambda r: (not (r.cell.part or "").startswith(label),
                              sum(v is not None for v in r.cell.fields().values()),
                              r.cell.cpus or 0))
@@ -165,9 +173,8 @@ def compare(report: Report, results: list[Stored]) -> list[Row]:
             want = [{**f.cell, **_at(side, 0)} for side in (f.a, f.b)]
             missing = [w for w in want if not _find(results, w, report.label)]
             row.why = "no result for " + " nor ".join(_dims(w) for w in missing or want)
-            held = [said for k, said in CONDITIONS.items()
-                    if any(_find(results, {**w, k: v}, report.label) for w in missing or want
-                           if k not in w for v in {getattr(r.cell, k) for r in results} - {None})]
+            held = sorted({said for w in missing or want for r in results if _has(r, w)
+                           for said in _held(r, w)})
             if held:
                 row.why += f" (only with {' and '.join(held)}, which this row does not have)"
         rows.append(row)
