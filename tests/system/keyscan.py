@@ -62,11 +62,13 @@ def _keydirs(pids) -> dict[str, str]:
 
 
 def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: list = (),
-                   logs: str | None = None) -> tuple[set[bytes], list, dict]:
+                   logs: str | None = None, timeout: float = 1800) -> tuple[set[bytes], list, dict]:
     """Run ``cryptcost --debug ARGS`` (after ``prefix``, e.g. ``ip netns exec NS``); return (key
-    strings read, where any was found, outputs). ``states``: other state directories whose
-    journals are searched too (a peer's); ``logs``: a glob of files read while the run lives
-    (a peer worker's log, which the run removes)."""
+    strings read, where any was found, outputs). The key tmpfs are read each time a part of the
+    run starts measuring (``measuring:``), when its stacks are set up: a suite's storage part
+    and its network part each. ``states``: other state directories whose journals are searched
+    too (a peer's); ``logs``: a glob of files read while the run lives (a peer worker's log,
+    which the run removes)."""
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
     env.pop("CRYPTCOST_RUN", None)
     logged: dict[str, bytes] = {}
@@ -84,8 +86,11 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
     journals: list[bytes] = []
     keydirs: set[str] = set()
     others = set(glob.glob("/tmp/cryptcost-keys-*"))       # another run's (or a killed one's): not this run's keys
+    scanned = 0                                             # the parts whose keys were read
+    deadline = time.monotonic() + timeout
     try:
         while child.poll() is None:
+            assert time.monotonic() < deadline, f"the run took over {timeout} s"
             for pid in os.listdir("/proc"):
                 if pid.isdigit():
                     try:
@@ -94,7 +99,9 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
                             run_pids.add(pid)
                     except OSError:
                         pass
-            if any(b"measuring:" in line for line in lines) and not secrets_:
+            parts = sum(b"measuring:" in line for line in lines)
+            if parts > scanned:
+                scanned = parts
                 for keydir, pid in _keydirs([child.pid, *run_pids]).items():
                     name = keydir.split("/root", 1)[1] if keydir.startswith("/proc/") else keydir
                     if name in others:
@@ -115,6 +122,8 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
                                 pass
                 for state in [tmp_path / "state", *states]:
                     journals += [open(j, "rb").read() for j in glob.glob(str(state) + "/journal-*")]
+            elif parts and not secrets_:                    # a part whose keys were not written yet
+                scanned = 0
             for path in glob.glob(logs) if logs else []:
                 try:
                     logged[path] = open(path, "rb").read()

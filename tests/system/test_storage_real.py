@@ -438,24 +438,6 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
 
 
 
-@pytest.mark.root
-def test_no_key_reaches_any_output_of_a_debug_storage_run(tmp_path):
-    """The same search as for the network stacks, over every encrypted storage stack that runs
-    here: fscrypt's raw key, the gocryptfs, CryFS, securefs and EncFS passwords, the LUKS
-    secret qemu-storage-daemon reads, rclone's config."""
-    from tests.system.keyscan import scan_debug_run
-    names = [n for n in ("fscrypt", "gocryptfs", "luks-userspace", "cryfs", "securefs", "encfs", "rclone-crypt")
-             if not unavailable_reason(get(n))]
-    if len(names) < 7:
-        skip_or_fail("gocryptfs", f"not every storage stack is available: {names}")
-    secrets_, found, everything = scan_debug_run(tmp_path, [
-        "storage", "--stacks", ",".join(names), "--workloads", "seq-1m", "--size", "64M",
-        "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"])
-    assert len(secrets_) >= len(names), "read no key material during the run"
-    print(f"key strings checked: {len(secrets_)}, outputs searched: {len(everything)}, found: {len(found)}")
-    assert not found, found
-
-
 def _reads_after(stack, file_mib, medium_mib, resets, rounds=3, stat=None):
     """Seconds to read one ``file_mib`` file through ``stack`` right after
     each of ``resets`` — ``name → reset(res, path)`` run in turn, ``rounds``
@@ -692,64 +674,3 @@ def test_a_fuse_reset_leaves_no_page_of_its_ciphertext_cached(state_dir, spec):
     assert after == 0, after
 
 
-@pytest.mark.root
-def test_a_profile_says_where_each_cells_cpu_goes_and_leaves_no_perf_behind(cli, tmp_path):
-    """#35: --profile adds a round under perf after the samples. fscrypt on this kernel runs
-    the software aes-fixed-time, and the profile finds the cipher in the kernel's AES;
-    gocryptfs's own code shows as its daemon's; every verdict says where the busy CPU went,
-    or is cipher-bound from it. (Not in the shared run of every stack: a profiled round of
-    all of them costs five minutes.)"""
-    need_root("profile")
-    from cryptcost.engines import perf
-    from cryptcost.errors import Unavailable
-    try:
-        perf.require()
-    except Unavailable as exc:
-        skip_or_fail("profile", str(exc))
-    for name in ("fscrypt", "gocryptfs"):
-        _available(name)
-    before = set(leftovers([]))
-    done = cli("storage", "--stacks", "fscrypt,gocryptfs", "--workloads", "seq-1m", "--size", "64M", "--profile",
-               "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json", timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout)["results"]
-    assert len(results) >= 8                                  # 2 stacks, 3 baselines, write and read
-    for r in results:
-        p = r["profile"]
-        assert p["samples"] > 20 and p["windows"] >= 1 and p["seconds"] > 0.05, (r["stack"], r["op"], p)
-        assert p["rows"] and all(0 < x["share"] <= 1 for x in p["rows"]), r["stack"]
-        # every process perf saw has its name, a FUSE daemon remounted between passes included
-        # (that bug put 70 % of a read's samples in ":pid" rows); the long tail may hold a process
-        # too short-lived for perf to see its name: a sample or two, not the work
-        unnamed = [x for x in p["rows"] if x["comm"].startswith(":")]
-        assert sum(x["share"] for x in unnamed) < 0.02, (r["stack"], r["op"], unnamed)
-        # the profiled round's own speed, beside the median: perf's weight on the work it watched
-        assert 0.2 < p["vs_median"] < 5, (r["stack"], r["op"], p["vs_median"])
-        assert r["samples"] == 1 and len(r["values"]) == 1      # the profiled round is not a sample
-    assert [x for x in leftovers([]) if x not in before] == []
-    report = json.loads(cli("report", "latest", "--format", "json").stdout)["analysis"]
-    said = {(b["stack"], b["op"], b["block"]): b for b in report["bottlenecks"]}
-    for stack in ("fscrypt:aes-256-xts", "gocryptfs:aes-gcm"):
-        for op in ("write", "read"):
-            b = said[(stack, op, "1 MiB")]
-            assert "perf" in b["explanation"] or b["bottleneck"] == "cipher", b
-    fscrypt = [r for r in results if r["stack"] == "fscrypt:aes-256-xts" and r["op"] == "read"][0]
-    kernel_cipher = [x for x in fscrypt["profile"]["rows"] if x["where"] == "kernel" and "aes" in x["sym"]]
-    assert kernel_cipher, fscrypt["profile"]["rows"][:10]
-    go = [r for r in results if r["stack"] == "gocryptfs:aes-gcm" and r["op"] == "read"][0]
-    assert any(x["comm"] == "gocryptfs" for x in go["profile"]["rows"]), go["profile"]["rows"][:10]
-    # the call stacks, folded: every sample once, fscrypt's AES under the kernel's read path; the
-    # layers beside each verdict in the JSON; a flame graph per stack in the HTML report
-    for r in results:
-        assert sum(r["profile"]["folded"].values()) == r["profile"]["samples"], (r["stack"], r["op"])
-    # each window starts at fio's first I/O: its start-up (the dynamic loader, the exec of its
-    # prerun shell) is left out: with the whole run sampled it was several times this bound
-    startup = sum(n for r in results for k, n in r["profile"]["folded"].items()
-                  if k.startswith("fio;") and ("ld-linux" in k or "_dl_" in k or "execve" in k))
-    assert startup < 0.01 * sum(r["profile"]["samples"] for r in results), startup
-    assert any("_[k]" in k and "aes" in k for k in fscrypt["profile"]["folded"]), list(fscrypt["profile"]["folded"])[:5]
-    assert any(k.startswith("gocryptfs;") for k in go["profile"]["folded"]), list(go["profile"]["folded"])[:5]
-    assert all(b.get("layers") for b in report["bottlenecks"]), report["bottlenecks"]
-    assert cli("report", "latest", "--format", "html", "-o", str(tmp_path / "r.html")).returncode == 0
-    page = (tmp_path / "r.html").read_text()
-    assert page.count("a flame graph of its profiled passes") == len({r["stack"] for r in results})
