@@ -10,7 +10,7 @@ import pytest
 
 from cryptcost import stacks
 from cryptcost.analysis import analyze
-from cryptcost.record import CipherRef, Stored, read as read_all
+from cryptcost.record import CipherRef, Host, Stored, read as read_all
 from cryptcost.errors import CryptcostError
 from cryptcost.store.db import Store
 from tests.conftest import FIXTURES
@@ -282,14 +282,14 @@ def test_a_stack_that_splits_one_request_over_threads_meets_that_many_threads_ce
     cref = CipherRef.of(get("gocryptfs")("aes-gcm-go").cipher_ref())
     go = Stored.of({**_cipher("aes-256-gcm", True, 1000e6), "engine": "go"})
     ossl = read_all([_cipher("aes-256-gcm", True, 800e6), _cipher("aes-256-gcm", True, 1400e6, threads=2)])
-    host = {"cpu": {"cores": 2}}
+    host = Host.of({"cpu": {"cores": 2}})
     w = {"kind": "storage", "op": "write", "block_bytes": 1 << 20, "accel": True}
     write = Stored.of(w)
     value, how = cipher_ceiling(cref, [go, *ossl], host, 1, write)
     assert value == pytest.approx(1000e6 * 1400 / 800) and "measured gain from 1 to 2 threads" in how
     assert cipher_ceiling(cref, [go, *ossl], host, 1, Stored.of({**w, "op": "read"}))[0] == pytest.approx(1000e6)
     assert cipher_ceiling(cref, [go, *ossl], host, 1, Stored.of({**w, "block_bytes": 4096}))[0] == pytest.approx(1000e6)
-    assert cipher_ceiling(cref, [go, *ossl], {"cpu": {"cores": 1}}, 1, write)[0] == pytest.approx(1000e6)
+    assert cipher_ceiling(cref, [go, *ossl], Host.of({"cpu": {"cores": 1}}), 1, write)[0] == pytest.approx(1000e6)
     value, how = cipher_ceiling(cref, [go], host, 1, write)         # no OpenSSL pair: said as assumed
     assert value == pytest.approx(2000e6) and "assumed linear" in how
 

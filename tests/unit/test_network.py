@@ -13,7 +13,7 @@ import pytest
 from cryptcost.analysis import bottleneck, recommend
 from cryptcost.engines import iperf3, tcpdump
 from cryptcost.errors import ProcessError, UserError
-from cryptcost.record import Stored
+from cryptcost.record import Host, Stored
 from cryptcost.runner.network.wire import CANARY, entropy, judge
 from cryptcost.stacks import get
 from cryptcost.workloads import network as wl
@@ -201,17 +201,17 @@ def _net(stack: str, value: float, *, role="measured", daemon=0.0, packet=1494, 
 
 def test_network_bottleneck_rules():
     base = _net("tcp", 3e9, role="baseline", packet=65226)
-    assert bottleneck.classify_network(base, None, [], {}).bottleneck == "link"
-    near = bottleneck.classify_network(_net("x", 2.9e9), base, [], {})
+    assert bottleneck.classify_network(base, None, [], Host()).bottleneck == "link"
+    near = bottleneck.classify_network(_net("x", 2.9e9), base, [], Host())
     assert near.bottleneck == "link" and near.ceilings["rule"].startswith("throughput ≥ 85%")
     gcm = {"algorithm": "aes-128-gcm", "where": "userspace", "unit": 16384, "exact": True}
     table = [Stored.of({"kind": "cipher", "engine": "openssl", "algorithm": "aes-128-gcm", "accel": True,
                         "threads": 1, "buffer_bytes": 16384, "median_bytes_per_s": 1e9})]
-    cipher = bottleneck.classify_network(_net("x", 0.9e9, cipher=gcm), base, table, {})
+    cipher = bottleneck.classify_network(_net("x", 0.9e9, cipher=gcm), base, table, Host())
     assert cipher.bottleneck == "cipher" and cipher.ceilings["ratio"]["cipher"] == pytest.approx(0.9)
-    daemon = bottleneck.classify_network(_net("x", 0.3e9, daemon=0.97, cipher=gcm), base, table, {})
+    daemon = bottleneck.classify_network(_net("x", 0.3e9, daemon=0.97, cipher=gcm), base, table, Host())
     assert daemon.bottleneck == "daemon" and "97%" in daemon.sentence
-    packets = bottleneck.classify_network(_net("x", 0.05e9, daemon=0.5), base, table, {})
+    packets = bottleneck.classify_network(_net("x", 0.05e9, daemon=0.5), base, table, Host())
     assert packets.bottleneck == "per-packet" and "1494-byte" in packets.sentence
 
 
@@ -221,7 +221,7 @@ def test_network_recommendation_names_ties_and_security_facts():
             for stack, value in (("wireguard", 50e6), ("ipsec:aes128gcm16", 49.9e6)))
     a, b = (replace(r, facts=replace(r.facts, security=(f"{r.stack} fact",))) for r in (a, b))
     twin = _net("wireguard/accel-off", 40e6, accel=False)
-    recs = {x.use_case: x for x in recommend.recommend([base, a, b, twin], [], [], {})}
+    recs = {x.use_case: x for x in recommend.recommend([base, a, b, twin], [], [], Host())}
     site = recs["site-to-site"]
     assert "whole-disk" not in recs, "a network-only run says nothing of storage use cases"
     assert [x.stack for x in site.ranking] == ["wireguard", "ipsec:aes128gcm16"], "a twin is no option"
@@ -235,13 +235,13 @@ def test_a_variant_with_a_known_weakness_is_named_not_ranked_however_fast():
     ranking and named with its weakness, so no recommendation ever leads with it."""
     base = _net("tcp", 3e9, role="baseline")
     null = _net("ipsec:null-md5", 900e6, vs={"tcp": {"overhead": 0.7, "significant": True}})
-    null = replace(null, params={**null.params, "warning": "null encryption: not confidential"})
+    null = replace(null, weakness="null encryption: not confidential")
     gcm = _net("ipsec:aes128gcm16", 300e6, vs={"tcp": {"overhead": 0.9, "significant": True}})
-    site = {x.use_case: x for x in recommend.recommend([base, null, gcm], [], [], {})}["site-to-site"]
+    site = {x.use_case: x for x in recommend.recommend([base, null, gcm], [], [], Host())}["site-to-site"]
     assert [x.stack for x in site.ranking] == ["ipsec:aes128gcm16"]
     assert site.text.startswith("Only ipsec:aes128gcm16 was measured") or "ipsec:aes128gcm16" in site.text
     assert "Avoid ipsec:null-md5, left out of the ranking: null encryption: not confidential." in site.text
-    only = {x.use_case: x for x in recommend.recommend([base, null], [], [], {})}["site-to-site"]
+    only = {x.use_case: x for x in recommend.recommend([base, null], [], [], Host())}["site-to-site"]
     assert only.ranking == [] and only.text.startswith("Every stack measured for this use has a known weakness")
 
 
@@ -375,9 +375,9 @@ def test_a_busy_core_verdict_says_the_ends_share_cpus_only_where_they_do():
     base = _net("tcp", 3e9, role="baseline", packet=65226)
     shared = _net("x", 1e9, packet=65226, cpu={"max_core_busy": 0.95}, shared_cpus=True)
     apart = _net("x", 1e9, packet=65226, cpu={"max_core_busy": 0.95}, shared_cpus=False)
-    v = bottleneck.classify_network(shared, base, [], {})
+    v = bottleneck.classify_network(shared, base, [], Host())
     assert v.bottleneck == "cpu" and "both ends share this host's CPUs" in v.sentence
-    w = bottleneck.classify_network(apart, base, [], {})       # a peer on another machine
+    w = bottleneck.classify_network(apart, base, [], Host())       # a peer on another machine
     assert w.bottleneck == "cpu" and "share" not in w.sentence
     assert "the busiest core of either host" in w.sentence
 

@@ -1,10 +1,13 @@
 """CPU profiles: perf's report parsed, its rows sorted into layers, and the
 bottleneck named from them where the ceilings alone cannot."""
 
+from dataclasses import replace
+
 import pytest
 
 from cryptcost.analysis import analyze, bottleneck, evidence, profile
 from cryptcost.engines import perf
+from cryptcost.record import Profile, ProfileRow
 
 
 SPANS = [(56467.592063, 56468.042063), (56468.792063, 56469.042063)]     # the fixtures' --time
@@ -39,10 +42,10 @@ def test_samples_counted_by_their_leaf_are_perf_reports_own_rows(fixture_text):
     # libcrypto has no symbols here: its addresses are one row, the library's own code
     [crypto] = [r for r in rows if r["dso"].startswith("libcrypto") and r["sym"] == "(no symbols)"]
     assert crypto["comm"] == "openssl" and crypto["samples"] > 10
-    split = profile.layers({"rows": rows})
-    assert split["shares"]["cipher"] > 0.1                          # openssl's AES, in libcrypto
-    assert split["cipher_symbols"][0] == "libcrypto.so.3"
-    assert profile.sentence(split).endswith("; the cipher ran in " + ", ".join(split["cipher_symbols"]))
+    split = profile.layers(Profile.of({"rows": rows}))
+    assert split.shares["cipher"] > 0.1                          # openssl's AES, in libcrypto
+    assert split.cipher_symbols[0] == "libcrypto.so.3"
+    assert profile.sentence(split).endswith("; the cipher ran in " + ", ".join(split.cipher_symbols))
     # each cell takes the samples inside its own spans from the one read
     first, second = perf.inside(samples, SPANS[:1]), perf.inside(samples, SPANS[1:])
     assert first and second and len(first) + len(second) == total
@@ -83,17 +86,17 @@ FSCRYPT = [_row(0.31, "pv_native_safe_halt", comm="swapper"), _row(0.14, "aesti_
     (_row(0.1, "xas_load"), "kernel, other"),
 ])
 def test_each_row_lands_in_its_layer(row, layer):
-    assert profile.layer(row, frozenset({"gocryptfs", "securefs"})) == layer
+    assert profile.layer(ProfileRow.of(row), frozenset({"gocryptfs", "securefs"})) == layer
 
 
 def test_layers_are_shares_of_the_busy_cpu_and_name_what_ran_the_cipher():
-    split = profile.layers({"rows": FSCRYPT})
-    assert split["busy"] == pytest.approx(0.49)
-    assert split["of_busy"]["cipher"] == pytest.approx(0.29 / 0.49)
-    assert split["cipher_symbols"][:2] == ["aesti_encrypt", "aesti_decrypt"]
-    assert split["unlisted"] == pytest.approx(0.20)
-    assert "idle" not in split["of_busy"] and sum(split["of_busy"].values()) == pytest.approx(1)
-    assert profile.layers(None) is None and profile.layers({"error": "perf died"}) is None
+    split = profile.layers(Profile.of({"rows": FSCRYPT}))
+    assert split.busy == pytest.approx(0.49)
+    assert split.of_busy["cipher"] == pytest.approx(0.29 / 0.49)
+    assert split.cipher_symbols[:2] == ("aesti_encrypt", "aesti_decrypt")
+    assert split.unlisted == pytest.approx(0.20)
+    assert "idle" not in split.of_busy and sum(split.of_busy.values()) == pytest.approx(1)
+    assert profile.layers(None) is None and profile.layers(Profile.of({"error": "perf died"})) is None
 
 
 def test_samples_where_interrupts_came_back_on_are_charged_to_the_code_that_held_them_off():
@@ -107,11 +110,11 @@ def test_samples_where_interrupts_came_back_on_are_charged_to_the_code_that_held
               "_raw_spin_unlock_irqrestore_[k]": 1,
               "fio;aesti_encrypt_[k]": 2}
     assert profile.held_off(folded) == {"fio": {"page cache": 0.75, "fuse": 0.25}}
-    split = profile.layers({"rows": rows, "folded": folded})
-    assert split["shares"]["page cache"] == pytest.approx(0.3) and split["shares"]["fuse"] == pytest.approx(0.1)
-    assert split["shares"]["kernel, other"] == pytest.approx(0.1)            # the worker's: no stack to say
-    without = profile.layers({"rows": rows})
-    assert without["shares"]["kernel, other"] == pytest.approx(0.5) and "page cache" not in without["shares"]
+    split = profile.layers(Profile.of({"rows": rows, "folded": folded}))
+    assert split.shares["page cache"] == pytest.approx(0.3) and split.shares["fuse"] == pytest.approx(0.1)
+    assert split.shares["kernel, other"] == pytest.approx(0.1)            # the worker's: no stack to say
+    without = profile.layers(Profile.of({"rows": rows}))
+    assert without.shares["kernel, other"] == pytest.approx(0.5) and "page cache" not in without.shares
 
 
 def _result(stack="fscrypt:aes-256-xts", rows=FSCRYPT, value=41e6):
@@ -151,7 +154,7 @@ def test_a_profile_where_the_cipher_takes_most_of_the_busy_cpu_makes_the_verdict
 
 def test_a_device_bound_verdict_stays_whatever_the_profile():
     v = bottleneck.Verdict("device", "x: at its baseline's speed", {})
-    assert evidence.with_profile(v, profile.layers({"rows": FSCRYPT}), "x").bottleneck == "device"
+    assert evidence.with_profile(v, profile.layers(Profile.of({"rows": FSCRYPT})), "x").bottleneck == "device"
 
 
 def test_without_perf_a_profile_is_refused_naming_the_package(monkeypatch):
@@ -341,14 +344,14 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
     the same share from 6000 samples binds; 87 % binds even from 60."""
     rows = [_row(0.55, "aesti_encrypt"), _row(0.45, "_copy_to_iter")]
     v = bottleneck.Verdict("latency", "x: latency", {})
-    few = {**profile.layers({"rows": rows}), "samples": 60}
+    few = replace(profile.layers(Profile.of({"rows": rows})), samples=60)
     got = evidence.with_profile(v, few, "x")
     assert got.bottleneck == "latency" and "too few to call it cipher-bound" in got.sentence
     assert "could be as low as 4" in got.sentence
-    many = {**few, "samples": 6000}
+    many = replace(few, samples=6000)
     assert evidence.with_profile(v, many, "x").bottleneck == "cipher"
-    heavy = {**profile.layers({"rows": [_row(0.87, "aesti_encrypt"), _row(0.13, "x")]}),
-             "samples": 60}
+    heavy = replace(profile.layers(Profile.of({"rows": [_row(0.87, "aesti_encrypt"), _row(0.13, "x")]})),
+                    samples=60)
     assert evidence.with_profile(v, heavy, "x").bottleneck == "cipher"
 
 
@@ -380,7 +383,7 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
 def test_where_no_ceiling_binds_the_profile_names_the_layer_that_did(rows, cores, kind, said):
     v = bottleneck.Verdict("latency", "x: below every ceiling at queue depth 1",
                            {"rule": "below every ceiling at queue depth 1"})
-    split = {**profile.layers({"rows": rows}, frozenset({"wireguard-go"})), "samples": 2000}
+    split = replace(profile.layers(Profile.of({"rows": rows}), frozenset({"wireguard-go"})), samples=2000)
     got = evidence.with_profile(v, split, "x", cores)
     assert got.bottleneck == kind and said in got.sentence, got.sentence
     if kind != "latency":
@@ -397,7 +400,7 @@ def test_a_verdict_from_the_profile_says_what_a_faster_cipher_could_win():
     rows = [_row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.5, "fuse_dev_do_read"),
             _row(0.2, "_copy_to_iter"), _row(0.2, "aesni_xts_encrypt")]
     v = bottleneck.Verdict("latency", "x: latency", {"rule": "r"})
-    got = evidence.with_profile(v, {**profile.layers({"rows": rows}), "samples": 4000}, "x", 2)
+    got = evidence.with_profile(v, replace(profile.layers(Profile.of({"rows": rows})), samples=4000), "x", 2)
     assert got.bottleneck == "fuse" and "fuse-bound" in got.sentence
     # 22 % of 0.9 × 2 cores busy: 0.40 of a core's time, which a free cipher saves at most
     assert "the cipher is 22% of the busy CPU (0.40 of a core's time), so even a free cipher would make " \
@@ -408,6 +411,6 @@ def test_the_profile_sentence_always_gives_the_ciphers_and_fuses_shares():
     rows = [_row(0.3, "_copy_to_iter"), _row(0.25, "filemap_read"), _row(0.2, "tcp_sendmsg"),
             _row(0.15, "blk_mq_submit_bio"), _row(0.06, "do_syscall_64"), _row(0.03, "fuse_dev_do_read"),
             _row(0.01, "aesni_xts_encrypt")]
-    said = profile.sentence(profile.layers({"rows": rows}))
+    said = profile.sentence(profile.layers(Profile.of({"rows": rows})))
     assert said.endswith("30% copy, 25% page cache, 20% network, 15% block, 1% the cipher, 3% fuse; "
                          "the cipher ran in aesni_xts_encrypt"), said

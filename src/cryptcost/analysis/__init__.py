@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from cryptcost import stats
 from cryptcost.analysis import bottleneck, costmodel, evidence, profile, recommend, scaling
-from cryptcost.record import Stored, Versus, read
+from cryptcost.record import Host, Stored, Versus, read
 from cryptcost.units import rate, size
 
 GiB = 1 << 30
@@ -81,17 +81,19 @@ class Analysis:
                 "scaling": [c.to_dict() for c in self.scaling]}
 
 
-def analyze(results: list[dict] | list[Stored], host: dict, skipped: list[dict] | None = None, *,
+def analyze(results: list[dict] | list[Stored], host: dict | Host,
+            skipped: list[dict] | None = None, *,
             target: float | None = None, target_label: str | None = None) -> Analysis:
-    """The analysis of a run's results (stored dicts, read here once, or records)."""
-    results = read(results)
+    """The analysis of a run's results (stored dicts, read here once, or records) on its host
+    (the probe's dict, read here once, or a record)."""
+    results, host = read(results), Host.of(host)
     storage = [r for r in results if r.kind == "storage"]
     ciphers = [r for r in results if r.kind == "cipher"]
     network = [r for r in results if r.kind == "network"]
     index = {r.paired(): r for r in storage + network}
     a = Analysis()
-    mhz = host.get("cpu", {}).get("mhz")
-    cores = host.get("cpu", {}).get("cores") or 1        # the profile samples every CPU
+    mhz = host.cpu.mhz
+    cores = host.cpu.cores or 1                          # the profile samples every CPU
     for i, r in sorted(enumerate(results), key=lambda x: x[1].kind == "network"):   # storage first
         if r.kind not in ("storage", "network"):
             continue
@@ -204,14 +206,13 @@ def host_noise(ciphers: list[Stored], measured: list[Stored]) -> list[str]:
                    f"CPU speed move by more than {stats.HOST_DRIFT:.0%} between their samples (up "
                    f"to {moved[-1]:.0%}; a fixed SHA-256 is timed before every sample, "
                    "`host_drift`): their spread is the host's, and their likely cause says so")
-    shaky = [m for r in measured if (m := r.params.get("memory_noise"))
-             and (m.get("cv") or 0) > stats.STEADY_MEMORY]
+    shaky = [m for r in measured if (m := r.memory_noise) and m.cv > stats.STEADY_MEMORY]
     if shaky:
-        worst = max(shaky, key=lambda m: m["cv"])
+        worst = max(shaky, key=lambda m: m.cv)
         memory_bound = sum(1 for r in measured if "memory bandwidth" in (r.likely_cause or ""))
-        out.insert(0, f"the host's memory bandwidth was not steady: {worst['copies']} copies of "
-                      f"{worst['seconds']:g} s each before the first storage sample ran at "
-                      f"{rate(worst['low'])}–{rate(worst['high'])} (CV {worst['cv']:.1%}, where a "
+        out.insert(0, f"the host's memory bandwidth was not steady: {worst.copies} copies of "
+                      f"{worst.seconds:g} s each before the first storage sample ran at "
+                      f"{rate(worst.low)}–{rate(worst.high)} (CV {worst.cv:.1%}, where a "
                       f"quiet host stays under {stats.STEADY_MEMORY:.0%}; on a VM its neighbours' "
                       "memory traffic moves it even while the CPU is steady). A figure that moves "
                       "data at memory speed (a RAM medium read back, a FUSE passthrough's copies) "
@@ -314,8 +315,8 @@ def network_findings(network: list[Stored]) -> list[str]:
         out.append(f"end b{' on ' + peer if peer else ''} is cryptcost vm's guest, {why}: the "
                    "Gbit/s across it say what works and how the stacks relate")
     for r in network:
-        canary = (r.wire or {}).get("canary") or {}
-        if r.facts.is_baseline and canary.get("verdict") == "encrypted":
+        canary = r.wire.canary if r.wire else None
+        if r.facts.is_baseline and canary and canary.verdict == "encrypted":
             out.append(f"the wire check saw no plaintext on the baseline {r.stack}: it cannot be "
                        "trusted on this link")
     return out

@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cryptcost.model import Cell
-from cryptcost.record import CipherRef, Stored
+from cryptcost.analysis.profile import Split
+from cryptcost.record import CipherRef, Host, Stored, Wire
 from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import rate
 
@@ -40,30 +41,31 @@ class Verdict:
     bottleneck: str
     sentence: str
     ceilings: dict
+    profile: Split | None = None            # the cell's profile by layer, where it has one
 
     def to_dict(self) -> dict:
+        profile = {"profile": self.profile.to_dict()} if self.profile else {}
         return {"bottleneck": self.bottleneck, "explanation": self.sentence,
-                "ceilings": self.ceilings}
+                "ceilings": {**self.ceilings, **profile}}
 
 
 def _value(r: Stored | None) -> float | None:
     return r.bytes_per_s if r else None
 
 
-def kernel_aes_is_software(host: dict, r: Stored | None = None) -> tuple[bool, str | None]:
+def kernel_aes_is_software(host: Host, r: Stored | None = None) -> tuple[bool, str | None]:
     """Whether the kernel's AES (what fscrypt and dm-crypt use) is software,
     and its driver: the one read after the stack was set up (``r``'s
     ``params.kernel_drivers``) where recorded, else the host's at probe time."""
-    drivers = {**host.get("crypto_drivers", {}),
-               **(r.params.get("kernel_drivers", {}) if r else {})}
+    drivers = {**host.crypto_drivers, **(r.kernel_drivers if r else {})}
     for name in ("xts(aes)", "aes"):
         d = drivers.get(name)
         if d:
-            return d.get("implementation") == "software", d.get("driver")
+            return d.implementation == "software", d.driver or None
     return False, None
 
 
-def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: dict, iodepth: int,
+def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: Host, iodepth: int,
                    r: Stored | None = None) -> tuple[float | None, str]:
     """(bytes/s, how it was obtained) for a stack's declared cipher: the
     cipher table's cell at the stack's unit and with as many threads as the
@@ -75,7 +77,7 @@ def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: dict, iod
     if not ref:
         return None, "the stack names no cipher the engines measure"
     cell = r.cell if r else Cell()
-    cores = cell.cpus or _cores(host)
+    cores = cell.cpus or host.cpu.usable
     parallel = cipher_threads(ref.threads, cell.op, cell.block_bytes, iodepth, cores)
     want_engines = {"kernel": ["kernel", "openssl"],
                     "go": ["go", "openssl"]}.get(ref.where, ["openssl"])
@@ -122,13 +124,8 @@ def thread_gain(pool: list[Stored], unit: int, parallel: int) -> tuple[float, st
     return float(parallel), f" × {parallel} (assumed linear: no {parallel}-thread cell measured)"
 
 
-def _cores(host: dict) -> int:
-    """The CPUs this host let a run use."""
-    return host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
-
-
 def classify(r: Stored, baseline: Stored | None, large: Stored | None, fuse_base: Stored | None,
-             ciphers: list[Stored], host: dict) -> Verdict:
+             ciphers: list[Stored], host: Host) -> Verdict:
     """The bottleneck of storage result ``r``: the first rule that holds, in
     the order of the module docstring. The verdict names the ceilings, the
     ratio of the result to each, and the rule that decided.
@@ -201,7 +198,7 @@ def classify(r: Stored, baseline: Stored | None, large: Stored | None, fuse_base
                        f"passthrough ({rate(_value(fuse_base))}): the FUSE round trip limits it, "
                        "not the cipher")
     machine = r.cpu.machine_busy
-    cores = cell.cpus or _cores(host)
+    cores = cell.cpus or host.cpu.usable
     if busy >= SATURATED and cores > 1 and machine >= ALL_BUSY:
         return verdict("cpu",
                        f"the busiest core ≥ {SATURATED:.0%} and all {cores} CPUs ≥ {ALL_BUSY:.0%} "
@@ -230,7 +227,7 @@ def _size(n: int) -> str:
 
 
 def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored],
-                     host: dict) -> Verdict:
+                     host: Host) -> Verdict:
     """The bottleneck of network result ``r``, first rule that holds:
 
     * ``link`` — within 15 % of plain TCP on the same link (the link ceiling);
@@ -257,7 +254,7 @@ def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored],
     ceilings["ratio"] = {k: value / c for k, c in (("link", link), ("cipher", cipher)) if c}
     shown_cipher = f"{rate(cipher)} ({cipher_how})" if cipher else f"not measured: {cipher_how}"
     daemon = r.busiest_daemon_core or 0
-    wire, base_wire = r.wire or {}, (baseline.wire if baseline else None) or {}
+    wire, base_wire = r.wire or Wire(), (baseline.wire if baseline else None) or Wire()
     mtu = cell.mtu or 1500
 
     def verdict(kind: str, rule: str, sentence: str) -> Verdict:
@@ -281,7 +278,7 @@ def classify_network(r: Stored, baseline: Stored | None, ciphers: list[Stored],
                        f"{label} {rate(value)}, {ratio}: its busiest process used {daemon:.0%} of "
                        f"one core while the cipher allows {shown_cipher}: a single-threaded daemon "
                        "is the limit")
-    size, base_size = wire.get("median_packet_bytes"), base_wire.get("median_packet_bytes")
+    size, base_size = wire.median_packet_bytes, base_wire.median_packet_bytes
     if size and base_size and size <= mtu + 100 and base_size >= 4 * size:
         return verdict("per-packet", "MTU-sized packets where the baseline sends GSO frames",
                        f"{label} {rate(value)}, {ratio}: it sends {size:.0f}-byte packets where "

@@ -9,7 +9,10 @@ The ceilings' verdict stays in the sentence where the two disagree.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cryptcost.analysis import profile
+from cryptcost.analysis.profile import Split
 from cryptcost.analysis.bottleneck import Verdict
 
 
@@ -36,7 +39,7 @@ BOUND_BY = {"fuse": ("fuse", "the round trips between the kernel and the FUSE da
 UNEXPLAINED = ("latency", "unknown")
 
 
-def with_profile(v: Verdict, split: dict | None, label: str, cores: int = 1) -> Verdict:
+def with_profile(v: Verdict, split: Split | None, label: str, cores: int = 1) -> Verdict:
     """A verdict held against the cell's CPU profile (``analysis.profile``): where the
     cipher takes at least half of the busy CPU — the lower end of its 95 % interval, for the
     profile's samples — it binds, whatever the ceilings inferred (a device or link ceiling
@@ -48,18 +51,22 @@ def with_profile(v: Verdict, split: dict | None, label: str, cores: int = 1) -> 
     verdict stays in the sentence where the two disagree."""
     if not split:
         return v
-    share = split["of_busy"].get("cipher", 0.0)
+    return replace(_held(v, split, label, cores), profile=split)
+
+
+def _held(v: Verdict, split: Split, label: str, cores: int) -> Verdict:
+    share = split.of_busy.get("cipher", 0.0)
     low = profile.cipher_low(split)
-    ceilings = {**v.ceilings, "profile": split}
+    ceilings = dict(v.ceilings)
     sure = share if low is None else low
     said = profile.sentence(split)
     if share >= profile.CIPHER_BOUND > sure and v.bottleneck not in ("device", "link", "cipher"):
-        n = round(split["samples"] * split["busy"])
+        n = round((split.samples or 0) * split.busy)
         return Verdict(v.bottleneck, f"{v.sentence}; {said}; the cipher's "
                        f"{share:.0%} of {n} busy samples could be as low as {low:.0%}: too few "
                        "to call it cipher-bound", ceilings)
     if sure >= profile.CIPHER_BOUND and v.bottleneck not in ("device", "link", "cipher"):
-        ran = ", ".join(split["cipher_symbols"]) or "its crypto code"
+        ran = ", ".join(split.cipher_symbols) or "its crypto code"
         return Verdict("cipher",
                        f"{label}: {share:.0%} of the busy CPU ran the cipher ({ran}), by its CPU "
                        f"profile: cipher-bound (the ceilings alone said {v.bottleneck})",
@@ -70,13 +77,13 @@ def with_profile(v: Verdict, split: dict | None, label: str, cores: int = 1) -> 
     return Verdict(v.bottleneck, f"{v.sentence}; {said}", ceilings)
 
 
-def amdahl(split: dict, worth: float) -> str:
+def amdahl(split: Split, worth: float) -> str:
     """What a faster cipher could win, where the CPU sets the speed (R3's question: why a 6×
     faster cipher made a volume only 1.6–1.8× faster). The cipher took ``c`` of the busy CPU,
     and ``worth`` cores were busy on average: c × worth CPU-seconds per second of the run. A
     free cipher shortens the run by at most that (work on other cores may overlap it), so the
     run gets at most 1 / (1 − c × worth) times faster; nothing is said where that bound is none."""
-    c = split["of_busy"].get("cipher", 0.0)
+    c = split.of_busy.get("cipher", 0.0)
     spent = c * worth
     if c < 0.02 or spent >= 0.95:
         return ""
@@ -84,10 +91,10 @@ def amdahl(split: dict, worth: float) -> str:
             f"a free cipher would make it at most {1 / (1 - spent):.2f}× faster")
 
 
-def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -> Verdict:
+def _by_layer(v: Verdict, split: Split, label: str, cores: int, ceilings: dict) -> Verdict:
     """A verdict no ceiling could give, from the profile's largest layer (see with_profile)."""
     said = profile.sentence(split)
-    worth = split["busy"] * max(1, cores)
+    worth = split.busy * max(1, cores)
     top = profile.largest(split)
     if worth < ONE_CORE:
         return Verdict("latency",
@@ -105,7 +112,7 @@ def _by_layer(v: Verdict, split: dict, label: str, cores: int, ceilings: dict) -
     # code no layer names, under half of the busy CPU: the work is spread, that code among it
     sure = 0.0 if unnamed else share if low is None else low
     kind, what = BOUND_BY.get(name, ("cipher", "the cipher"))
-    ran = ", ".join(split.get("symbols", {}).get(name, [])) or name
+    ran = ", ".join(split.symbols.get(name, ())) or name
     if sure < LAYER_BOUND:
         return Verdict("spread",
                        f"{label}: with {worth:.1f} of {cores} cores' worth busy, the CPU's work is "

@@ -38,6 +38,10 @@ was not idle, which is what a bottleneck is judged on.
 from __future__ import annotations
 
 import re
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
+
+from cryptcost.record import Profile, ProfileRow
 
 LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "network", "syscall, TUN",
           "memory", "measuring tool",
@@ -82,10 +86,10 @@ _BLOCK = re.compile(r"^(blk|bio|__blk|submit_bio|loop_|lo_|dm_|kcryptd|crypt_|__
                     r"bdev|mq_|elv|nvme|scsi|virtblk|iov_iter)")
 
 
-def layer(row: dict, daemons: frozenset[str] = frozenset()) -> str:
+def layer(row: ProfileRow, daemons: frozenset[str] = frozenset()) -> str:
     """The layer one row of a profile belongs to (see the module docstring)."""
-    comm, dso, sym = row.get("comm", ""), row.get("dso", ""), row.get("sym", "")
-    kernel = row.get("where") == "kernel"
+    comm, dso, sym = row.comm, row.dso, row.sym
+    kernel = row.where == "kernel"
     if comm == "swapper" or _IDLE.search(sym):
         return "idle"
     if kernel:
@@ -138,97 +142,126 @@ def held_off(folded: dict[str, int] | None,
             continue
         callers = [f.removesuffix("_[k]") for f in reversed(chain[:-1])
                    if f.endswith("_[k]") and not _LOCK.match(f)][:CALLERS]
-        named = (layer({"comm": comm, "where": "kernel", "sym": f}, daemons) for f in callers)
+        named = (layer(ProfileRow(comm, sym=f, where="kernel"), daemons) for f in callers)
         name = next((x for x in named if x != "kernel, other"), "kernel, other")
         mine = counts.setdefault(comm, {})
         mine[name] = mine.get(name, 0) + n
     return {comm: {k: v / sum(c.values()) for k, v in c.items()} for comm, c in counts.items()}
 
 
-def layers(profile: dict | None, daemons: frozenset[str] = frozenset()) -> dict | None:
-    """{``shares``: layer → share of all CPU time, ``busy``: the share not idle, ``of_busy``:
-    layer → share of the busy time, ``top``: the largest non-idle rows with their layer,
-    ``cipher_symbols``: what the cipher share ran}; None without a profile's rows.
+@dataclass(frozen=True)
+class Tagged:
+    """A profile row with the layer it was charged to."""
+
+    row: ProfileRow
+    layer: str
+
+    def to_dict(self) -> dict:
+        return {**asdict(self.row), "layer": self.layer}
+
+
+@dataclass(frozen=True)
+class Split:
+    """A profile sorted into layers: ``shares`` of all CPU time, ``busy`` the share not idle,
+    ``of_busy`` each layer's share of the busy time, ``symbols`` the code each layer ran (its
+    first three), ``top`` the largest non-idle rows, ``cipher_symbols`` what the cipher share
+    ran; ``samples`` and ``vs_median`` as the profile had them."""
+
+    shares: Mapping[str, float]
+    busy: float
+    of_busy: Mapping[str, float]
+    symbols: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    unlisted: float = 0.0
+    vs_median: float | None = None
+    samples: int | None = None
+    top: tuple[Tagged, ...] = ()
+    cipher_symbols: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"shares": dict(self.shares), "busy": self.busy, "of_busy": dict(self.of_busy),
+                "symbols": {k: list(v) for k, v in self.symbols.items()},
+                "unlisted": self.unlisted, "vs_median": self.vs_median, "samples": self.samples,
+                "top": [t.to_dict() for t in self.top], "cipher_symbols": list(self.cipher_symbols)}
+
+
+def layers(profile: Profile | None, daemons: frozenset[str] = frozenset()) -> Split | None:
+    """The profile's rows sorted into layers (:class:`Split`); None without a profile's rows.
     ``daemons``: the stack's daemons' command names (their other code is the stack's own)."""
-    rows = (profile or {}).get("rows")
-    if not rows:
+    if not profile or not profile.rows:
         return None
     shares = dict.fromkeys(LAYERS, 0.0)
     tagged = []
-    callers = held_off(profile.get("folded"), daemons)
-    for row in rows:
+    callers = held_off(profile.folded, daemons)
+    for row in profile.rows:
         name = layer(row, daemons)
-        by = callers.get(row.get("comm", "")) if row.get("where") == "kernel" and \
-            _REENABLE.match(row.get("sym", "")) else None
+        by = callers.get(row.comm) if row.where == "kernel" and _REENABLE.match(row.sym) else None
         for charged, part in (by or {name: 1.0}).items():     # held off: charged to the callers
-            shares[charged] += row["share"] * part
-        tagged.append({**row, "layer": name if not by else max(by, key=by.get)})
+            shares[charged] += row.share * part
+        tagged.append(Tagged(row, name if not by else max(by, key=by.get)))
     # rows below perf's cut-off are the long tail: left out of every layer, said as such
     shares = {k: v for k, v in shares.items() if v > 0}
     busy = sum(v for k, v in shares.items() if k != "idle")
     of_busy = {k: v / busy for k, v in shares.items() if k != "idle"} if busy else {}
-    cipher = [r for r in tagged if r["layer"] == "cipher"]
     ran: dict[str, list[str]] = {}
-    for r in tagged:
-        if r["layer"] != "idle" and len(ran.setdefault(r["layer"], [])) < 3 and \
-                _shown(r) not in ran[r["layer"]]:
-            ran[r["layer"]].append(_shown(r))
-    return {"shares": shares, "busy": busy, "of_busy": of_busy, "symbols": ran,
-            "unlisted": max(0.0, 1 - sum(shares.values())),
-            "vs_median": profile.get("vs_median"), "samples": profile.get("samples"),
-            "top": [r for r in tagged if r["layer"] != "idle"][:8],
-            "cipher_symbols": list(dict.fromkeys(_shown(r) for r in cipher))[:3]}
+    for t in tagged:
+        if t.layer != "idle" and len(ran.setdefault(t.layer, [])) < 3 and \
+                _shown(t.row) not in ran[t.layer]:
+            ran[t.layer].append(_shown(t.row))
+    cipher = dict.fromkeys(_shown(t.row) for t in tagged if t.layer == "cipher")
+    return Split(shares, busy, of_busy, {k: tuple(v) for k, v in ran.items()},
+                 max(0.0, 1 - sum(shares.values())), profile.vs_median, profile.samples,
+                 tuple(t for t in tagged if t.layer != "idle")[:8], tuple(cipher)[:3])
 
 
-def cipher_low(split: dict) -> float | None:
+def cipher_low(split: Split) -> float | None:
     """The lower end of the 95 % (Wilson) interval of the cipher's share of the busy CPU."""
     return share_low(split, "cipher")
 
 
-def share_low(split: dict, name: str) -> float | None:
+def share_low(split: Split, name: str) -> float | None:
     """The lower end of the 95 % (Wilson) interval of layer ``name``'s share of the busy CPU,
     from the profile's sample count: a warm-up run may hold only some tens of samples, and
     a share of them is good to several percent at best. None without a sample count."""
-    n = round((split.get("samples") or 0) * split.get("busy", 0.0))
+    n = round((split.samples or 0) * split.busy)
     if n <= 0:
         return None
     from scipy.stats import binomtest
-    share = split["of_busy"].get(name, 0.0)
+    share = split.of_busy.get(name, 0.0)
     return float(binomtest(round(share * n), n).proportion_ci(method="wilson").low)
 
 
-def largest(split: dict) -> tuple[str, float] | None:
+def largest(split: Split) -> tuple[str, float] | None:
     """The layer that took most of the busy CPU, and its share; None for an empty profile."""
-    named = [(k, v) for k, v in split.get("of_busy", {}).items()]
+    named = list(split.of_busy.items())
     return max(named, key=lambda kv: kv[1]) if named else None
 
 
-def _shown(row: dict) -> str:
+def _shown(row: ProfileRow) -> str:
     """A row's code in words: a kernel symbol, or a library and its symbol where it has one."""
-    if row["where"] == "kernel":
-        return row["sym"]
-    return row["dso"] if row["sym"] == "(no symbols)" else f"{row['sym']} in {row['dso']}"
+    if row.where == "kernel":
+        return row.sym
+    return row.dso if row.sym == "(no symbols)" else f"{row.sym} in {row.dso}"
 
 
-def sentence(split: dict) -> str:
+def sentence(split: Split) -> str:
     """``perf: 62 % of the busy CPU in the cipher (aesti_encrypt, aesti_decrypt), 14 % copies,
     …``."""
-    ranked = [(name, share) for name, share in sorted(split["of_busy"].items(),
+    ranked = [(name, share) for name, share in sorted(split.of_busy.items(),
                                                       key=lambda kv: -kv[1]) if share >= 0.05]
     shown = ranked[:4]
     # the cipher's share and FUSE's are said wherever they took any: what people ask about
-    shown += [(name, share) for name, share in split["of_busy"].items()
+    shown += [(name, share) for name, share in split.of_busy.items()
               if name in ("cipher", "fuse") and share >= 0.005 and name not in dict(shown)]
     def said(name: str, share: float) -> str:
         if name == "cipher":
             return f"{share:.0%} the cipher"
-        if name.endswith(", other") and split.get("symbols", {}).get(name):
-            return f"{share:.0%} {name} ({', '.join(split['symbols'][name][:2])})"
+        if name.endswith(", other") and split.symbols.get(name):
+            return f"{share:.0%} {name} ({', '.join(split.symbols[name][:2])})"
         return f"{share:.0%} {name}"
     head = ", ".join(said(name, share) for name, share in shown)
-    ran = (f", the profiled run at {split['vs_median']:.0%} of the median"
-           if split.get("vs_median") else "")
-    cipher = (f"; the cipher ran in {', '.join(split['cipher_symbols'])}" if split["cipher_symbols"]
+    ran = (f", the profiled run at {split.vs_median:.0%} of the median" if split.vs_median
+           else "")
+    cipher = (f"; the cipher ran in {', '.join(split.cipher_symbols)}" if split.cipher_symbols
               else "")
-    return (f"where the busy CPU went (perf, {split['busy']:.0%} of all CPU time busy{ran}): "
+    return (f"where the busy CPU went (perf, {split.busy:.0%} of all CPU time busy{ran}): "
             f"{head}{cipher}")

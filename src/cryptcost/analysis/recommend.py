@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from cryptcost import stats
-from cryptcost.record import Stored
+from cryptcost.record import Host, Stored
 from cryptcost.stacks.base import USE_CASES
 from cryptcost.units import pct, rate
 
@@ -151,7 +151,7 @@ def _describe(results: list[Stored], stack: str) -> str:
 
 
 def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
-              host: dict) -> list[Recommendation]:
+              host: Host) -> list[Recommendation]:
     """A paragraph per use case measured or asked for, and one on the cipher."""
     # Options are compared as they are deployed: an acceleration-off copy is a measurement, not an
     # option.
@@ -170,7 +170,7 @@ def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
         # a variant with a known weakness (ECB, null encryption, HMAC-MD5 …) is never an option
         # to rank, however fast: it is named with its weakness instead
         warned = {s: w for s in mine for r in measured if r.stack == s
-                  and (w := r.params.get("warning"))}
+                  and (w := r.weakness)}
         unavailable = [s for s in skipped if s.get("use_case") == use]
         ranked = sorted(((score(measured, s), s) for s in mine if s not in warned),
                         key=lambda x: -(x[0] or 0))
@@ -229,14 +229,14 @@ def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[
     return " ".join(sentences)
 
 
-def _cipher_paragraph(ciphers: list[Stored], host: dict) -> str:
+def _cipher_paragraph(ciphers: list[Stored], host: Host) -> str:
     def best(alg: str) -> Stored | None:
         rs = [c for c in ciphers if c.cell.algorithm == alg and c.cell.accel and c.cell.threads == 1
               and c.cell.engine == "openssl" and c.bytes_per_s]
         return max(rs, key=lambda c: c.cell.buffer_bytes) if rs else None
     gcm, chacha, xts = (best("aes-256-gcm") or best("aes-128-gcm"), best("chacha20-poly1305"),
                         best("aes-256-xts"))
-    has_aes = host.get("cpu", {}).get("flags", {}).get("aes")
+    has_aes = host.cpu.flags.get("aes")
     parts = []
     if gcm and chacha:
         cmp = stats.compare(chacha.values or [chacha.bytes_per_s], gcm.values or [gcm.bytes_per_s])

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from cryptcost.analysis.bottleneck import Verdict, kernel_aes_is_software
-from cryptcost.record import Stored
+from cryptcost.record import Host, Stored
 from cryptcost.units import rate
 
 OFF = "/accel-off"
@@ -121,7 +121,7 @@ def _cpus(n: int | None) -> str:
     return "all CPUs" if not n else f"{n} CPU{'s' if n > 1 else ''}"
 
 
-def curves(results: list[Stored], verdicts: dict[int, Verdict], host: dict,
+def curves(results: list[Stored], verdicts: dict[int, Verdict], host: Host,
            skipped: list[dict] | None = None) -> list[Curve]:
     """One curve per measured stack and cell that has something to say: two
     or more points (acceleration off, CPU counts), or a reason why
@@ -149,7 +149,7 @@ def curves(results: list[Stored], verdicts: dict[int, Verdict], host: dict,
     return sorted(out, key=lambda c: (c.stack, c.cell))
 
 
-def _accel(r: Stored, points: list[Point], no_switch: str | None, host: dict) -> Accel:
+def _accel(r: Stored, points: list[Point], no_switch: str | None, host: Host) -> Accel:
     """What is known of hardware acceleration for this curve's stack."""
     off = [p for p in points if not p.accel]
     if off:

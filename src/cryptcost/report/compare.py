@@ -16,7 +16,7 @@ import statistics
 
 from cryptcost import stats
 from cryptcost.model import Cell
-from cryptcost.record import Stored, read
+from cryptcost.record import Host, Stored, read
 
 MOVE_CELLS = 3            # OpenSSL cells both runs need before the host's move is estimated
 # a host whose cipher cells moved less than this between the runs held still
@@ -27,27 +27,25 @@ def key(r: Stored) -> Cell:
     return r.cell.but(part=None)
 
 
-def environment_diff(a: dict, b: dict) -> list[dict]:
+def environment_diff(a: dict | Host, b: dict | Host) -> list[dict]:
     """What differs between two hosts in ways that change encryption numbers."""
+    a, b = Host.of(a), Host.of(b)
     diffs = []
 
     def put(what, x, y):
         if x != y:
             diffs.append({"what": what, "a": x, "b": y})
-    put("hostname", a.get("hostname"), b.get("hostname"))
-    put("CPU", a.get("cpu", {}).get("model"), b.get("cpu", {}).get("model"))
-    put("cores", a.get("cpu", {}).get("cores"), b.get("cpu", {}).get("cores"))
-    put("governor", a.get("cpu", {}).get("governor"), b.get("cpu", {}).get("governor"))
-    for flag in sorted(set(a.get("cpu",
-                                 {}).get("flags", {})) | set(b.get("cpu", {}).get("flags", {}))):
-        put(f"CPU flag {flag}", a.get("cpu", {}).get("flags", {}).get(flag),
-            b.get("cpu", {}).get("flags", {}).get(flag))
-    put("kernel", a.get("kernel", {}).get("release"), b.get("kernel", {}).get("release"))
-    for tool in sorted(set(a.get("tools", {})) | set(b.get("tools", {}))):
-        put(f"tool {tool}", a.get("tools", {}).get(tool), b.get("tools", {}).get(tool))
-    for alg in sorted(set(a.get("crypto_drivers", {})) & set(b.get("crypto_drivers", {}))):
-        put(f"kernel driver {alg}", a["crypto_drivers"][alg]["driver"],
-            b["crypto_drivers"][alg]["driver"])
+    put("hostname", a.hostname, b.hostname)
+    put("CPU", a.cpu.model, b.cpu.model)
+    put("cores", a.cpu.cores, b.cpu.cores)
+    put("governor", a.cpu.governor, b.cpu.governor)
+    for flag in sorted(set(a.cpu.flags) | set(b.cpu.flags)):
+        put(f"CPU flag {flag}", a.cpu.flags.get(flag), b.cpu.flags.get(flag))
+    put("kernel", a.kernel, b.kernel)
+    for tool in sorted(set(a.tools) | set(b.tools)):
+        put(f"tool {tool}", a.tools.get(tool), b.tools.get(tool))
+    for alg in sorted(set(a.crypto_drivers) & set(b.crypto_drivers)):
+        put(f"kernel driver {alg}", a.crypto_drivers[alg].driver, b.crypto_drivers[alg].driver)
     return diffs
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from cryptcost.analysis import Analysis, analyze, scaling
 from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.model import Run
-from cryptcost.record import Stored, read
+from cryptcost.record import Host, Stored, Wire, read
 from cryptcost.report import fieldreports
 from cryptcost import units
 from cryptcost.units import target_of
@@ -98,18 +98,17 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
             network_rows.append(network_row(r, a.verdicts.get(i)))
         elif r.kind == "cipher":
             cipher_rows.append(cipher_row(r))
-    cpu = run.host.get("cpu", {})
+    host = Host.of(run.host)
+    cpu = host.cpu
     return {
         "format": "cryptcost-report", "version": FORMAT_VERSION,
         "title": f"cryptcost run {run.id}" + (f" — {run.label}" if run.label else ""),
         "run": {"id": run.id, "command": run.command, "status": run.status, "started": run.started,
                 "finished": run.finished, "suite": run.extra.get("suite")},
-        "host": {"hostname": run.host.get("hostname"), "cpu": cpu.get("model"),
-                 "cores": cpu.get("cores"),
-                 "flags": ", ".join(f for f, on in cpu.get("flags", {}).items() if on),
-                 "kernel": run.host.get("kernel", {}).get("release"), "mhz": cpu.get("mhz"),
-                 "governor": cpu.get("governor") or "not exposed",
-                 "memory_gib": round((run.host.get("memory", {}).get("total") or 0) / 2**30, 1)},
+        "host": {"hostname": host.hostname, "cpu": cpu.model, "cores": cpu.cores,
+                 "flags": ", ".join(f for f, on in cpu.flags.items() if on),
+                 "kernel": host.kernel, "mhz": cpu.mhz, "governor": cpu.governor or "not exposed",
+                 "memory_gib": round((host.memory_total or 0) / 2**30, 1)},
         "recommendations": a.recommendations,
         "ranking": [{"stack": x.stack, "rank": ("=" if x.tie else "") + str(x.rank),
                      "relative": units.pct(x.relative_to_plain, signed=False)
@@ -136,19 +135,18 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
                                            if s.get(k)),
                           "why": s.get("reason", ""),
                           "install": s.get("install") or ""} for s in skipped],
-        "environment": _environment(run.host),
-        "notes": run.host.get("notes", []),
-        "emulated": emulated_why(run.host),
+        "environment": _environment(host),
+        "notes": list(host.notes),
+        "emulated": emulated_why(host),
     }
 
 
-def emulated_why(host: dict) -> str | None:
+def emulated_why(host: dict | Host) -> str | None:
     """Why a run's speeds are not real hardware's (``cryptcost vm``), or None."""
-    emulated = host.get("emulated")
+    emulated = Host.of(host).emulated
     if not emulated:
         return None
-    return (f"Emulated: {emulated.get('why', 'measured in a virtual machine')} "
-            f"(kernel {emulated.get('kernel', '?')}, {emulated.get('cpus', '?')} virtual CPUs). "
+    return (f"Emulated: {emulated.why} (kernel {emulated.kernel}, {emulated.cpus} virtual CPUs). "
             "Read it for what works and how stacks relate within this run.")
 
 
@@ -173,7 +171,7 @@ def _verdict(v: Verdict | None) -> dict:
     if v is None:
         return {"bottleneck": "", "explanation": "", "layers": None}
     return {"bottleneck": v.bottleneck, "explanation": v.sentence,
-            "layers": (v.ceilings.get("profile") or {}).get("of_busy")}
+            "layers": dict(v.profile.of_busy) if v.profile else None}
 
 
 def _vs(r: Stored) -> str:
@@ -186,7 +184,7 @@ def _vs(r: Stored) -> str:
 
 def network_row(r: Stored, verdict: Verdict | None = None) -> dict:
     """One network result formatted for people (terminal and reports alike)."""
-    c, wire = r.cell, r.wire or {}
+    c, wire = r.cell, r.wire or Wire()
 
     def cpu(end: str) -> str:
         return f"{r.cpu_s_per_gb[end]:.2f}" if r.cpu_s_per_gb.get(end) is not None else "—"
@@ -202,14 +200,10 @@ def network_row(r: Stored, verdict: Verdict | None = None) -> dict:
             "ci": ci_text(r), "n": r.n,
             "cpu_a": cpu("a"), "cpu_b": cpu("b"), "cpu_system": cpu("system"),
             "retransmits": f"{r.retransmits:,.0f}" if r.retransmits is not None else "—",
-            "packet": f"{wire['median_packet_bytes']:,.0f} B" if wire.get("median_packet_bytes")
-            else "—",
-            "wire": wire.get("verdict",
-                             "not checked") + (" (by design)" if wire.get("expected") else ""),
+            "packet": f"{wire.median_packet_bytes:,.0f} B" if wire.median_packet_bytes else "—",
+            "wire": wire.verdict + (" (by design)" if wire.expected else ""),
             "vs": _vs(r),
-            "negotiated": ", ".join(f"{k} {v}"
-                                    for k, v in (r.params.get("negotiated") or {}).items()
-                                    if k != "from"),
+            "negotiated": ", ".join(f"{k} {v}" for k, v in r.negotiated.items() if k != "from"),
             **_verdict(verdict), "notes": list(r.notes)}
 
 
@@ -225,15 +219,15 @@ def cipher_row(r: Stored) -> dict:
             "note": r.notes[-1] if not c.accel and r.notes else r.warning or ""}
 
 
-def _environment(host: dict) -> list[tuple[str, str]]:
-    rows = [("cryptcost", str(host.get("cryptcost"))), ("Python", str(host.get("python")))]
-    rows += [(f"tool {k}", v) for k, v in sorted(host.get("tools", {}).items()) if v]
+def _environment(host: Host) -> list[tuple[str, str]]:
+    rows = [("cryptcost", str(host.cryptcost)), ("Python", str(host.python))]
+    rows += [(f"tool {k}", v) for k, v in sorted(host.tools.items()) if v]
     for name in ("aes", "xts(aes)", "cbc(aes)", "gcm(aes)", "sha256", "chacha20"):
-        d = host.get("crypto_drivers", {}).get(name)
+        d = host.crypto_drivers.get(name)
         if d:
             rows.append((f"kernel {name}",
-                         f"{d['driver']} (priority {d['priority']}, {d['implementation']})"))
-    feats = host.get("features", {})
+                         f"{d.driver} (priority {d.priority}, {d.implementation})"))
+    feats = host.features
     rows.append(("kernel features",
-                 ", ".join(f"{k}{'' if v['present'] else ' ✗'}" for k, v in feats.items())))
+                 ", ".join(f"{k}{'' if present else ' ✗'}" for k, present in feats.items())))
     return rows

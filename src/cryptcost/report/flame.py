@@ -14,7 +14,7 @@ deterministic for the same data.
 from __future__ import annotations
 
 from cryptcost.analysis.profile import layer
-from cryptcost.record import Stored
+from cryptcost.record import ProfileRow, Stored
 
 # One colour per layer (analysis.profile.LAYERS), the cipher the one that stands out.
 COLOURS = {"cipher": "#d62728", "copy": "#ff7f0e", "fuse": "#9467bd", "page cache": "#2ca02c",
@@ -31,7 +31,7 @@ def by_stack(results: list[Stored]) -> dict[str, dict[str, int]]:
     """The folded stacks of each stack's profiled cells, summed, idle left out."""
     out: dict[str, dict[str, int]] = {}
     for r in results:
-        for key, n in ((r.profile or {}).get("folded") or {}).items():
+        for key, n in (r.profile.folded if r.profile else {}).items():
             mine = out.setdefault(r.stack, {})
             mine[key] = mine.get(key, 0) + n
     return out
@@ -39,16 +39,16 @@ def by_stack(results: list[Stored]) -> dict[str, dict[str, int]]:
 
 def _layer(frame: str, comm: str) -> str:
     if frame.endswith("_[k]"):
-        return layer({"comm": comm, "sym": frame[:-4], "where": "kernel"})
+        return layer(ProfileRow(comm, sym=frame[:-4], where="kernel"))
     if frame.startswith("["):
-        return layer({"comm": comm, "dso": frame.strip("[]"), "sym": "", "where": "user"})
-    return layer({"comm": comm, "sym": frame, "dso": "", "where": "user"})
+        return layer(ProfileRow(comm, dso=frame.strip("[]"), where="user"))
+    return layer(ProfileRow(comm, sym=frame, where="user"))
 
 
 def _idle(key: str) -> bool:
     """A stack that ends in the idle loop (or is the idle task's)."""
     comm, leaf = key.split(";", 1)[0], key.rsplit(";", 1)[-1]
-    return layer({"comm": comm, "sym": leaf.removesuffix("_[k]"), "where": "kernel"}) == "idle"
+    return layer(ProfileRow(comm, sym=leaf.removesuffix("_[k]"), where="kernel")) == "idle"
 
 
 def _tree(folded: dict[str, int]) -> dict:

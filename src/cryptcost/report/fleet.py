@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cryptcost import units
 from cryptcost.model import Run
-from cryptcost.record import Stored, read
+from cryptcost.record import Host, Stored, read
 from cryptcost.report import document
 from cryptcost.report.compare import environment_diff, key
 
@@ -41,7 +41,7 @@ class Member:
 
     @property
     def emulated(self) -> bool:
-        return bool(self.run.host.get("emulated"))
+        return Host.of(self.run.host).emulated is not None
 
 
 def differences(hosts: list[tuple[str, dict]]) -> dict[str, list[dict]]:
@@ -89,14 +89,12 @@ def build(members: list[Member]) -> dict:
 
 
 def _column(m: Member) -> dict:
-    h = m.run.host
-    cpu = h.get("cpu", {})
+    h = Host.of(m.run.host)
     return {"label": m.label, "run": m.run.id, "status": m.run.status, "pair": m.pair,
-            "hostname": h.get("hostname"), "cpu": cpu.get("model"), "cores": cpu.get("cores"),
+            "hostname": h.hostname, "cpu": h.cpu.model, "cores": h.cpu.cores,
             "crypto_flags": ", ".join(FLAG_NAMES.get(f, f) for f, on in
-                                      cpu.get("flags", {}).items() if on) or "none",
-            "kernel": h.get("kernel", {}).get("release"),
-            "emulated": document.emulated_why(h)}
+                                      h.cpu.flags.items() if on) or "none",
+            "kernel": h.kernel, "emulated": document.emulated_why(h)}
 
 
 def _env_clause(d: dict, first: str) -> str:
