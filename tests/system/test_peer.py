@@ -168,20 +168,32 @@ def _controller(peer, tmp_path, *args: str, **kw) -> subprocess.Popen:
 
 
 @pytest.mark.root
-def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_and_released(peer, tmp_path):
-    """tls, ssh, wireguard and ipsec between the controller and a peer reached with ssh:
-    measured against plain TCP over the same link, each end's daemons'
-    CPU counted by that end, the wire captured at both ends, the peer's
-    fingerprint and the link's route and round trip recorded, and nothing
-    left on either side."""
-    child = _controller(peer, tmp_path, "--stacks", "tls,ssh,wireguard,ipsec", "--workloads",
-                        "send",
-                        "--seconds", "1", "--min-samples", "2", "--max-samples", "2", "--json")
-    out, err = child.communicate(timeout=600)
-    assert child.returncode == 0, err[-3000:]
-    results = json.loads(out)["results"]
-    by = {r["stack"].split(":")[0]: r for r in results}
-    assert set(by) == {"tls", "ssh", "wireguard", "ipsec", "tcp"}, err
+def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_released_and_keeps_every_key(
+        peer, tmp_path):
+    """tls, ssh, wireguard, ipsec and smb3 between the controller and a peer reached with ssh,
+    in one --debug run: measured against plain TCP over the same link, each end's daemons'
+    CPU counted by that end, the wire captured at both ends, the peer's fingerprint and the
+    link's route and round trip recorded, and nothing left on either side. The keys of every
+    stack at both ends (read from both hosts' key tmpfs while the run measures: ipsec's
+    pre-shared key, smb3's password among them) are in none of the controller's output,
+    store, report or journal, nor in the worker's debug log or the peer's journal, nor in any
+    command line on either side."""
+    secrets_, found, everything = scan_debug_run(
+        tmp_path, ["network", "--link", "peer:cc-peer", "--ssh-config", peer["config"],
+                   "--peer-command", peer["command"].replace("-m cryptcost", "-m cryptcost --debug"),
+                   "--stacks", "tls,ssh,wireguard,ipsec,smb3", "--workloads", "send,put",
+                   "--file-size", "4M", "--seconds", "1",
+                   "--min-samples", "2", "--max-samples", "2", "--json"],
+        prefix=["ip", "netns", "exec", peer["ns"]["a"]], states=[peer["state"]],
+        logs="/tmp/cryptcost-peer-*/ssh.log", timeout=600)
+    assert len(secrets_) >= 4, "read no key material during the run"
+    assert b"DEBUG cryptcost" in everything["logs"], "the worker's debug log was not read"
+    assert not found, found
+    err = everything["stderr"].decode(errors="replace")
+    results = json.loads(everything["stdout"])["results"]
+    by = {r["stack"].split(":")[0]: r for r in results if r["op"] == "send"}
+    assert set(by) == {"tls", "ssh", "wireguard", "ipsec", "tcp"}, err[-3000:]
+    assert any(r["stack"].startswith("smb3") and r["op"] == "put" for r in results), err[-3000:]
     for name in ("tls", "ssh", "wireguard", "ipsec"):
         r = by[name]
         assert r["role"] == "measured" and r["baseline"] == "tcp" and r["overhead"] is not None
@@ -333,26 +345,6 @@ def test_a_peer_that_cannot_start_the_worker_is_one_line_and_exit_2(peer, tmp_pa
     lines = err.strip().splitlines()
     assert lines[-1].startswith("error: --link peer:cc-peer: ssh could not start"), err
     assert "Traceback" not in err
-    assert _left(peer, tmp_path) == []
-
-
-@pytest.mark.root
-def test_no_key_reaches_any_output_on_either_host(peer, tmp_path):
-    """The keys of tls, ssh, wireguard, ipsec (its pre-shared key) and smb3 (its password) at
-    both ends (read from both hosts' key tmpfs while the run measures): none in the controller's output,
-    store, report or journal, nor in the worker's debug log or the peer's
-    journal, nor in any command line on either side."""
-    secrets_, found, everything = scan_debug_run(
-        tmp_path, ["network", "--link", "peer:cc-peer", "--ssh-config", peer["config"],
-                   "--peer-command", peer["command"].replace("-m cryptcost", "-m cryptcost --debug"),
-                   "--stacks", "tls,ssh,wireguard,ipsec,smb3", "--workloads", "send,put",
-                   "--file-size", "4M", "--seconds", "1",
-                   "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json"],
-        prefix=["ip", "netns", "exec", peer["ns"]["a"]], states=[peer["state"]],
-        logs="/tmp/cryptcost-peer-*/ssh.log")
-    assert len(secrets_) >= 4, "read no key material during the run"
-    assert b"DEBUG cryptcost" in everything["logs"], "the worker's debug log was not read"
-    assert not found, found
     assert _left(peer, tmp_path) == []
 
 
