@@ -12,7 +12,7 @@ from cryptcost.analysis import analyze, costmodel
 from cryptcost.report.compare import compare_runs, environment_diff
 from cryptcost.report.render import render
 from cryptcost.errors import UserError
-from cryptcost.record import Stored, read
+from cryptcost.record import Host, Stored, read
 from cryptcost.store.db import Store
 from tests.conftest import FIXTURES
 
@@ -278,7 +278,7 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
     doc["scaling_rows"] = scaling.rows(scaling.curves(read(
         [{**twin, "cpus": n, "median_bytes_per_s": n * 4e8} for n in (1, 2)]
         + [{**twin, "stack": "gocryptfs:aes-gcm/accel-off", "accel": False, "accel_verified": True,
-            "accel_speedup": 4.0, "cpus": n, "median_bytes_per_s": n * 1e8} for n in (1, 2)]), {}, {}, []))
+            "accel_speedup": 4.0, "cpus": n, "median_bytes_per_s": n * 1e8} for n in (1, 2)]), {}, Host(), []))
     assert doc["network"] and doc["scaling_rows"] and doc["split"] and doc["ciphers"]
 
     def shown(width: int) -> str:

@@ -8,7 +8,7 @@ import json
 
 from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.analysis import analyze, scaling
-from cryptcost.record import Host, read
+from cryptcost.record import Host, Skipped, read
 
 MiB = 1 << 20
 
@@ -22,7 +22,7 @@ def _r(stack, op, value, cpus=None, accel=True, library="openssl+go", verified=N
 
 
 def _curves(results, verdicts=None, skipped=None, host=None):
-    return scaling.curves(read(results), verdicts or {}, Host.of(host), skipped)
+    return scaling.curves(read(results), verdicts or {}, Host.of(host), [Skipped.of(s) for s in skipped or []])
 
 
 def test_a_verified_twin_says_what_acceleration_is_worth_per_cpu_count():

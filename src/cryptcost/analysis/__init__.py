@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from cryptcost import stats
 from cryptcost.analysis import bottleneck, costmodel, evidence, profile, recommend, scaling
-from cryptcost.record import Host, Stored, Versus, read
+from cryptcost.record import Host, Skipped, Stored, Versus, read
 from cryptcost.units import rate, size
 
 GiB = 1 << 30
@@ -87,6 +87,7 @@ def analyze(results: list[dict] | list[Stored], host: dict | Host,
     """The analysis of a run's results (stored dicts, read here once, or records) on its host
     (the probe's dict, read here once, or a record)."""
     results, host = read(results), Host.of(host)
+    skipped = [Skipped.of(s) for s in skipped or []]
     storage = [r for r in results if r.kind == "storage"]
     ciphers = [r for r in results if r.kind == "cipher"]
     network = [r for r in results if r.kind == "network"]
@@ -119,7 +120,7 @@ def analyze(results: list[dict] | list[Stored], host: dict | Host,
         at = [i for i, r in enumerate(results) if r.kind == "storage"]
         a.predictions = costmodel.predict(storage, target, target_label or rate(target),
                                           {j: a.verdicts[i] for j, i in enumerate(at)})
-    a.recommendations = recommend.recommend(results, ciphers, skipped or [], host)
+    a.recommendations = recommend.recommend(results, ciphers, skipped, host)
     a.ranking = ranking(storage)
     a.split = split(storage, index)
     return a

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from cryptcost import stats
-from cryptcost.record import Host, Stored
+from cryptcost.record import Host, Skipped, Stored
 from cryptcost.stacks.base import USE_CASES
 from cryptcost.units import pct, rate
 
@@ -150,7 +150,7 @@ def _describe(results: list[Stored], stack: str) -> str:
     return ", ".join(parts) or "not measured on its main cells"
 
 
-def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
+def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[Skipped],
               host: Host) -> list[Recommendation]:
     """A paragraph per use case measured or asked for, and one on the cipher."""
     # Options are compared as they are deployed: an acceleration-off copy is a measurement, not an
@@ -160,7 +160,7 @@ def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
     use_of = {r.stack: r.facts.use_case for r in measured if r.facts.use_case}
     stacks = sorted(use_of)
     seen = {kind for kind in ("storage", "network")
-            if any(r.kind == kind for r in results) or any(s.get("kind") == kind for s in skipped)}
+            if any(r.kind == kind for r in results) or any(s.kind == kind for s in skipped)}
     network_seen = "network" in seen
     out = []
     for use, (kind, title) in USE_CASES.items():
@@ -171,7 +171,7 @@ def recommend(results: list[Stored], ciphers: list[Stored], skipped: list[dict],
         # to rank, however fast: it is named with its weakness instead
         warned = {s: w for s in mine for r in measured if r.stack == s
                   and (w := r.weakness)}
-        unavailable = [s for s in skipped if s.get("use_case") == use]
+        unavailable = [s for s in skipped if s.use_case == use]
         ranked = sorted(((score(measured, s), s) for s in mine if s not in warned),
                         key=lambda x: -(x[0] or 0))
         text = _paragraph(use, ranked, measured, unavailable, warned)
@@ -223,9 +223,8 @@ def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[
                     sentences.append(fact)
     sentences += [f"Avoid {s}, left out of the ranking: {w}." for s, w in sorted(warned.items())]
     for u in unavailable:
-        if u.get("advice"):
-            sentences.append(f"{u['stack']} could not be measured here ({u['reason']}); "
-                             f"{u['advice']}.")
+        if u.advice:
+            sentences.append(f"{u.stack} could not be measured here ({u.reason}); {u.advice}.")
     return " ".join(sentences)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from cryptcost.analysis.bottleneck import Verdict, kernel_aes_is_software
-from cryptcost.record import Host, Stored
+from cryptcost.record import Host, Skipped, Stored
 from cryptcost.units import rate
 
 OFF = "/accel-off"
@@ -122,7 +122,7 @@ def _cpus(n: int | None) -> str:
 
 
 def curves(results: list[Stored], verdicts: dict[int, Verdict], host: Host,
-           skipped: list[dict] | None = None) -> list[Curve]:
+           skipped: list[Skipped] | None = None) -> list[Curve]:
     """One curve per measured stack and cell that has something to say: two
     or more points (acceleration off, CPU counts), or a reason why
     acceleration could not be switched off."""
@@ -130,8 +130,8 @@ def curves(results: list[Stored], verdicts: dict[int, Verdict], host: Host,
     for i, r in enumerate(results):
         if r.kind in ("storage", "network") and not r.facts.is_baseline and r.bytes_per_s:
             groups.setdefault(r.paired(stack=_name(r.stack), cpus=None), []).append((i, r))
-    no_switch = {_name(s["stack"]): s.get("reason", "") for s in skipped or []
-                 if s.get("accel") == "cannot be switched off"}
+    no_switch = {_name(s.stack): s.reason for s in skipped or []
+                 if s.accel == "cannot be switched off"}
     out = []
     for key, members in groups.items():
         points = sorted((Point(r.cell.cpus, r.cell.accel is not False, r.bytes_per_s,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from cryptcost.analysis import Analysis, analyze, scaling
 from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.model import Run
-from cryptcost.record import Host, Stored, Wire, read
+from cryptcost.record import Host, Skipped, Stored, Wire, read
 from cryptcost.report import fieldreports
 from cryptcost import units
 from cryptcost.units import target_of
@@ -130,11 +130,8 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
         "field_reports": fieldreports.section(results), "field_reports_intro": FIELD_REPORTS_INTRO,
-        "not_measured": [{"what": " ".join(str(s[k])
-                                           for k in ("part", "stack", "engine", "algorithm")
-                                           if s.get(k)),
-                          "why": s.get("reason", ""),
-                          "install": s.get("install") or ""} for s in skipped],
+        "not_measured": [{"what": s.what, "why": s.reason, "install": s.install or ""}
+                         for s in map(Skipped.of, skipped)],
         "environment": _environment(host),
         "notes": list(host.notes),
         "emulated": emulated_why(host),

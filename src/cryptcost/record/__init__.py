@@ -5,7 +5,9 @@ writes it); :meth:`Stored.of` reads one such dict back once, at that boundary,
 into attributes. Everything above it — bottlenecks, rankings, the cost model,
 the scaling curves, the report — reads those attributes, so a field renamed or
 missing fails in one place. A record is no mapping: a result read by a string
-key above this boundary fails at once, rather than reading ``None``.
+key above this boundary fails at once, rather than reading ``None``. A result's
+profile, wire check and drivers are records of their own (:mod:`.parts`), and so
+are a run's host and what it did not measure (:mod:`.run`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
 from cryptcost.model import Cell, Sample
+from cryptcost.record.parts import (Driver, MemoryNoise, Profile, ProfileRow, Wire,  # noqa: F401
+                                    drivers_of)
+from cryptcost.record.run import Emulated, Host, HostCpu, Skipped  # noqa: F401
 
 
 def _tuple(x: Any) -> tuple:
@@ -119,165 +124,6 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class ProfileRow:
-    """One row of a cell's CPU profile: a (command, shared object, symbol) and its share of
-    every sample taken on every CPU during the profiled passes."""
-
-    comm: str = ""
-    dso: str = ""
-    sym: str = ""
-    where: str = ""                         # "kernel" or "user"
-    share: float = 0.0
-    samples: int = 0
-
-    @classmethod
-    def of(cls, d: Mapping[str, Any]) -> "ProfileRow":
-        return cls(d.get("comm") or "", d.get("dso") or "", d.get("sym") or "",
-                   d.get("where") or "", d.get("share") or 0.0, d.get("samples") or 0)
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A cell's CPU profile (``runner.core.profile``): its rows, largest first, its call
-    stacks folded (``command;outermost;…;leaf`` → samples), and how it was taken."""
-
-    rows: tuple[ProfileRow, ...] = ()
-    folded: Mapping[str, int] = field(default_factory=dict)
-    samples: int | None = None
-    seconds: float | None = None
-    windows: int | None = None
-    vs_median: float | None = None          # the profiled round's speed against the median
-    how: str = ""
-    error: str | None = None                # why no profile was taken, where none was
-
-    @classmethod
-    def of(cls, d: Mapping[str, Any] | None) -> "Profile | None":
-        if not d:
-            return None
-        return cls(tuple(ProfileRow.of(x) for x in d.get("rows") or ()), d.get("folded") or {},
-                   d.get("samples"), d.get("seconds"), d.get("windows"), d.get("vs_median"),
-                   d.get("how") or "", d.get("error"))
-
-
-@dataclass(frozen=True)
-class Wire:
-    """What the capture of a network cell's traffic showed (``runner.network.wire``): the
-    verdict on what crossed the wire, its packets' sizes, and the canary's own check."""
-
-    verdict: str = "not checked"
-    packets: int = 0
-    median_packet_bytes: float | None = None
-    expected: str | None = None             # plaintext by design, and why
-    canary: "Wire | None" = None
-
-    @classmethod
-    def of(cls, d: Mapping[str, Any] | None) -> "Wire | None":
-        if not d:
-            return None
-        return cls(d.get("verdict") or "not checked", d.get("packets") or 0,
-                   d.get("median_packet_bytes"), d.get("expected"), cls.of(d.get("canary")))
-
-
-@dataclass(frozen=True)
-class Driver:
-    """The kernel's implementation of one crypto algorithm (``host.kernel``'s crypto_drivers)."""
-
-    driver: str = ""
-    priority: int | None = None
-    implementation: str = ""                # "software", or an instruction set's or a device's
-
-    @classmethod
-    def of(cls, d: Mapping[str, Any]) -> "Driver":
-        return cls(d.get("driver") or "", d.get("priority"), d.get("implementation") or "")
-
-
-def _drivers(d: Mapping[str, Any] | None) -> dict[str, Driver]:
-    return {name: Driver.of(x) for name, x in (d or {}).items() if x}
-
-
-@dataclass(frozen=True)
-class MemoryNoise:
-    """The host's memory bandwidth timed before the first sample (``runner.core.quiet``)."""
-
-    copies: int = 0
-    seconds: float = 0.0
-    bytes_per_s: float | None = None
-    low: float | None = None
-    high: float | None = None
-    cv: float = 0.0
-
-    @classmethod
-    def of(cls, d: Mapping[str, Any] | None) -> "MemoryNoise | None":
-        if not d:
-            return None
-        return cls(d.get("copies") or 0, d.get("seconds") or 0.0, d.get("bytes_per_s"),
-                   d.get("low"), d.get("high"), d.get("cv") or 0.0)
-
-
-@dataclass(frozen=True)
-class Emulated:
-    """How ``cryptcost vm``'s guest is emulated: why its speeds are not real hardware's."""
-
-    why: str = "measured in a virtual machine"
-    kernel: str = "?"
-    cpus: int | str = "?"
-
-    @classmethod
-    def of(cls, d: Mapping[str, Any] | None) -> "Emulated | None":
-        if not d:
-            return None
-        return cls(d.get("why") or cls.why, d.get("kernel") or "?", d.get("cpus") or "?")
-
-
-@dataclass(frozen=True)
-class HostCpu:
-    model: str | None = None
-    cores: int | None = None
-    cores_usable: int | None = None         # the CPUs a run may use here
-    mhz: float | None = None
-    governor: str | None = None
-    flags: Mapping[str, bool] = field(default_factory=dict)     # aes, avx2, … → present
-
-    @property
-    def usable(self) -> int:
-        """The CPUs this host let a run use."""
-        return self.cores_usable or self.cores or 1
-
-
-@dataclass(frozen=True)
-class Host:
-    """A run's host as probed (``host.probe``), typed; the run stores the probe's JSON."""
-
-    hostname: str | None = None
-    cpu: HostCpu = HostCpu()
-    kernel: str | None = None               # its release
-    memory_total: int | None = None
-    crypto_drivers: Mapping[str, Driver] = field(default_factory=dict)
-    tools: Mapping[str, str] = field(default_factory=dict)
-    features: Mapping[str, bool] = field(default_factory=dict)      # kernel feature → present
-    emulated: Emulated | None = None        # cryptcost vm's guest
-    notes: tuple[str, ...] = ()
-    cryptcost: str | None = None
-    python: str | None = None
-
-    @classmethod
-    def of(cls, d: "Mapping[str, Any] | Host | None") -> "Host":
-        if isinstance(d, Host):
-            return d
-        d = d or {}
-        c = d.get("cpu") or {}
-        return cls(d.get("hostname"),
-                   HostCpu(c.get("model"), c.get("cores"), c.get("cores_usable"), c.get("mhz"),
-                           c.get("governor"), c.get("flags") or {}),
-                   (d.get("kernel") or {}).get("release"), (d.get("memory") or {}).get("total"),
-                   _drivers(d.get("crypto_drivers")), d.get("tools") or {},
-                   {k: bool((v or {}).get("present"))
-                    for k, v in (d.get("features") or {}).items()},
-                   Emulated.of(d.get("emulated")), _tuple(d.get("notes")),
-                   d.get("cryptcost"), d.get("python"))
-
-
-@dataclass(frozen=True)
 class Stored:
     """One result of any kind, as read back from the store or an export."""
 
@@ -347,7 +193,7 @@ class Stored:
             warning=d.get("warning"), profile=Profile.of(d.get("profile")),
             wire=Wire.of(d.get("wire")),
             host_drift=d.get("host_drift"), notes=_tuple(d.get("notes")),
-            kernel_drivers=_drivers(params.get("kernel_drivers")),
+            kernel_drivers=drivers_of(params.get("kernel_drivers")),
             memory_noise=MemoryNoise.of(params.get("memory_noise")),
             weakness=params.get("warning"), negotiated=params.get("negotiated") or {})
 
