@@ -28,7 +28,9 @@ BEGIN, END = "<!-- records -->", "<!-- /records -->"
 
 
 def _commit() -> str | None:
-    done = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "-C", str(HERE), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True
+    )
     return done.stdout.strip() or None
 
 
@@ -45,7 +47,13 @@ def _cpu() -> str:
 def figure(cell: str, value: float | str, unit: str = "", ci95: list | tuple | None = None,
            verdict: str | None = None) -> dict:
     """One figure of a bench: a ratio, a time, a share; its interval and verdict where known."""
-    return {"cell": cell, "value": value, "unit": unit, "ci95": list(ci95) if ci95 else None, "verdict": verdict}
+    return {
+        "cell": cell,
+        "value": value,
+        "unit": unit,
+        "ci95": list(ci95) if ci95 else None,
+        "verdict": verdict,
+    }
 
 
 def record(bench: str, goal: str, met: bool, figures: list[dict], directory: Path | None = None,
@@ -54,8 +62,17 @@ def record(bench: str, goal: str, met: bool, figures: list[dict], directory: Pat
     bench/README.md's table too. Returns the records file."""
     directory = Path(directory or RECORDS)
     directory.mkdir(parents=True, exist_ok=True)
-    entry = {"bench": bench, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": _commit(), "cpu": _cpu(),
-             "cores": _cores(), "goal": goal, "met": bool(met), "figures": figures, "note": note}
+    entry = {
+        "bench": bench,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "commit": _commit(),
+        "cpu": _cpu(),
+        "cores": _cores(),
+        "goal": goal,
+        "met": bool(met),
+        "figures": figures,
+        "note": note,
+    }
     path = directory / f"{bench}.jsonl"
     with path.open("a") as f:
         f.write(json.dumps(entry, sort_keys=True) + "\n")
@@ -97,8 +114,11 @@ def table(directory: Path = RECORDS) -> str:
     rows = ["| bench | goal | met | figures | when, where |", "|---|---|---|---|---|"]
     for name, e in sorted(latest(directory).items()):
         figures = "<br>".join(_shown(f) for f in e["figures"]) or "—"
-        where = f"{e['date'][:10]}, {e.get('commit') or '?'}, {e['cpu']} ({e.get('cores') or '?'} cores)"
-        rows.append(f"| `{name}` | {e['goal']} | {'yes' if e['met'] else 'no'} | {figures} | {where} |")
+        where = (f"{e['date'][:10]}, {e.get('commit') or '?'}, {e['cpu']} "
+                 f"({e.get('cores') or '?'} cores)")
+        rows.append(
+            f"| `{name}` | {e['goal']} | {'yes' if e['met'] else 'no'} | {figures} | {where} |"
+        )
     return "\n".join(rows)
 
 

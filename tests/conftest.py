@@ -31,7 +31,10 @@ def golden(request):
             return
         assert path.exists(), f"no golden file {path}: run pytest --update-golden"
         expected = path.read_text()
-        assert text == expected, f"{name} differs from the golden file (pytest --update-golden rewrites it)"
+        assert text == expected, (
+            f"{name} differs from the golden file (pytest --update-golden rewrites it)"
+        )
+
     return check
 
 
@@ -99,7 +102,10 @@ def cli(tmp_path):
     """Run the real command line in a subprocess, isolated store and state, from the test's
     own directory. The result carries ``created``: files that appeared in its store and state
     directories."""
-    def run(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+
+    def run(
+        *args: str, env: dict | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess:
         full_env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
                     "CRYPTCOST_STATE_DIR": str(tmp_path / "state"), **(env or {})}
         watched = [tmp_path / "data", tmp_path / "state"]
@@ -112,7 +118,8 @@ def cli(tmp_path):
 
 
 def assert_bad_input(proc: subprocess.CompletedProcess) -> None:
-    """Bad input: one line on stderr starting 'error:', exit code 2, no traceback, nothing created."""
+    """Bad input: one line on stderr starting 'error:', exit code 2, no traceback, nothing
+    created."""
     TALLY["bad inputs tried"] += 1
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()

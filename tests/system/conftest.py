@@ -19,7 +19,8 @@ import pytest
 from tests.conftest import skip_or_fail
 
 STACK_DAEMONS = ("gocryptfs", "cryfs", "securefs", "encfs", "rclone", "qemu-storage-d", "bindfs")
-# Network stacks' daemons carry no "cryptcost-" path in every argv: they are found by the run token in
+# Network stacks' daemons carry no "cryptcost-" path in every argv: they are found by the run token
+# in
 # their environment instead (every process a run starts inherits CRYPTCOST_RUN).
 RUN_ENV = b"CRYPTCOST_RUN="
 
@@ -56,11 +57,18 @@ def _release_killed_sessions() -> None:
     found = glob.glob(os.path.join(root, "pytest-*", "**", "state", "journal-*"), recursive=True)
     states = {os.path.realpath(os.path.dirname(j)) for j in found}
     for state in sorted(states):
-        done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
-                              env={**os.environ, "CRYPTCOST_STATE_DIR": state}, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-m", "cryptcost", "cleanup"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "CRYPTCOST_STATE_DIR": state},
+            timeout=600,
+        )
         if "nothing to clean up" not in done.stdout:
-            print(f"released what a killed test session left in {state}:\n{done.stdout}{done.stderr}",
-                  file=sys.stderr)
+            print(
+                f"released what a killed test session left in {state}:\n{done.stdout}{done.stderr}",
+                file=sys.stderr,
+            )
 
 
 _release_killed_sessions()
@@ -95,8 +103,15 @@ def _everything(state_dirs: list[str]) -> list[str]:
                 cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
             except OSError:
                 continue
-            if cmd and cmd[0] and (os.path.basename(cmd[0].decode(errors="replace")) in STACK_DAEMONS
-                                   and any(b"cryptcost-" in c for c in cmd) or _ours(pid)):
+            if (
+                cmd
+                and cmd[0]
+                and (
+                    os.path.basename(cmd[0].decode(errors="replace")) in STACK_DAEMONS
+                    and any(b"cryptcost-" in c for c in cmd)
+                    or _ours(pid)
+                )
+            ):
                 found.append(f"process {pid} {b' '.join(cmd).decode(errors='replace')[:120]}")
     if os.path.isdir("/run/netns"):
         found += [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith("cc-")]
@@ -119,8 +134,10 @@ BEFORE_SESSION = frozenset(_everything([]))
 def nothing_left_behind(tmp_path_factory):
     yield
     base = str(tmp_path_factory.getbasetemp())
-    states = [os.path.join(root, d) for root, dirs, _ in os.walk(base) for d in dirs if d == "state"]
-    after = leftovers(states)                  # what predates the session is not counted (BEFORE_SESSION)
+    states = [
+        os.path.join(root, d) for root, dirs, _ in os.walk(base) for d in dirs if d == "state"
+    ]
+    after = leftovers(states)  # what predates the session is not counted (BEFORE_SESSION)
     assert after == [], "left behind after the test session:\n" + "\n".join(after)
 
 

@@ -69,15 +69,23 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
     and its network part each. ``states``: other state directories whose journals are searched
     too (a peer's); ``logs``: a glob of files read while the run lives (a peer worker's log,
     which the run removes)."""
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
+    }
     env.pop("CRYPTCOST_RUN", None)
     logged: dict[str, bytes] = {}
     child = subprocess.Popen([*prefix, sys.executable, "-m", "cryptcost", "--debug", *args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     lines: list[bytes] = []
-    outs: list[bytes] = []                  # both pipes are drained as the run writes (a big --json)
-    readers = [threading.Thread(target=lambda: lines.extend(iter(child.stderr.readline, b"")), daemon=True),
-               threading.Thread(target=lambda: outs.append(child.stdout.read()), daemon=True)]
+    outs: list[bytes] = []  # both pipes are drained as the run writes (a big --json)
+    readers = [
+        threading.Thread(
+            target=lambda: lines.extend(iter(child.stderr.readline, b"")), daemon=True
+        ),
+        threading.Thread(target=lambda: outs.append(child.stdout.read()), daemon=True),
+    ]
     for reader in readers:
         reader.start()
     secrets_: set[bytes] = set()
@@ -85,7 +93,9 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
     run_pids: set[str] = set()
     journals: list[bytes] = []
     keydirs: set[str] = set()
-    others = set(glob.glob("/tmp/cryptcost-keys-*"))       # another run's (or a killed one's): not this run's keys
+    others = set(
+        glob.glob("/tmp/cryptcost-keys-*")
+    )  # another run's (or a killed one's): not this run's keys
     scanned = 0                                             # the parts whose keys were read
     deadline = time.monotonic() + timeout
     try:
@@ -107,7 +117,7 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
                     if name in others:
                         continue
                     private = False
-                    for who in ["self", str(child.pid), *run_pids]:   # the namespace that mounted it
+                    for who in ["self", str(child.pid), *run_pids]:  # the namespace that mounted it
                         try:
                             private = private or _keydir_is_private(name, who)
                         except OSError:
@@ -131,23 +141,44 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
                     pass
             time.sleep(0.1)
     except BaseException:
-        child.terminate()                           # a failed check: let the run release what it made
+        child.terminate()  # a failed check: let the run release what it made
         child.wait(timeout=300)
         raise
     for reader in readers:
         reader.join(timeout=30)
     out = b"".join(outs)
     assert child.returncode == 0, b"".join(lines)[-2000:]
-    assert not any(os.path.exists(k) and os.listdir(k) for k in keydirs), "key files outlived the run"
+    assert not any(os.path.exists(k) and os.listdir(k) for k in keydirs), (
+        "key files outlived the run"
+    )
     report = tmp_path / "report.html"
-    subprocess.run([sys.executable, "-m", "cryptcost", "report", "--format", "html", "-o", str(report)], env=env,
-                   check=True, capture_output=True, cwd=tmp_path)
-    exported = subprocess.run([sys.executable, "-m", "cryptcost", "report", "--format", "json"], env=env,
-                              check=True, capture_output=True, cwd=tmp_path).stdout
-    store = b"".join(open(p, "rb").read() for p in glob.glob(str(tmp_path / "data" / "cryptcost" / "*")))
-    everything = {"stdout": out, "stderr": b"".join(lines), "store": store, "report": report.read_bytes(),
-                  "json": exported, "journal": b"".join(journals), "argv": b"\n".join(cmdlines),
-                  "logs": b"".join(logged.values())}
+    subprocess.run(
+        [sys.executable, "-m", "cryptcost", "report", "--format", "html", "-o", str(report)],
+        env=env,
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
+    exported = subprocess.run(
+        [sys.executable, "-m", "cryptcost", "report", "--format", "json"],
+        env=env,
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    ).stdout
+    store = b"".join(
+        open(p, "rb").read() for p in glob.glob(str(tmp_path / "data" / "cryptcost" / "*"))
+    )
+    everything = {
+        "stdout": out,
+        "stderr": b"".join(lines),
+        "store": store,
+        "report": report.read_bytes(),
+        "json": exported,
+        "journal": b"".join(journals),
+        "argv": b"\n".join(cmdlines),
+        "logs": b"".join(logged.values()),
+    }
     found = [(where, s[:12]) for where, blob in everything.items() for s in secrets_ if s in blob]
     TALLY["key strings searched for"] += len(secrets_)
     TALLY["key bytes found"] += len(found)

@@ -21,8 +21,12 @@ def chromium(tmp_path, page, *extra) -> subprocess.CompletedProcess:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
         skip_or_fail("chromium", "chromium is not installed (apt-get install chromium)")
-    return subprocess.run([exe, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *extra, f"file://{page}"],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [exe, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *extra, f"file://{page}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def console_errors(stderr: str) -> list[str]:
@@ -60,7 +64,9 @@ def test_report_renders_charts_without_console_errors(tmp_path, report_page):
 def test_the_console_check_catches_a_broken_page(tmp_path):
     """Negative control: the check above would see an error if there were one."""
     page = tmp_path / "broken.html"
-    page.write_text("<html><body><script>undefinedFunction();</script><img src='missing.png'></body></html>")
+    page.write_text(
+        "<html><body><script>undefinedFunction();</script><img src='missing.png'></body></html>"
+    )
     proc = chromium(tmp_path, page, "--dump-dom")
     assert console_errors(proc.stderr), proc.stderr[-2000:]
 
@@ -73,11 +79,13 @@ def test_nothing_runs_past_the_screen_at_a_phones_width_or_a_desktops(tmp_path, 
     carries none). The same check on the page without its table rule finds it too wide."""
     def width_of(page) -> tuple[int, int]:
         wrapper = tmp_path / f"wrap-{page.stem}.html"
-        wrapper.write_text(f'<html><body style="margin:0"><iframe id="f" src="{page.name}" '
-                           f'style="width:{width}px;height:900px;border:0"></iframe><script>'
-                           'document.getElementById("f").onload = function () { var d = this.contentDocument; '
-                           'document.title = "W" + d.documentElement.scrollWidth + "x" + '
-                           'this.contentWindow.innerWidth + "W"; };</script></body></html>')
+        wrapper.write_text(
+            f'<html><body style="margin:0"><iframe id="f" src="{page.name}" '
+            f'style="width:{width}px;height:900px;border:0"></iframe><script>'
+            'document.getElementById("f").onload = function () { var d = this.contentDocument; '
+            'document.title = "W" + d.documentElement.scrollWidth + "x" + '
+            'this.contentWindow.innerWidth + "W"; };</script></body></html>'
+        )
         proc = chromium(tmp_path, wrapper, "--dump-dom", "--allow-file-access-from-files",
                         "--virtual-time-budget=5000", f"--window-size={max(width, 500) + 20},1000")
         m = re.search(r"<title>W(\d+)x(\d+)W</title>", proc.stdout)

@@ -18,10 +18,16 @@ ROOT = Path(__file__).resolve().parents[2]
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
-def _as_nobody(argv: list[str], env: dict, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+def _as_nobody(
+    argv: list[str], env: dict, cwd: Path, timeout: float = 300
+) -> subprocess.CompletedProcess:
     blocked = [str(p) for p in (ROOT, *ROOT.parents) if not os.stat(p).st_mode & 0o005]
-    assert not blocked, f"nobody cannot reach this checkout through {blocked}: clone it where others may read"
-    return subprocess.run(NOBODY + argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    assert not blocked, (
+        f"nobody cannot reach this checkout through {blocked}: clone it where others may read"
+    )
+    return subprocess.run(
+        NOBODY + argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout
+    )
 
 
 @pytest.mark.root
@@ -38,7 +44,9 @@ def test_ci_run_refuses_anyone_but_root(tmp_path):
         done = _as_nobody(["bash", str(ROOT / ".ci/run")], env, fake, timeout=60)
         assert done.returncode == 2, (done.stdout, done.stderr)
         lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: .ci/run needs root (uid 65534)"), done.stderr
+        assert len(lines) == 1 and lines[0].startswith("error: .ci/run needs root (uid 65534)"), (
+            done.stderr
+        )
         assert not marker.exists(), ".ci/run went on to make"
     finally:
         subprocess.run(["rm", "-rf", "--one-file-system", str(fake)], check=True)
@@ -58,13 +66,17 @@ def test_a_required_stacks_test_run_as_another_user_fails_instead_of_skipping():
         env = {k: v for k, v in os.environ.items() if k != "CRYPTCOST_REQUIRE"}
         env.update(PYTHONDONTWRITEBYTECODE="1", HOME=str(base))
         free = _as_nobody(argv + [f"--basetemp={base}/free"], env, ROOT)
-        assert free.returncode == 0 and "1 skipped" in free.stdout, free.stdout[-2000:] + free.stderr[-2000:]
+        assert free.returncode == 0 and "1 skipped" in free.stdout, (
+            free.stdout[-2000:] + free.stderr[-2000:]
+        )
         assert "needs root (running as uid 65534)" in free.stdout, free.stdout[-2000:]
         env["CRYPTCOST_REQUIRE"] = "plain"
         held = _as_nobody(argv + [f"--basetemp={base}/held"], env, ROOT)
         # (failed in its shared fixture, pytest says "error": exit code 1 all the same)
         assert held.returncode == 1 and ("1 failed" in held.stdout or "1 error" in held.stdout), \
             held.stdout[-2000:] + held.stderr[-2000:]
-        assert "plain is required here (CRYPTCOST_REQUIRE) but cannot run: needs root" in held.stdout
+        assert (
+            "plain is required here (CRYPTCOST_REQUIRE) but cannot run: needs root" in held.stdout
+        )
     finally:
         subprocess.run(["rm", "-rf", "--one-file-system", str(base)], check=True)

@@ -27,18 +27,32 @@ from tests.system.conftest import leftovers, need_root
 STACK = "gocryptfs"               # a FUSE daemon, a key file, a RAM medium, two baselines
 ARGS = ["storage", "--stacks", STACK, "--workloads", "seq-1m", "--size", "64M",
         "--min-samples", "2", "--max-samples", "2", "--warmup", "0"]
-# teardown comes after every sample: one sample a series reaches it as surely, in a tenth of the time
+# teardown comes after every sample: one sample a series reaches it as surely, in a tenth of the
+# time
 TEARDOWN_ARGS = [("1" if a == "2" else a) for a in ARGS]
 
 # (spec, samples that must survive). Each point is hit with each signal; ":group" also
 # signals the process group, so the run gets the signal twice.
 CASES = [
-    ("setup:SIGINT:4", 0), ("setup:SIGTERM:9:group", 0), ("setup:SIGKILL:6", 0),
-    ("measure:SIGINT:3:group", 1), ("measure:SIGTERM:2", 1), ("measure:SIGKILL:4", 1),
-    ("between:SIGINT:4", 1), ("between:SIGTERM:3:group", 1), ("between:SIGKILL:5", 1),
-    ("store:SIGINT:5", 1), ("store:SIGTERM:9:group", 1), ("store:SIGKILL:7", 1),
-    ("teardown:SIGINT:1:group", 3), ("teardown:SIGTERM:1", 3), ("teardown:SIGKILL:1", 3),
-    ("measure:SIGTERM:3:again=0.05", 1),     # the second while release runs: timeout(1)'s two, spread out
+    ("setup:SIGINT:4", 0),
+    ("setup:SIGTERM:9:group", 0),
+    ("setup:SIGKILL:6", 0),
+    ("measure:SIGINT:3:group", 1),
+    ("measure:SIGTERM:2", 1),
+    ("measure:SIGKILL:4", 1),
+    ("between:SIGINT:4", 1),
+    ("between:SIGTERM:3:group", 1),
+    ("between:SIGKILL:5", 1),
+    ("store:SIGINT:5", 1),
+    ("store:SIGTERM:9:group", 1),
+    ("store:SIGKILL:7", 1),
+    ("teardown:SIGINT:1:group", 3),
+    ("teardown:SIGTERM:1", 3),
+    ("teardown:SIGKILL:1", 3),
+    (
+        "measure:SIGTERM:3:again=0.05",
+        1,
+    ),  # the second while release runs: timeout(1)'s two, spread out
 ]
 # make test runs one case per point (every signal, and a group signal, among them); the rest
 # run in CI's second step.
@@ -64,8 +78,15 @@ def _env(tmp_path, **extra) -> dict:
 
 
 def _cryptcost(tmp_path, *args, env=None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cryptcost", *args], capture_output=True, text=True,
-                          env=env or _env(tmp_path), timeout=600, cwd=tmp_path / "cwd", **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "cryptcost", *args],
+        capture_output=True,
+        text=True,
+        env=env or _env(tmp_path),
+        timeout=600,
+        cwd=tmp_path / "cwd",
+        **kw,
+    )
 
 
 def _tmpdirs() -> set[str]:
@@ -110,8 +131,10 @@ def test_a_signal_at_any_point_leaves_nothing_and_keeps_the_results(tmp_path, wo
     else:
         assert done.returncode == 130, done.stderr[-2000:]
         last = done.stderr.strip().splitlines()[-1]
-        assert last == "error: interrupted; everything this run set up was released (its journal is empty)", \
-            done.stderr[-2000:]
+        assert (
+            last
+            == "error: interrupted; everything this run set up was released (its journal is empty)"
+        ), done.stderr[-2000:]
         assert journals == []
     assert _leaked(tmp_path, before, dirs) == []
     shown = json.loads(_cryptcost(tmp_path, "show", "latest", "--json", "--samples").stdout)
@@ -127,16 +150,26 @@ def test_a_pass_on_fewer_cpus_killed_gets_the_host_settings_back_from_cleanup(tm
     journals, as it does every other resource."""
     need_root()
     from cryptcost.host import kernel
-    from tests.system.conftest import MASK_BEFORE, PAGE_REPORTING_ORDER, SETTINGS_BEFORE, WORKQUEUE_MASK
+    from tests.system.conftest import (
+        MASK_BEFORE,
+        PAGE_REPORTING_ORDER,
+        SETTINGS_BEFORE,
+        WORKQUEUE_MASK,
+    )
+
     if MASK_BEFORE is None:
         skip_or_fail("pinning", f"no {WORKQUEUE_MASK} on this kernel")
-    reporting = (kernel.page_reporting() or {}).get("enabled") and PAGE_REPORTING_ORDER in SETTINGS_BEFORE
+    reporting = (kernel.page_reporting() or {}).get(
+        "enabled"
+    ) and PAGE_REPORTING_ORDER in SETTINGS_BEFORE
     before, dirs = set(leftovers([])), _tmpdirs()
     args = [*ARGS[:2], "plain", "--cpus", "1", *ARGS[3:]]
     done = _cryptcost(tmp_path, *args, env=_env(tmp_path, CRYPTCOST_FAULT="measure:SIGKILL:2"),
                       start_new_session=True)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    assert int(open(WORKQUEUE_MASK).read().replace(",", ""), 16) == 1 << min(os.sched_getaffinity(0))
+    assert int(open(WORKQUEUE_MASK).read().replace(",", ""), 16) == 1 << min(
+        os.sched_getaffinity(0)
+    )
     if reporting:
         assert int(open(PAGE_REPORTING_ORDER).read()) == kernel.free_block_orders()
     swept = _cryptcost(tmp_path, "cleanup")
@@ -164,7 +197,9 @@ def test_a_second_run_refuses_at_once_and_names_the_first(tmp_path, workdir):
     waited = time.monotonic() - started
     out, err = first.communicate(timeout=600)
     TALLY["concurrent runs"] += 2
-    TALLY["concurrent runs that collided"] += int(second.returncode != 2) + int(first.returncode != 0)
+    TALLY["concurrent runs that collided"] += int(second.returncode != 2) + int(
+        first.returncode != 0
+    )
     assert second.returncode == 2 and len(second.stderr.strip().splitlines()) == 1, second.stderr
     assert f"pid {first.pid}" in second.stderr and "is measuring on this host" in second.stderr
     assert waited < 30                                       # at once: no probe, no setup
@@ -176,10 +211,14 @@ def test_a_second_run_refuses_at_once_and_names_the_first(tmp_path, workdir):
 def test_two_processes_write_one_store_at_once(tmp_path):
     """WAL and the busy timeout: two writers interleave 300 samples each, none is lost."""
     db = tmp_path / "r.db"
-    script = ("import sys\nfrom cryptcost.store.db import Store\nfrom cryptcost.model import Cell, Sample\n"
-              "s = Store.open(sys.argv[1])\nrun = s.begin_run('ciphers', {})\n"
-              "for i in range(300):\n    s.add_sample(run, Cell.cipher(sys.argv[2], 'x', 16, 1, True), i, Sample(1.0, 1.0))\n"
-              "s.finish_run(run, 'complete')\n")
+    script = (
+        "import sys\nfrom cryptcost.store.db import Store\nfrom cryptcost.model import Cell, "
+        "Sample\n"
+        "s = Store.open(sys.argv[1])\nrun = s.begin_run('ciphers', {})\n"
+        "for i in range(300):\n    s.add_sample(run, Cell.cipher(sys.argv[2], 'x', 16, 1, True), "
+        "i, Sample(1.0, 1.0))\n"
+        "s.finish_run(run, 'complete')\n"
+    )
     Store_open = [sys.executable, "-c", script, str(db)]
     subprocess.run(Store_open + ["init"], check=True, timeout=120)     # the schema, once
     writers = [subprocess.Popen(Store_open + [w], stderr=subprocess.PIPE, text=True) for w in "ab"]
@@ -196,7 +235,9 @@ def test_two_processes_write_one_store_at_once(tmp_path):
 @pytest.mark.parametrize("stack,comm,marker", [
     ("gocryptfs", "gocryptfs", b""),
     pytest.param("luks-userspace", "qemu-storage-da", b"luks", marks=pytest.mark.fault_matrix)])
-def test_a_daemon_killed_mid_workload_fails_its_configuration_only(tmp_path, workdir, stack, comm, marker):
+def test_a_daemon_killed_mid_workload_fails_its_configuration_only(
+    tmp_path, workdir, stack, comm, marker
+):
     """The stack's daemon killed while fio writes through it: that configuration is marked
     failed with its reason, its baselines are still measured, and nothing is left behind."""
     need_root()
@@ -218,14 +259,37 @@ def test_a_daemon_killed_mid_workload_fails_its_configuration_only(tmp_path, wor
     assert _leaked(tmp_path, before, dirs) == []
 
 
-def _storage_while(tmp_path, workdir, stack: str, samples: int, act) -> tuple[object, int, str, str]:
+def _storage_while(
+    tmp_path, workdir, stack: str, samples: int, act
+) -> tuple[object, int, str, str]:
     """Run a storage measurement of ``stack`` and call ``act()`` until it returns something
     (it did what it waited for); then (what act returned, exit code, stdout, stderr)."""
-    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "storage", "--stacks", stack,
-                              "--workloads", "seq-quick", "--size", "64M", "--min-samples", str(samples),
-                              "--max-samples", str(samples), "--warmup", "0", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
-                             cwd=workdir)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cryptcost",
+            "storage",
+            "--stacks",
+            stack,
+            "--workloads",
+            "seq-quick",
+            "--size",
+            "64M",
+            "--min-samples",
+            str(samples),
+            "--max-samples",
+            str(samples),
+            "--warmup",
+            "0",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+        cwd=workdir,
+    )
     acted = None
     deadline = time.monotonic() + 300
     while child.poll() is None and time.monotonic() < deadline and acted is None:
@@ -268,14 +332,20 @@ def test_a_medium_that_fills_up_fails_the_configuration_never_a_fast_result(tmp_
             return None
         free = os.statvfs(mounts[0])
         filler = os.path.join(mounts[0], "cc-test-filler")
-        subprocess.run(["fallocate", "-l", str(free.f_bavail * free.f_frsize), filler], capture_output=True)
+        subprocess.run(
+            ["fallocate", "-l", str(free.f_bavail * free.f_frsize), filler], capture_output=True
+        )
         return filler
     filled, code, out, err = _storage_while(tmp_path, workdir, "plain", 3, fill)
     assert filled, "the medium was never seen under a write"
     TALLY["media filled mid-write"] += 1
     assert code == 1 and out, err[-2000:]
     data = json.loads(out)
-    assert any("No space left on device" in f or "ENOSPC" in f for f in data["failed"]), data["failed"]
+    assert any("No space left on device" in f or "ENOSPC" in f for f in data["failed"]), data[
+        "failed"
+    ]
     for r in data["results"]:
-        assert r["op"] != "write" or r["stop_reason"] == "error", r      # no write result looks complete
+        assert r["op"] != "write" or r["stop_reason"] == "error", (
+            r
+        )  # no write result looks complete
     assert _leaked(tmp_path, before, dirs) == []

@@ -40,11 +40,19 @@ def test_tcp_over_a_netns_link_carries_iperf3_traffic_and_leaves_nothing(state_d
         assert ns <= _namespaces() and all(n.startswith("cc-") for n in ns)
         end = stack.setup(res, link, 5201)
         assert (end.host, end.port) == (link.b_addr, 5201)
-        server = res.daemon(link.argv("b", ["iperf3", "-s", "-1", "-B", link.b_addr, "-p", str(end.port)]))
-        proc.wait_for(lambda: proc.run(link.argv("b", ["ss", "-ltn"]), check=False).stdout.count(":5201") > 0,
-                      timeout=10, daemon=server, what="iperf3 listening")
-        done = proc.run(link.argv("a", ["iperf3", "-J", "-c", end.host, "-p", str(end.port), "-t", "1"]),
-                        timeout=60)
+        server = res.daemon(
+            link.argv("b", ["iperf3", "-s", "-1", "-B", link.b_addr, "-p", str(end.port)])
+        )
+        proc.wait_for(
+            lambda: proc.run(link.argv("b", ["ss", "-ltn"]), check=False).stdout.count(":5201") > 0,
+            timeout=10,
+            daemon=server,
+            what="iperf3 listening",
+        )
+        done = proc.run(
+            link.argv("a", ["iperf3", "-J", "-c", end.host, "-p", str(end.port), "-t", "1"]),
+            timeout=60,
+        )
         sent = json.loads(done.stdout)["end"]["sum_received"]["bytes"]
         assert sent > 1 << 20
         desc = link.describe()
@@ -69,13 +77,23 @@ def test_cleanup_removes_the_namespaces_of_a_killed_run(tmp_path, state_dir):
     assert names and names <= _namespaces()
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
-    done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
-                          env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cryptcost", "cleanup"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert not names & _namespaces()
     assert _namespaces() == before
-    again = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
-                           env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)}, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "cryptcost", "cleanup"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)},
+        timeout=120,
+    )
     assert again.returncode == 0 and "nothing to clean up" in again.stdout
 
 
@@ -93,7 +111,9 @@ def test_bad_link_and_mtu_are_refused():
 
 
 @pytest.mark.root
-def test_a_delay_is_added_to_each_round_trip_or_refused_where_the_kernel_has_no_netem(cli, state_dir):
+def test_a_delay_is_added_to_each_round_trip_or_refused_where_the_kernel_has_no_netem(
+    cli, state_dir
+):
     """``--delay`` holds each veth end's packets for half of it (netem), so the link's measured
     round trip grows by the delay; a kernel without netem (this host's) refuses it in one line that
     names the guest, where Debian's stock kernel has it (tested in the matrix step)."""

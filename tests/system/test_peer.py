@@ -38,7 +38,9 @@ def _user_view(d: Path, user: str) -> list[str]:
     home = d / "home"
     home.mkdir(parents=True)
     os.chown(home, 4242, 4242)
-    (d / "passwd").write_text(Path("/etc/passwd").read_text() + f"{user}:x:4242:4242::{home}:/bin/sh\n")
+    (d / "passwd").write_text(
+        Path("/etc/passwd").read_text() + f"{user}:x:4242:4242::{home}:/bin/sh\n"
+    )
     (d / "shadow").write_text(Path("/etc/shadow").read_text() + f"{user}:*:19000:0:99999:7:::\n")
     (d / "group").write_text(Path("/etc/group").read_text() + f"{user}:x:4242:\n")
     # no secure_path: sudo keeps the session's PATH, without sbin (the worker adds it)
@@ -103,9 +105,14 @@ def _hosts(tmp_path, names: list[str], linked: bool = False, user: str = "root")
                 "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
                 "StrictModes no", "PidFile none", f"SetEnv CRYPTCOST_STATE_DIR={state}"]) + "\n")
             known.append(f"{b} {(d / f'host{i}.pub').read_text()}")
-            config += [f"Host {name}", f"  HostName {b}", f"  User {user}",
-                       f"  IdentityFile {d / 'client'}", f"  UserKnownHostsFile {d / 'known_hosts'}",
-                       "  StrictHostKeyChecking yes"]
+            config += [
+                f"Host {name}",
+                f"  HostName {b}",
+                f"  User {user}",
+                f"  IdentityFile {d / 'client'}",
+                f"  UserKnownHostsFile {d / 'known_hosts'}",
+                "  StrictHostKeyChecking yes",
+            ]
             view = [] if user == "root" else _user_view(Path(d / f"view{i}"), user)
             daemons.append(subprocess.Popen(
                 ["ip", "netns", "exec", ns_b, "sh", "-c",
@@ -179,13 +186,34 @@ def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_released_and_keeps
     store, report or journal, nor in the worker's debug log or the peer's journal, nor in any
     command line on either side."""
     secrets_, found, everything = scan_debug_run(
-        tmp_path, ["network", "--link", "peer:cc-peer", "--ssh-config", peer["config"],
-                   "--peer-command", peer["command"].replace("-m cryptcost", "-m cryptcost --debug"),
-                   "--stacks", "tls,ssh,wireguard,ipsec,smb3", "--workloads", "send,put",
-                   "--file-size", "4M", "--seconds", "1",
-                   "--min-samples", "2", "--max-samples", "2", "--json"],
-        prefix=["ip", "netns", "exec", peer["ns"]["a"]], states=[peer["state"]],
-        logs="/tmp/cryptcost-peer-*/ssh.log", timeout=600)
+        tmp_path,
+        [
+            "network",
+            "--link",
+            "peer:cc-peer",
+            "--ssh-config",
+            peer["config"],
+            "--peer-command",
+            peer["command"].replace("-m cryptcost", "-m cryptcost --debug"),
+            "--stacks",
+            "tls,ssh,wireguard,ipsec,smb3",
+            "--workloads",
+            "send,put",
+            "--file-size",
+            "4M",
+            "--seconds",
+            "1",
+            "--min-samples",
+            "2",
+            "--max-samples",
+            "2",
+            "--json",
+        ],
+        prefix=["ip", "netns", "exec", peer["ns"]["a"]],
+        states=[peer["state"]],
+        logs="/tmp/cryptcost-peer-*/ssh.log",
+        timeout=600,
+    )
     assert len(secrets_) >= 4, "read no key material during the run"
     assert b"DEBUG cryptcost" in everything["logs"], "the worker's debug log was not read"
     assert not found, found
@@ -208,7 +236,7 @@ def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_released_and_keeps
     assert link["routes"]["b"]["src"] == ADDR_B and link["rtt_ms"] > 0
     assert link["peer"]["kernel"] and link["peer"]["crypto_flags"] and link["peer"]["boot_id"]
     assert link["shared_cpus"].startswith("the peer is this machine"), link
-    assert by["tls"]["shared_cpus"] is True                # so the report reads CPU-s/GB, not Gbit/s
+    assert by["tls"]["shared_cpus"] is True  # so the report reads CPU-s/GB, not Gbit/s
     assert by["tls"]["params"]["negotiated"]["suite"] == "TLS_AES_128_GCM_SHA256"
     assert by["wireguard"]["params"]["negotiated"]["handshake"] is True
     assert by["ipsec"]["params"]["negotiated"]["esp"] == "AES_GCM_16-128"

@@ -12,7 +12,18 @@ def test_probe_contract(cli):
     assert info["kernel"]["release"]
     assert "aes" in info["crypto_drivers"]
     assert info["tools"]["openssl"]
-    for feat in ("dm-crypt", "af_alg", "fuse", "fscrypt", "loop", "netns", "tun", "esp", "wireguard", "nfs"):
+    for feat in (
+        "dm-crypt",
+        "af_alg",
+        "fuse",
+        "fscrypt",
+        "loop",
+        "netns",
+        "tun",
+        "esp",
+        "wireguard",
+        "nfs",
+    ):
         assert feat in info["features"]
     names = {s["name"] for s in info["stacks"]}
     assert {"plain", "fscrypt", "gocryptfs", "luks-userspace", "luks", "dm-null", "zfs"} <= names

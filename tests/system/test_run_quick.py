@@ -36,14 +36,19 @@ def test_quick_suite_end_to_end(cli, tmp_path):
     assert not_measured >= {s["name"] for s in availability("storage") if not s["available"]}
     html = report.read_text()
     assert len(re.findall(r"<svg\b", html)) >= 4 and "<script" not in html
-    # every result within ±3 % of its median or marked unstable with its CV and likely cause, and the
+    # every result within ±3 % of its median or marked unstable with its CV and likely cause, and
+    # the
     # report's interval says which
     for r in out["results"]:
         median = r.get("median_bytes_per_s") or r.get("median_ops_per_s")
         wide = r.get("ci95") and (r["ci95"][1] - r["ci95"][0]) / 2 / median > 0.03
-        assert not wide or (r.get("unstable") and r.get("cv") is not None and r.get("likely_cause")), r
+        assert not wide or (
+            r.get("unstable") and r.get("cv") is not None and r.get("likely_cause")
+        ), r
     rows = doc["storage"] + doc["network"] + doc["ciphers"]
-    assert sum(row["ci"].endswith("~") for row in rows) == sum(bool(r.get("unstable")) for r in out["results"])
+    assert sum(row["ci"].endswith("~") for row in rows) == sum(
+        bool(r.get("unstable")) for r in out["results"]
+    )
     assert ("Unstable results" in html) == any(r.get("unstable") for r in out["results"])
     shown = json.loads(cli("show", "latest", "--json").stdout)
     assert shown["run"]["status"] == "complete" and shown["run"]["extra"]["suite"] == "quick"
@@ -52,7 +57,10 @@ def test_quick_suite_end_to_end(cli, tmp_path):
     # the LUKS secret qemu-storage-daemon reads, rclone's config, tls's, ssh's and WireGuard's keys
     keyed = {"fscrypt", "gocryptfs", "luks-userspace", "cryfs", "securefs", "encfs", "rclone-crypt"}
     assert len(secrets_) >= len(keyed & available), "read no key material during the run"
-    print(f"key strings checked: {len(secrets_)}, outputs searched: {len(everything)}, found: {len(found)}")
+    print(
+        f"key strings checked: {len(secrets_)}, outputs searched: {len(everything)}, found: "
+        f"{len(found)}"
+    )
     assert not found, found
     assert [x for x in leftovers([]) if x not in before] == []
     if _verdicts_rest_on_a_profile(out, doc):
@@ -63,32 +71,42 @@ def _verdicts_rest_on_a_profile(out: dict, doc: dict) -> None:
     """#35: where perf can sample here (CI requires it), every storage and network cell is
     profiled in its warm-up round, and every verdict rests on that profile: named from it
     (the cipher, or the largest layer where no ceiling binds), or saying where the busy CPU
-    went beside it; a "latency" says the CPU mostly waited, or why no layer is named. fscrypt on a kernel whose AES is a software
+    went beside it; a "latency" says the CPU mostly waited, or why no layer is named. fscrypt on a
+    kernel whose AES is a software
     driver is cipher-bound. Without perf the profile is listed as not run, and why."""
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
     try:
         perf.require()
     except Unavailable:
-        assert any(m["what"].endswith("storage profile") for m in doc["not_measured"]), doc["not_measured"]
+        assert any(m["what"].endswith("storage profile") for m in doc["not_measured"]), doc[
+            "not_measured"
+        ]
         return False
     cells = [r for r in out["results"] if r["kind"] in ("storage", "network")]
     for r in cells:
         p = r.get("profile") or {}
-        assert p.get("rows") and "error" not in p and p["how"].startswith("the last warm-up round"), \
-            (r["stack"], {k: v for k, v in p.items() if k not in ("rows", "folded")})
+        assert (
+            p.get("rows") and "error" not in p and p["how"].startswith("the last warm-up round")
+        ), (r["stack"], {k: v for k, v in p.items() if k not in ("rows", "folded")})
     for row in doc["storage"] + doc["network"]:
         assert "by its CPU profile" in row["explanation"] \
             or "where the busy CPU went (perf" in row["explanation"], row
         # a bare "latency" only where the profile saw a CPU mostly waiting, or no layer to name
         assert row["bottleneck"] != "latency" or "waiting, not computing" in row["explanation"] \
             or "no layer" in row["explanation"] or "cipher's" in row["explanation"], row
-    # a stripped Go daemon's cipher is named from its own function table (engines.gosyms): gocryptfs's
+    # a stripped Go daemon's cipher is named from its own function table (engines.gosyms):
+    # gocryptfs's
     # Go AES-GCM, wireguard-go's ChaCha20-Poly1305, each with its share of the busy CPU
-    for stack, code in (("gocryptfs:", "crypto/aes."), ("wireguard", "golang.org/x/crypto/chacha20poly1305")):
+    for stack, code in (
+        ("gocryptfs:", "crypto/aes."),
+        ("wireguard", "golang.org/x/crypto/chacha20poly1305"),
+    ):
         rows = [row for row in doc["storage"] + doc["network"] if row["stack"].startswith(stack)]
         for row in rows:
-            assert "% the cipher" in row["explanation"] and code in row["explanation"], row["explanation"]
+            assert "% the cipher" in row["explanation"] and code in row["explanation"], row[
+                "explanation"
+            ]
     drivers = {name: text for name, text in doc["environment"] if name.startswith("kernel ")}
     if "software" in drivers.get("kernel xts(aes)", ""):
         fscrypt = [row for row in doc["storage"] if row["stack"].startswith("fscrypt:")]
@@ -129,9 +147,13 @@ def _profiles_are_whole(out: dict, html: str, cli) -> None:
         assert [x for x in rows if x["where"] == "kernel" and "aes" in x["sym"]], rows[:10]
         assert any("_[k]" in k and "aes" in k for k in fscrypt["profile"]["folded"])
     if go:
-        assert any(x["comm"] == "gocryptfs" for x in go["profile"]["rows"]), go["profile"]["rows"][:10]
+        assert any(x["comm"] == "gocryptfs" for x in go["profile"]["rows"]), go["profile"]["rows"][
+            :10
+        ]
         assert any(k.startswith("gocryptfs;") for k in go["profile"]["folded"])
     report = json.loads(cli("report", "latest", "--format", "json").stdout)["analysis"]
     profiled = {b["stack"] for b in report["bottlenecks"]} & {r["stack"] for r in cells}
-    assert profiled and all(b.get("layers") for b in report["bottlenecks"] if b["stack"] in profiled)
+    assert profiled and all(
+        b.get("layers") for b in report["bottlenecks"] if b["stack"] in profiled
+    )
     assert html.count("a flame graph of its profiled passes") == len({r["stack"] for r in cells})

@@ -42,7 +42,9 @@ def _pid_alive(pid: int) -> bool:
 @pytest.mark.root
 def test_kill_9_while_mounted_then_cleanup_leaves_nothing(cli, tmp_path):
     need_root()
-    proc = _start_storage(tmp_path, "gocryptfs", 10, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _start_storage(
+        tmp_path, "gocryptfs", 10, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     state = tmp_path / "state"
     deadline = time.monotonic() + 180
     journal = None
@@ -50,8 +52,10 @@ def test_kill_9_while_mounted_then_cleanup_leaves_nothing(cli, tmp_path):
         time.sleep(0.2)
         for path in state.glob("journal-*.jsonl"):
             j = Journal.load(path)
-            if any(e.type == "mount" and e.data.get("fstype") == "fuse" and _mounted(e.data["target"])
-                   for e in j.entries.values()):
+            if any(
+                e.type == "mount" and e.data.get("fstype") == "fuse" and _mounted(e.data["target"])
+                for e in j.entries.values()
+            ):
                 journal = path
     assert journal is not None, "no FUSE mount appeared"
     proc.send_signal(signal.SIGKILL)
@@ -80,7 +84,9 @@ def test_kill_9_while_mounted_then_cleanup_leaves_nothing(cli, tmp_path):
 @pytest.mark.root
 def test_sigterm_tears_down_and_keeps_results(cli, tmp_path):
     need_root()
-    proc = _start_storage(tmp_path, "plain", 30, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _start_storage(
+        tmp_path, "plain", 30, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     db = tmp_path / "data" / "cryptcost" / "results.db"
     deadline = time.monotonic() + 120
     import sqlite3
@@ -152,26 +158,40 @@ def test_cleanup_ends_processes_whose_pid_never_reached_the_journal(tmp_path):
     environment, ends them, waits until they are gone, and is idempotent."""
     state = tmp_path / "state"
     env = {**os.environ, "CRYPTCOST_STATE_DIR": str(state)}
-    script = ("from cryptcost import proc\n"
-              "from cryptcost.lifecycle.resources import Resources\n"
-              "import time\nres = Resources()\n"
-              "res.journal.add('daemon', argv0='sleep', exe='sleep')\n"          # the pid never follows
-              "d = proc.spawn(['sleep', '600'])\n"
-              "w = proc.spawn(['sh', '-c', 'sleep 600 & wait'])\n"                 # a workload with a child
-              "print(d.pid, w.pid, flush=True)\ntime.sleep(600)\n")
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    script = (
+        "from cryptcost import proc\n"
+        "from cryptcost.lifecycle.resources import Resources\n"
+        "import time\nres = Resources()\n"
+        "res.journal.add('daemon', argv0='sleep', exe='sleep')\n"  # the pid never follows
+        "d = proc.spawn(['sleep', '600'])\n"
+        "w = proc.spawn(['sh', '-c', 'sleep 600 & wait'])\n"  # a workload with a child
+        "print(d.pid, w.pid, flush=True)\ntime.sleep(600)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env
+    )
     pids = [int(p) for p in child.stdout.readline().split()]
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     assert all(os.path.exists(f"/proc/{p}") for p in pids)
-    done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cryptcost", "cleanup"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ended process" in done.stdout
     time.sleep(0.2)
     alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
              open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
     assert alive == []
-    again = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
-                           env=env, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "cryptcost", "cleanup"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert again.returncode == 0 and "nothing to clean up" in again.stdout

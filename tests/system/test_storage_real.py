@@ -21,9 +21,17 @@ VARIANTS = ("gocryptfs:*", "luks-userspace:aes-256-cbc-essiv", "fscrypt:adiantum
 # Every storage stack in the registry → the baseline its results must be
 # compared with. A stack this host cannot run skips, naming why (and fails
 # when CRYPTCOST_REQUIRE names it).
-CASES = {name: (cls.baselines[0] if cls.baselines else None) for name, cls in of_kind("storage").items()}
-ONE_FILE_RESETS = ("fsync+fadvise-dontneed", "fsync+fadvise-dontneed+export", "fsync+fadvise-dontneed+lower",
-                   "fsync+drop-caches+idle", "fsync+remount", "fsync+drop-caches")
+CASES = {
+    name: (cls.baselines[0] if cls.baselines else None) for name, cls in of_kind("storage").items()
+}
+ONE_FILE_RESETS = (
+    "fsync+fadvise-dontneed",
+    "fsync+fadvise-dontneed+export",
+    "fsync+fadvise-dontneed+lower",
+    "fsync+drop-caches+idle",
+    "fsync+remount",
+    "fsync+drop-caches",
+)
 
 
 def _one_file_reset(cls) -> str:
@@ -55,21 +63,37 @@ def every_stack(tmp_path_factory):
     was measured. A stack that fails in it fails its own tests, not the others'."""
     need_root(*CASES)
     tmp = tmp_path_factory.mktemp("every-stack")
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp / "data"), "CRYPTCOST_STATE_DIR": str(tmp / "state")}
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp / "data"),
+        "CRYPTCOST_STATE_DIR": str(tmp / "state"),
+    }
 
     def run(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "cryptcost", *args], capture_output=True, text=True,
-                              env=env, timeout=timeout, cwd=tmp)
+        return subprocess.run(
+            [sys.executable, "-m", "cryptcost", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            cwd=tmp,
+        )
     specs = ["all"] + [v for v in VARIANTS if unavailable_reason(get(v.split(":")[0])) is None]
-    proc = run("storage", "--stacks", ",".join(specs), "--workloads", "seq-quick", "--size", "128M", *ONE)
+    proc = run(
+        "storage", "--stacks", ",".join(specs), "--workloads", "seq-quick", "--size", "128M", *ONE
+    )
     assert proc.returncode in (0, 1) and proc.stdout.startswith("{"), proc.stderr[-3000:]
     out = json.loads(proc.stdout)
-    return SimpleNamespace(out=out, stderr=proc.stderr, run=run, left=leftovers([str(tmp / "state")]))
+    return SimpleNamespace(
+        out=out, stderr=proc.stderr, run=run, left=leftovers([str(tmp / "state")])
+    )
 
 
 def _measured(shared, label: str) -> list[dict]:
     """``label``'s results in the shared run; a failure of that stack there fails the test."""
-    failed = [f for f in shared.out["failed"] if f.startswith((label + ": ", label + " "))]    # not its variants
+    failed = [
+        f for f in shared.out["failed"] if f.startswith((label + ": ", label + " "))
+    ]  # not its variants
     assert not failed, failed
     return [r for r in shared.out["results"] if r["stack"] == label]
 
@@ -87,7 +111,9 @@ def test_stack_measured_against_its_baseline(every_stack, stack):
     for r in mine:
         assert r["median_bytes_per_s"] > 0 and r["samples"] == 1
         assert r["bytes_moved"] > 0
-        if r["cpu_s_per_gib"] is None:     # a pass of a few ms (1 sample, no warm-up): below /proc/stat's ticks
+        if (
+            r["cpu_s_per_gib"] is None
+        ):  # a pass of a few ms (1 sample, no warm-up): below /proc/stat's ticks
             assert r["sample_seconds"] < 0.1 and "too coarse" in r["cpu_unmeasured"], r
         else:
             assert r["cpu_s_per_gib"] > 0, r
@@ -97,13 +123,17 @@ def test_stack_measured_against_its_baseline(every_stack, stack):
             assert r["cache_mode"] == _one_file_reset(get(stack)), r["cache_mode"]
         assert r["params"]["integrity"]["result"] == "identical"
         # the memory the passes take was touched once before the first sample (2 × the medium)
-        assert r["params"]["memory_warmed"]["bytes"] == 2 * (128 << 20), r["params"].get("memory_warmed")
+        assert r["params"]["memory_warmed"]["bytes"] == 2 * (128 << 20), r["params"].get(
+            "memory_warmed"
+        )
         assert r["baseline"] == CASES[stack]
         assert r["params"]["facts"]["layer"] == get(stack).layer
         ref = r["params"]["cipher_ref"]
-        if ref and ref["where"] == "kernel":          # the driver the stack really used, read after setup
+        if ref and ref["where"] == "kernel":  # the driver the stack really used, read after setup
             mode = ref["algorithm"].split("-")[-1]
-            assert f"{mode}(aes)" in r["params"]["kernel_drivers"], r["params"].get("kernel_drivers")
+            assert f"{mode}(aes)" in r["params"]["kernel_drivers"], r["params"].get(
+                "kernel_drivers"
+            )
         if CASES[stack]:
             assert r["overhead"] is not None and len(r["overhead_ci95"]) == 2
     if stack == "plain":
@@ -121,7 +151,9 @@ def _page_reporting_was_held_off(cli):
     report = json.loads(cli("report", "latest", "--format", "json").stdout)
     held = report["host"]["page_reporting"]["run"]
     assert held["held"] and held["order"] == kernel.free_block_orders(), held
-    assert any("held that off for the run" in n for n in report["host"]["notes"]), report["host"]["notes"]
+    assert any("held that off for the run" in n for n in report["host"]["notes"]), report["host"][
+        "notes"
+    ]
     if kernel.reported_bytes() is not None:
         assert report["run"]["extra"]["page_reporting_reported_bytes"] == 0, report["run"]["extra"]
 
@@ -139,7 +171,11 @@ def test_luks_userspace_writes_a_real_luks_header(every_stack):
     r = _measured(every_stack, "luks-userspace:aes-256-cbc-essiv")[0]
     header = r["params"]["luks_header"]
     assert header["checked"] is True
-    assert header["version"] == "1" and header["cipher"] == "aes" and header["mode"] == "cbc-essiv:sha256"
+    assert (
+        header["version"] == "1"
+        and header["cipher"] == "aes"
+        and header["mode"] == "cbc-essiv:sha256"
+    )
     assert r["params"]["loop_on_export"] == "buffered"
 
 
@@ -189,22 +225,42 @@ def test_every_size_the_cli_accepts_works_with_every_quick_workload(cli, size, w
 def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
     for name in ("fscrypt", "gocryptfs"):
         _available(name)
-    proc = cli("storage", "--stacks", "fscrypt,gocryptfs", "--workloads", "rand4k,bigfile,smallfiles,mixed",
-               "--size", "256M", *ONE, timeout=1500)
+    proc = cli(
+        "storage",
+        "--stacks",
+        "fscrypt,gocryptfs",
+        "--workloads",
+        "rand4k,bigfile,smallfiles,mixed",
+        "--size",
+        "256M",
+        *ONE,
+        timeout=1500,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
     cells = {(r["stack"], r["workload"], r["op"], r["iodepth"]) for r in results}
     for stack in ("fscrypt:aes-256-xts", "gocryptfs:aes-gcm", "plain", "gofuse-passthrough"):
-        for wanted in (("rand4k", "randread", 1), ("rand4k", "randread", 32), ("rand4k", "randwrite", 1),
-                       ("rand4k", "randwrite", 32), ("bigfile-10M", "write", 1), ("bigfile-51M", "read", 1),
-                       ("bigfile-102M", "write", 1), ("bigfile-102M", "read", 1),
-                       ("smallfiles", "create", 1), ("smallfiles", "read", 1), ("smallfiles", "stat", 1),
-                       ("smallfiles", "delete", 1), ("smallfiles", "untar", 1), ("mixed", "dbench", 2)):
+        for wanted in (
+            ("rand4k", "randread", 1),
+            ("rand4k", "randread", 32),
+            ("rand4k", "randwrite", 1),
+            ("rand4k", "randwrite", 32),
+            ("bigfile-10M", "write", 1),
+            ("bigfile-51M", "read", 1),
+            ("bigfile-102M", "write", 1),
+            ("bigfile-102M", "read", 1),
+            ("smallfiles", "create", 1),
+            ("smallfiles", "read", 1),
+            ("smallfiles", "stat", 1),
+            ("smallfiles", "delete", 1),
+            ("smallfiles", "untar", 1),
+            ("mixed", "dbench", 2),
+        ):
             assert (stack, *wanted) in cells, (stack, wanted)
     for r in results:
         value = r.get("median_bytes_per_s") or r.get("median_ops_per_s")
         assert value and value > 0, r
-        if r["workload"] == "rand4k":                 # every 4 KiB block of the 64 MiB file, once a pass
+        if r["workload"] == "rand4k":  # every 4 KiB block of the 64 MiB file, once a pass
             assert r["bytes_moved"] == r["passes"] * (64 << 20) and r["passes"] >= 1, r
             assert r["iops"] > 0 and r["lat_p99_us"] > 0
         if r["workload"].startswith("bigfile-"):      # R1's 1:5:10, the largest 40 % of 256 MiB
@@ -213,7 +269,9 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
         if r["op"] in ("randread", "read", "stat") and r["stack"].startswith("gocryptfs"):
             # one file: its pages and its ciphertext's evicted; many files: a remount
             many = r["workload"] == "smallfiles"
-            assert r["cache_mode"] == ("fsync+remount" if many else "fsync+fadvise-dontneed+lower"), r
+            assert r["cache_mode"] == (
+                "fsync+remount" if many else "fsync+fadvise-dontneed+lower"
+            ), r
     dbench = [r for r in results if r["op"] == "dbench"]
     assert all(r["engine"].startswith("dbench") for r in dbench)
 
@@ -222,8 +280,19 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
 @pytest.mark.parametrize("fs", ["xfs", "btrfs"])
 def test_plain_on_other_filesystems(cli, fs):
     _available("plain")
-    proc = cli("storage", "--stacks", "plain", "--fs", fs, "--workloads", "seq-quick", "--size", "320M",
-               *ONE, timeout=600)
+    proc = cli(
+        "storage",
+        "--stacks",
+        "plain",
+        "--fs",
+        fs,
+        "--workloads",
+        "seq-quick",
+        "--size",
+        "320M",
+        *ONE,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
     assert len(results) == 4 and all(r["fs"] == fs and r["median_bytes_per_s"] > 0 for r in results)
@@ -257,8 +326,12 @@ def test_the_ram_medium_stays_preallocated_under_a_new_filesystem(state_dir, sta
         get(stack)(**kwargs).setup(res, backing)
         after = os.stat(backing.file).st_blocks * 512
     assert before >= backing.size
-    assert written == backing.size, f"{written >> 20} of {backing.size >> 20} MiB written before setup"
-    assert after >= 0.99 * before, f"{stack} on {fs}: {after >> 20} of {before >> 20} MiB left allocated"
+    assert written == backing.size, (
+        f"{written >> 20} of {backing.size >> 20} MiB written before setup"
+    )
+    assert after >= 0.99 * before, (
+        f"{stack} on {fs}: {after >> 20} of {before >> 20} MiB left allocated"
+    )
 
 
 def _written_bytes(path) -> int:
@@ -300,7 +373,9 @@ def test_only_fscrypt_and_its_twin_carry_ext4s_encrypt_feature(state_dir, spec, 
         stack = cls(variant)
         stack.setup(res, backing)
         head = proc.run(["dumpe2fs", "-h", backing.device]).stdout
-    features = next(line for line in head.splitlines() if line.startswith("Filesystem features:")).split()
+    features = next(
+        line for line in head.splitlines() if line.startswith("Filesystem features:")
+    ).split()
     assert ("encrypt" in features) == feature, f"{spec}: {' '.join(features)}"
 
 
@@ -311,7 +386,9 @@ def test_fscrypt_adiantum_is_measured_or_says_why(every_stack):
     measured = _measured(every_stack, "fscrypt:adiantum")
     if not measured:
         [why] = [s for s in out["skipped"] if s["stack"] == "fscrypt:adiantum"]
-        assert "Adiantum" in why["reason"] and why["install"] == "a kernel with CONFIG_CRYPTO_ADIANTUM"
+        assert (
+            "Adiantum" in why["reason"] and why["install"] == "a kernel with CONFIG_CRYPTO_ADIANTUM"
+        )
 
 
 @pytest.mark.root
@@ -332,7 +409,9 @@ def test_rclone_writes_are_timed_until_the_ciphertext_is_on_the_lower_directory(
             with open(workdir / f"f{i}", "wb") as fh:
                 fh.write(os.urandom(n))
         waited = stack.settle()
-        lower = sorted(os.stat(os.path.join(d, f)).st_size for d, _, fs in os.walk(stack.lower) for f in fs)
+        lower = sorted(
+            os.stat(os.path.join(d, f)).st_size for d, _, fs in os.walk(stack.lower) for f in fs
+        )
         assert lower == sorted(ciphertext_size(n) for n in sizes)
         assert waited >= 0
     assert ciphertext_size(0) == 32 and ciphertext_size(65537) == 32 + 65537 + 32
@@ -344,8 +423,9 @@ def test_every_write_is_timed_until_durable(every_stack):
     _available("gocryptfs")
     writes = [r for r in every_stack.out["results"] if r["op"] == "write"]
     assert {"gocryptfs:aes-gcm", "gofuse-passthrough", "plain"} <= {r["stack"] for r in writes}
-    assert all(r["timing"] == "fio's runtime + the time until durable on the medium" for r in writes), \
-        {r["stack"]: r["timing"] for r in writes}
+    assert all(
+        r["timing"] == "fio's runtime + the time until durable on the medium" for r in writes
+    ), {r["stack"]: r["timing"] for r in writes}
 
 
 @pytest.mark.root
@@ -354,17 +434,40 @@ def test_the_throttled_medium_is_a_device_of_the_speed_named(cli):
     lets a short burst through, and writes pay the FUSE export on top — and the stack on it
     is paired with its baseline on the same medium."""
     _available("qemu-raw")
-    proc = cli("storage", "--stacks", "fscrypt", "--medium", "throttled:100MB/s", "--workloads", "seq-1m",
-               "--size", "128M", "--min-samples", "2", "--max-samples", "2", "--warmup", "0", "--json",
-               timeout=900)
+    proc = cli(
+        "storage",
+        "--stacks",
+        "fscrypt",
+        "--medium",
+        "throttled:100MB/s",
+        "--workloads",
+        "seq-1m",
+        "--size",
+        "128M",
+        "--min-samples",
+        "2",
+        "--max-samples",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
     assert {r["medium"] for r in results} == {"throttled:100MB/s"}
     for r in results:
-        if r["stack"].startswith("plain"):           # plain, and fscrypt's twin plain:encrypt-feature
-            assert 60e6 <= r["median_bytes_per_s"] <= 125e6, (r["stack"], r["op"], r["median_bytes_per_s"])
+        if r["stack"].startswith("plain"):  # plain, and fscrypt's twin plain:encrypt-feature
+            assert 60e6 <= r["median_bytes_per_s"] <= 125e6, (
+                r["stack"],
+                r["op"],
+                r["median_bytes_per_s"],
+            )
         else:
-            assert r["baseline"] == "plain:encrypt-feature" and set(r["vs"]) == {"plain:encrypt-feature", "plain"}
+            assert r["baseline"] == "plain:encrypt-feature" and set(r["vs"]) == {
+                "plain:encrypt-feature",
+                "plain",
+            }
             assert r["median_bytes_per_s"] <= 125e6
 
 
@@ -379,14 +482,34 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
     stack and states what hardware acceleration is worth."""
     for name in ("gocryptfs", "luks-userspace", "fscrypt"):
         _available(name)
-    stacks = ["gocryptfs:aes-gcm-go", "gocryptfs:aes-gcm-openssl", "luks-userspace:aes-256-xts-plain64",
-              "fscrypt:aes-256-xts"]
-    proc = cli("storage", "--stacks", ",".join(stacks), "--accel", "on,off", "--cpus", "1,2",
-               # four samples a side: below that a difference needs Welch's t-test, which at df ≈ 2 missed
-               # a 2.3× gap whose "on" samples spread 212-345 MB/s (p ≈ 0.06); with four, Mann-Whitney
-               # finds any two sets that do not overlap (p = 0.029)
-               "--workloads", "seq-1m", "--min-samples", "4", "--max-samples", "4", "--warmup", "0", "--json",
-               timeout=1500)
+    stacks = [
+        "gocryptfs:aes-gcm-go",
+        "gocryptfs:aes-gcm-openssl",
+        "luks-userspace:aes-256-xts-plain64",
+        "fscrypt:aes-256-xts",
+    ]
+    proc = cli(
+        "storage",
+        "--stacks",
+        ",".join(stacks),
+        "--accel",
+        "on,off",
+        "--cpus",
+        "1,2",
+        # four samples a side: below that a difference needs Welch's t-test, which at df ≈ 2 missed
+        # a 2.3× gap whose "on" samples spread 212-345 MB/s (p ≈ 0.06); with four, Mann-Whitney
+        # finds any two sets that do not overlap (p = 0.029)
+        "--workloads",
+        "seq-1m",
+        "--min-samples",
+        "4",
+        "--max-samples",
+        "4",
+        "--warmup",
+        "0",
+        "--json",
+        timeout=1500,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CPU counts: 1, 2" in proc.stderr
     out = json.loads(proc.stdout)
@@ -394,22 +517,30 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
               "luks-userspace:aes-256-xts-plain64": ["NETTLE_FAT_OVERRIDE"]}
     for stack, env in switch.items():
         off = [r for r in out["results"] if r["stack"] == f"{stack}/accel-off"]
-        assert {(r["op"], r["cpus"]) for r in off} == {(op, n) for op in ("write", "read") for n in (1, 2)}, stack
+        assert {(r["op"], r["cpus"]) for r in off} == {
+            (op, n) for op in ("write", "read") for n in (1, 2)
+        }, stack
         for r in off:
             assert r["accel"] is False and r["accel_verified"] is True, (stack, r["notes"])
             # one cell of two samples on a busy host can lose much of the gap (CI saw 1.29
             # where this host measures 1.7-1.8), so each cell must be clearly slower and the
             # stack's median cell as slow as software AES makes every one of these stacks
             assert r["accel_speedup"] > 1.15, (stack, r["op"], r["cpus"], r["accel_speedup"])
-            assert sorted(r["params"]["facts"]["crypto_library"].split("+")) == \
-                   sorted({"GODEBUG": "go", "OPENSSL_ia32cap": "openssl", "NETTLE_FAT_OVERRIDE": "nettle"}[e]
-                          for e in env)
+            assert sorted(r["params"]["facts"]["crypto_library"].split("+")) == sorted(
+                {"GODEBUG": "go", "OPENSSL_ia32cap": "openssl", "NETTLE_FAT_OVERRIDE": "nettle"}[e]
+                for e in env
+            )
         assert statistics.median(r["accel_speedup"] for r in off) > 1.3, \
             (stack, [(r["op"], r["cpus"], r["accel_speedup"]) for r in off])
-    assert {r["params"]["backend_used"] for r in out["results"] if r["stack"].startswith("gocryptfs:aes-gcm-go")} \
-        == {"go"}
+    assert {
+        r["params"]["backend_used"]
+        for r in out["results"]
+        if r["stack"].startswith("gocryptfs:aes-gcm-go")
+    } == {"go"}
     assert out["results"][0]["params"]["affinity"].startswith(
-        "cryptcost's processes and the kernel's unbound workqueues (kcryptd, loop, fscrypt, writeback) pinned to 1")
+        "cryptcost's processes and the kernel's unbound workqueues (kcryptd, loop, fscrypt, "
+        "writeback) pinned to 1"
+    )
     [why] = [s for s in out["skipped"] if s["stack"] == "fscrypt:aes-256-xts/accel-off"]
     assert why["accel"] == "cannot be switched off" and "kernel" in why["reason"]
     assert not any(r["stack"].startswith("fscrypt") and not r["accel"] for r in out["results"])
@@ -420,7 +551,9 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
         c = curves[(stack, "seq write 1 MiB")]
         assert c["accel"]["state"] == "verified" and set(c["accel"]["worth"]) == {"1", "2"}
         assert {p["cpus"] for p in c["points"]} == {1, 2} and c["scaling"]["on"]["to"] == 2
-        assert any(f.startswith(f"{stack}: hardware acceleration is worth ") for f in report["findings"])
+        assert any(
+            f.startswith(f"{stack}: hardware acceleration is worth ") for f in report["findings"]
+        )
     fscrypt = curves[("fscrypt:aes-256-xts", "seq write 1 MiB")]
     assert fscrypt["accel"]["state"] == "kernel" and "worth" not in fscrypt["accel"]
     driver = fscrypt["accel"]["driver"]
@@ -484,18 +617,26 @@ def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
 
     def idle(res, path):
         assert stack.reset_cache(res) == "drop_caches+idle"
-    def evict(res, path):                      # what a FUSE stack that says daemon_caches = False does
+
+    def evict(res, path):  # what a FUSE stack that says daemon_caches = False does
         assert stack.daemon_caches
         stack.daemon_caches = False
         try:
             assert FuseStack.forget(stack, res, path) == "fadvise_dontneed+lower"
         finally:
             stack.daemon_caches = True
-    m, took = _reads_after(stack, 8, 128, {                  # 8 MiB: within CryFS's 1000-block cache
-        "remount": lambda res, path: FuseStack.reset_cache(stack, res),
-        "idle": idle,
-        "kernel caches only": lambda res, path: drop_caches(),
-        "pages evicted": evict})
+
+    m, took = _reads_after(
+        stack,
+        8,
+        128,
+        {  # 8 MiB: within CryFS's 1000-block cache
+            "remount": lambda res, path: FuseStack.reset_cache(stack, res),
+            "idle": idle,
+            "kernel caches only": lambda res, path: drop_caches(),
+            "pages evicted": evict,
+        },
+    )
     assert m["idle"] >= 0.8 * m["remount"], took
     assert m["kernel caches only"] < 0.7 * m["idle"], took
     # so CryFS must say daemon_caches: evicting the kernel's pages leaves its block cache
@@ -540,14 +681,22 @@ def test_cryfs_mounts_in_the_background_and_nothing_of_it_survives_release(state
         (workdir / "f").write_bytes(b"x" * 4096)
         assert (workdir / "f").read_bytes() == b"x" * 4096
         pid, derived = stack.daemon.pid, stack.describe()["mount_cpu_seconds"]
-        assert derived > 2 * began, (derived, began)      # the key derivation ran after begin returned
+        assert derived > 2 * began, (derived, began)  # the key derivation ran after begin returned
     assert gone(pid) and not is_mounted(workdir)
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("stack,mode", [("plain", "fadvise_dontneed"), ("fscrypt", "fadvise_dontneed"),
-                                        ("qemu-raw", "fadvise_dontneed+export")])
-def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(state_dir, stack, mode):
+@pytest.mark.parametrize(
+    "stack,mode",
+    [
+        ("plain", "fadvise_dontneed"),
+        ("fscrypt", "fadvise_dontneed"),
+        ("qemu-raw", "fadvise_dontneed+export"),
+    ],
+)
+def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
+    state_dir, stack, mode
+):
     """plain and fscrypt reset before each read pass by evicting the file's
     pages (fadvise), qemu-raw (and luks-userspace, its code) those of the
     file and of the FUSE export its loop device reads through — not by

@@ -79,9 +79,20 @@ def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN)
     before = set(leftovers([]))
-    done = cli("vm", "--timeout", "900", "--", "run", "--plan", str(plan), "--no-report", "--json", timeout=1000)
+    done = cli(
+        "vm",
+        "--timeout",
+        "900",
+        "--",
+        "run",
+        "--plan",
+        str(plan),
+        "--no-report",
+        "--json",
+        timeout=1000,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout)                       # the guest's stdout, unchanged: one JSON object
+    out = json.loads(done.stdout)  # the guest's stdout, unchanged: one JSON object
     assert out["failed"] == [] and out["skipped"] == [], out["skipped"]
     results = out["results"]
 
@@ -108,8 +119,12 @@ def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
 
     # the kernel cipher engine (cryptsetup benchmark through AF_ALG) ran in the guest
     kernel = [r for r in _by(results, "cipher") if r["engine"] == "kernel"]
-    assert kernel and kernel[0]["algorithm"] == "aes-256-xts" and kernel[0]["median_bytes_per_s"] > 0
-    assert kernel[0]["kernel_drivers"]["xts(aes)"]["driver"]          # which driver served, from /proc/crypto
+    assert (
+        kernel and kernel[0]["algorithm"] == "aes-256-xts" and kernel[0]["median_bytes_per_s"] > 0
+    )
+    assert kernel[0]["kernel_drivers"]["xts(aes)"][
+        "driver"
+    ]  # which driver served, from /proc/crypto
 
     # kernel WireGuard and kernel ESP, each checked on the wire
     wg = _by(results, "network", "wireguard")
@@ -142,12 +157,14 @@ def test_a_guest_that_hangs_is_killed_and_its_log_kept(cli, tmp_path):
     done = cli("vm", "--timeout", "3", "--", "probe", timeout=120)
     assert done.returncode == 1, done.stderr
     line = done.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: the guest did not finish within 3 s and was killed (console log: ")
+    assert line.startswith(
+        "error: the guest did not finish within 3 s and was killed (console log: "
+    )
     log = line.split("console log: ")[1].rstrip(")")
     assert os.path.exists(log) and log.startswith(str(tmp_path))
     assert "cc-init" not in open(log).read() or "FAILED" not in open(log).read()
-    assert set(leftovers([])) - before == set()                       # qemu ended, by its pid
-    assert set(glob.glob("/tmp/cryptcost-vm-*")) - dirs == set()      # scratch disk and share removed
+    assert set(leftovers([])) - before == set()  # qemu ended, by its pid
+    assert set(glob.glob("/tmp/cryptcost-vm-*")) - dirs == set()  # scratch disk and share removed
     assert not list((tmp_path / "state").glob("journal-*"))
 
 
@@ -166,10 +183,18 @@ def _qemu_pids(marker: str) -> list[int]:
 @pytest.mark.root
 def test_kill_9_of_a_vm_run_then_cleanup_ends_qemu_and_removes_its_files(tmp_path):
     _vm_ready()
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
+    }
     dirs = set(glob.glob("/tmp/cryptcost-vm-*"))
-    child = subprocess.Popen([sys.executable, "-m", "cryptcost", "vm", "--timeout", "600", "--", "probe"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "cryptcost", "vm", "--timeout", "600", "--", "probe"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     deadline, mine = time.monotonic() + 60, set()
     while time.monotonic() < deadline and not mine:
         mine = set(glob.glob("/tmp/cryptcost-vm-*")) - dirs
@@ -182,35 +207,49 @@ def test_kill_9_of_a_vm_run_then_cleanup_ends_qemu_and_removes_its_files(tmp_pat
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     assert _qemu_pids(work), "qemu should outlive a kill -9 of cryptcost, for cleanup to end"
-    done = subprocess.run([sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cryptcost", "cleanup"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert not _qemu_pids(work) and not os.path.exists(work), done.stdout
     assert not list((tmp_path / "state").glob("journal-*"))
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "needs a command after --"),
-    (["--"], "needs a command after --"),
-    (["--", "vm", "--", "probe"], "cannot run inside itself"),
-    (["--", "storage", "--db", "/tmp/x.db"], "keeps its own store"),
-    (["--", "cleanup"], "no meaning inside the guest"),
-    (["--", "storage", "--bogus"], "unrecognized arguments: --bogus"),
-    (["--", "frobnicate"], "invalid choice: 'frobnicate'"),
-    (["--accel", "hvf", "--", "probe"], "invalid choice: 'hvf'"),
-    (["--cpus", "0", "--", "probe"], "--cpus must be between 1 and 64"),
-    (["--memory", "64", "--", "probe"], "--memory must be at least 256 MiB"),
-    (["--timeout", "-1", "--", "probe"], "--timeout must be positive"),
-    (["--blacklist", "aes;rm", "--", "probe"], "--blacklist takes kernel module names"),
-    (["--kernel", "0.0-none", "--", "probe"], "no guest kernel 0.0-none"),
-    (["--", "run", "--plan", "/nonexistent/plan.toml"], "cannot read plan /nonexistent/plan.toml"),
-    (["--", "run", "--plan", "{bad_plan}"], "storage.workloads has 'tpcc'"),
-    (["--peer", "somewhere"], "give the guest's address with its prefix"),
-    (["--peer", "10.0.0.2/31"], "an IPv4 address in a /30 or wider"),
-    (["--peer", "10.0.0.2/24", "--", "probe"], "runs no command"),
-    (["--host-key", "/nonexistent", "--", "probe"], "go with --peer"),
-    (["--peer", "10.0.0.2/24", "--authorized-keys", "/nonexistent"], "cannot read --authorized-keys"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "needs a command after --"),
+        (["--"], "needs a command after --"),
+        (["--", "vm", "--", "probe"], "cannot run inside itself"),
+        (["--", "storage", "--db", "/tmp/x.db"], "keeps its own store"),
+        (["--", "cleanup"], "no meaning inside the guest"),
+        (["--", "storage", "--bogus"], "unrecognized arguments: --bogus"),
+        (["--", "frobnicate"], "invalid choice: 'frobnicate'"),
+        (["--accel", "hvf", "--", "probe"], "invalid choice: 'hvf'"),
+        (["--cpus", "0", "--", "probe"], "--cpus must be between 1 and 64"),
+        (["--memory", "64", "--", "probe"], "--memory must be at least 256 MiB"),
+        (["--timeout", "-1", "--", "probe"], "--timeout must be positive"),
+        (["--blacklist", "aes;rm", "--", "probe"], "--blacklist takes kernel module names"),
+        (["--kernel", "0.0-none", "--", "probe"], "no guest kernel 0.0-none"),
+        (
+            ["--", "run", "--plan", "/nonexistent/plan.toml"],
+            "cannot read plan /nonexistent/plan.toml",
+        ),
+        (["--", "run", "--plan", "{bad_plan}"], "storage.workloads has 'tpcc'"),
+        (["--peer", "somewhere"], "give the guest's address with its prefix"),
+        (["--peer", "10.0.0.2/31"], "an IPv4 address in a /30 or wider"),
+        (["--peer", "10.0.0.2/24", "--", "probe"], "runs no command"),
+        (["--host-key", "/nonexistent", "--", "probe"], "go with --peer"),
+        (
+            ["--peer", "10.0.0.2/24", "--authorized-keys", "/nonexistent"],
+            "cannot read --authorized-keys",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_costs_no_boot(cli, tmp_path, argv, message):
     bad = tmp_path / "bad.toml"
     bad.write_text('[storage]\nworkloads = ["tpcc"]\n')

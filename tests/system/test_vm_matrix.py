@@ -28,7 +28,14 @@ from tests.system.test_vm import _by, _vm_ready
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
 FAST = ["--min-samples", "2", "--max-samples", "2", "--warmup", "0"]
-ONCE = ["--min-samples", "1", "--max-samples", "1", "--warmup", "0"]     # what works, not how fast: one sample
+ONCE = [
+    "--min-samples",
+    "1",
+    "--max-samples",
+    "1",
+    "--warmup",
+    "0",
+]  # what works, not how fast: one sample
 
 
 def _guest(cli, *argv, timeout=3000):
@@ -38,9 +45,12 @@ def _guest(cli, *argv, timeout=3000):
 
 
 # R2's matrix, and the kernel's AES-XTS with the AES-NI driver loaded: one boot serves both tests.
-R2_PLAN = ('network = false\n[ciphers]\nengines = ["kernel"]\nalgorithms = ["aes-256-xts"]\nsizes = [65536]\n'
-           '[storage]\nstacks = ["luks:*", "tcrypt:*", "dm-null"]\nworkloads = ["seq-1m"]\nsize = "64M"\n'
-           '[policy]\nmin_samples = 2\nmax_samples = 2\nwarmup = 0\n')
+R2_PLAN = (
+    'network = false\n[ciphers]\nengines = ["kernel"]\nalgorithms = ["aes-256-xts"]\nsizes = '
+    '[65536]\n'
+    '[storage]\nstacks = ["luks:*", "tcrypt:*", "dm-null"]\nworkloads = ["seq-1m"]\nsize = "64M"\n'
+    '[policy]\nmin_samples = 2\nmax_samples = 2\nwarmup = 0\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +60,36 @@ def r2_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("r2")
     plan = tmp / "plan.toml"
     plan.write_text(R2_PLAN)
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp / "data"), "CRYPTCOST_STATE_DIR": str(tmp / "state")}
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp / "data"),
+        "CRYPTCOST_STATE_DIR": str(tmp / "state"),
+    }
 
     def cli(*argv, timeout):
-        return subprocess.run([sys.executable, "-m", "cryptcost", *argv], capture_output=True, text=True,
-                              env=env, timeout=timeout, cwd=tmp)
-    done = cli("vm", "--timeout", "3000", "--memory", "8192", "--", "run", "--plan", str(plan), "--no-report",
-               "--json", timeout=3120)
+        return subprocess.run(
+            [sys.executable, "-m", "cryptcost", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            cwd=tmp,
+        )
+
+    done = cli(
+        "vm",
+        "--timeout",
+        "3000",
+        "--memory",
+        "8192",
+        "--",
+        "run",
+        "--plan",
+        str(plan),
+        "--no-report",
+        "--json",
+        timeout=3120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = cli("report", "latest", "--format", "json", timeout=300)
     assert report.returncode == 0, report.stderr[-2000:]
@@ -64,7 +97,8 @@ def r2_run(tmp_path_factory):
 
 
 def _aes_xts(out: dict) -> tuple[dict, float]:
-    """The kernel driver dm-crypt's aes-xts-plain64 ran on, and the kernel engine's AES-XTS speed."""
+    """The kernel driver dm-crypt's aes-xts-plain64 ran on, and the kernel engine's AES-XTS
+    speed."""
     luks = _by(out["results"], "storage", "luks:aes-xts-plain64")
     kernel = [r for r in _by(out["results"], "cipher") if r["engine"] == "kernel"]
     assert luks and kernel
@@ -82,7 +116,11 @@ def test_r2_dm_crypt_matrix_and_every_perf_flag(r2_run):
     measured = {r["stack"].split(":", 1)[1] for r in _by(out["results"], "storage")
                 if r["stack"].startswith("luks:")}
     assert measured == variants, out.get("skipped")
-    chains = {r["stack"].split(":", 1)[1] for r in _by(out["results"], "storage") if r["stack"].startswith("tcrypt:")}
+    chains = {
+        r["stack"].split(":", 1)[1]
+        for r in _by(out["results"], "storage")
+        if r["stack"].startswith("tcrypt:")
+    }
     assert chains == set(get("tcrypt").variants), out.get("skipped")
     for r in _by(out["results"], "storage"):
         assert r["params"]["integrity"]["result"] == "identical", r["stack"]
@@ -100,8 +138,18 @@ def test_aesni_blacklisted_in_the_guest_changes_the_kernel_driver(r2_run, cli, t
     """The same cells as R2's boot, with aesni_intel blacklisted: another driver, and slower."""
     plan = tmp_path / "plan.toml"
     plan.write_text(R2_PLAN.replace('"luks:*", "tcrypt:*", "dm-null"', '"luks:aes-xts-plain64"'))
-    out, _ = _guest(cli, "--blacklist", "aesni_intel", "--", "run", "--plan", str(plan), "--no-report", "--json",
-                    timeout=1500)
+    out, _ = _guest(
+        cli,
+        "--blacklist",
+        "aesni_intel",
+        "--",
+        "run",
+        "--plan",
+        str(plan),
+        "--no-report",
+        "--json",
+        timeout=1500,
+    )
     on, off = _aes_xts(r2_run[0]), _aes_xts(out)
     assert on[0]["module"] == "aesni_intel", on
     assert off[0]["module"] != "aesni_intel" and "aesni" not in off[0]["driver"], off
@@ -117,14 +165,34 @@ def test_dm_crypts_acceleration_off_twin_runs_the_kernels_c_aes_and_is_verified(
     the kernel's generic C AES (read back from dmsetup's table), is paired with the variant, and
     counts only as significantly slower (under TCG as on hardware, the C AES is the slower)."""
     _vm_ready()
-    out, _ = _guest(cli, "--", "storage", "--stacks", "luks:aes-xts-plain64", "--accel", "on,off",
-                    "--workloads", "seq-1m", "--size", "64M", "--min-samples", "3", "--max-samples", "3",
-                    "--warmup", "0", "--json")
+    out, _ = _guest(
+        cli,
+        "--",
+        "storage",
+        "--stacks",
+        "luks:aes-xts-plain64",
+        "--accel",
+        "on,off",
+        "--workloads",
+        "seq-1m",
+        "--size",
+        "64M",
+        "--min-samples",
+        "3",
+        "--max-samples",
+        "3",
+        "--warmup",
+        "0",
+        "--json",
+    )
     on = {r["op"]: r for r in _by(out["results"], "storage", "luks:aes-xts-plain64")}
     off = {r["op"]: r for r in _by(out["results"], "storage", "luks:aes-xts-plain64/accel-off")}
     assert set(on) == set(off) == {"write", "read"}, out.get("skipped")
     for op, r in off.items():
-        assert r["accel"] is False and r["params"]["verified"]["cipher"] == "capi:xts(ecb(aes-generic))-plain64"
+        assert (
+            r["accel"] is False
+            and r["params"]["verified"]["cipher"] == "capi:xts(ecb(aes-generic))-plain64"
+        )
         assert r["params"]["accel_switch"].startswith("aes-xts-plain64 as capi:"), r["params"]
         assert on[op]["params"]["verified"]["cipher"] == "aes-xts-plain64"
         assert r["accel_verified"] is True and r["accel_speedup"] > 1.2, (op, r.get("notes"))
@@ -139,7 +207,7 @@ def test_r5_proposals_through_kernel_esp(cli, tmp_path):
     assert proposals == set(get("ipsec").variants), out.get("skipped")
     for r in results:
         assert r["params"]["negotiated"]["implementation"] == "kernel ESP", r["stack"]
-        if r["stack"].startswith("ipsec:null-"):        # authenticated, not encrypted: said, not failed
+        if r["stack"].startswith("ipsec:null-"):  # authenticated, not encrypted: said, not failed
             assert r["wire"]["verdict"] == "plaintext", r["wire"]
             assert r["wire"]["expected"].startswith("plaintext by design"), r["wire"]
         else:
@@ -152,8 +220,21 @@ def test_a_delay_on_the_link_slows_every_round_trip_in_the_guest(cli, tmp_path):
     veth ends hold their packets for half of it, the link's measured round trip grows by it, and
     the stack and its baseline are measured on that one delayed link, as cells of their own."""
     _vm_ready()
-    out, done = _guest(cli, "--", "network", "--stacks", "tls", "--workloads", "send", "--delay", "40",
-                       "--seconds", "2", *ONCE, "--json")
+    out, done = _guest(
+        cli,
+        "--",
+        "network",
+        "--stacks",
+        "tls",
+        "--workloads",
+        "send",
+        "--delay",
+        "40",
+        "--seconds",
+        "2",
+        *ONCE,
+        "--json",
+    )
     assert "40 ms added to each round trip (netem)" in done.stderr, done.stderr[-2000:]
     results = {r["stack"]: r for r in _by(out["results"], "network")}
     assert {"tls:tls13-aes128-gcm", "tcp"} <= set(results), out.get("skipped")
@@ -173,16 +254,25 @@ def test_r5_rows_no_ike_daemon_negotiates_run_through_esp_keyed_by_hand(cli, tmp
     out, done = _guest(cli, "--", "network", "--stacks", "esp:*", "--workloads", "send,receive",
                        "--seconds", "1", *ONCE, "--json")
     results = [r for r in _by(out["results"], "network") if r["stack"].startswith("esp:")]
-    assert {r["stack"].split(":", 1)[1] for r in results} == set(get("esp").variants), out.get("skipped")
+    assert {r["stack"].split(":", 1)[1] for r in results} == set(get("esp").variants), out.get(
+        "skipped"
+    )
     for r in results:
         negotiated = r["params"]["negotiated"]
         assert negotiated["esp"].startswith(r["params"]["enc"]), negotiated
         assert all(n > 0 for n in negotiated["bytes"].values()), negotiated
         if r["stack"] == "esp:null-null":
-            assert r["wire"]["verdict"] == "plaintext" and r["wire"]["expected"].startswith("plaintext by design")
+            assert r["wire"]["verdict"] == "plaintext" and r["wire"]["expected"].startswith(
+                "plaintext by design"
+            )
         else:
-            assert r["wire"]["plaintext_packets"] == 0 and r["wire"]["verdict"] == "encrypted", (r["stack"], r["wire"])
-    assert not re.search(r"0x[0-9a-f]{16,}", json.dumps([r["params"] for r in results])), "a key in the result"
+            assert r["wire"]["plaintext_packets"] == 0 and r["wire"]["verdict"] == "encrypted", (
+                r["stack"],
+                r["wire"],
+            )
+    assert not re.search(r"0x[0-9a-f]{16,}", json.dumps([r["params"] for r in results])), (
+        "a key in the result"
+    )
     report = json.loads(cli("report", "latest", "--format", "json", timeout=300).stdout)
     [site] = [x for x in report["analysis"]["recommendations"] if x["use_case"] == "site-to-site"]
     assert site["ranking"] == [] and "Avoid esp:" in site["text"], site
@@ -192,7 +282,10 @@ def _guest_6_12() -> None:
     from cryptcost.guest.image import kernels
     if not any(k.version.startswith("6.12") for k in kernels()):
         from tests.conftest import skip_or_fail
-        skip_or_fail("vm", "no Linux 6.12 under /boot (linux-image-6.12-amd64, which make installs)")
+
+        skip_or_fail(
+            "vm", "no Linux 6.12 under /boot (linux-image-6.12-amd64, which make installs)"
+        )
 
 
 def test_r4_nfs_with_kerberos_every_sec_mode(cli, tmp_path):
@@ -202,8 +295,9 @@ def test_r4_nfs_with_kerberos_every_sec_mode(cli, tmp_path):
                        "--workloads", "put,get,smallfiles", "--file-size", "64M", *FAST, "--json")
     assert "kernel 6.12" in done.stderr, done.stderr[-500:]
     results = {(r["stack"], r["workload"]): r for r in _by(out["results"], "network")}
-    assert set(results) == {(f"nfs:{v}", w) for v in get("nfs").variants for w in ("put", "get", "smallfiles")}, \
-        out.get("skipped")
+    assert set(results) == {
+        (f"nfs:{v}", w) for v in get("nfs").variants for w in ("put", "get", "smallfiles")
+    }, out.get("skipped")
     for (stack, workload), r in results.items():
         sec = stack.split(":")[1]
         negotiated = r["params"]["negotiated"]
@@ -211,14 +305,18 @@ def test_r4_nfs_with_kerberos_every_sec_mode(cli, tmp_path):
         assert r["bytes_moved"] > 0 and r["median_bytes_per_s"] > 0
         if sec != "sys":
             assert negotiated["enctype"].startswith("aes"), negotiated
-        if sec == "krb5p":                  # encrypted, checked on the wire, and compared with sec=sys
-            assert r["wire"]["verdict"] == "encrypted" and r["wire"]["plaintext_packets"] == 0, r["wire"]
+        if sec == "krb5p":  # encrypted, checked on the wire, and compared with sec=sys
+            assert r["wire"]["verdict"] == "encrypted" and r["wire"]["plaintext_packets"] == 0, r[
+                "wire"
+            ]
             assert r["wire"]["canary"]["canary_packets"] == 0, r["wire"]["canary"]
             assert r["baseline"] == "nfs:sys" and r["overhead"] is not None, r
             assert r["params"]["cipher_ref"]["algorithm"] in ("aes-256-cbc", "aes-128-cbc")
         elif sec != "sys":                  # authenticated, not encrypted: said, not failed
             assert r["wire"]["verdict"] == "plaintext", r["wire"]
-            assert r["wire"]["expected"] == f"plaintext by design: sec={sec} does not encrypt", r["wire"]
+            assert r["wire"]["expected"] == f"plaintext by design: sec={sec} does not encrypt", r[
+                "wire"
+            ]
     # encrypting every byte in the kernel costs CPU the plaintext share does not spend
     for workload in ("put", "get"):
         assert results[("nfs:krb5p", workload)]["cpu_s_per_gb"]["system"] > \
@@ -233,17 +331,24 @@ def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(cli, tmp_path):
     said = " ".join(done.stderr.split())                    # the terminal may wrap long lines
     assert "kernel 6.1." in said
     assert "nfs:krb5p: setup failed: mounting with sec=krb5p failed" in said, said[-2000:]
-    assert "can't read superblock" in said and "GARBAGE_ARGS" in said and "cryptcost vm --kernel 6.12" in said
+    assert (
+        "can't read superblock" in said
+        and "GARBAGE_ARGS" in said
+        and "cryptcost vm --kernel 6.12" in said
+    )
     out = json.loads(done.stdout)
     krb5 = _by(out["results"], "network", "nfs:krb5")          # krb5 works on the same kernel
     assert krb5 and krb5[0]["params"]["negotiated"]["sec"] == "krb5", out.get("skipped")
 
 
 
-PROFILE_PLAN = ('[storage]\nstacks = ["luks:aes-xts-plain64"]\nworkloads = ["seq-1m"]\nsize = "64M"\nprofile = true\n'
-                '[network]\nstacks = ["wireguard", "ipsec", "nfs:krb5i"]\nworkloads = ["send", "put"]\n'
-                'seconds = 1\nfile_size = "16M"\nprofile = true\n'
-                '[policy]\nmin_samples = 1\nmax_samples = 1\nwarmup = 0\n')
+PROFILE_PLAN = (
+    '[storage]\nstacks = ["luks:aes-xts-plain64"]\nworkloads = ["seq-1m"]\nsize = "64M"\nprofile '
+    '= true\n'
+    '[network]\nstacks = ["wireguard", "ipsec", "nfs:krb5i"]\nworkloads = ["send", "put"]\n'
+    'seconds = 1\nfile_size = "16M"\nprofile = true\n'
+    '[policy]\nmin_samples = 1\nmax_samples = 1\nwarmup = 0\n'
+)
 
 
 def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
@@ -260,24 +365,41 @@ def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
     wg = _by(out["results"], "network", "wireguard")
     esp = [r for r in _by(out["results"], "network") if r["stack"].startswith("ipsec")]
     nfs = [r for r in _by(out["results"], "network") if r["stack"].startswith("nfs")]
-    assert luks and wg and esp and {r["stack"] for r in nfs} == {"nfs:krb5i", "nfs:sys"}, out.get("skipped")
+    assert luks and wg and esp and {r["stack"] for r in nfs} == {"nfs:krb5i", "nfs:sys"}, out.get(
+        "skipped"
+    )
     for r in luks + wg + esp + nfs:
         p = r.get("profile") or {}
-        assert p.get("rows") and "error" not in p, (r["stack"], {k: v for k, v in p.items() if k != "rows"})
+        assert p.get("rows") and "error" not in p, (
+            r["stack"],
+            {k: v for k, v in p.items() if k != "rows"},
+        )
         assert p["how"].startswith("a profiled round after the measured samples"), p["how"]
 
     def kernel(r, pattern) -> float:
-        return sum(x["share"] for x in r["profile"]["rows"] if x["where"] == "kernel" and pattern(x["sym"].lower()))
+        return sum(
+            x["share"]
+            for x in r["profile"]["rows"]
+            if x["where"] == "kernel" and pattern(x["sym"].lower())
+        )
+
     for r in luks:
         assert kernel(r, lambda sym: "aes" in sym or "xts" in sym) > 0, r["profile"]["rows"][:10]
-        assert any(x["comm"].startswith("kworker") for x in r["profile"]["rows"]), r["profile"]["rows"][:10]
+        assert any(x["comm"].startswith("kworker") for x in r["profile"]["rows"]), r["profile"][
+            "rows"
+        ][:10]
     assert "kernel" in str(wg[0]["params"]["negotiated"]["implementation"])
-    assert kernel(wg[0], lambda sym: "chacha" in sym or "poly1305" in sym) > 0, wg[0]["profile"]["rows"][:10]
+    assert kernel(wg[0], lambda sym: "chacha" in sym or "poly1305" in sym) > 0, wg[0]["profile"][
+        "rows"
+    ][:10]
     assert esp[0]["params"]["negotiated"]["implementation"] == "kernel ESP"
     assert kernel(esp[0], lambda sym: "aes" in sym or "gcm" in sym or "ghash" in sym) > 0, \
         esp[0]["profile"]["rows"][:10]
-    for r in nfs:                                   # the server's work is its nfsd threads'
-        assert any(x["comm"] == "nfsd" for x in r["profile"]["rows"]), (r["stack"], r["profile"]["rows"][:10])
+    for r in nfs:  # the server's work is its nfsd threads'
+        assert any(x["comm"] == "nfsd" for x in r["profile"]["rows"]), (
+            r["stack"],
+            r["profile"]["rows"][:10],
+        )
     report = json.loads(cli("report", "latest", "--format", "json", timeout=300).stdout)
     layers = {b["stack"]: b.get("layers") or {} for b in report["analysis"]["bottlenecks"]}
     assert layers["luks:aes-xts-plain64"].get("cipher", 0) > 0, layers

@@ -16,23 +16,41 @@ def test_a_bench_in_a_short_mode_writes_its_record(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "bench/ciphers_vs_openssl"), "--rounds", "2",
                            "--algos", "aes-128-gcm", "--records", str(tmp_path)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.returncode in (0, 1), done.stderr[-2000:]          # 1: outside ±3 %, recorded all the same
+    assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: outside ±3 %, recorded all the same
     [line] = (tmp_path / "ciphers_vs_openssl.jsonl").read_text().splitlines()
     entry = json.loads(line)
-    assert entry["bench"] == "ciphers_vs_openssl" and entry["goal"].startswith("cryptcost within ±3 %")
-    assert entry["met"] == (done.returncode == 0) and entry["commit"] and entry["cpu"] and entry["date"]
+    assert entry["bench"] == "ciphers_vs_openssl" and entry["goal"].startswith(
+        "cryptcost within ±3 %"
+    )
+    assert (
+        entry["met"] == (done.returncode == 0)
+        and entry["commit"]
+        and entry["cpu"]
+        and entry["date"]
+    )
     [fig] = entry["figures"]
-    assert fig["cell"] == "aes-128-gcm 4096 B ×1" and 0.5 < fig["value"] < 2 and fig["unit"] == "× bare openssl"
+    assert (
+        fig["cell"] == "aes-128-gcm 4096 B ×1"
+        and 0.5 < fig["value"] < 2
+        and fig["unit"] == "× bare openssl"
+    )
     assert len(fig["ci95"]) == 2 and fig["verdict"]
     assert "`ciphers_vs_openssl`" in records.table(tmp_path)
-    assert not (ROOT / "bench/records/ciphers_vs_openssl.jsonl").exists() or \
-        line not in (ROOT / "bench/records/ciphers_vs_openssl.jsonl").read_text()   # the repo's were not touched
+    assert (
+        not (ROOT / "bench/records/ciphers_vs_openssl.jsonl").exists()
+        or line not in (ROOT / "bench/records/ciphers_vs_openssl.jsonl").read_text()
+    )  # the repo's were not touched
 
 
 def test_the_readme_table_is_the_latest_record_of_each_bench(tmp_path):
     for n, met in ((1, False), (2, True)):
-        records.record("demo", "goal", met, [records.figure("cell", 1.0 + n / 100, "×", (0.99, 1.05), "n.s.")],
-                       tmp_path)
+        records.record(
+            "demo",
+            "goal",
+            met,
+            [records.figure("cell", 1.0 + n / 100, "×", (0.99, 1.05), "n.s.")],
+            tmp_path,
+        )
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{records.BEGIN}\nstale\n{records.END}\n\nrest\n")
     records.write_readme(readme, tmp_path)
@@ -45,4 +63,6 @@ def test_the_readme_table_is_the_latest_record_of_each_bench(tmp_path):
 def test_the_repos_bench_readme_table_is_made_from_its_records():
     text = (ROOT / "bench/README.md").read_text()
     shown = text.split(records.BEGIN, 1)[1].split(records.END, 1)[0].strip()
-    assert shown == records.table().strip(), "bench/README.md's table is stale: run python3 bench/records.py"
+    assert shown == records.table().strip(), (
+        "bench/README.md's table is stale: run python3 bench/records.py"
+    )

@@ -41,8 +41,10 @@ def test_the_fitted_plan_fits_and_says_what_was_left_out():
     assert seconds <= 500 and seconds == _estimate(plan)
     left = [(c["part"], c["what"]) for c in plan.cannot_run]
     assert ("two", "the whole part") in left
-    assert all("--time-budget 8.3 min" in c["reason"] and "whole plan: about 12.7 min" in c["reason"]
-               for c in plan.cannot_run)
+    assert all(
+        "--time-budget 8.3 min" in c["reason"] and "whole plan: about 12.7 min" in c["reason"]
+        for c in plan.cannot_run
+    )
     assert [p.label for p in plan.parts] == ["one"]
 
 
@@ -50,7 +52,10 @@ def test_a_cut_that_was_not_needed_is_given_back():
     """760 s into 560: part two (100 s) and the smallfiles workload (100 s) go; the cut taken
     first, no extra samples beyond the minimum, does not change the estimate and is given back."""
     plan, seconds = fit(_plan(), 560, _estimate)
-    assert [c["what"] for c in plan.cannot_run] == ["the whole part", "storage workloads smallfiles"]
+    assert [c["what"] for c in plan.cannot_run] == [
+        "the whole part",
+        "storage workloads smallfiles",
+    ]
     assert plan.policy == {"min_samples": 3, "max_samples": 6} and seconds == pytest.approx(560)
 
 
@@ -59,7 +64,9 @@ def test_two_samples_only_after_every_cell_that_can_go_has_gone():
     plan fits with fewer cells keeps three samples (410 s with every value cut); below that,
     two samples, with as many cells given back as then fit."""
     plan, _ = fit(_plan(), 420, _estimate)
-    assert plan.policy.get("min_samples", 3) == 3 and "samples beyond two" not in [c["what"] for c in plan.cannot_run]
+    assert plan.policy.get("min_samples", 3) == 3 and "samples beyond two" not in [
+        c["what"] for c in plan.cannot_run
+    ]
     assert plan.parts[0].storage["workloads"] == ["seq-quick"] and plan.parts[0].network
     plan, seconds = fit(_plan(), 300, _estimate)
     assert plan.policy["min_samples"] == 2 and seconds <= 300
@@ -117,14 +124,16 @@ def test_a_run_is_prepared_once_and_its_deadline_starts_when_it_runs(tmp_path):
     before = time.monotonic()
     deadline = fitted.from_now().policy["deadline"]
     assert before + 0.85 * 600 <= deadline <= time.monotonic() + 0.85 * 600
-    assert "deadline" not in fitted.plan.policy                      # the prepared plan is not changed
+    assert "deadline" not in fitted.plan.policy  # the prepared plan is not changed
     with pytest.raises(UserError, match="--time-budget"):
         suite.prepare(None, str(plan), time_budget="soon")
     with pytest.raises(UserError):
         suite.prepare(None, str(plan), link="fast")
 
 
-def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(tmp_path, monkeypatch):
+def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
+    tmp_path, monkeypatch
+):
     """``run --profile``: each storage and network table of the plan is profiled; the estimate
     counts a round of its own only where there is no warm-up round to profile. The built-in
     suites profile already. A plan asking for it on a host where perf cannot sample runs
@@ -133,7 +142,8 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(tm
     from cryptcost.errors import Unavailable
     from cryptcost import suite
     plan = tmp_path / "small.toml"
-    off = '[run]\nsuite = "quick"\n\n[storage]\nsize = "64M"\nprofile = false\n\n[network]\nprofile = false\n'
+    off = ('[run]\nsuite = "quick"\n\n[storage]\nsize = "64M"\nprofile = false\n\n'
+           '[network]\nprofile = false\n')
     plan.write_text(off)
     monkeypatch.setattr(perf, "require", lambda: None)
 
@@ -146,7 +156,10 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(tm
     assert not any(t["profile"] for t in tables(plain))
     assert profiled.seconds == plain.seconds                         # its warm-up round is profiled
     plan.write_text(off + "\n[policy]\nwarmup = 0\n")
-    assert suite.prepare(None, str(plan), profile=True).seconds > suite.prepare(None, str(plan)).seconds
+    assert (
+        suite.prepare(None, str(plan), profile=True).seconds
+        > suite.prepare(None, str(plan)).seconds
+    )
 
     def missing():
         raise Unavailable("perf is not installed", install="linux-perf")

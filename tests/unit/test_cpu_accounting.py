@@ -39,16 +39,21 @@ def test_fio_reads_proc_stat_when_its_job_starts(tmp_path):
     stat_dir.mkdir()
     data.mkdir()
     before, boot = cpu.stat_snapshot(), time.clock_gettime(time.CLOCK_BOOTTIME)
-    outcome, wall = fio.run(fio.FioJob("write", 1 << 20, 64 << 20, end_fsync=True), data, "j", stat_dir=stat_dir)
+    outcome, wall = fio.run(
+        fio.FioJob("write", 1 << 20, 64 << 20, end_fsync=True), data, "j", stat_dir=stat_dir
+    )
     after, ended = cpu.stat_snapshot(), time.clock_gettime(time.CLOCK_BOOTTIME)
     # the boot clock at the first I/O (what a profile's window starts from): inside the run, after
     # its start-up (/proc/uptime counts in 10 ms steps, rounded down)
-    assert boot - 0.01 <= outcome.first_io <= ended and outcome.first_io - boot > 0.02, (boot, outcome)
+    assert boot - 0.01 <= outcome.first_io <= ended and outcome.first_io - boot > 0.02, (
+        boot,
+        outcome,
+    )
     pre = cpu.stat_snapshot(outcome.stat)
     assert list(stat_dir.iterdir()) == []                          # read, then removed
     started = sum(b - a for a, b in zip(before["cpu"], pre["cpu"]))
     window = sum(b - a for a, b in zip(pre["cpu"], after["cpu"]))
-    assert started > 0 and window > 0                              # after fio's start, before its end
+    assert started > 0 and window > 0  # after fio's start, before its end
     assert outcome.io_bytes == 64 << 20
 
 
@@ -58,9 +63,10 @@ def fio_installed() -> bool:
 
 
 def test_a_device_with_a_mapping_on_top_is_in_use(tmp_path):
-    """/sys/class/block/X/holders (dm-crypt, LVM, MD on the disk or a partition) counts as in use."""
+    """/sys/class/block/X/holders (dm-crypt, LVM, MD on the disk or a partition) counts as in
+    use."""
     sysfs = tmp_path / "block"
-    for name in ("sdz", "sdz1", "sdz/sdz1"):         # real sysfs nests partitions under the disk too
+    for name in ("sdz", "sdz1", "sdz/sdz1"):  # real sysfs nests partitions under the disk too
         (sysfs / name / "holders").mkdir(parents=True)
     os.symlink("../../dm-3", sysfs / "sdz1" / "holders" / "dm-3")
     used = guard._holders("/dev/sdz", sysfs=str(sysfs))
@@ -76,8 +82,10 @@ def test_a_cpu_window_too_short_for_proc_stats_ticks_counts_no_cpu_rather_than_z
     from cryptcost.runner.storage import passes
     from cryptcost.model import Sample
     from cryptcost.workloads import storage as wl
-    two_cpus = lambda ticks: cpu.stat_snapshot(f"cpu {ticks} 0 0 0 0 0 0 0\ncpu0 {ticks} 0 0 0 0 0 0 0\n"
-                                               f"cpu1 0 0 0 0 0 0 0 0\n")
+
+    two_cpus = lambda ticks: cpu.stat_snapshot(
+        f"cpu {ticks} 0 0 0 0 0 0 0\ncpu0 {ticks} 0 0 0 0 0 0 0\ncpu1 0 0 0 0 0 0 0 0\n"
+    )
     assert cpu.window_seconds(two_cpus(0), two_cpus(200)) == pytest.approx(200 / cpu.CLK_TCK / 2)
     short = {"cpu_window_s": 0.024}
     passes.cpu_per_unit(short, CpuSplit(), 25 << 20, 25)
@@ -91,7 +99,10 @@ def test_a_cpu_window_too_short_for_proc_stats_ticks_counts_no_cpu_rather_than_z
                      metrics={**short, "cpu_window_s": 0.06}) for _ in range(2)]
     both = passes.combine(two, op)
     assert both.metrics["cpu_window_s"] == pytest.approx(0.12)
-    assert both.metrics["cpu_s_per_gib"] == pytest.approx(0.02 / (100 / 1024)) and "cpu_unmeasured" not in both.metrics
+    assert (
+        both.metrics["cpu_s_per_gib"] == pytest.approx(0.02 / (100 / 1024))
+        and "cpu_unmeasured" not in both.metrics
+    )
 
 
 def test_the_ram_medium_is_written_once_in_full(tmp_path):

@@ -17,16 +17,39 @@ from tests.conftest import FIXTURES
 
 
 def _result(stack, op, value, *, facts, cpus=None, part=None, baseline=None, vs=None, bs=1 << 20):
-    return {"kind": "storage", "stack": stack, "workload": "seq", "op": op, "block_bytes": bs, "iodepth": 1,
-            "cpus": cpus, "part": part, "medium": "ram", "fs": "ext4", "size": 256 << 20,
-            "median_bytes_per_s": value, "values": [value * 0.99, value, value * 1.01], "samples": 3,
-            "ci95": [value * 0.98, value * 1.02], "baseline": baseline, "vs": vs or {},
-            "overhead": (vs or {}).get(baseline, {}).get("overhead"), "params": {"facts": facts},
-            "notes": [], "cpu": {"max_core_busy": 0.5}}
+    return {
+        "kind": "storage",
+        "stack": stack,
+        "workload": "seq",
+        "op": op,
+        "block_bytes": bs,
+        "iodepth": 1,
+        "cpus": cpus,
+        "part": part,
+        "medium": "ram",
+        "fs": "ext4",
+        "size": 256 << 20,
+        "median_bytes_per_s": value,
+        "values": [value * 0.99, value, value * 1.01],
+        "samples": 3,
+        "ci95": [value * 0.98, value * 1.02],
+        "baseline": baseline,
+        "vs": vs or {},
+        "overhead": (vs or {}).get(baseline, {}).get("overhead"),
+        "params": {"facts": facts},
+        "notes": [],
+        "cpu": {"max_core_busy": 0.5},
+    }
 
 
-PLAIN = {"kind": "storage", "layer": "kernel", "role": "baseline", "use_case": None, "baselines": [],
-         "security": []}
+PLAIN = {
+    "kind": "storage",
+    "layer": "kernel",
+    "role": "baseline",
+    "use_case": None,
+    "baselines": [],
+    "security": [],
+}
 NOVEL = {"kind": "storage", "layer": "fuse", "role": "measured", "use_case": "any-filesystem",
          "baselines": ["plain"], "security": ["novelfs hides nothing at all"], "cipher": None}
 
@@ -38,8 +61,18 @@ def test_pairing_uses_the_full_cell_key():
         for cpus in (1, 2):
             base = 100e6 * cpus + (1e6 if part == "R3" else 0)
             results.append(_result("plain", "read", base, facts=PLAIN, cpus=cpus, part=part))
-            results.append(_result("novelfs", "read", base / 2, facts=NOVEL, cpus=cpus, part=part,
-                                   baseline="plain", vs={"plain": {"overhead": 0.5, "significant": True}}))
+            results.append(
+                _result(
+                    "novelfs",
+                    "read",
+                    base / 2,
+                    facts=NOVEL,
+                    cpus=cpus,
+                    part=part,
+                    baseline="plain",
+                    vs={"plain": {"overhead": 0.5, "significant": True}},
+                )
+            )
     a = analyze(results, {"cpu": {}})
     for i, r in enumerate(results):
         if r["stack"] == "novelfs":
@@ -52,8 +85,17 @@ def test_an_unknown_stack_is_ranked_and_its_facts_repeated():
     """A stack this cryptcost has never heard of (a run imported from another
     host) is ranked under its declared use case, with its security facts."""
     results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
-    results += [_result("novelfs", op, 300e6, facts=NOVEL, baseline="plain",
-                        vs={"plain": {"overhead": 0.25, "significant": True}}) for op in ("read", "write")]
+    results += [
+        _result(
+            "novelfs",
+            op,
+            300e6,
+            facts=NOVEL,
+            baseline="plain",
+            vs={"plain": {"overhead": 0.25, "significant": True}},
+        )
+        for op in ("read", "write")
+    ]
     a = analyze(results, {"cpu": {}})
     assert [r.stack for r in a.ranking] == ["novelfs"]
     rec = next(r for r in a.recommendations if r.use_case == "any-filesystem")
@@ -73,8 +115,10 @@ def test_a_store_from_before_facts_is_migrated(tmp_path):
         r.get("params", {}).pop("facts", None)
         store.conn.execute("INSERT INTO results(run_id, kind, series, data) VALUES (?,?,?,?)",
                            (run_id, r["kind"], "{}", json.dumps(r)))
-    store.conn.execute("UPDATE runs SET extra = ? WHERE id = ?",
-                       (json.dumps({"skipped": [{"stack": "luks", "reason": "no dm-crypt"}]}), run_id))
+    store.conn.execute(
+        "UPDATE runs SET extra = ? WHERE id = ?",
+        (json.dumps({"skipped": [{"stack": "luks", "reason": "no dm-crypt"}]}), run_id),
+    )
     store.conn.commit()
     store.close()
     conn = sqlite3.connect(db)
@@ -131,8 +175,10 @@ def test_adding_a_stack_is_one_file(extra_plugin):
     assert "novelfs" in stacks.expected_on({"fuse", "loop"}, {"novelfs-pkg", "bindfs", "e2fsprogs"})
     assert "novelfs" not in stacks.expected_on({"fuse", "loop"}, {"bindfs", "e2fsprogs"})
     # the docs table
-    assert "| `novelfs` | storage | fuse | measured | any-filesystem | `fuse-passthrough`, `plain` |" \
+    assert (
+        "| `novelfs` | storage | fuse | measured | any-filesystem | `fuse-passthrough`, `plain` |"
         in stacks.markdown_table()
+    )
     # its facts as every result stores them
     facts = reg["novelfs"]().facts()
     assert facts["use_case"] == "any-filesystem" and facts["layer"] == "fuse"
@@ -157,25 +203,46 @@ def test_an_incomplete_plugin_is_refused_with_what_it_lacks(tmp_path, monkeypatc
     finally:
         stacks.registry.cache_clear()
     text = str(info.value)
-    assert "brokenfs" in text and "security facts" in text and "'nosuchfs' is not a registered stack" in text
+    assert (
+        "brokenfs" in text
+        and "security facts" in text
+        and "'nosuchfs' is not a registered stack" in text
+    )
 
 
 def test_every_real_plugin_declares_complete_facts():
     for name, cls in stacks.registry().items():
         for variant in cls.variants:
-            f = cls(variant).facts() if cls.kind == "network" else cls(variant, cls.filesystems[0]).facts()
-            assert f["kind"] in ("storage", "network") and f["layer"] in ("kernel", "fuse", "userspace")
+            f = (
+                cls(variant).facts()
+                if cls.kind == "network"
+                else cls(variant, cls.filesystems[0]).facts()
+            )
+            assert f["kind"] in ("storage", "network") and f["layer"] in (
+                "kernel",
+                "fuse",
+                "userspace",
+            )
             if f["role"] == "measured":
                 assert f["use_case"] and f["security"] and f["baselines"], (name, variant)
 
 
 def test_stacks_whose_difference_is_noise_share_a_rank():
     results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
-    for name, value, spread in (("fast", 300e6, 0.01), ("noisy", 290e6, 0.3), ("slow", 100e6, 0.01)):
+    for name, value, spread in (
+        ("fast", 300e6, 0.01),
+        ("noisy", 290e6, 0.3),
+        ("slow", 100e6, 0.01),
+    ):
         for op in ("read", "write"):
             r = _result(name, op, value, facts=NOVEL, baseline="plain",
                         vs={"plain": {"overhead": 1 - value / 400e6, "significant": True}})
-            r["values"] = [value * (1 - spread), value, value * (1 + spread), value * (1 - spread / 2)]
+            r["values"] = [
+                value * (1 - spread),
+                value,
+                value * (1 + spread),
+                value * (1 - spread / 2),
+            ]
             results.append(r)
     a = analyze(results, {"cpu": {}})
     assert [(r.stack, r.rank, r.tie) for r in a.ranking] == [
@@ -205,31 +272,52 @@ def test_stacks_that_trade_places_share_a_rank_and_the_text_says_where_each_wins
     """x is significantly faster at reads, y at writes: neither is the fastest."""
     results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
     for name, read, write in (("x", 300e6, 150e6), ("y", 200e6, 240e6)):
-        results += [_spread_result(name, "read", read, 0.01), _spread_result(name, "write", write, 0.01)]
+        results += [
+            _spread_result(name, "read", read, 0.01),
+            _spread_result(name, "write", write, 0.01),
+        ]
     a = analyze(results, {"cpu": {}})
     assert [(r.stack, r.rank, r.tie) for r in a.ranking] == [("x", 1, False), ("y", 1, True)]
     rec = next(r for r in a.recommendations if r.use_case == "any-filesystem")
     assert "is the fastest" not in rec.text and "no stack wins on every cell" in rec.text
-    assert "y and x trade places: y is significantly faster at writes and slower at reads" in rec.text
-
+    assert (
+        "y and x trade places: y is significantly faster at writes and slower at reads" in rec.text
+    )
 
 
 def _cipher(alg, accel, value, threads=1, size=4096):
-    return {"kind": "cipher", "engine": "openssl", "algorithm": alg, "accel": accel, "threads": threads,
-            "buffer_bytes": size, "median_bytes_per_s": value, "values": [value] * 3}
+    return {
+        "kind": "cipher",
+        "engine": "openssl",
+        "algorithm": alg,
+        "accel": accel,
+        "threads": threads,
+        "buffer_bytes": size,
+        "median_bytes_per_s": value,
+        "values": [value] * 3,
+    }
 
 
 KERNEL = {"kind": "storage", "layer": "kernel", "role": "measured", "use_case": "per-directory",
           "baselines": ["plain"], "security": ["x"]}
-SOFT_HOST = {"cpu": {"cores": 2, "flags": {"aes": True}},
-             "crypto_drivers": {"xts(aes)": {"driver": "xts(ecb(aes-fixed-time))", "implementation": "software"}}}
+SOFT_HOST = {
+    "cpu": {"cores": 2, "flags": {"aes": True}},
+    "crypto_drivers": {
+        "xts(aes)": {"driver": "xts(ecb(aes-fixed-time))", "implementation": "software"}
+    },
+}
 
 
 def _kernel_result(value, iodepth=1, cpus=None):
     r = _result("kfs", "read", value, facts=KERNEL, baseline="plain", cpus=cpus,
                 vs={"plain": {"overhead": 0.9, "significant": True}})
     r["iodepth"] = iodepth
-    r["params"]["cipher_ref"] = {"algorithm": "aes-256-xts", "where": "kernel", "unit": 4096, "exact": True}
+    r["params"]["cipher_ref"] = {
+        "algorithm": "aes-256-xts",
+        "where": "kernel",
+        "unit": 4096,
+        "exact": True,
+    }
     return r
 
 
@@ -240,7 +328,7 @@ def test_cipher_bound_needs_the_stack_to_reach_the_ceiling():
     assert near.bottleneck == "cipher" and near.ceilings["ratio"]["cipher"] == pytest.approx(0.9)
     assert "90% of the cipher ceiling" in near.sentence and "aes-fixed-time" in near.sentence
     far = analyze([base, _kernel_result(30e6), ceiling], SOFT_HOST).verdicts[1]
-    assert far.bottleneck != "cipher"                         # a software driver alone proves nothing
+    assert far.bottleneck != "cipher"  # a software driver alone proves nothing
     none = analyze([base, _kernel_result(30e6)], SOFT_HOST).verdicts[1]
     assert none.bottleneck != "cipher" and "?" not in none.sentence
     assert "not measured" in none.sentence
@@ -257,7 +345,7 @@ def test_every_cpu_busy_below_the_ceilings_is_the_machines_cpu_not_one_core_or_l
     v = analyze([base, r, ceiling], SOFT_HOST).verdicts[1]
     assert v.bottleneck == "cpu" and "all 2 CPUs were 88% busy" in v.sentence
     assert "every core" in v.sentence and "no parallelism" not in v.sentence
-    r["cpu"] = {"max_core_busy": 0.92, "machine_busy": 0.55}           # one core saturated, the other idle
+    r["cpu"] = {"max_core_busy": 0.92, "machine_busy": 0.55}  # one core saturated, the other idle
     v = analyze([base, r, ceiling], SOFT_HOST).verdicts[1]
     assert v.bottleneck == "cpu" and "no parallelism" in v.sentence
     r["cpu"] = {"max_core_busy": 0.6, "machine_busy": 0.55}
@@ -267,7 +355,9 @@ def test_every_cpu_busy_below_the_ceilings_is_the_machines_cpu_not_one_core_or_l
 def test_the_cipher_ceiling_uses_the_threads_the_stack_can_use():
     base = _result("plain", "read", 1000e6, facts=PLAIN)
     one, two = _cipher("aes-256-xts", False, 100e6), _cipher("aes-256-xts", False, 150e6, threads=2)
-    qd32 = analyze([base, _kernel_result(140e6, iodepth=32, cpus=2), one, two], SOFT_HOST).verdicts[1]
+    qd32 = analyze([base, _kernel_result(140e6, iodepth=32, cpus=2), one, two], SOFT_HOST).verdicts[
+        1
+    ]
     assert qd32.ceilings["cipher"] == pytest.approx(150e6) and qd32.bottleneck == "cipher"
     qd1 = analyze([base, _kernel_result(95e6), one, two], SOFT_HOST).verdicts[1]
     assert qd1.ceilings["cipher"] == pytest.approx(100e6)
@@ -281,16 +371,26 @@ def test_a_stack_that_splits_one_request_over_threads_meets_that_many_threads_ce
     from cryptcost.stacks import get
     cref = CipherRef.of(get("gocryptfs")("aes-gcm-go").cipher_ref())
     go = Stored.of({**_cipher("aes-256-gcm", True, 1000e6), "engine": "go"})
-    ossl = read_all([_cipher("aes-256-gcm", True, 800e6), _cipher("aes-256-gcm", True, 1400e6, threads=2)])
+    ossl = read_all(
+        [_cipher("aes-256-gcm", True, 800e6), _cipher("aes-256-gcm", True, 1400e6, threads=2)]
+    )
     host = Host.of({"cpu": {"cores": 2}})
     w = {"kind": "storage", "op": "write", "block_bytes": 1 << 20, "accel": True}
     write = Stored.of(w)
     value, how = cipher_ceiling(cref, [go, *ossl], host, 1, write)
-    assert value == pytest.approx(1000e6 * 1400 / 800) and "measured gain from 1 to 2 threads" in how
-    assert cipher_ceiling(cref, [go, *ossl], host, 1, Stored.of({**w, "op": "read"}))[0] == pytest.approx(1000e6)
-    assert cipher_ceiling(cref, [go, *ossl], host, 1, Stored.of({**w, "block_bytes": 4096}))[0] == pytest.approx(1000e6)
-    assert cipher_ceiling(cref, [go, *ossl], Host.of({"cpu": {"cores": 1}}), 1, write)[0] == pytest.approx(1000e6)
-    value, how = cipher_ceiling(cref, [go], host, 1, write)         # no OpenSSL pair: said as assumed
+    assert (
+        value == pytest.approx(1000e6 * 1400 / 800) and "measured gain from 1 to 2 threads" in how
+    )
+    assert cipher_ceiling(cref, [go, *ossl], host, 1, Stored.of({**w, "op": "read"}))[
+        0
+    ] == pytest.approx(1000e6)
+    assert cipher_ceiling(cref, [go, *ossl], host, 1, Stored.of({**w, "block_bytes": 4096}))[
+        0
+    ] == pytest.approx(1000e6)
+    assert cipher_ceiling(cref, [go, *ossl], Host.of({"cpu": {"cores": 1}}), 1, write)[
+        0
+    ] == pytest.approx(1000e6)
+    value, how = cipher_ceiling(cref, [go], host, 1, write)  # no OpenSSL pair: said as assumed
     assert value == pytest.approx(2000e6) and "assumed linear" in how
 
 
@@ -309,10 +409,16 @@ def test_the_cipher_table_holds_the_threads_each_stack_runs_its_cipher_with():
     assert not any(c.engine == "go" and c.threads > 1 for c in cells)
     one = set(ceiling_cells(plan, {"cpu": {"cores": 1, "cores_usable": 1}}))
     assert all(c.threads == 1 for c in one)
-    every = RunPlan("t", parts=[Part("p", storage={"stacks": ["gocryptfs:*"], "workloads": ["seq-1m"]})])
+    every = RunPlan(
+        "t", parts=[Part("p", storage={"stacks": ["gocryptfs:*"], "workloads": ["seq-1m"]})]
+    )
     cells = ceiling_cells(every, {"cpu": {"cores": 2, "cores_usable": 2}})
-    assert Cell.cipher("go", "xchacha20-poly1305", 4096, 1, True) in cells     # OpenSSL has no XChaCha20:
-    assert not any(c.engine == "openssl" and c.algorithm == "xchacha20-poly1305" for c in cells)  # no gain cell
+    assert (
+        Cell.cipher("go", "xchacha20-poly1305", 4096, 1, True) in cells
+    )  # OpenSSL has no XChaCha20:
+    assert not any(
+        c.engine == "openssl" and c.algorithm == "xchacha20-poly1305" for c in cells
+    )  # no gain cell
 
 
 def test_near_the_baseline_with_a_significant_overhead_is_not_called_free():
@@ -351,9 +457,12 @@ def test_every_fuse_stack_is_paired_with_a_passthrough_of_its_library_and_option
     """The first baseline of a FUSE stack is a passthrough on the same FUSE
     library, asking the kernel for the same request sizes (big_writes)."""
     from cryptcost.stacks import get, of_kind, parse_spec
-    fuse = {n: c for n, c in of_kind("storage").items() if c.layer == "fuse" and c.role != "baseline"}
+
+    fuse = {
+        n: c for n, c in of_kind("storage").items() if c.layer == "fuse" and c.role != "baseline"
+    }
     assert {"securefs", "encfs", "cryfs", "gocryptfs", "rclone-crypt"} <= set(fuse)
-    unpackaged = {"bazil.org/fuse (rclone's)"}        # no passthrough of it exists: same options only
+    unpackaged = {"bazil.org/fuse (rclone's)"}  # no passthrough of it exists: same options only
     for name, cls in fuse.items():
         stack = cls(cls.default_variants[0] if cls.default_variants else None)
         bcls, bvariant = parse_spec(cls.baselines[0], "storage")[0]
@@ -370,10 +479,14 @@ def test_a_host_whose_cpu_speed_moves_is_named_as_the_noise_floor():
     says the host was not steady, before any other finding; a quiet host says nothing."""
     quiet = [{**_cipher(a, True, 1e9), "values": [1e9, 1.01e9, 0.995e9]} for a in ("x", "y", "z")]
     assert not any("not steady" in f for f in analyze(quiet, {"cpu": {}}).findings)
-    noisy = [{**_cipher(a, True, 1.7e9), "values": [1.70e9, 2.64e9, 2.30e9]} for a in ("x", "y", "z")]
+    noisy = [
+        {**_cipher(a, True, 1.7e9), "values": [1.70e9, 2.64e9, 2.30e9]} for a in ("x", "y", "z")
+    ]
     first = analyze(noisy, {"cpu": {}}).findings[0]
     assert "CPU's own speed was not steady" in first and "3 cells" in first
-    assert not any("not steady" in f for f in analyze(noisy[:2], {"cpu": {}}).findings)   # too few to say
+    assert not any(
+        "not steady" in f for f in analyze(noisy[:2], {"cpu": {}}).findings
+    )  # too few to say
 
 
 def test_every_stack_with_a_twin_gets_its_cost_split_and_the_twin_names_what_it_adds():
@@ -382,13 +495,29 @@ def test_every_stack_with_a_twin_gets_its_cost_split_and_the_twin_names_what_it_
     fscrypt = {**PLAIN, "layer": "kernel", "role": "measured", "use_case": "per-directory",
                "baselines": ["plain:encrypt-feature", "plain"], "security": ["names leak"]}
     twin = {**PLAIN, "baselines": ["plain"], "isolates": "ext4's encrypt feature"}
-    results = [_result("plain", "write", 1000e6, facts=PLAIN),
-               _result("plain:encrypt-feature", "write", 600e6, facts=twin, baseline="plain",
-                       vs={"plain": {"overhead": 0.4, "significant": True}}),
-               _result("fscrypt", "write", 450e6, facts=fscrypt, baseline="plain:encrypt-feature",
-                       vs={"plain:encrypt-feature": {"overhead": 0.25, "significant": True},
-                           "plain": {"overhead": 0.55, "significant": True}}),
-               _result("novelfs", "write", 300e6, facts=NOVEL, baseline="plain")]   # one baseline: no split
+    results = [
+        _result("plain", "write", 1000e6, facts=PLAIN),
+        _result(
+            "plain:encrypt-feature",
+            "write",
+            600e6,
+            facts=twin,
+            baseline="plain",
+            vs={"plain": {"overhead": 0.4, "significant": True}},
+        ),
+        _result(
+            "fscrypt",
+            "write",
+            450e6,
+            facts=fscrypt,
+            baseline="plain:encrypt-feature",
+            vs={
+                "plain:encrypt-feature": {"overhead": 0.25, "significant": True},
+                "plain": {"overhead": 0.55, "significant": True},
+            },
+        ),
+        _result("novelfs", "write", 300e6, facts=NOVEL, baseline="plain"),
+    ]  # one baseline: no split
     rows = analyze(results, {"cpu": {}}).split
     assert [(x.stack, x.twin, x.isolates, x.fuse) for x in rows] == \
         [("fscrypt", "plain:encrypt-feature", "ext4's encrypt feature", False)]
@@ -415,14 +544,32 @@ def test_a_twin_variant_is_compared_with_its_own_baseline():
     from cryptcost.runner.core.pairing import against_baselines
     from cryptcost.runner.core.scheduler import Series
     twin, plain = stacks.get("plain")("encrypt-feature"), stacks.get("plain")()
-    assert twin.baselines == ("plain",) and twin.facts()["baselines"] == ["plain"] and plain.baselines == ()
-    cell = Cell(kind="storage", stack=twin.label, workload="seq", op="write", block_bytes=1 << 20, accel=True)
-    series = {cell.but(stack="plain"): Series(samples=[Sample(v, 1.0) for v in (1000e6, 1010e6, 990e6)]),
-              cell.but(op="read", stack="plain"): Series(samples=[Sample(1e6, 1.0)] * 3)}     # another cell
+    assert (
+        twin.baselines == ("plain",)
+        and twin.facts()["baselines"] == ["plain"]
+        and plain.baselines == ()
+    )
+    cell = Cell(
+        kind="storage",
+        stack=twin.label,
+        workload="seq",
+        op="write",
+        block_bytes=1 << 20,
+        accel=True,
+    )
+    series = {
+        cell.but(stack="plain"): Series(samples=[Sample(v, 1.0) for v in (1000e6, 1010e6, 990e6)]),
+        cell.but(op="read", stack="plain"): Series(samples=[Sample(1e6, 1.0)] * 3),
+    }  # another cell
     metrics, _ = against_baselines(twin, cell, [600e6, 610e6, 590e6], series)
     assert metrics["baseline"] == "plain" and metrics["overhead"] == pytest.approx(0.4, abs=0.01)
-    r = _result("plain:encrypt-feature", "write", 600e6, facts={**PLAIN, "baselines": ["plain"]}, **{
-        "baseline": "plain", "vs": {"plain": {"overhead": 0.4, "significant": True}}})
+    r = _result(
+        "plain:encrypt-feature",
+        "write",
+        600e6,
+        facts={**PLAIN, "baselines": ["plain"]},
+        **{"baseline": "plain", "vs": {"plain": {"overhead": 0.4, "significant": True}}},
+    )
     a = analyze([_result("plain", "write", 1000e6, facts=PLAIN), r], {"cpu": {}})
     assert "plaintext baseline" not in a.verdicts[1].sentence
 
@@ -433,13 +580,18 @@ def test_a_verdict_never_gives_a_negative_cost_or_a_twin_crypto():
     fast = _result("novelfs", "write", 140e6, facts=NOVEL, baseline="plain",
                    vs={"plain": {"overhead": -0.4, "significant": True}})
     fast["overhead_significant"] = True
-    twin = _result("plain:encrypt-feature", "write", 98e6, facts={**PLAIN, "baselines": ["plain"],
-                                                                  "isolates": "ext4's encrypt feature"},
-                   baseline="plain", vs={"plain": {"overhead": 0.02, "significant": False}})
+    twin = _result(
+        "plain:encrypt-feature",
+        "write",
+        98e6,
+        facts={**PLAIN, "baselines": ["plain"], "isolates": "ext4's encrypt feature"},
+        baseline="plain",
+        vs={"plain": {"overhead": 0.02, "significant": False}},
+    )
     a = analyze([_result("plain", "write", 100e6, facts=PLAIN), fast, twin], {"cpu": {}})
     said = a.verdicts[1].sentence
     assert "-40" not in said and "significantly faster than its baseline (40.0 %)" in said
-    assert a.verdicts[1].bottleneck == "unknown"                  # not "device": the ceiling is void
+    assert a.verdicts[1].bottleneck == "unknown"  # not "device": the ceiling is void
     said = a.verdicts[2].sentence
     assert "crypto" not in said and said.endswith("not ext4's encrypt feature")
 
@@ -459,7 +611,13 @@ def test_suites_select_network_stacks_by_their_declared_facts(tmp_path, monkeypa
                    for s in ("quick", "standard", "full", "seeds")}
     finally:
         stacks.registry.cache_clear()
-    assert "tlscopy" in planned["quick"] and "tlscopy:*" in planned["standard"] and "tlscopy:*" in planned["full"]
+    assert (
+        "tlscopy" in planned["quick"]
+        and "tlscopy:*" in planned["standard"]
+        and "tlscopy:*" in planned["full"]
+    )
     assert "tlsplain" not in planned["quick"] and "tlsplain" in planned["standard"]
-    assert "tlsplain:*" in planned["full"] and "tlscopy" in planned["seeds"]      # R3's every stack
-    assert not any(s.startswith("tcp") for p in planned.values() for s in p)      # a baseline comes with its stack
+    assert "tlsplain:*" in planned["full"] and "tlscopy" in planned["seeds"]  # R3's every stack
+    assert not any(
+        s.startswith("tcp") for p in planned.values() for s in p
+    )  # a baseline comes with its stack

@@ -10,8 +10,13 @@ from cryptcost.report import fieldreports as fr
 from tests.conftest import skip_or_fail
 
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
-FILES = {"R1": "000_75dbeb9e5e03c5f1.txt", "R2": "001_0f1c3a61cd778107.txt", "R3": "002_f21579383df5ae1e.txt",
-         "R4": "003_62948da02dcafd69.txt", "R5": "004_d671f89c7be981b8.txt"}
+FILES = {
+    "R1": "000_75dbeb9e5e03c5f1.txt",
+    "R2": "001_0f1c3a61cd778107.txt",
+    "R3": "002_f21579383df5ae1e.txt",
+    "R4": "003_62948da02dcafd69.txt",
+    "R5": "004_d671f89c7be981b8.txt",
+}
 
 
 def test_every_report_loads_with_its_source_and_sane_figures():
@@ -51,33 +56,70 @@ def test_every_figure_quoted_is_in_its_report(label):
     found = _numbers(path.read_text())
     for f in fr.load(label).figures:
         said = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", f.theirs_said)]
-        said = [x * 100 if x < 1 else x for x in said]               # an overhead given as a fraction
+        said = [x * 100 if x < 1 else x for x in said]  # an overhead given as a fraction
         assert said and all(round(x, 2) in found for x in said), (f.what, said)
 
 
 def _r(stack, value, **cell):
-    return {"kind": "network", "stack": stack, "median_bytes_per_s": value, "values": [value] * 3, **cell}
+    return {
+        "kind": "network",
+        "stack": stack,
+        "median_bytes_per_s": value,
+        "values": [value] * 3,
+        **cell,
+    }
 
 
 def test_a_run_with_the_reports_cells_is_laid_beside_them():
-    results = read([_r("nfs:sys", 100e6, workload="put"), _r("nfs:krb5p", 30e6, workload="put"),
-                    _r("nfs:sys", 120e6, workload="get"), _r("nfs:krb5p", 24e6, workload="get"),
-                    {"kind": "storage", "stack": "luks-userspace:aes-256-xts-plain64", "workload": "seq",
-                     "op": "write", "block_bytes": 1 << 20, "median_bytes_per_s": 600e6},
-                    {"kind": "storage", "stack": "luks-userspace:aes-256-xts-plain64/accel-off", "workload": "seq",
-                     "op": "write", "block_bytes": 1 << 20, "accel": False, "median_bytes_per_s": 200e6}])
+    results = read(
+        [
+            _r("nfs:sys", 100e6, workload="put"),
+            _r("nfs:krb5p", 30e6, workload="put"),
+            _r("nfs:sys", 120e6, workload="get"),
+            _r("nfs:krb5p", 24e6, workload="get"),
+            {
+                "kind": "storage",
+                "stack": "luks-userspace:aes-256-xts-plain64",
+                "workload": "seq",
+                "op": "write",
+                "block_bytes": 1 << 20,
+                "median_bytes_per_s": 600e6,
+            },
+            {
+                "kind": "storage",
+                "stack": "luks-userspace:aes-256-xts-plain64/accel-off",
+                "workload": "seq",
+                "op": "write",
+                "block_bytes": 1 << 20,
+                "accel": False,
+                "median_bytes_per_s": 200e6,
+            },
+        ]
+    )
     blocks = {b["label"]: b for b in fr.section(results)}
     r4 = blocks["R4"]
     assert r4["measured"] == 2 and [round(x["ours"], 2) for x in r4["rows"][:2]] == [0.7, 0.8]
-    assert [x["ours"] for x in r4["rows"][2:]] == [None, None]          # no WAN run in these results
-    assert r4["sentence"] == ("R4: krb5p against sec=sys, writes: 15 % slower there, 70 % slower here; "
-                              "krb5p against sec=sys, reads: 30 % slower there, 80 % slower here.")
+    assert [x["ours"] for x in r4["rows"][2:]] == [None, None]  # no WAN run in these results
+    assert r4["sentence"] == (
+        "R4: krb5p against sec=sys, writes: 15 % slower there, 70 % slower here; "
+        "krb5p against sec=sys, reads: 30 % slower there, 80 % slower here."
+    )
     # R3's block device: the guest's dm-crypt pair first, this host's qemu LUKS and its twin next
     [dev] = [x for x in blocks["R3"]["rows"] if x["what"].startswith("an encrypted block device")]
-    assert dev["ours"] == pytest.approx(3.0) and dev["ours_cells"][1].startswith("luks-userspace:aes-256-xts-plain64/accel-off")
+    assert dev["ours"] == pytest.approx(3.0) and dev["ours_cells"][1].startswith(
+        "luks-userspace:aes-256-xts-plain64/accel-off"
+    )
     [raw] = [x for x in blocks["R3"]["rows"] if x["what"].startswith("raw AES")]
-    assert raw["ours"] is None and raw["here"] == "not in this run: no result for openssl aes-256-xts 4096 B 1 thread(s) accel on nor openssl aes-256-xts 4096 B 1 thread(s) accel off"
-    assert blocks["R1"]["sentence"].startswith("R1: its text ends by announcing") and blocks["R5"]["measured"] == 0
+    assert (
+        raw["ours"] is None
+        and raw["here"]
+        == "not in this run: no result for openssl aes-256-xts 4096 B 1 thread(s) accel on nor "
+           "openssl aes-256-xts 4096 B 1 thread(s) accel off"
+    )
+    assert (
+        blocks["R1"]["sentence"].startswith("R1: its text ends by announcing")
+        and blocks["R5"]["measured"] == 0
+    )
 
 
 def test_an_overhead_is_against_the_stacks_matched_baseline_and_the_one_the_run_reports():
@@ -85,11 +127,23 @@ def test_an_overhead_is_against_the_stacks_matched_baseline_and_the_one_the_run_
     so the export's cost is not billed to the encryption; and the overhead is the one the run's
     own pairing gives, so the report never shows two figures for one comparison."""
     cell = {"kind": "storage", "workload": "seq", "op": "write", "block_bytes": 1 << 20}
-    results = read([{**cell, "stack": "plain", "median_bytes_per_s": 1000e6},
-                    {**cell, "stack": "qemu-raw", "median_bytes_per_s": 400e6},
-                    {**cell, "stack": "luks-userspace:aes-256-xts-plain64", "median_bytes_per_s": 200e6,
-                     "vs": {"qemu-raw": {"overhead": 0.52, "significant": True}}}])
-    [write] = [x for x in {b["label"]: b for b in fr.section(results)}["R2"]["rows"] if x["ours"] is not None]
+    results = read(
+        [
+            {**cell, "stack": "plain", "median_bytes_per_s": 1000e6},
+            {**cell, "stack": "qemu-raw", "median_bytes_per_s": 400e6},
+            {
+                **cell,
+                "stack": "luks-userspace:aes-256-xts-plain64",
+                "median_bytes_per_s": 200e6,
+                "vs": {"qemu-raw": {"overhead": 0.52, "significant": True}},
+            },
+        ]
+    )
+    [write] = [
+        x
+        for x in {b["label"]: b for b in fr.section(results)}["R2"]["rows"]
+        if x["ours"] is not None
+    ]
     assert write["ours_cells"][1].startswith("qemu-raw") and write["ours"] == 0.52
 
 
@@ -97,12 +151,16 @@ def test_a_wan_run_of_a_reports_cells_is_not_taken_for_its_own():
     """R4 over a WAN measures R4's cells again with a delay on the link, under a label that
     also starts with R4: the block takes the cells without the delay, as the report measured."""
     lan = [_r("nfs:sys", 100e6, workload="put"), _r("nfs:krb5p", 30e6, workload="put")]
-    wan = [_r("nfs:sys", 50e6, workload="put", delay_ms=20.0), _r("nfs:krb5p", 25e6, workload="put", delay_ms=20.0)]
+    wan = [
+        _r("nfs:sys", 50e6, workload="put", delay_ms=20.0),
+        _r("nfs:krb5p", 25e6, workload="put", delay_ms=20.0),
+    ]
     for order in (lan + wan, wan + lan):
         r4 = {b["label"]: b for b in fr.section(read(order))}["R4"]
         assert round(r4["rows"][0]["ours"], 2) == 0.7, r4["rows"][0]
         assert round(r4["rows"][2]["ours"], 2) == 0.5, r4["rows"][2]     # the WAN's own row
     alone = {b["label"]: b for b in fr.section(read(wan))}["R4"]           # a WAN run only
     assert alone["rows"][0]["ours"] is None and round(alone["rows"][2]["ours"], 2) == 0.5
-    assert alone["rows"][0]["here"].endswith("(only with a delay on the link, which this row does not have)")
-
+    assert alone["rows"][0]["here"].endswith(
+        "(only with a delay on the link, which this row does not have)"
+    )

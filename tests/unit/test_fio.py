@@ -11,7 +11,8 @@ from cryptcost.workloads import storage as wl
 from tests.conftest import skip_or_fail
 
 MiB = 1 << 20
-# What fio 3.33 printed on stdout (stderr empty) when a direct random read ran past the end of its file.
+# What fio 3.33 printed on stdout (stderr empty) when a direct random read ran past the end of its
+# file.
 SHORT_READ = """fio: pid=17446, err=5/file:backend.c:471, func=full resid, error=Input/output error
 {
   "fio version" : "fio-3.33",
@@ -26,8 +27,9 @@ SHORT_READ = """fio: pid=17446, err=5/file:backend.c:471, func=full resid, error
 
 
 def test_fio_reason_is_its_own_line_not_the_last_line_of_its_json():
-    assert fio.failure(SHORT_READ, "") == ("fio: pid=17446, err=5/file:backend.c:471, func=full resid, "
-                                           "error=Input/output error")
+    assert fio.failure(SHORT_READ, "") == (
+        "fio: pid=17446, err=5/file:backend.c:471, func=full resid, error=Input/output error"
+    )
     exc = ProcessError(["fio"], 1, SHORT_READ, "", reason=fio.failure(SHORT_READ, ""))
     assert str(exc).endswith("error=Input/output error") and not str(exc).endswith("}")
 
@@ -50,7 +52,9 @@ def test_a_failing_fio_job_reason_reaches_the_error(tmp_path):
     assert str(caught.value).startswith("fio failed (exit code 1): fio: ")
 
 
-@pytest.mark.parametrize("medium", [64 * MiB, 96 * MiB, 100_000_000, 200 * MiB, 256 * MiB, 384 * MiB + 4096])
+@pytest.mark.parametrize(
+    "medium", [64 * MiB, 96 * MiB, 100_000_000, 200 * MiB, 256 * MiB, 384 * MiB + 4096]
+)
 def test_every_planned_fio_job_is_whole_blocks_and_reads_what_was_written(medium):
     sizes = wl.Sizes(medium=medium)
     for names in (["seq-1m", "rand4k"], ["seq-quick"], ["bigfile"], ["seq"]):

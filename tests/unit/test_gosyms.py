@@ -29,7 +29,7 @@ func main() { fmt.Println(encryptLoop(10)) }
 
 
 def test_a_stripped_go_program_names_its_functions_as_the_linker_did(tmp_path):
-    if not shutil.which("go") or not shutil.which("nm"):      # make installs Go for gofuse-passthrough
+    if not shutil.which("go") or not shutil.which("nm"):  # make installs Go for gofuse-passthrough
         skip_or_fail("gofuse-passthrough", "no Go toolchain (golang-go) or nm (binutils) here")
     (tmp_path / "main.go").write_text(SOURCE)
     env = {**os.environ, "GOCACHE": str(tmp_path / "cache"), "GOFLAGS": "-mod=mod",
@@ -37,9 +37,13 @@ def test_a_stripped_go_program_names_its_functions_as_the_linker_did(tmp_path):
     for name, flags in (("full", []), ("stripped", ["-ldflags=-s -w"])):
         subprocess.run(["go", "build", *flags, "-o", name, "main.go"], cwd=tmp_path, env=env,
                        check=True, capture_output=True, timeout=300)
-    symbols = {line.split()[2]: int(line.split()[0], 16)
-               for line in subprocess.run(["nm", str(tmp_path / "full")], capture_output=True, text=True,
-                                          check=True).stdout.splitlines() if len(line.split()) == 3}
+    symbols = {
+        line.split()[2]: int(line.split()[0], 16)
+        for line in subprocess.run(
+            ["nm", str(tmp_path / "full")], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        if len(line.split()) == 3
+    }
     stripped = subprocess.run(["nm", str(tmp_path / "stripped")], capture_output=True, text=True)
     assert "encryptLoop" not in stripped.stdout + stripped.stderr          # no symbol table left
     table = gosyms.table(str(tmp_path / "stripped"))
@@ -49,9 +53,16 @@ def test_a_stripped_go_program_names_its_functions_as_the_linker_did(tmp_path):
     assert table.name(0x10) is None
     # perf's frame for an address it could not name, in that program, prints its file offset
     # (readelf's .text: address and offset), and gets the function's name
-    text = next(line.split() for line in subprocess.run(
-        ["readelf", "-SW", str(tmp_path / "stripped")], capture_output=True, text=True, check=True).stdout.splitlines()
-        if " .text " in line)
+    text = next(
+        line.split()
+        for line in subprocess.run(
+            ["readelf", "-SW", str(tmp_path / "stripped")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        if " .text " in line
+    )
     at = text.index(".text")
     offset = symbols["main.encryptLoop"] + 4 - int(text[at + 2], 16) + int(text[at + 3], 16)
     assert table.at_offset(offset) == "main.encryptLoop"
@@ -70,9 +81,13 @@ def test_the_stacks_go_programs_name_what_they_export(program, stack):
         skip_or_fail(stack, f"{program} is not installed")
     table = gosyms.table(program)
     assert table is not None, program
-    exported = {line.split()[2]: int(line.split()[0], 16) for line in subprocess.run(
-        ["nm", "-D", "--defined-only", program], capture_output=True, text=True, check=True).stdout.splitlines()
-        if len(line.split()) == 3}
+    exported = {
+        line.split()[2]: int(line.split()[0], 16)
+        for line in subprocess.run(
+            ["nm", "-D", "--defined-only", program], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        if len(line.split()) == 3
+    }
     assert table.name(exported["crosscall2"]) == "crosscall2"
     assert any(n.startswith(("crypto/", "golang.org/x/crypto/")) for n in table.names)
 

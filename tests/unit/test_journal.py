@@ -116,14 +116,19 @@ def test_the_interrupt_message_follows_the_journal(state_dir):
     journal.add("mount", target="/nowhere")
     journal.add("daemon", pid=1)
     text = released_message()
-    assert text.startswith("2 resource(s) could not be released (daemon, mount)") and "cryptcost cleanup" in text
+    assert (
+        text.startswith("2 resource(s) could not be released (daemon, mount)")
+        and "cryptcost cleanup" in text
+    )
     for e in journal.pending():
         journal.mark_released(e)
     journal.remove_if_done()
     assert "everything this run set up was released" in released_message()
 
 
-@pytest.mark.parametrize("path", ["", ".", "..", "relative/dir", "/tmp", "/", "/tmp/cryptcost-x/../.."])
+@pytest.mark.parametrize(
+    "path", ["", ".", "..", "relative/dir", "/tmp", "/", "/tmp/cryptcost-x/../.."]
+)
 def test_release_never_removes_what_cryptcost_did_not_make(state_dir, tmp_path, monkeypatch, path):
     """A dir or key entry whose path is empty (journalled, killed before it was made),
     relative or not ours is left alone: ``Path("")`` is the current directory, and removing
@@ -143,7 +148,9 @@ def test_release_never_removes_what_cryptcost_did_not_make(state_dir, tmp_path, 
     assert os.path.isdir("/tmp") and not journal.exists()
 
 
-def test_a_directory_is_journalled_with_its_full_path_before_it_exists(state_dir, tmp_path, monkeypatch):
+def test_a_directory_is_journalled_with_its_full_path_before_it_exists(
+    state_dir, tmp_path, monkeypatch
+):
     seen = []
     real_add = Resources.track
 
@@ -158,7 +165,9 @@ def test_a_directory_is_journalled_with_its_full_path_before_it_exists(state_dir
     assert not made.exists()
 
 
-def test_a_hung_umount_is_detached_lazily_and_the_other_mounts_still_released(state_dir, monkeypatch):
+def test_a_hung_umount_is_detached_lazily_and_the_other_mounts_still_released(
+    state_dir, monkeypatch
+):
     """A umount that hangs is killed at the release step's deadline and the mount detached
     lazily; the mounts released after it are still released, and nothing stays pending."""
     from cryptcost import proc
@@ -183,7 +192,9 @@ def test_a_hung_umount_is_detached_lazily_and_the_other_mounts_still_released(st
     assert mounted == set() and journals() == []
 
 
-@pytest.mark.parametrize("first,then", [("SIGTERM", "SIGTERM"), ("SIGINT", "SIGTERM"), ("SIGTERM", "SIGINT")])
+@pytest.mark.parametrize(
+    "first,then", [("SIGTERM", "SIGTERM"), ("SIGINT", "SIGTERM"), ("SIGTERM", "SIGINT")]
+)
 def test_signals_during_release_wait_until_everything_is_released(state_dir, first, then):
     """Two signals while releasing (timeout(1) sends two; Ctrl-C reaches the whole group):
     every resource is still released, and the first signal is raised afterwards."""
@@ -222,7 +233,9 @@ def test_fault_specs_parse():
         parse("lunch:SIGTERM")
 
 
-def test_a_setting_is_journalled_with_its_old_value_and_restored_and_only_known_ones(tmp_path, monkeypatch):
+def test_a_setting_is_journalled_with_its_old_value_and_restored_and_only_known_ones(
+    tmp_path, monkeypatch
+):
     """The workqueue cpumask of a pass on N CPUs: the old value is in the journal before
     the new one is written, release (or cleanup after a crash) writes it back; a path that
     is not one of release.SETTINGS is never written, by either side."""
@@ -241,5 +254,5 @@ def test_a_setting_is_journalled_with_its_old_value_and_restored_and_only_known_
         with pytest.raises(CryptcostError, match="not a setting cryptcost changes"):
             res.setting(str(tmp_path / "other"), "1")
     assert mask.read_text() == "3"
-    release.release_setting({"path": "/etc/passwd", "old": "x"})          # refused: not a known setting
+    release.release_setting({"path": "/etc/passwd", "old": "x"})  # refused: not a known setting
     assert open("/etc/passwd").read() != "x"

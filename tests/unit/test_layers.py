@@ -80,7 +80,9 @@ def test_every_import_points_down():
                 continue
             if _rank(target) > rank or (_rank(target) == rank and target != unit):
                 upward.append(f"{path.relative_to(ROOT)}:{line} ({unit}) imports {name} ({target})")
-    assert upward == [], "imports that run up (or sideways) the layers:\n" + "\n".join(sorted(set(upward)))
+    assert upward == [], "imports that run up (or sideways) the layers:\n" + "\n".join(
+        sorted(set(upward))
+    )
 
 
 def test_the_layer_test_can_fail():
@@ -105,9 +107,20 @@ def _too_wide(paths) -> dict[str, list[int]]:
     return out
 
 
+def _python_files() -> list[Path]:
+    """Every Python file of the project: src/, tests/ and bench/'s scripts (no suffix there)."""
+    def python(p: Path) -> bool:
+        return p.suffix == ".py" or not p.suffix and p.read_text(errors="replace").startswith(
+            "#!/usr/bin/env python")
+    bench = [p for p in (ROOT / "bench").iterdir() if p.is_file() and python(p)]
+    return _modules() + sorted((ROOT / "tests").rglob("*.py")) + sorted(bench)
+
+
 def test_no_line_over_100_characters():
-    """Characters, not bytes: "≥" and "–" count one each."""
-    assert _too_wide(_modules()) == {}
+    """Characters, not bytes: "≥" and "–" count one each; in src/, tests/ and bench/."""
+    files = _python_files()
+    assert any("tests" in p.parts for p in files) and any("bench" in p.parts for p in files)
+    assert _too_wide(files) == {}
 
 
 def test_the_width_check_can_fail(tmp_path):
@@ -139,7 +152,11 @@ def _spawns(tree: ast.AST) -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [a.name for a in node.names if a.name.split(".")[0] in ("subprocess", "multiprocessing")]
+            found += [
+                a.name
+                for a in node.names
+                if a.name.split(".")[0] in ("subprocess", "multiprocessing")
+            ]
         elif isinstance(node, ast.ImportFrom) and node.module:
             top = node.module.split(".")[0]
             if top in ("subprocess", "multiprocessing"):
@@ -164,17 +181,26 @@ def test_proc_is_the_only_spawner():
     assert offenders == {}
 
 
-@pytest.mark.parametrize("code", [
-    "import subprocess", "from multiprocessing import Process", "import asyncio\nasyncio.create_subprocess_exec('x')",
-    "from asyncio import create_subprocess_shell", "import os\nos.system('x')", "import os\nos.posix_spawn('x', [], {})",
-    "from os import fork", "import pty\npty.spawn('x')",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import subprocess",
+        "from multiprocessing import Process",
+        "import asyncio\nasyncio.create_subprocess_exec('x')",
+        "from asyncio import create_subprocess_shell",
+        "import os\nos.system('x')",
+        "import os\nos.posix_spawn('x', [], {})",
+        "from os import fork",
+        "import pty\npty.spawn('x')",
+    ],
+)
 def test_the_spawn_guard_catches(code):
     assert _spawns(ast.parse(code))
 
 
 def _module_of(name: str) -> str | None:
-    """The module file an imported name loads: ``cryptcost.a.b`` → ``a/b.py`` or ``a/b/__init__.py``."""
+    """The module file an imported name loads: ``cryptcost.a.b`` → ``a/b.py`` or
+    ``a/b/__init__.py``."""
     parts = name.split(".")[1:]
     if not parts:
         return None

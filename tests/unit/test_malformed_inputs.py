@@ -11,8 +11,14 @@ PLANS = {
     "unknown table": ("[colours]\nred = 1\n", "unknown table [colours]"),
     "unknown key": ("[storage]\ncolour = 'red'\n", "storage.colour"),
     "sizes not a list": ("[ciphers]\nsizes = 4096\n", "ciphers.sizes"),
-    "unknown algorithm": ("[ciphers]\nalgorithms = ['rot13']\n", "ciphers.algorithms has 'rot13'; allowed:"),
-    "unknown workload": ("[storage]\nworkloads = ['tpcc']\n", "storage.workloads has 'tpcc'; allowed:"),
+    "unknown algorithm": (
+        "[ciphers]\nalgorithms = ['rot13']\n",
+        "ciphers.algorithms has 'rot13'; allowed:",
+    ),
+    "unknown workload": (
+        "[storage]\nworkloads = ['tpcc']\n",
+        "storage.workloads has 'tpcc'; allowed:",
+    ),
     "unknown filesystem": ("[storage]\nfs = 'ntfs'\n", "storage.fs has 'ntfs'; allowed: ext4"),
     "zero samples": ("[policy]\nmin_samples = 0\n", "policy.min_samples"),
     "ci target too big": ("[policy]\nci_target = 150.0\n", "policy.ci_target"),
@@ -20,8 +26,10 @@ PLANS = {
     "unknown suite": ("[run]\nsuite = 'huge'\n", "run.suite has 'huge'; allowed: quick"),
     "zero threads": ("[ciphers]\nthreads = [0]\n", "thread and cpu counts"),
     "network zero cpus": ("[network]\nstacks = ['tcp']\ncpus = [0]\n", "thread and cpu counts"),
-    "storage more cpus than this machine": ("[storage]\nstacks = ['plain']\ncpus = [1, 999]\n",
-                                            "cpus 999: this process may use"),
+    "storage more cpus than this machine": (
+        "[storage]\nstacks = ['plain']\ncpus = [1, 999]\n",
+        "cpus 999: this process may use",
+    ),
     "bad size": ("[storage]\nsize = 'lots'\n", "storage.size"),
     "unknown stack": ("[storage]\nstacks = ['veracrypt9']\n", "unknown stack 'veracrypt9'"),
     "unknown medium": ("[storage]\nstacks = ['plain']\nmedium = 'tape'\n", "bad --medium 'tape'"),
@@ -30,8 +38,10 @@ PLANS = {
     "bad accel": ("[ciphers]\naccel = ['sometimes']\n", "ciphers.accel has 'sometimes'"),
     "seconds zero": ("[ciphers]\nseconds = 0\n", "ciphers.seconds"),
     "bad link": ("[model]\nlink = '7 pigeons'\n", "bad --link"),
-    "workloads sharing a cell": ("[storage]\nstacks = ['plain']\nworkloads = ['seq-1m', 'seq-quick']\n",
-                                 "workloads seq-1m and seq-quick both measure seq write 1 MiB"),
+    "workloads sharing a cell": (
+        "[storage]\nstacks = ['plain']\nworkloads = ['seq-1m', 'seq-quick']\n",
+        "workloads seq-1m and seq-quick both measure seq write 1 MiB",
+    ),
 }
 
 
@@ -69,7 +79,13 @@ FLAGS = {
     "network bad mtu": ["network", "--stacks", "tcp", "--mtu", "12"],
     "network unknown workload": ["network", "--stacks", "tcp", "--workloads", "ftp"],
     "storage bad cpus": ["storage", "--stacks", "plain", "--cpus", "0"],
-    "storage throttled without a rate": ["storage", "--stacks", "plain", "--medium", "throttled:fast"],
+    "storage throttled without a rate": [
+        "storage",
+        "--stacks",
+        "plain",
+        "--medium",
+        "throttled:fast",
+    ],
     "storage more cpus than the machine": ["storage", "--stacks", "plain", "--cpus", "1,999"],
     "network cpus not a number": ["network", "--stacks", "tcp", "--cpus", "two"],
     "storage bad accel": ["storage", "--stacks", "plain", "--accel", "maybe"],
@@ -89,8 +105,11 @@ def test_unknown_run_ids(cli, tmp_path):
     _assert_user_error(cli("show", "latest", "--db", db))          # no store yet
     assert cli("import", str(tmp_path / "missing.json"), "--db", db).returncode == 2
     export = tmp_path / "run.json"
-    export.write_text(json.dumps({"format": "cryptcost-run", "run": {"command": "ciphers"}, "host": {},
-                                  "results": []}))
+    export.write_text(
+        json.dumps(
+            {"format": "cryptcost-run", "run": {"command": "ciphers"}, "host": {}, "results": []}
+        )
+    )
     assert cli("import", str(export), "--db", db).returncode == 0
     _assert_user_error(cli("compare", "1", "999", "--db", db))
     _assert_user_error(cli("report", "42", "--db", db))
@@ -139,5 +158,9 @@ def test_run_without_root_measures_ciphers_and_says_why_not_storage(monkeypatch)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     plan = for_this_host(load("quick", None))
     assert [p.storage for p in plan.parts] == [None] and plan.parts[0].ciphers
-    assert {"part": "quick", "what": "storage stacks", "reason": "they need root (loop devices, mounts, FUSE)",
-            "install": "run with sudo"} in plan.cannot_run
+    assert {
+        "part": "quick",
+        "what": "storage stacks",
+        "reason": "they need root (loop devices, mounts, FUSE)",
+        "install": "run with sudo",
+    } in plan.cannot_run

@@ -26,11 +26,17 @@ from tests.conftest import skip_or_fail
 def test_iperf3_send_and_receive_from_real_output(fixture_text):
     send = iperf3.parse(fixture_text("iperf3_send.json"))
     data = json.loads(fixture_text("iperf3_send.json"))["end"]
-    assert send.bytes == data["sum_received"]["bytes"] and send.seconds == pytest.approx(data["sum_received"]["seconds"])
+    assert send.bytes == data["sum_received"]["bytes"] and send.seconds == pytest.approx(
+        data["sum_received"]["seconds"]
+    )
     assert send.retransmits == data["sum_sent"]["retransmits"]
     wall = data["sum_sent"]["seconds"]
-    assert send.client_cpu == pytest.approx(data["cpu_utilization_percent"]["host_total"] / 100 * wall)
-    assert send.server_cpu == pytest.approx(data["cpu_utilization_percent"]["remote_total"] / 100 * wall)
+    assert send.client_cpu == pytest.approx(
+        data["cpu_utilization_percent"]["host_total"] / 100 * wall
+    )
+    assert send.server_cpu == pytest.approx(
+        data["cpu_utilization_percent"]["remote_total"] / 100 * wall
+    )
     assert send.version and send.bytes_per_s > 1e6
     recv = iperf3.parse(fixture_text("iperf3_receive.json"), reverse=True)
     assert recv.bytes > 0 and recv.client_cpu > 0
@@ -74,7 +80,9 @@ def _frame(proto: int, sport: int, dport: int, payload: bytes) -> bytes:
 @pytest.mark.parametrize("order", ["<", ">"])
 def test_pcap_decodes_tcp_and_udp_in_either_byte_order(tmp_path, order):
     path = tmp_path / "x.pcap"
-    path.write_bytes(_pcap([_frame(6, 40000, 5201, b"hello"), _frame(17, 51820, 51820, b"x" * 200)], order))
+    path.write_bytes(
+        _pcap([_frame(6, 40000, 5201, b"hello"), _frame(17, 51820, 51820, b"x" * 200)], order)
+    )
     tcp, udp = tcpdump.read_pcap(path)
     assert (tcp.proto, tcp.sport, tcp.dport, tcp.payload) == (6, 40000, 5201, b"hello")
     assert (udp.proto, udp.dport, len(udp.payload)) == (17, 51820, 200)
@@ -102,10 +110,16 @@ def _packets(payloads, sport=40000, dport=5443, proto=6):
 def test_judge_accepts_ciphertext_and_refuses_the_service_port_and_the_canary():
     leak = get("tls")("tls13-aes128-gcm").leak
     good = judge(_packets([os.urandom(1400) for _ in range(50)]), leak, 5201)
-    assert good["verdict"] == "encrypted" and good["plaintext_packets"] == 0 and good["median_packet_bytes"] == 1454
+    assert (
+        good["verdict"] == "encrypted"
+        and good["plaintext_packets"] == 0
+        and good["median_packet_bytes"] == 1454
+    )
     port = judge(_packets([os.urandom(1400)] * 5, dport=5201), leak, 5201)
     assert port["verdict"] == "plaintext" and "port 5201" in port["reasons"][0]
-    assert "(40000→5201, 1400 B of payload; 40000→5201" in port["reasons"][0]   # which packets, to tell a leak
+    assert (
+        "(40000→5201, 1400 B of payload; 40000→5201" in port["reasons"][0]
+    )  # which packets, to tell a leak
     canary = judge(_packets([CANARY * 70] * 5), leak, 5201, canary=True)
     assert canary["verdict"] == "plaintext" and canary["canary_packets"] == 5
     text = judge(_packets([b"GET / HTTP/1.1 " * 100] * 5), leak, 5201)
@@ -115,7 +129,9 @@ def test_judge_accepts_ciphertext_and_refuses_the_service_port_and_the_canary():
 
 def test_smb3_leak_rule_spots_a_plaintext_write_not_a_transform():
     leak = get("smb3")("aes-128-gcm").leak
-    header = b"\x00\x00\x10\x00" + b"\xfeSMB" + struct.pack("<HHIH", 64, 1, 0, 0x0009) + b"\x00" * 50
+    header = (
+        b"\x00\x00\x10\x00" + b"\xfeSMB" + struct.pack("<HHIH", 64, 1, 0, 0x0009) + b"\x00" * 50
+    )
     assert "WRITE" in leak(tcpdump.Packet(1500, 6, 40000, 445, header), 445)
     transform = b"\x00\x00\x10\x00" + b"\xfdSMB" + os.urandom(60)
     assert leak(tcpdump.Packet(1500, 6, 40000, 445, transform), 445) is None
@@ -135,7 +151,11 @@ def test_network_workloads_per_traffic():
 
 def test_quick_suite_has_a_network_part_and_seeds_has_r5():
     quick = load("quick", None)
-    assert sorted(quick.parts[0].network["stacks"]) == ["ssh", "tls", "wireguard"]      # as their facts declare
+    assert sorted(quick.parts[0].network["stacks"]) == [
+        "ssh",
+        "tls",
+        "wireguard",
+    ]  # as their facts declare
     seeds = load("seeds", None)
     r5 = [p for p in seeds.parts if p.label.startswith("R5")]
     assert r5 and r5[0].network["stacks"] == ["ipsec:*", "esp:*"] and r5[0].storage is None
@@ -166,7 +186,10 @@ def test_seeds_has_small_files_and_a_mixed_load_on_every_storage_stack():
     """R3 packed and unpacked trees of small files; R4 ran dbench's mix: both, on every stack."""
     seeds = load("seeds", None)
     [files] = [p for p in seeds.parts if "small files" in p.label]
-    assert files.storage["stacks"] == ["all"] and files.storage["workloads"] == ["smallfiles", "mixed"]
+    assert files.storage["stacks"] == ["all"] and files.storage["workloads"] == [
+        "smallfiles",
+        "mixed",
+    ]
     assert files.network is None and files.ciphers is None
 
 
@@ -187,16 +210,44 @@ def test_bad_network_tables_are_refused(table, message):
 
 # --- analysis -------------------------------------------------------------------------------
 
-def _net(stack: str, value: float, *, role="measured", daemon=0.0, packet=1494, baseline="tcp", cipher=None,
-         **extra):
-    return Stored.of({"kind": "network", "stack": stack, "workload": "send", "op": "send", "streams": 1, "mtu": 1500,
-            "link": "netns", "median_bytes_per_s": value, "values": [value * 0.99, value, value * 1.01],
-            "baseline": baseline if role == "measured" else None, "busiest_daemon_core": daemon,
-            "wire": {"median_packet_bytes": packet}, "cpu": {"max_core_busy": 0.5},
+def _net(
+    stack: str,
+    value: float,
+    *,
+    role="measured",
+    daemon=0.0,
+    packet=1494,
+    baseline="tcp",
+    cipher=None,
+    **extra,
+):
+    return Stored.of(
+        {
+            "kind": "network",
+            "stack": stack,
+            "workload": "send",
+            "op": "send",
+            "streams": 1,
+            "mtu": 1500,
+            "link": "netns",
+            "median_bytes_per_s": value,
+            "values": [value * 0.99, value, value * 1.01],
+            "baseline": baseline if role == "measured" else None,
+            "busiest_daemon_core": daemon,
+            "wire": {"median_packet_bytes": packet},
+            "cpu": {"max_core_busy": 0.5},
             "cpu_s_per_gb": {"a": 1.0, "b": 2.0},
-            "params": {"cipher_ref": cipher, "facts": {"role": role, "use_case": None if role == "baseline"
-                                                        else "site-to-site", "baselines": ["tcp"]}},
-                      **extra})
+            "params": {
+                "cipher_ref": cipher,
+                "facts": {
+                    "role": role,
+                    "use_case": None if role == "baseline" else "site-to-site",
+                    "baselines": ["tcp"],
+                },
+            },
+            **extra,
+        }
+    )
 
 
 def test_network_bottleneck_rules():
@@ -205,11 +256,26 @@ def test_network_bottleneck_rules():
     near = bottleneck.classify_network(_net("x", 2.9e9), base, [], Host())
     assert near.bottleneck == "link" and near.ceilings["rule"].startswith("throughput ≥ 85%")
     gcm = {"algorithm": "aes-128-gcm", "where": "userspace", "unit": 16384, "exact": True}
-    table = [Stored.of({"kind": "cipher", "engine": "openssl", "algorithm": "aes-128-gcm", "accel": True,
-                        "threads": 1, "buffer_bytes": 16384, "median_bytes_per_s": 1e9})]
+    table = [
+        Stored.of(
+            {
+                "kind": "cipher",
+                "engine": "openssl",
+                "algorithm": "aes-128-gcm",
+                "accel": True,
+                "threads": 1,
+                "buffer_bytes": 16384,
+                "median_bytes_per_s": 1e9,
+            }
+        )
+    ]
     cipher = bottleneck.classify_network(_net("x", 0.9e9, cipher=gcm), base, table, Host())
-    assert cipher.bottleneck == "cipher" and cipher.ceilings["ratio"]["cipher"] == pytest.approx(0.9)
-    daemon = bottleneck.classify_network(_net("x", 0.3e9, daemon=0.97, cipher=gcm), base, table, Host())
+    assert cipher.bottleneck == "cipher" and cipher.ceilings["ratio"]["cipher"] == pytest.approx(
+        0.9
+    )
+    daemon = bottleneck.classify_network(
+        _net("x", 0.3e9, daemon=0.97, cipher=gcm), base, table, Host()
+    )
     assert daemon.bottleneck == "daemon" and "97%" in daemon.sentence
     packets = bottleneck.classify_network(_net("x", 0.05e9, daemon=0.5), base, table, Host())
     assert packets.bottleneck == "per-packet" and "1494-byte" in packets.sentence
@@ -224,7 +290,9 @@ def test_network_recommendation_names_ties_and_security_facts():
     recs = {x.use_case: x for x in recommend.recommend([base, a, b, twin], [], [], Host())}
     site = recs["site-to-site"]
     assert "whole-disk" not in recs, "a network-only run says nothing of storage use cases"
-    assert [x.stack for x in site.ranking] == ["wireguard", "ipsec:aes128gcm16"], "a twin is no option"
+    assert [x.stack for x in site.ranking] == ["wireguard", "ipsec:aes128gcm16"], (
+        "a twin is no option"
+    )
     assert [x.tie for x in site.ranking] == [False, True]
     assert "tie for the fastest" in site.text and "Wireguard fact" in site.text
     assert "CPU-s/GB" in site.text and "network" not in recs
@@ -237,12 +305,24 @@ def test_a_variant_with_a_known_weakness_is_named_not_ranked_however_fast():
     null = _net("ipsec:null-md5", 900e6, vs={"tcp": {"overhead": 0.7, "significant": True}})
     null = replace(null, weakness="null encryption: not confidential")
     gcm = _net("ipsec:aes128gcm16", 300e6, vs={"tcp": {"overhead": 0.9, "significant": True}})
-    site = {x.use_case: x for x in recommend.recommend([base, null, gcm], [], [], Host())}["site-to-site"]
+    site = {x.use_case: x for x in recommend.recommend([base, null, gcm], [], [], Host())}[
+        "site-to-site"
+    ]
     assert [x.stack for x in site.ranking] == ["ipsec:aes128gcm16"]
-    assert site.text.startswith("Only ipsec:aes128gcm16 was measured") or "ipsec:aes128gcm16" in site.text
-    assert "Avoid ipsec:null-md5, left out of the ranking: null encryption: not confidential." in site.text
-    only = {x.use_case: x for x in recommend.recommend([base, null], [], [], Host())}["site-to-site"]
-    assert only.ranking == [] and only.text.startswith("Every stack measured for this use has a known weakness")
+    assert (
+        site.text.startswith("Only ipsec:aes128gcm16 was measured")
+        or "ipsec:aes128gcm16" in site.text
+    )
+    assert (
+        "Avoid ipsec:null-md5, left out of the ranking: null encryption: not confidential."
+        in site.text
+    )
+    only = {x.use_case: x for x in recommend.recommend([base, null], [], [], Host())}[
+        "site-to-site"
+    ]
+    assert only.ranking == [] and only.text.startswith(
+        "Every stack measured for this use has a known weakness"
+    )
 
 
 # --- acceleration off ---------------------------------------------------------------------
@@ -255,7 +335,9 @@ def test_accel_off_twins_carry_their_library_switch_or_say_why_not():
     resolved, skipped = resolve(["tls", "ssh"], "netns", (True, False))
     labels = {s.label: s for s, _ in resolved}
     off = labels["tls:tls13-aes128-gcm/accel-off"]
-    assert off.accel is False and off.accel_env() == {"OPENSSL_ia32cap": "~0x200000200000000:~0x60020000000"}
+    assert off.accel is False and off.accel_env() == {
+        "OPENSSL_ia32cap": "~0x200000200000000:~0x60020000000"
+    }
     assert labels["tls:tls13-aes128-gcm"].accel_env() == {} and "tcp/accel-off" not in labels
     assert off.describe()["accel"] is False and off.facts()["crypto_library"] == "openssl"
     assert not skipped
@@ -268,7 +350,9 @@ def test_storage_stacks_without_a_switch_are_refused_not_measured_off():
         skip_or_fail(("cryfs", "gocryptfs"), "cryfs and gocryptfs are not installed here")
     resolved, skipped = resolve(["cryfs", "gocryptfs"], "ext4", (True, False))
     labels = {s.label for s, _ in resolved}
-    assert "gocryptfs:aes-gcm/accel-off" in labels and not any(l.startswith("cryfs") and "off" in l for l in labels)
+    assert "gocryptfs:aes-gcm/accel-off" in labels and not any(
+        l.startswith("cryfs") and "off" in l for l in labels
+    )
     [why] = [s for s in skipped if s["stack"] == "cryfs:aes-256-gcm/accel-off"]
     assert "crypto++" in why["reason"] and why["accel"] == "cannot be switched off"
 
@@ -282,7 +366,11 @@ def test_dm_crypts_aes_xts_is_switched_off_by_its_mapping_and_other_ciphers_say_
     for variant in ("aes-xts-plain64", "aes-xts-plain64-4k", "plain-aes-xts-plain64"):
         off = luks(variant)
         off.accel = False
-        assert off.accel_switch() is None and off.accel_env() == {} and off.label.endswith("/accel-off")
+        assert (
+            off.accel_switch() is None
+            and off.accel_env() == {}
+            and off.label.endswith("/accel-off")
+        )
         assert GENERIC[off.params["cipher"]] == "capi:xts(ecb(aes-generic))-plain64"
     assert "no software-only twin" in luks("aes-cbc-essiv").accel_switch()
     assert "cannot be switched off" in get("fscrypt")().accel_switch()
@@ -298,7 +386,9 @@ def test_a_library_without_a_switch_is_never_reported_off():
     assert isinstance(stack, Stack)
 
 
-def test_qemu_cipher_backend_is_read_from_the_binary_and_gates_nettles_switch(tmp_path, monkeypatch):
+def test_qemu_cipher_backend_is_read_from_the_binary_and_gates_nettles_switch(
+    tmp_path, monkeypatch
+):
     """Debian's qemu does its ciphers with Nettle; a qemu built with GnuTLS or
     gcrypt ciphers (or none) gets no Nettle switch: "off" would be unverified."""
     from cryptcost import proc
@@ -322,8 +412,13 @@ def test_qemu_cipher_backend_is_read_from_the_binary_and_gates_nettles_switch(tm
 def _result(stack: str, values: list[float], accel: bool):
     from cryptcost.model import Cell, Result, Sample
     from cryptcost.stats import summarize
-    return Result(Cell(kind="network", stack=stack, workload="send", streams=1, accel=accel),
-                  summarize(values), "cap_reached", {"params": {}}, tuple(Sample(v, 1.0) for v in values))
+    return Result(
+        Cell(kind="network", stack=stack, workload="send", streams=1, accel=accel),
+        summarize(values),
+        "cap_reached",
+        {"params": {}},
+        tuple(Sample(v, 1.0) for v in values),
+    )
 
 
 def test_accel_off_counts_only_when_it_is_significantly_slower():
@@ -341,7 +436,10 @@ def test_accel_off_counts_only_when_it_is_significantly_slower():
 
 def test_network_findings_say_cpus_are_shared_and_distrust_a_silent_wire_check():
     from cryptcost.analysis import network_findings
-    base = _net("tcp", 3e9, role="baseline", shared_cpus=True, wire={"canary": {"verdict": "encrypted"}})
+
+    base = _net(
+        "tcp", 3e9, role="baseline", shared_cpus=True, wire={"canary": {"verdict": "encrypted"}}
+    )
     tunnel = _net("wireguard", 50e6, shared_cpus=True, wire={"canary": {"verdict": "encrypted"}})
     got = network_findings([base, tunnel])
     assert "ran on this host's CPUs" in got[0]
@@ -359,14 +457,18 @@ def test_a_variant_that_does_not_encrypt_by_design_is_recorded_not_failed():
 
     null, gcm = get("ipsec")("null-sha256"), get("ipsec")("aes128gcm16")
     assert isinstance(null.confidential(), str) and gcm.confidential() is True
-    wire = {"verdict": "plaintext", "reasons": ["a packet to or from the plaintext service port 5201"]}
+    wire = {
+        "verdict": "plaintext",
+        "reasons": ["a packet to or from the plaintext service port 5201"],
+    }
     kept = NetRunner._enforce(SimpleNamespace(stack=null, label="ipsec:null-sha256"), wire, "x: ")
     assert kept["expected"].startswith("plaintext by design: null encryption")
     with pytest.raises(PlaintextOnWire, match="x: a packet to or from"):
         NetRunner._enforce(SimpleNamespace(stack=gcm, label="ipsec:aes128gcm16"), wire, "x: ")
     encrypted = {"verdict": "encrypted", "reasons": []}
     assert NetRunner._enforce(SimpleNamespace(stack=gcm), encrypted, "x: ") is encrypted
-    # random iperf3 payload through a null cipher looks encrypted: it is not, and the verdict says so
+    # random iperf3 payload through a null cipher looks encrypted: it is not, and the verdict says
+    # so
     looks = NetRunner._enforce(SimpleNamespace(stack=null), encrypted, "x: ")
     assert looks["verdict"] == "plaintext" and looks["expected"].startswith("plaintext by design")
 
@@ -385,7 +487,9 @@ def test_a_busy_core_verdict_says_the_ends_share_cpus_only_where_they_do():
 def test_the_network_table_drops_the_shared_cpu_caveat_for_a_peer():
     from cryptcost.report.terminal import NETWORK_TITLE, PEER_TITLE, _network_title
     assert _network_title([{"link": "netns MTU 1500"}]) == NETWORK_TITLE
-    assert _network_title([{"link": "netns MTU 1500"}, {"link": "peer to db1 MTU 1500"}]) == PEER_TITLE
+    assert (
+        _network_title([{"link": "netns MTU 1500"}, {"link": "peer to db1 MTU 1500"}]) == PEER_TITLE
+    )
 
 
 def test_a_stack_whose_far_end_cannot_cross_a_peer_link_says_so_and_smb3_can():
@@ -394,7 +498,10 @@ def test_a_stack_whose_far_end_cannot_cross_a_peer_link_says_so_and_smb3_can():
     assert link_fits(get("nfs"), "peer:server2") == "runs only on a netns link, not --link peer"
     for name in ("tcp", "tls", "ssh", "wireguard", "ipsec", "smb3"):
         assert link_fits(get(name), "peer:server2") is None, name
-    assert link_fits(get("wireguard"), "loopback") == "runs only on a netns or peer link, not --link loopback"
+    assert (
+        link_fits(get("wireguard"), "loopback")
+        == "runs only on a netns or peer link, not --link loopback"
+    )
 
 
 def test_a_delay_reaches_every_network_table_and_its_cells(monkeypatch):
@@ -407,7 +514,9 @@ def test_a_delay_reaches_every_network_table_and_its_cells(monkeypatch):
     from cryptcost.runner.network import NetworkPlan, validate as validate_network
     from cryptcost.store.db import series_key
     features = kernel.features()
-    monkeypatch.setattr(kernel, "features", lambda: {**features, "netem": {"present": True, "how": ""}})
+    monkeypatch.setattr(
+        kernel, "features", lambda: {**features, "netem": {"present": True, "how": ""}}
+    )
     monkeypatch.setattr("os.geteuid", lambda: 0)
     prepared = suite.prepare("quick", None, delay_ms=20)
     tables = [p.network for p in prepared.plan.parts if p.network]
@@ -416,7 +525,12 @@ def test_a_delay_reaches_every_network_table_and_its_cells(monkeypatch):
     assert plain != plain.but(delay_ms=20.0)
     assert "delay_ms" not in json.loads(series_key(plain))
     assert json.loads(series_key(plain.but(delay_ms=20.0)))["delay_ms"] == 20.0
-    monkeypatch.setattr(kernel, "features", lambda: {**features, "netem": {"present": False, "how": ""}})
-    with pytest.raises(UserError, match=r"--delay needs the kernel's netem .* 'cryptcost vm -- network "
-                                        r"--delay 20 …'"):
+    monkeypatch.setattr(
+        kernel, "features", lambda: {**features, "netem": {"present": False, "how": ""}}
+    )
+    with pytest.raises(
+        UserError,
+        match=r"--delay needs the kernel's netem .* 'cryptcost vm -- network "
+        r"--delay 20 …'",
+    ):
         validate_network(NetworkPlan(stacks=["tls"], delay_ms=20))

@@ -12,8 +12,14 @@ import pytest
 from cryptcost.engines.tcpdump import Packet
 from cryptcost.runner.network.wire import judge
 from cryptcost.stacks import get
-from cryptcost.stacks.nfs import (OP_SEQUENCE, call_protection, known_bug, mount_options, rpc_record,
-                                  service_enctype)
+from cryptcost.stacks.nfs import (
+    OP_SEQUENCE,
+    call_protection,
+    known_bug,
+    mount_options,
+    rpc_record,
+    service_enctype,
+)
 
 WRITE, PUTFH = 38, 22
 
@@ -27,7 +33,9 @@ def call(flavour: int, service: int | None = None, ops=(OP_SEQUENCE,), gss_proc:
         body = struct.pack(">II", 0, 0)
     cred = struct.pack(">II", flavour, len(body)) + body
     verf = struct.pack(">II", 6 if flavour == 6 else 0, 8) + b"\x01" * 8
-    args = struct.pack(">III", 0, 2, len(ops)) + b"".join(struct.pack(">I", op) + b"\0" * 32 for op in ops)
+    args = struct.pack(">III", 0, 2, len(ops)) + b"".join(
+        struct.pack(">I", op) + b"\0" * 32 for op in ops
+    )
     args += payload
     if service == 2:
         args = struct.pack(">II", len(args) + 4, 9) + args
@@ -70,12 +78,14 @@ def test_the_wire_rule_fails_an_integrity_write_and_passes_privacy():
 def test_the_entropy_is_judged_on_the_sealed_token_not_the_rpc_header():
     stack = get("nfs")("krb5p")
     rng = __import__("random").Random(7)
-    packets = [pkt(call(6, 3, (OP_SEQUENCE, PUTFH, WRITE), payload=rng.randbytes(200))) for _ in range(50)]
+    packets = [
+        pkt(call(6, 3, (OP_SEQUENCE, PUTFH, WRITE), payload=rng.randbytes(200))) for _ in range(50)
+    ]
     whole = judge(packets, stack.leak, 2049)
     cut = judge(packets, stack.leak, 2049, sealed=stack.sealed)
     assert whole["entropy_bits_per_byte"] < cut["entropy_bits_per_byte"]
     assert cut["verdict"] == "encrypted", cut
-    assert stack.sealed(pkt(b"\x42" * 300)) == b"\x42" * 300              # a continuation: all of it
+    assert stack.sealed(pkt(b"\x42" * 300)) == b"\x42" * 300  # a continuation: all of it
 
 
 def test_what_the_mount_and_the_ticket_say():
@@ -109,7 +119,10 @@ def test_the_known_krb5p_failure_is_named_only_where_it_was_seen():
 def test_unavailable_here_says_how_to_run_it_emulated(monkeypatch):
     from cryptcost.errors import Unavailable
     from cryptcost.host import kernel
-    monkeypatch.setattr(kernel, "features", lambda: {"netns": {"present": True}, "veth": {"present": True}})
+
+    monkeypatch.setattr(
+        kernel, "features", lambda: {"netns": {"present": True}, "veth": {"present": True}}
+    )
     with pytest.raises(Unavailable) as exc:
         get("nfs").require()
     assert "cryptcost vm --kernel 6.12 -- network --stacks nfs" in str(exc.value.install)

@@ -9,16 +9,23 @@ from cryptcost import stacks
 from cryptcost.host.tools import TOOLS
 
 ROOT = Path(__file__).resolve().parents[2]
-NOT_IN_MAIN = {"zfsutils-linux (contrib, with zfs-dkms)"}     # named, not installed: needs a module build
-# What the CI machine's kernel has (the brief): FUSE, loop devices, ext4 with fscrypt, netns, veth, TUN.
+NOT_IN_MAIN = {
+    "zfsutils-linux (contrib, with zfs-dkms)"
+}  # named, not installed: needs a module build
+# What the CI machine's kernel has (the brief): FUSE, loop devices, ext4 with fscrypt, netns, veth,
+# TUN.
 CI_KERNEL = {"fuse", "loop", "fscrypt", "netns", "veth", "tun"}
-# required checks that are not stacks: root itself, the browser, the guest, the workqueue cpumask, perf
+# required checks that are not stacks: root itself, the browser, the guest, the workqueue cpumask,
+# perf
 CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile", "peer"}
 
 
 def listed_packages() -> set[str]:
-    return {line.strip() for line in (ROOT / "packaging/debian-packages.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")}
+    return {
+        line.strip()
+        for line in (ROOT / "packaging/debian-packages.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
 
 
 def built_by_make() -> set[str]:
@@ -42,8 +49,12 @@ def test_every_tool_make_builds_is_built_by_the_makefile():
     for name, cls in stacks.registry().items():
         for t in cls.needed_tools():
             if t.package.startswith("make:"):
-                assert Path(t.binary).name in makefile, f"{name}: the Makefile does not build {t.binary}"
-                assert "deps:" in makefile and "gofuse" in makefile.split("deps:")[1].splitlines()[0]
+                assert Path(t.binary).name in makefile, (
+                    f"{name}: the Makefile does not build {t.binary}"
+                )
+                assert (
+                    "deps:" in makefile and "gofuse" in makefile.split("deps:")[1].splitlines()[0]
+                )
 
 
 def test_ci_requires_every_stack_this_kind_of_machine_can_run():
@@ -55,7 +66,9 @@ def test_ci_requires_every_stack_this_kind_of_machine_can_run():
 
 def test_docs_table_is_the_registry():
     text = (ROOT / "docs/stacks.md").read_text()
-    assert stacks.markdown_table() in text, "docs/stacks.md's table is stale: paste stacks.markdown_table()"
+    assert stacks.markdown_table() in text, (
+        "docs/stacks.md's table is stale: paste stacks.markdown_table()"
+    )
 
 
 def test_every_stack_is_one_documented_plugin():
@@ -89,13 +102,23 @@ def test_make_builds_a_man_page_that_shows_every_subcommand(tmp_path):
     import subprocess
     from cryptcost.cli import build_parser
     page = tmp_path / "man1" / "cryptcost.1"
-    done = subprocess.run(["make", "-s", "man", f"MANPAGE={page}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        ["make", "-s", "man", f"MANPAGE={page}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 and page.is_file(), done.stderr[-2000:]
     text = page.read_text()
     if shutil.which("man"):
-        text = subprocess.run(["man", "-l", str(page)], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "MANWIDTH": "80", "MAN_KEEP_FORMATTING": ""}).stdout
+        text = subprocess.run(
+            ["man", "-l", str(page)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "MANWIDTH": "80", "MAN_KEEP_FORMATTING": ""},
+        ).stdout
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for name in sub.choices:
         assert f"cryptcost {name}" in text, name

@@ -14,7 +14,9 @@ def test_openssl_single(fixture_text):
 
 def test_openssl_multi_takes_the_parents_sum(fixture_text):
     text = fixture_text("openssl_speed_multi2_aes-128-gcm.txt")
-    children = [float(l.rsplit(":", 1)[1].split()[0]) for l in text.splitlines() if l.startswith("Got: +F")]
+    children = [
+        float(l.rsplit(":", 1)[1].split()[0]) for l in text.splitlines() if l.startswith("Got: +F")
+    ]
     assert len(children) == 2
     assert openssl.parse_speed(text) == pytest.approx(sum(children), rel=1e-6)
 
@@ -119,7 +121,9 @@ def test_free_page_reporting_is_recorded_with_its_settings_and_said_when_on(tmp_
     assert kernel.page_reporting(tmp_path / "absent") is None
 
 
-def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_says_so(tmp_path, monkeypatch):
+def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_says_so(
+    tmp_path, monkeypatch
+):
     """A measuring run sets the reporting order to one no free block reaches (the allocator's
     number of orders, read from /proc/buddyinfo), through the journalled settings; the host
     notes then say it was held off, or why not; ``keep`` leaves it alone."""
@@ -128,11 +132,15 @@ def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_say
     from cryptcost.lifecycle.release import SETTINGS
     from cryptcost.runner.core import quiet
     buddy = tmp_path / "buddyinfo"
-    buddy.write_text("Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3\n"
-                     "Node 0, zone   Normal   9911   3924   2117   1163    815    435   1197    786    392     62    374\n")
+    buddy.write_text(
+        "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1    "
+        "  1      3\n"
+        "Node 0, zone   Normal   9911   3924   2117   1163    815    435   1197    786    392    "
+        " 62    374\n"
+    )
     assert kernel.free_block_orders(str(buddy)) == 11
     assert kernel.free_block_orders(str(tmp_path / "absent")) is None
-    assert kernel.PAGE_REPORTING_ORDER in SETTINGS          # restored from the journal, by cleanup too
+    assert kernel.PAGE_REPORTING_ORDER in SETTINGS  # restored from the journal, by cleanup too
 
     class Res:
         def __init__(self, refuse=None, above=None):
@@ -143,34 +151,53 @@ def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_say
                 raise self.refuse
             self.set.append((path, value))
 
-    monkeypatch.setattr(kernel, "page_reporting", lambda: {"page_reporting_order": 9, "enabled": True})
+    monkeypatch.setattr(
+        kernel, "page_reporting", lambda: {"page_reporting_order": 9, "enabled": True}
+    )
     monkeypatch.setattr(kernel, "free_block_orders", lambda: 11)
     monkeypatch.setattr(kernel, "reported_bytes", lambda: 5 << 20)
     res = Res()
     held = quiet.hold_page_reporting(res)
     assert res.set == [(kernel.PAGE_REPORTING_ORDER, "11")]
     assert held == {"held": True, "order": 11, "was": 9, "reported_before": 5 << 20}
-    info = {"cpu": {"flags": {}, "governor": "performance"}, "crypto_drivers": {"xts(aes)": {}}, "root": True,
-            "page_reporting": {"page_reporting_order": 9, "enabled": True, "run": held}}
-    assert any("held that off for the run (page_reporting_order 9 → 11" in n for n in probe.notes(info))
+    info = {
+        "cpu": {"flags": {}, "governor": "performance"},
+        "crypto_drivers": {"xts(aes)": {}},
+        "root": True,
+        "page_reporting": {"page_reporting_order": 9, "enabled": True, "run": held},
+    }
+    assert any(
+        "held that off for the run (page_reporting_order 9 → 11" in n for n in probe.notes(info)
+    )
     monkeypatch.setattr(kernel, "reported_bytes", lambda: 7 << 20)
     assert quiet.reported_since(info) == 2 << 20           # what was reported while it was held
     res = Res()
-    assert quiet.hold_page_reporting(res, "keep") == {"held": False, "why": "kept on (--page-reporting keep)",
-                                                      "reported_before": 7 << 20}
+    assert quiet.hold_page_reporting(res, "keep") == {
+        "held": False,
+        "why": "kept on (--page-reporting keep)",
+        "reported_before": 7 << 20,
+    }
     assert res.set == []
     refused = quiet.hold_page_reporting(Res(refuse=OSError(22, "Invalid argument")))
     assert refused["held"] is False and "refused order 11: Invalid argument" in refused["why"]
     info["page_reporting"]["run"] = refused
-    assert any("not held off for this run" in n and "Invalid argument" in n for n in probe.notes(info))
+    assert any(
+        "not held off for this run" in n and "Invalid argument" in n for n in probe.notes(info)
+    )
     assert quiet.reported_since(info) is None              # nothing to count from
     assert quiet.hold_page_reporting(Res(refuse=CryptcostError("no")))["held"] is False
     # a kernel that takes no order above its largest (10): only blocks of order 10 are reported
     res = Res(refuse=OSError(22, "Invalid argument"), above=10)
     partly = quiet.hold_page_reporting(res)
     assert res.set == [(kernel.PAGE_REPORTING_ORDER, "10")]
-    assert partly["held"] is False and partly["order"] == 10 and "only blocks of order 10" in partly["why"]
-    monkeypatch.setattr(kernel, "page_reporting", lambda: {"page_reporting_order": 9, "enabled": False})
+    assert (
+        partly["held"] is False
+        and partly["order"] == 10
+        and "only blocks of order 10" in partly["why"]
+    )
+    monkeypatch.setattr(
+        kernel, "page_reporting", lambda: {"page_reporting_order": 9, "enabled": False}
+    )
     res = Res()
     assert quiet.hold_page_reporting(res) is None and res.set == []
 
@@ -189,7 +216,9 @@ def test_the_memory_the_passes_take_is_touched_once_before_the_first_sample(monk
     assert got["bytes"] == 8 << 20 and got["seconds"] >= 0 and got["bytes_per_s"] > 0
 
 
-def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_speed(fixture_text, monkeypatch):
+def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_speed(
+    fixture_text, monkeypatch
+):
     """A fresh kernel's first ``cryptsetup benchmark`` of a cipher pays a one-time start-up
     (50× slower in a fresh guest): it is run once before the first sample, never kept as one."""
     from cryptcost import proc
@@ -204,9 +233,11 @@ def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_s
     monkeypatch.setattr(kernel_engine.proc, "run", fake_run)
     monkeypatch.setattr(kernel_engine.kernel, "drivers_for", lambda alg: {})
     engine = kernel_engine.KernelEngine()
-    cell = Cell.cipher(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
+    cell = Cell.cipher(
+        engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True
+    )
     first, second = engine.measure(cell), engine.measure(cell)
-    assert len(calls) == 3                                      # one priming run, then one per sample
+    assert len(calls) == 3  # one priming run, then one per sample
     assert first.value == second.value == pytest.approx(349.5 * 2**20)
     assert first.metrics["first_run_bytes_per_s"] == pytest.approx(7.0 * 2**20)
     assert "first_run_bytes_per_s" not in second.metrics
@@ -217,8 +248,13 @@ def test_a_cipher_result_says_when_its_untimed_first_run_was_a_start_up():
     from cryptcost.model import Sample
     from cryptcost.runner.ciphers import _result
     from cryptcost.runner.core.scheduler import Series
-    cell = Cell.cipher(engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True)
-    series = Series([Sample(26e6, 1.0, metrics={"first_run_bytes_per_s": 0.5e6}), Sample(25e6, 1.0)])
+
+    cell = Cell.cipher(
+        engine="kernel", algorithm="aes-256-xts", buffer_bytes=65536, threads=1, accel=True
+    )
+    series = Series(
+        [Sample(26e6, 1.0, metrics={"first_run_bytes_per_s": 0.5e6}), Sample(25e6, 1.0)]
+    )
     result = _result(cell, series, {cell: series}, {})
     assert result.metrics["first_run_bytes_per_s"] == 0.5e6
     assert any("first run of this cipher ran 0.5 MB/s" in n for n in result.notes)

@@ -30,8 +30,13 @@ def commands() -> list[str]:
 
 def test_the_readme_is_a_first_screen_not_a_lab_notebook():
     assert len(README.splitlines()) <= 200
-    dated = [line for line in PROSE.splitlines()
-             if re.search(r"\b(20[0-9]{2}-[0-9]{2}|today|yesterday|noisier day|quiet day|busy day)\b", line)]
+    dated = [
+        line
+        for line in PROSE.splitlines()
+        if re.search(
+            r"\b(20[0-9]{2}-[0-9]{2}|today|yesterday|noisier day|quiet day|busy day)\b", line
+        )
+    ]
     assert dated == [], dated
 
 
@@ -43,7 +48,8 @@ def test_the_readme_has_examples_of_every_command():
 
 
 def _argv(line: str) -> list[str]:
-    """What follows the command's name (``cryptcost``, ``sudo cryptcost``, ``.venv/bin/cryptcost``)."""
+    """What follows the command's name (``cryptcost``, ``sudo cryptcost``,
+    ``.venv/bin/cryptcost``)."""
     argv = shlex.split(line)
     at = next(i for i, a in enumerate(argv) if a.endswith("cryptcost"))
     return argv[at + 1:]
@@ -90,6 +96,11 @@ def test_the_stacks_the_guide_walks_through_are_the_real_files():
     """docs/adding-a-stack.md shows securefs.py and tls.py whole: every declaration, as they are."""
     guide = (ROOT / "docs/adding-a-stack.md").read_text()
     shown = re.findall(r"<!-- file: (\S+) -->\n```python\n(.*?)```\n<!-- end file -->", guide, re.S)
-    assert [path for path, _ in shown] == ["src/cryptcost/stacks/securefs.py", "src/cryptcost/stacks/tls.py"]
+    assert [path for path, _ in shown] == [
+        "src/cryptcost/stacks/securefs.py",
+        "src/cryptcost/stacks/tls.py",
+    ]
     for path, text in shown:
-        assert text == (ROOT / path).read_text(), f"{path} changed: paste it into docs/adding-a-stack.md again"
+        assert text == (ROOT / path).read_text(), (
+            f"{path} changed: paste it into docs/adding-a-stack.md again"
+        )

@@ -44,8 +44,15 @@ def test_html_is_self_contained_with_charts(stored):
     assert len(svgs) >= 4 and all("<path" in s or "<rect" in s for s in svgs)
     assert "<script" not in text
     assert not re.search(r'(src|href)="(https?:)?//', text), "the report must not fetch anything"
-    for heading in ("Summary and recommendation", "Throughput next to the baselines", "Overhead against",
-                    "CPU cost", "Raw ciphers", "Environment", "Not measured"):
+    for heading in (
+        "Summary and recommendation",
+        "Throughput next to the baselines",
+        "Overhead against",
+        "CPU cost",
+        "Raw ciphers",
+        "Environment",
+        "Not measured",
+    ):
         assert heading in text
     assert "MB/s" in text and "CPU-seconds per GiB" in text
 
@@ -60,12 +67,16 @@ def test_analysis_of_the_stored_run(stored):
     assert verdicts[("fscrypt:aes-256-xts", "read", 4096)] == "latency"
     assert not any("?" in v.sentence for v in a.verdicts.values())
     assert all(v.ceilings["rule"] for v in a.verdicts.values())
-    assert any("fscrypt:aes-256-xts reads" in f and "slower than it writes" in f for f in a.findings)
+    assert any(
+        "fscrypt:aes-256-xts reads" in f and "slower than it writes" in f for f in a.findings
+    )
     assert any("faster than its baseline fuse-passthrough" in f for f in a.findings)
     titles = [r.title for r in a.recommendations]
     assert titles[:3] == ["Whole disk", "Per directory", "Any filesystem / cloud-synced folder"]
     assert "luks could not be measured here" in a.recommendations[0].text
-    assert all(x.stack.split(":")[0] not in ("plain", "fuse-passthrough", "qemu-raw") for x in a.ranking)
+    assert all(
+        x.stack.split(":")[0] not in ("plain", "fuse-passthrough", "qemu-raw") for x in a.ranking
+    )
 
 
 def test_cost_model():
@@ -74,10 +85,30 @@ def test_cost_model():
     assert units.parse_link("2.5Gbit") == pytest.approx(2.5e9 / 8 * 0.936)
     with pytest.raises(UserError):
         units.parse_device_speed("fast")
-    rows = [{"kind": "storage", "stack": "x", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
-             "median_bytes_per_s": 500e6, "baseline": "plain", "role": "measured"},
-            {"kind": "storage", "stack": "plain", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
-             "median_bytes_per_s": 1000e6, "baseline": None, "role": "baseline"}]
+    rows = [
+        {
+            "kind": "storage",
+            "stack": "x",
+            "workload": "seq",
+            "op": "read",
+            "block_bytes": 4096,
+            "iodepth": 1,
+            "median_bytes_per_s": 500e6,
+            "baseline": "plain",
+            "role": "measured",
+        },
+        {
+            "kind": "storage",
+            "stack": "plain",
+            "workload": "seq",
+            "op": "read",
+            "block_bytes": 4096,
+            "iodepth": 1,
+            "median_bytes_per_s": 1000e6,
+            "baseline": None,
+            "role": "baseline",
+        },
+    ]
     [slow] = costmodel.predict(read(rows), 100e6, "a disk")
     assert slow.high == 100e6 and slow.binding == "a disk"
     assert slow.low == pytest.approx(1 / (1 / 100e6 + 1 / 500e6 - 1 / 1000e6))
@@ -88,12 +119,16 @@ def test_cost_model():
     for measured, error, holds in ((95e6, 0.0, True), (110e6, 0.1, True), (0.7 * low, -0.3, False)):
         [row] = costmodel.holds([slow], read([{**rows[0], "median_bytes_per_s": measured}]))
         assert row["error"] == pytest.approx(error) and row["holds"] is holds
-    assert costmodel.holds([slow], read([{**rows[0], "op": "write"}])) == []          # another cell: no check
+    assert (
+        costmodel.holds([slow], read([{**rows[0], "op": "write"}])) == []
+    )  # another cell: no check
     # the device is another medium: the check pairs across it, on every other dimension
     on_ram = [{**r, "medium": "ram"} for r in rows]
     [p] = costmodel.predict(read(on_ram), 100e6, "a disk")
     assert len(costmodel.holds([p], read([{**on_ram[0], "medium": "throttled:100MB/s"}]))) == 1
-    assert costmodel.holds([p], read([{**on_ram[0], "medium": "throttled:100MB/s", "cpus": 1}])) == []
+    assert (
+        costmodel.holds([p], read([{**on_ram[0], "medium": "throttled:100MB/s", "cpus": 1}])) == []
+    )
 
 
 def test_compare_same_run_is_no_significant_difference(stored):
@@ -114,7 +149,10 @@ def test_an_emulated_run_says_so_and_is_never_compared_with_real_hardware(tmp_pa
     from cryptcost.cli import main
     data = json.loads(RUN.read_text())
     why = "measured in a qemu guest under TCG (software CPU emulation): not real hardware"
-    emulated = {**data, "host": {**data["host"], "emulated": {"why": why, "kernel": "6.1.0-56-amd64", "cpus": 2}}}
+    emulated = {
+        **data,
+        "host": {**data["host"], "emulated": {"why": why, "kernel": "6.1.0-56-amd64", "cpus": 2}},
+    }
     store = Store.open(tmp_path / "r.db")
     real_id, emu_id = store.import_run(data), store.import_run(emulated)
     emu = store.run(emu_id)
@@ -126,7 +164,9 @@ def test_an_emulated_run_says_so_and_is_never_compared_with_real_hardware(tmp_pa
     assert main(["--db", db, "compare", str(real_id), str(emu_id)]) == 2
     err = capsys.readouterr().err
     assert f"run {emu_id} was measured in an emulated guest" in err and "cannot be compared" in err
-    assert main(["--db", db, "compare", str(emu_id), str(emu_id)]) == 0          # emulated with emulated: fine
+    assert (
+        main(["--db", db, "compare", str(emu_id), str(emu_id)]) == 0
+    )  # emulated with emulated: fine
     capsys.readouterr()
     assert main(["--db", db, "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
@@ -152,10 +192,12 @@ def test_an_unstable_result_is_marked_beside_its_interval_and_its_cause_said_onc
     doc = document.build(run, results)
     marked = [r for r in doc["storage"] if r["ci"].endswith(" ~")]
     assert len(marked) == 3 and all(r["ci"].startswith("±") for r in marked)
-    assert sum(1 for r in doc["storage"] if "~" in r["ci"]) == 3                 # the stable ones unmarked
+    assert sum(1 for r in doc["storage"] if "~" in r["ci"]) == 3  # the stable ones unmarked
     first, second = doc["unstable"]
     assert first["cause"] == cause and first["count"] == 2 and first["cv"] == "CV 5.0–11.3 %"
-    assert second["cv"] == "CV 20.0 %" and second["results"] == [document._label(Stored.of(storage[2]))]
+    assert second["cv"] == "CV 20.0 %" and second["results"] == [
+        document._label(Stored.of(storage[2]))
+    ]
     md = render("md", run, results)
     assert "## Unstable results" in md and f"- {first['text']}" in md
     page = render("html", run, results)
@@ -169,9 +211,13 @@ def test_an_unstable_result_is_marked_beside_its_interval_and_its_cause_said_onc
     assert cause in capsys.readouterr().out
 
 
-def test_compare_says_how_far_the_host_moved_and_marks_what_that_move_could_make(stored, tmp_path, capsys):
-    """Two runs of a host whose CPU ran 15 % slower in the second: the OpenSSL cells, which depend on
-    nothing but the CPU, give that move; a significant difference the same way and no larger is marked
+def test_compare_says_how_far_the_host_moved_and_marks_what_that_move_could_make(
+    stored, tmp_path, capsys
+):
+    """Two runs of a host whose CPU ran 15 % slower in the second: the OpenSSL cells, which depend
+    on
+    nothing but the CPU, give that move; a significant difference the same way and no larger is
+    marked
     as one the host alone could make, and one against the move, or beyond it, is not."""
     from cryptcost.cli import main
     from cryptcost.report.compare import host_move, within_move
@@ -181,21 +227,29 @@ def test_compare_says_how_far_the_host_moved_and_marks_what_that_move_could_make
 
     def scaled(r, f):
         metric = "median_bytes_per_s" if "median_bytes_per_s" in r else "median_ops_per_s"
-        return dict(r, values=[v * f for v in r.get("values") or []], **{metric: r.get(metric, 0) * f})
+        return dict(
+            r, values=[v * f for v in r.get("values") or []], **{metric: r.get(metric, 0) * f}
+        )
+
     slower = {r["stack"]: 0.9 for r in results if r.get("stack")} | {"fscrypt:aes-256-xts": 1.2}
-    moved = [scaled(r, 0.85 if r["kind"] == "cipher" else slower.get(r.get("stack"), 1.0)) for r in results]
+    moved = [
+        scaled(r, 0.85 if r["kind"] == "cipher" else slower.get(r.get("stack"), 1.0))
+        for r in results
+    ]
     move = host_move(results, moved)
     assert move["ratio"] == pytest.approx(0.85) and move["cells"] >= 3
     assert within_move(0.9, move) and within_move(0.85, move)
     assert not within_move(0.8, move) and not within_move(1.1, move)
-    assert not within_move(0.99, {**move, "ratio": 0.99})          # a host that held still explains nothing
+    assert not within_move(0.99, {**move, "ratio": 0.99})  # a host that held still explains nothing
     assert host_move(results, [r for r in moved if r["kind"] != "cipher"]) is None
     rows = compare_runs(results, moved, move)
     fs = [r for r in rows if r["result"].startswith("fscrypt") and r["significant"]]
     others = [r for r in rows if r["significant"] and r["ratio"] == pytest.approx(0.9, rel=0.01)]
-    assert fs and not any(r["host_could"] for r in fs)              # faster, against the move: the change's
-    assert others and all(r["host_could"] for r in others)          # 10 % slower while the CPU lost 15 %
-    assert not any(r["host_could"] for r in compare_runs(results, results, host_move(results, results)))
+    assert fs and not any(r["host_could"] for r in fs)  # faster, against the move: the change's
+    assert others and all(r["host_could"] for r in others)  # 10 % slower while the CPU lost 15 %
+    assert not any(
+        r["host_could"] for r in compare_runs(results, results, host_move(results, results))
+    )
     db = str(tmp_path / "two.db")
     two = Store.open(db)
     a = two.import_run(json.loads(RUN.read_text()))
@@ -231,8 +285,11 @@ def test_the_first_screen_of_the_terminal_summary_is_the_answer(stored):
     assert text.index("Ranking: 1 MiB") < text.index("Storage: each stack against its baseline")
     if doc["findings"]:
         assert text.index("! ") < text.index("Storage: each stack against its baseline")
-    assert all(line.rstrip().endswith((".", ")", ":")) for line in terminal.answer(doc)), terminal.answer(doc)
-    # text from the data is shown as written, never read as rich's markup ("a plan with a [network] table")
+    assert all(line.rstrip().endswith((".", ")", ":")) for line in terminal.answer(doc)), (
+        terminal.answer(doc)
+    )
+    # text from the data is shown as written, never read as rich's markup ("a plan with a [network]
+    # table")
     assert "[network]" in text
 
 
@@ -266,19 +323,55 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
     from cryptcost.report import document, terminal
     store, run = stored
     doc = document.build(run, store.results(run.id))
-    net = {"kind": "network", "workload": "send", "op": "send", "streams": 1, "link": "netns", "mtu": 1500,
-           "values": [1e9] * 3, "samples": 3, "ci95": [0.99e9, 1.01e9], "cpu_s_per_gb": {"a": 1.5, "b": 2.25},
-           "wire": {"verdict": "encrypted", "median_packet_bytes": 1494}}
+    net = {
+        "kind": "network",
+        "workload": "send",
+        "op": "send",
+        "streams": 1,
+        "link": "netns",
+        "mtu": 1500,
+        "values": [1e9] * 3,
+        "samples": 3,
+        "ci95": [0.99e9, 1.01e9],
+        "cpu_s_per_gb": {"a": 1.5, "b": 2.25},
+        "wire": {"verdict": "encrypted", "median_packet_bytes": 1494},
+    }
     doc["network"] = [document.network_row(r, Verdict("cipher", "cipher-bound", {})) for r in read(
         [{**net, "stack": "tcp", "median_bytes_per_s": 3e9},
          {**net, "stack": "ipsec:aes256gcm16-x25519", "median_bytes_per_s": 1e9, "overhead": 0.667,
           "overhead_significant": True, "baseline": "tcp"}])]
-    twin = {"kind": "storage", "stack": "gocryptfs:aes-gcm", "workload": "seq", "op": "read", "block_bytes": 1 << 20,
-            "iodepth": 1, "values": [4e8] * 3, "params": {"facts": {"role": "measured", "crypto_library": "go"}}}
-    doc["scaling_rows"] = scaling.rows(scaling.curves(read(
-        [{**twin, "cpus": n, "median_bytes_per_s": n * 4e8} for n in (1, 2)]
-        + [{**twin, "stack": "gocryptfs:aes-gcm/accel-off", "accel": False, "accel_verified": True,
-            "accel_speedup": 4.0, "cpus": n, "median_bytes_per_s": n * 1e8} for n in (1, 2)]), {}, Host(), []))
+    twin = {
+        "kind": "storage",
+        "stack": "gocryptfs:aes-gcm",
+        "workload": "seq",
+        "op": "read",
+        "block_bytes": 1 << 20,
+        "iodepth": 1,
+        "values": [4e8] * 3,
+        "params": {"facts": {"role": "measured", "crypto_library": "go"}},
+    }
+    doc["scaling_rows"] = scaling.rows(
+        scaling.curves(
+            read(
+                [{**twin, "cpus": n, "median_bytes_per_s": n * 4e8} for n in (1, 2)]
+                + [
+                    {
+                        **twin,
+                        "stack": "gocryptfs:aes-gcm/accel-off",
+                        "accel": False,
+                        "accel_verified": True,
+                        "accel_speedup": 4.0,
+                        "cpus": n,
+                        "median_bytes_per_s": n * 1e8,
+                    }
+                    for n in (1, 2)
+                ]
+            ),
+            {},
+            Host(),
+            [],
+        )
+    )
     assert doc["network"] and doc["scaling_rows"] and doc["split"] and doc["ciphers"]
 
     def shown(width: int) -> str:
@@ -292,7 +385,11 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
     for name in ("luks-userspace:aes-256-xts-plain64", "ipsec:aes256gcm16-x25519  (vs tcp)",
                  "fscrypt:aes-256-xts  (vs plain)", "gocryptfs:aes-gcm seq read 1 MiB"):
         assert any(line.startswith(name) for line in narrow.splitlines()), name
-    assert "-66.7 %" in narrow and "1.50+2.25" in narrow and "what it is worth: 4.0× on 1 CPU" in narrow
+    assert (
+        "-66.7 %" in narrow
+        and "1.50+2.25" in narrow
+        and "what it is worth: 4.0× on 1 CPU" in narrow
+    )
     wide = shown(200)
     assert "┃ stack" in wide and "ipsec:aes256gcm16-x25519  (vs tcp)" not in wide
 
@@ -308,8 +405,12 @@ def test_a_command_prints_its_results_table_and_unstable_causes_from_its_outcome
     from cryptcost.report.terminal import cipher_table
     from cryptcost.runner.ciphers import CipherPlan, run_ciphers
     from cryptcost.runner.ciphers.executor import FakeExecutor
-    outcome = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",)), FakeExecutor(),
-                          stats.Policy(min_samples=3, max_samples=3, warmup=0))
+
+    outcome = run_ciphers(
+        CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",)),
+        FakeExecutor(),
+        stats.Policy(min_samples=3, max_samples=3, warmup=0),
+    )
     first = outcome.results[0]
     outcome.results[0] = replace(first, metrics={**first.metrics, "unstable": True, "cv": 0.2,
                                                  "likely_cause": "a noisy neighbour"})

@@ -14,7 +14,13 @@ from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.model import Job, Sample
 from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.storage.passes import first_pass
-from cryptcost.runner.storage.steps import FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner
+from cryptcost.runner.storage.steps import (
+    FIRST_PASS_BYTES,
+    MAX_PASSES,
+    SIZE_MARGIN,
+    Instance,
+    StepRunner,
+)
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
 from cryptcost.workloads import storage as wl
@@ -40,7 +46,10 @@ def test_a_job_may_need_fewer_warm_ups_than_the_policy():
 
 
 def test_cipher_engines_warm_up_once_or_not_at_all():
-    cells = [Cell.cipher("openssl", alg, 4096, 1, True) for alg in ("aes-256-gcm", "aes-256-xts", "chacha20-poly1305")]
+    cells = [
+        Cell.cipher("openssl", alg, 4096, 1, True)
+        for alg in ("aes-256-gcm", "aes-256-xts", "chacha20-poly1305")
+    ]
     jobs = OpenSSLEngine().jobs(cells, 1)
     assert [j.warmups(1) for j in jobs] == [1, 0, 0]
     go = GoEngine().jobs([Cell.cipher("go", "aes-256-gcm", 4096, 1, True)], 1)
@@ -73,23 +82,31 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     write, read = step.ops
     assert write.by_time and read.by_time and write.fio.size == 204 * MiB
     first = runner.job(inst, write, step)
-    assert first.size == FIRST_PASS_BYTES < write.fio.size and first.cap is None   # no rate yet: enough to find it
+    assert (
+        first.size == FIRST_PASS_BYTES < write.fio.size and first.cap is None
+    )  # no rate yet: enough to find it
     cold = StepRunner(res=None, archive=None, direct=False, warm_up=False)
-    assert cold.job(inst, write, step).size == write.fio.size          # no warm-up: the first pass is a sample
+    assert (
+        cold.job(inst, write, step).size == write.fio.size
+    )  # no warm-up: the first pass is a sample
     assert runner.job(inst, read, step).cap == 1.0                     # a read also stops at 1 s
     runner.rate[("x", write.key)] = 80e6                               # a slow stack: 80 MB/s
     sized = runner.job(inst, write, step)
     assert sized.size == int(80e6 * SIZE_MARGIN) // MiB * MiB          # about 1.2 s of it
     runner.rate[("x", write.key)] = 2e9
-    assert runner.job(inst, write, step, 0.5).size == write.fio.size   # a fast one: the file, in passes,
-    assert runner.job(inst, write, step).size == 44 * MiB               # after what 11 of them leave of 2.4 GB
+    assert (
+        runner.job(inst, write, step, 0.5).size == write.fio.size
+    )  # a fast one: the file, in passes,
+    assert runner.job(inst, write, step).size == 44 * MiB  # after what 11 of them leave of 2.4 GB
     (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"\0" * (3 * MiB + 5))
     assert runner.job(inst, read, step).size == 3 * MiB                # reads what the write left
     assert runner.stem(inst, write, step) == runner.stem(inst, read, step) == f"{step.name}-r0"
     runner.rounds[("x", step.name)] = 2
-    assert runner.stem(inst, write, step) == f"{step.name}-r2"          # a new file each round
-    inst.stack = RcloneCrypt()                                          # whole files, one name: see its class
-    assert runner.job(inst, write, step) is write.fio and runner.stem(inst, write, step) == step.name
+    assert runner.stem(inst, write, step) == f"{step.name}-r2"  # a new file each round
+    inst.stack = RcloneCrypt()  # whole files, one name: see its class
+    assert (
+        runner.job(inst, write, step) is write.fio and runner.stem(inst, write, step) == step.name
+    )
 
 
 def _fake_passes(runner, seconds, gap=0.05):
@@ -124,10 +141,10 @@ def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
     write, read = step.ops
     log = _fake_passes(runner, [0.3])
     first = runner.measure(inst, write, step, "fsync")
-    assert first.metrics["passes"] == 1                         # the warm-up round: one pass finds the rate
+    assert first.metrics["passes"] == 1  # the warm-up round: one pass finds the rate
     got = runner.measure(inst, write, step, "fsync")
     assert got.seconds >= 1.0 and got.metrics["passes"] == 4 and "short_because" not in got.metrics
-    log = _fake_passes(runner, [0.2])                            # faster than the last sample's 0.3 s passes
+    log = _fake_passes(runner, [0.2])  # faster than the last sample's 0.3 s passes
     got = runner.measure(inst, write, step, "fsync")
     assert got.seconds >= 1.0 - 1e-9 and got.metrics["passes"] == 5
     log = _fake_passes(runner, [0.35, 0.2, 0.5])                 # then uneven
@@ -137,12 +154,18 @@ def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
     runner.gaps[("x", read.key)] = 0.05
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
     assert [round(x, 2) for x in log["left"]] == [1.0, 0.7, 0.4, 0.1]
-    assert got.metrics["passes"] == 4 and abs(got.seconds - 1.0) < 1e-9   # the last pass cut at 0.1 s
+    assert (
+        got.metrics["passes"] == 4 and abs(got.seconds - 1.0) < 1e-9
+    )  # the last pass cut at 0.1 s
     cold = StepRunner(res=None, archive=None, direct=False, warm_up=False)
     _fake_passes(cold, [0.3])
-    got = cold.measure(inst, write, step, "fsync")                  # no warm-up: one pass of the whole file,
-    assert got.metrics["passes"] == 1 and "without a warm-up round" in got.metrics["short_because"]   # said
-    assert cold.measure(inst, write, step, "fsync").metrics["passes"] == 4   # then passes to the second
+    got = cold.measure(inst, write, step, "fsync")  # no warm-up: one pass of the whole file,
+    assert (
+        got.metrics["passes"] == 1 and "without a warm-up round" in got.metrics["short_because"]
+    )  # said
+    assert (
+        cold.measure(inst, write, step, "fsync").metrics["passes"] == 4
+    )  # then passes to the second
 
 
 def test_a_stack_that_fails_a_file_written_again_takes_one_write_pass_and_says_so(tmp_path):
@@ -194,11 +217,17 @@ def test_a_sample_whose_passes_do_not_fit_its_budget_says_why(tmp_path):
     _fake_passes(runner, [0.45], gap=0.5)                        # rclone: a remount between passes
     got = runner.measure(inst, read, step, "fsync+remount")
     assert got.metrics["passes"] == 2 and got.seconds < 1.0
-    assert "0.5 s between passes (cache reset or fresh file) left room for 2 pass(es) of 450 ms in the 2 s " \
+    assert (
+        "0.5 s between passes (cache reset or fresh file) left room for 2 pass(es) of 450 ms in "
+        "the 2 s "
         "budget" == got.metrics["short_because"]
+    )
     _fake_passes(runner, [0.001])
     got = runner.measure(inst, read, step, "fsync")
-    assert got.metrics["passes"] == MAX_PASSES and "the most one sample takes" in got.metrics["short_because"]
+    assert (
+        got.metrics["passes"] == MAX_PASSES
+        and "the most one sample takes" in got.metrics["short_because"]
+    )
 
 
 def test_a_write_whose_first_pass_was_short_predicts_its_next_by_a_full_one(tmp_path):
@@ -228,23 +257,27 @@ def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_
     inst.stack = type("Own", (_Stack,), {"evicts_one_file": True})()
     inst.free = 480 * MiB
     assert write.room == 384 * MiB and runner.job(inst, write, step, 0.5).size == 384 * MiB
-    assert runner.job(inst, write, step).size == 368 * MiB                 # 6 passes of 2.4 GB, not 12
+    assert runner.job(inst, write, step).size == 368 * MiB  # 6 passes of 2.4 GB, not 12
     inst.free = 300 * MiB
-    assert runner.job(inst, write, step, 0.5).size == 270 * MiB            # 90 % of what is free
-    inst.free = 300 * MiB + 12345                                          # 90 % of it is no whole MiB
+    assert runner.job(inst, write, step, 0.5).size == 270 * MiB  # 90 % of what is free
+    inst.free = 300 * MiB + 12345  # 90 % of it is no whole MiB
     assert runner.job(inst, write, step, 0.5).size == 270 * MiB            # whole blocks of it
     assert runner.job(inst, write, step).size % MiB == 0
     inst.free = 300 * MiB
     runner.rate[("x", write.key)] = 100e6
-    assert runner.job(inst, write, step).size == int(100e6 * SIZE_MARGIN) // MiB * MiB   # a slow one: ~1.2 s
+    assert (
+        runner.job(inst, write, step).size == int(100e6 * SIZE_MARGIN) // MiB * MiB
+    )  # a slow one: ~1.2 s
     runner.rate[("x", write.key)] = 2e9
     inst.cached_below = True
-    assert runner.job(inst, write, step, 0.5).size == write.fio.size      # the throttled medium: 40 %
+    assert runner.job(inst, write, step, 0.5).size == write.fio.size  # the throttled medium: 40 %
     inst.cached_below, inst.stack = False, _Stack()
     assert runner.job(inst, write, step, 0.5).size == write.fio.size      # a daemon's cache: 40 %
     together = wl.steps(["seq-quick"], wl.Sizes(medium=512 * MiB), False)[0]
-    assert {op.block_bytes: op.room for op in together.ops} == {MiB: 192 * MiB,   # two files share the room
-                                                                4096: 128 * MiB}  # 32768 requests at most
+    assert {op.block_bytes: op.room for op in together.ops} == {
+        MiB: 192 * MiB,  # two files share the room
+        4096: 128 * MiB,
+    }  # 32768 requests at most
 
 
 def test_bigfile_keeps_its_sizes(tmp_path):
@@ -264,29 +297,39 @@ def test_a_pass_cut_at_its_time_moved_whole_blocks_and_only_then(tmp_path):
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
     job = runner.job(inst, read, step)
-    StepRunner.verify_moved(inst, read, job.size, _outcome(job.size, 0.3), job)      # the whole file
+    StepRunner.verify_moved(inst, read, job.size, _outcome(job.size, 0.3), job)  # the whole file
     StepRunner.verify_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 1.0), job)      # cut at 1 s
     with pytest.raises(DataIntegrityError):
-        StepRunner.verify_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 0.5), job)   # short, in time
+        StepRunner.verify_moved(
+            inst, read, 50 * MiB, _outcome(50 * MiB, 0.5), job
+        )  # short, in time
     wjob = runner.job(inst, write, step)
     with pytest.raises(DataIntegrityError):
-        StepRunner.verify_moved(inst, write, 50 * MiB, _outcome(50 * MiB, 1.0), wjob)  # writes are never cut
+        StepRunner.verify_moved(
+            inst, write, 50 * MiB, _outcome(50 * MiB, 1.0), wjob
+        )  # writes are never cut
 
 
 def test_an_rclone_upload_that_stops_fails_the_sample_quickly(tmp_path):
     stack = RcloneCrypt("default", "ext4")
-    stack.mnt, stack.lower, stack.logfile = tmp_path / "mnt", tmp_path / "lower", str(tmp_path / "r.log")
+    stack.mnt, stack.lower, stack.logfile = (
+        tmp_path / "mnt",
+        tmp_path / "lower",
+        str(tmp_path / "r.log"),
+    )
     stack.mnt.mkdir(), stack.lower.mkdir()
     (stack.mnt / "f").write_bytes(b"x" * 1000)
     (stack.lower / "part").write_bytes(b"y" * 100)                   # some of it, then nothing
     stack.stall_seconds = 0.2
-    with pytest.raises(CryptcostError, match=f"100 of {ciphertext_size(1000)} bytes in 1 of 1 files.*no change"):
+    with pytest.raises(
+        CryptcostError, match=f"100 of {ciphertext_size(1000)} bytes in 1 of 1 files.*no change"
+    ):
         stack.settle()
     assert os.path.exists(stack.mnt / "f")
     (stack.lower / "part").write_bytes(b"y" * ciphertext_size(1000))
     (stack.lower / "old").write_bytes(b"z" * 50)                     # a deleted file's leftover
     with pytest.raises(CryptcostError, match="in 2 of 1 files"):
-        stack.settle()                                                # the total alone is not enough
+        stack.settle()  # the total alone is not enough
 
 
 def test_a_read_pass_forgets_one_file_only_where_no_cache_sits_below(tmp_path):
@@ -330,7 +373,9 @@ def test_a_failed_step_says_what_the_fuse_daemon_last_logged(tmp_path):
     from cryptcost.stacks import get
     stack = get("securefs")()
     stack.logfile = str(tmp_path / "securefs.log")
-    (tmp_path / "securefs.log").write_text("mounted\n\nERROR: cannot read block 7: Input/output error\n")
+    (tmp_path / "securefs.log").write_text(
+        "mounted\n\nERROR: cannot read block 7: Input/output error\n"
+    )
     step, inst, runner = _seq(tmp_path)
     inst.stack, inst.label = stack, stack.label
 
@@ -341,7 +386,9 @@ def test_a_failed_step_says_what_the_fuse_daemon_last_logged(tmp_path):
         runner(inst, step)
     msg = str(err.value)
     assert msg.startswith("securefs:lite: [Errno 5]") and msg.count("\n") == 0
-    assert msg.endswith("the securefs daemon's log ends: mounted | ERROR: cannot read block 7: Input/output error")
+    assert msg.endswith(
+        "the securefs daemon's log ends: mounted | ERROR: cannot read block 7: Input/output error"
+    )
 
 
 def test_a_samples_pass_size_is_its_largest_passs_not_its_cut_last_ones(tmp_path):
@@ -349,9 +396,17 @@ def test_a_samples_pass_size_is_its_largest_passs_not_its_cut_last_ones(tmp_path
     pass_bytes (which bench/storage_vs_fio sizes its fio run by) is the full pass's."""
     from cryptcost.runner.storage.passes import combine
     step, _, _ = _seq(tmp_path)
-    full = Sample(value=1.0, seconds=0.45, bytes_moved=384 * MiB, metrics={"pass_bytes": 384 * MiB, "count": 384,
-                                                                           "cut_by_time": False})
-    last = Sample(value=1.0, seconds=0.1, bytes_moved=80 * MiB, metrics={"pass_bytes": 80 * MiB, "count": 80,
-                                                                         "cut_by_time": True})
+    full = Sample(
+        value=1.0,
+        seconds=0.45,
+        bytes_moved=384 * MiB,
+        metrics={"pass_bytes": 384 * MiB, "count": 384, "cut_by_time": False},
+    )
+    last = Sample(
+        value=1.0,
+        seconds=0.1,
+        bytes_moved=80 * MiB,
+        metrics={"pass_bytes": 80 * MiB, "count": 80, "cut_by_time": True},
+    )
     got = combine([full, full, last], step.ops[1])
     assert got.metrics["pass_bytes"] == 384 * MiB and got.metrics["cut_by_time"] is True

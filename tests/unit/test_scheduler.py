@@ -76,7 +76,10 @@ def test_a_stable_job_stops_while_a_noisy_one_goes_on():
 
 def test_a_group_stays_in_step():
     log = []
-    jobs = [_job("A", log, [100] * 10, group="g"), _job("B", log, [100, 140, 60, 120, 80, 100], group="g")]
+    jobs = [
+        _job("A", log, [100] * 10, group="g"),
+        _job("B", log, [100, 140, 60, 120, 80, 100], group="g"),
+    ]
     series = schedule(jobs, Policy(3, 6, 0.03, warmup=0))
     assert len(series["A"].samples) == len(series["B"].samples) == 6
 
@@ -86,7 +89,9 @@ def test_a_failing_job_is_recorded_and_others_go_on():
         raise CryptcostError("boom")
     jobs = [Job("bad", ("bad",), broken), _job("ok", [], [5, 5, 5])]
     done = {}
-    series = schedule(jobs, Policy(3, 3, 0.03, warmup=0), on_done=lambda k, s: done.setdefault(k, s))
+    series = schedule(
+        jobs, Policy(3, 3, 0.03, warmup=0), on_done=lambda k, s: done.setdefault(k, s)
+    )
     assert series["bad"].error == "boom" and series["bad"].stop_reason == "error"
     assert len(series["ok"].samples) == 3
     assert set(done) == {"bad", "ok"}
@@ -110,9 +115,11 @@ def test_cipher_run_saves_every_sample_and_result_and_verifies_accel():
                       accel=(False,))
     out = run_ciphers(plan, fake, Policy(3, 5, 0.03, 1), sink=sink, cpu_flags={"aes": True})
     by_alg = {r.cell.algorithm: r for r in out.results}
-    assert set(by_alg) == {"aes-256-xts", "chacha20-poly1305"}       # the on references are not results
+    assert set(by_alg) == {"aes-256-xts", "chacha20-poly1305"}  # the on references are not results
     assert by_alg["aes-256-xts"].metrics["accel_verified"] is True
-    assert by_alg["aes-256-xts"].metrics["accel_on_bytes_per_s"] > by_alg["aes-256-xts"].summary.median
+    assert (
+        by_alg["aes-256-xts"].metrics["accel_on_bytes_per_s"] > by_alg["aes-256-xts"].summary.median
+    )
     assert by_alg["chacha20-poly1305"].metrics["accel_verified"] is None
     assert ("result", "aes-256-xts") in sink.events
     assert sum(1 for e in sink.events if e[0] == "sample") >= 4 * 3
@@ -120,8 +127,12 @@ def test_cipher_run_saves_every_sample_and_result_and_verifies_accel():
 
 def test_accel_switch_that_does_nothing_is_reported():
     fake = FakeExecutor(rate=lambda c: 1e9)
-    out = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
-                      fake, Policy(3, 5, 0.03, 0), cpu_flags={"aes": True})
+    out = run_ciphers(
+        CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
+        fake,
+        Policy(3, 5, 0.03, 0),
+        cpu_flags={"aes": True},
+    )
     off = next(r for r in out.results if not r.cell.accel)
     assert off.metrics["accel_verified"] is False
     assert "did NOT take effect" in off.notes[-1]
@@ -130,7 +141,9 @@ def test_accel_switch_that_does_nothing_is_reported():
 def test_a_cipher_cell_wider_than_the_target_is_marked_unstable_like_any_result(monkeypatch):
     """Cipher results were exempt: go's xchacha20 at ±14 % after 3 samples said nothing."""
     monkeypatch.setattr("cryptcost.host.cpu.os.sched_getaffinity", lambda pid: {0, 1})
-    plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-xts", "chacha20-poly1305"), threads=(1, 2))
+    plan = CipherPlan(
+        engines=("openssl",), algorithms=("aes-256-xts", "chacha20-poly1305"), threads=(1, 2)
+    )
     noisy = run_ciphers(plan, FakeExecutor(noise=0.1, seed=3), Policy(3, 3, 0.03, 0))
     assert noisy.results and all(r.metrics.get("unstable") for r in noisy.results)
     one = next(r for r in noisy.results if r.cell.threads == 1)
@@ -160,13 +173,20 @@ def test_cells_a_given_engine_cannot_measure_are_skipped_with_reason():
 
 def test_one_sample_a_side_verifies_only_an_unmistakable_drop():
     one = Policy(1, 1, 0.03, 0)
-    big = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
-                      FakeExecutor(), one, cpu_flags={"aes": True})
+    big = run_ciphers(
+        CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
+        FakeExecutor(),
+        one,
+        cpu_flags={"aes": True},
+    )
     off = next(r for r in big.results if not r.cell.accel)
     assert off.metrics["accel_verified"] is True and "one sample a side" in off.notes[-1]
-    small = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
-                        FakeExecutor(rate=lambda c: 1e9 if c.accel else 0.7e9, noise=0), one,
-                        cpu_flags={"aes": True})
+    small = run_ciphers(
+        CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
+        FakeExecutor(rate=lambda c: 1e9 if c.accel else 0.7e9, noise=0),
+        one,
+        cpu_flags={"aes": True},
+    )
     off = next(r for r in small.results if not r.cell.accel)
     assert off.metrics["accel_verified"] is None and "too few samples" in off.notes[-1]
 
@@ -187,18 +207,27 @@ def test_the_cipher_table_holds_what_the_stacks_need():
         if not ref:
             continue
         engine = "go" if ref["where"] == "go" else "openssl"
-        assert Cell.cipher(engine, ref["algorithm"], ref["unit"], 1, True) in cells \
-            or ref["algorithm"] not in __import__("cryptcost.engines", fromlist=["x"]).CIPHER_ENGINES[engine].algorithms
+        assert (
+            Cell.cipher(engine, ref["algorithm"], ref["unit"], 1, True) in cells
+            or ref["algorithm"]
+            not in __import__("cryptcost.engines", fromlist=["x"]).CIPHER_ENGINES[engine].algorithms
+        )
         if ref["where"] == "kernel" and ref["algorithm"].startswith("aes"):
-            assert any(c.algorithm == ref["algorithm"] and not c.accel and c.buffer_bytes == ref["unit"]
-                       for c in cells)
+            assert any(
+                c.algorithm == ref["algorithm"] and not c.accel and c.buffer_bytes == ref["unit"]
+                for c in cells
+            )
 
 
 def test_extra_cells_are_measured_alongside_the_product():
     from cryptcost.model import Cell
     extra = (Cell.cipher("openssl", "aes-256-xts", 512, 1, False),)
-    out = run_ciphers(CipherPlan(engines=("openssl",), algorithms=("aes-128-gcm",), extra_cells=extra),
-                      FakeExecutor(), Policy(2, 2, 0.03, 0), cpu_flags={"aes": True})
+    out = run_ciphers(
+        CipherPlan(engines=("openssl",), algorithms=("aes-128-gcm",), extra_cells=extra),
+        FakeExecutor(),
+        Policy(2, 2, 0.03, 0),
+        cpu_flags={"aes": True},
+    )
     got = {(r.cell.algorithm, r.cell.buffer_bytes, r.cell.accel) for r in out.results}
     assert ("aes-256-xts", 512, False) in got and ("aes-128-gcm", 4096, True) in got
 
@@ -228,7 +257,7 @@ def test_the_eta_predicts_the_steps_left_instead_of_a_lower_bound():
     schedule(jobs, Policy(3, 10, 0.03, warmup=1), progress=Record())
     total = len(seen)
     errors = {done: eta.steps - (total - done + 1) for done, eta in seen if eta is not None}
-    assert seen[0][1] is None and total > 2 * (1 + 3)               # more than the minimum was needed
+    assert seen[0][1] is None and total > 2 * (1 + 3)  # more than the minimum was needed
     assert all(eta.at_most_steps >= eta.steps for _, eta in seen[1:])
     # Once every series has two samples (step 6) the ETA is never short, and never more than two
     # rounds of the group (4 steps) over: these series met the target at 8 samples by luck, where
@@ -255,15 +284,30 @@ def test_the_hosts_cpu_speed_is_timed_before_every_sample_and_a_move_is_named():
     def yardstick():
         calls.append(len(log))
         return next(speeds)
-    series = schedule([_job("A", log, [1, 100, 100, 100])], Policy(3, 3, 0.03, warmup=1), yardstick=yardstick)
+
+    series = schedule(
+        [_job("A", log, [1, 100, 100, 100])], Policy(3, 3, 0.03, warmup=1), yardstick=yardstick
+    )
     samples = series["A"].samples
-    assert calls == [1, 2, 3]                          # after the warm-up round, before each measured one
+    assert calls == [1, 2, 3]  # after the warm-up round, before each measured one
     assert [s.metrics["cpu_ref"] for s in samples] == [2.0e9, 1.6e9, 2.0e9]
     assert host_drift(samples) == 0.25 and "moved by more than 10%" in drift_cause(samples)
     steady = [Sample(1, 1, metrics={"cpu_ref": v}) for v in (2.0e9, 1.95e9, 2.02e9)]
     assert drift_cause(steady) is None and host_drift(steady[:1]) is None
-    moved = {"kind": "storage", "stack": "x", "op": "write", "block_bytes": 1 << 20, "workload": "seq",
-             "median_bytes_per_s": 1e8, "values": [1e8] * 3, "host_drift": 0.25, "params": {"facts": {}}}
+    moved = {
+        "kind": "storage",
+        "stack": "x",
+        "op": "write",
+        "block_bytes": 1 << 20,
+        "workload": "seq",
+        "median_bytes_per_s": 1e8,
+        "values": [1e8] * 3,
+        "host_drift": 0.25,
+        "params": {"facts": {}},
+    }
     assert any("saw the host's CPU speed move" in f and "up to 25%" in f
                for f in analyze([moved], {"cpu": {}}).findings)
-    assert not any("CPU speed move" in f for f in analyze([{**moved, "host_drift": 0.04}], {"cpu": {}}).findings)
+    assert not any(
+        "CPU speed move" in f
+        for f in analyze([{**moved, "host_drift": 0.04}], {"cpu": {}}).findings
+    )

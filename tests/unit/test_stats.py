@@ -3,7 +3,8 @@
 import math
 
 import pytest
-import scipy.stats as scipy_stats     # in the locked test environment: missing, these tests fail, never skip
+# in the locked test environment: missing, these tests fail, never skip
+import scipy.stats as scipy_stats
 
 from cryptcost import stats
 
@@ -73,8 +74,10 @@ def test_compare_finds_a_real_difference():
 def test_overhead_is_a_ratio_of_the_medians_the_table_shows():
     a, b = [100, 102, 98, 300], [50, 51, 49, 52]          # one wild sample on the reference side
     c = stats.compare(a, b)
-    assert c.ratio == pytest.approx(50.5 / 101)           # medians, not means (which give 0.34)
-    assert c.ratio_ci95 == stats.compare(a, b).ratio_ci95  # seeded: the same samples, the same interval
+    assert c.ratio == pytest.approx(50.5 / 101)  # medians, not means (which give 0.34)
+    assert (
+        c.ratio_ci95 == stats.compare(a, b).ratio_ci95
+    )  # seeded: the same samples, the same interval
 
 
 def test_three_samples_each_cannot_pass_mann_whitney_so_welch_decides():
@@ -99,15 +102,15 @@ def test_three_samples_that_do_not_overlap_by_chance_are_not_a_difference():
 
 CASES = [
     ([1, 2, 3, 4], [2, 3, 4, 5]),
-    ([1, 2], [3, 5]),                                    # n = 2
-    ([1, 2], [1, 2]),                                    # identical: |U − μ| = 0, below the 0.5 correction
+    ([1, 2], [3, 5]),  # n = 2
+    ([1, 2], [1, 2]),  # identical: |U − μ| = 0, below the 0.5 correction
     ([1, 2, 3], [1, 2, 3]),
-    ([1, 2, 3], [1.5, 2, 3.5]),                          # |U − μ| = 0.5
-    ([100, 100, 100], [90, 91, 89]),                     # one side constant
-    ([5.0, 5.1, 4.9, 5.2, 5.0], [5.0, 5.0, 5.3, 4.8]),   # ties across the sides
-    ([1, 1, 2, 2, 3, 3], [2, 2, 3, 3, 4, 4]),            # many ties
+    ([1, 2, 3], [1.5, 2, 3.5]),  # |U − μ| = 0.5
+    ([100, 100, 100], [90, 91, 89]),  # one side constant
+    ([5.0, 5.1, 4.9, 5.2, 5.0], [5.0, 5.0, 5.3, 4.8]),  # ties across the sides
+    ([1, 1, 2, 2, 3, 3], [2, 2, 3, 3, 4, 4]),  # many ties
     ([10, 20, 30, 40, 50, 60, 70, 80, 90], [15, 25, 35, 45, 55, 65, 75, 85, 95, 105]),
-    (list(range(25)), [x + 7.5 for x in range(22)]),     # beyond the exact table
+    (list(range(25)), [x + 7.5 for x in range(22)]),  # beyond the exact table
 ]
 
 
@@ -128,7 +131,9 @@ def test_mann_whitney_matches_scipy(a, b):
 
 @pytest.mark.parametrize("a,b", [c for c in CASES if min(c[0] + c[1]) > 0])
 def test_log_welch_is_scipys_welch_on_the_logarithms(a, b):
-    expected = scipy_stats.ttest_ind([math.log(x) for x in a], [math.log(x) for x in b], equal_var=False).pvalue
+    expected = scipy_stats.ttest_ind(
+        [math.log(x) for x in a], [math.log(x) for x in b], equal_var=False
+    ).pvalue
     assert stats.log_welch_p(a, b) == pytest.approx(expected, rel=1e-6, abs=1e-9)
 
 
@@ -149,7 +154,9 @@ def test_log_welch_falls_back_to_raw_values_when_a_value_has_no_logarithm():
 def test_the_old_welch_fallback_was_anti_conservative():
     """With one constant side, pooled df (n1 + n2 − 2) gave a smaller p than Welch's."""
     a, b = [100, 100, 100], [90, 95, 99]
-    pooled = 2 * (1 - scipy_stats.t.cdf(abs((100 - 94.6667) / ((stats.statistics.variance(b) / 3) ** 0.5)), 4))
+    pooled = 2 * (
+        1 - scipy_stats.t.cdf(abs((100 - 94.6667) / ((stats.statistics.variance(b) / 3) ** 0.5)), 4)
+    )
     assert stats.welch_p(a, b) > pooled
 
 
@@ -189,6 +196,13 @@ def test_one_sample_a_side_runs_no_test_and_loads_no_scipy():
             "print(c.p_welch, c.p_mann_whitney, c.significant, round(c.ratio, 2), "
             "'scipy.stats' in sys.modules, c.verdict.replace(' ', '_'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["None", "None", "None", "0.8", "False", "untested:_one_sample_a_side"]
+    assert out.stdout.split() == [
+        "None",
+        "None",
+        "None",
+        "0.8",
+        "False",
+        "untested:_one_sample_a_side",
+    ]
     two = stats.compare([100.0, 101.0], [80.0, 81.0])
     assert two.p_welch < 1 and two.p_mann_whitney < 1          # two a side: the tests run

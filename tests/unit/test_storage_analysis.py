@@ -29,9 +29,11 @@ def _on(label: str, op: wl.Op, plan: StoragePlan):
 def test_overhead_against_the_matched_baseline_and_plain():
     op, plan = wl.Op("seq", "read", 4096), _plan()
     stack = get("securefs")()
-    series = {_on("fuse-passthrough:big-writes", op, plan): _series([200e6, 202e6, 198e6]),
-              _on("plain", op, plan): _series([400e6, 404e6, 396e6]),
-              _on("plain", wl.Op("seq", "write", 4096), plan): _series([1e6] * 3)}     # another cell
+    series = {
+        _on("fuse-passthrough:big-writes", op, plan): _series([200e6, 202e6, 198e6]),
+        _on("plain", op, plan): _series([400e6, 404e6, 396e6]),
+        _on("plain", wl.Op("seq", "write", 4096), plan): _series([1e6] * 3),
+    }  # another cell
     mine = _series([150e6, 151e6, 149e6])
     r = _result(Instance(stack, stack.label, "measured"), op, mine, series, plan).to_dict()
     assert r["baseline"] == "fuse-passthrough:big-writes"        # securefs mounts with big_writes
@@ -57,13 +59,17 @@ def test_noise_is_not_ranked(monkeypatch):
     # ±41 % after 3 samples: marked unstable, with its CV and a likely cause, not shrugged off
     assert r["unstable"] is True and r["cv"] == pytest.approx(0.17, abs=0.01)
     assert any(n.startswith("unstable: ±") and "likely cause" in n for n in r["notes"])
-    assert r["likely_cause"] == "the FUSE daemon's threads competing with fio for 8 core(s)"   # not "2 cores"
+    assert (
+        r["likely_cause"] == "the FUSE daemon's threads competing with fio for 8 core(s)"
+    )  # not "2 cores"
 
 
 def test_ops_per_second_results_say_so():
     op = wl.Op("smallfiles", "stat", 0, unit="ops/s")
     stack = get("plain")()
-    r = _result(Instance(stack, "plain", "baseline"), op, _series([5e4, 5e4, 5e4]), {}, _plan()).to_dict()
+    r = _result(
+        Instance(stack, "plain", "baseline"), op, _series([5e4, 5e4, 5e4]), {}, _plan()
+    ).to_dict()
     assert "median_ops_per_s" in r and "median_bytes_per_s" not in r
     assert r["baseline"] is None and r["overhead"] is None
 
@@ -109,7 +115,7 @@ def test_ram_medium_size_is_chosen_from_free_memory(monkeypatch):
     monkeypatch.setattr(cpu, "memory", lambda: {"total": 2 << 30, "available": 1 << 30})
     assert RamMedium().auto_size(10) == 128 << 20             # the floor…
     with pytest.raises(UserError, match="pass a smaller --size"):
-        RamMedium().require_room(128 << 20, 10)                      # …which does not fit: refused clearly
+        RamMedium().require_room(128 << 20, 10)  # …which does not fit: refused clearly
 
 
 def test_first_samples_that_run_low_across_the_run_are_a_finding():
@@ -122,16 +128,22 @@ def test_first_samples_that_run_low_across_the_run_are_a_finding():
                           "values": values})
     cold = [result(f"s{i}", [80 + i, 100, 101, 99]) for i in range(6)]
     said = first_samples_low(cold)
-    assert len(said) == 1 and "6 of 6 storage results" in said[0] and "s0 write 1 MiB 0.80" in said[0]
+    assert (
+        len(said) == 1 and "6 of 6 storage results" in said[0] and "s0 write 1 MiB 0.80" in said[0]
+    )
     assert said[0] in findings(cold, [])
-    steady = [result(f"s{i}", [100 + (-1) ** i * 6, 100, 101]) for i in range(6)]   # low and high in turn
+    steady = [
+        result(f"s{i}", [100 + (-1) ** i * 6, 100, 101]) for i in range(6)
+    ]  # low and high in turn
     assert first_samples_low(steady) == []
-    assert first_samples_low(cold[:4]) == []                                 # too few results to tell
+    assert first_samples_low(cold[:4]) == []  # too few results to tell
 
 
 def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monkeypatch):
-    """The host's memory bandwidth, measured before the first sample, moved 8 % (CV): a result whose own CV
-    is within 1.5× that is put down to the memory, in the result and in a finding; one far wider keeps its
+    """The host's memory bandwidth, measured before the first sample, moved 8 % (CV): a result whose
+    own CV
+    is within 1.5× that is put down to the memory, in the result and in a finding; one far wider
+    keeps its
     stack's cause; a memory that held still explains nothing."""
     from cryptcost.analysis import host_noise
     from cryptcost.runner.core.quiet import memory_noise
@@ -139,21 +151,33 @@ def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monke
     op = wl.Op("seq", "read", 1 << 20)
     stack = get("securefs")()
     inst = Instance(stack, stack.label, "measured")
-    shaky = {"copies": 10, "seconds": 0.2, "bytes_per_s": 12e9, "low": 9e9, "high": 14e9, "cv": 0.08}
+    shaky = {
+        "copies": 10,
+        "seconds": 0.2,
+        "bytes_per_s": 12e9,
+        "low": 9e9,
+        "high": 14e9,
+        "cv": 0.08,
+    }
 
     def result(values, memory):
         plan = _plan()
         plan.memory_noise = memory
         return _result(inst, op, _series(values), {}, plan).to_dict()
-    within = result([100e6, 110e6, 92e6], shaky)                   # CV ≈ 9 %: within 1.5 × 8 %
-    assert within["unstable"] is True and within["likely_cause"].startswith("the host's memory bandwidth, which moved 8%")
+    within = result([100e6, 110e6, 92e6], shaky)  # CV ≈ 9 %: within 1.5 × 8 %
+    assert within["unstable"] is True and within["likely_cause"].startswith(
+        "the host's memory bandwidth, which moved 8%"
+    )
     assert within["params"]["memory_noise"] == shaky
     wider = result([100e6, 140e6, 70e6], shaky)                    # CV ≈ 33 %: the stack's own
     assert wider["likely_cause"] == "the FUSE daemon's threads competing with fio for 2 core(s)"
     still = result([100e6, 110e6, 92e6], {**shaky, "cv": 0.01})
     assert still["likely_cause"] == "the FUSE daemon's threads competing with fio for 2 core(s)"
     [finding] = host_noise([], read([within, wider]))
-    assert finding.startswith("the host's memory bandwidth was not steady: 10 copies of 0.2 s") and "CV 8.0%" in finding
+    assert (
+        finding.startswith("the host's memory bandwidth was not steady: 10 copies of 0.2 s")
+        and "CV 8.0%" in finding
+    )
     assert "1 unstable result(s) are no wider than that" in finding
     assert host_noise([], read([still])) == []
     got = memory_noise(copies=3, seconds=0.01)                      # the real measurement, briefly

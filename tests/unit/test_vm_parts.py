@@ -12,7 +12,9 @@ from cryptcost.guest.image import INIT, GuestKernel
 def test_the_guest_runs_the_command_quoted_with_its_own_store_and_the_emulation_mark():
     kernel = GuestKernel("6.1.0-56-amd64", Path("/boot/vmlinuz-6.1.0-56-amd64"))
     emulated = emulation(VmOptions(accel="tcg"), kernel)
-    script = guest_script(["storage", "--stacks", "luks; rm -rf /", "--json"], "/work/x y", emulated)
+    script = guest_script(
+        ["storage", "--stacks", "luks; rm -rf /", "--json"], "/work/x y", emulated
+    )
     line = next(l for l in script.splitlines() if "-m cryptcost" in l)
     argv = shlex.split(line.split(" > ")[0])
     assert argv[-6:] == ["--db", GUEST_DB, "storage", "--stacks", "luks; rm -rf /", "--json"]
@@ -26,8 +28,14 @@ def test_the_guest_runs_the_command_quoted_with_its_own_store_and_the_emulation_
 
 def test_qemu_shares_the_root_read_only_and_blacklists_modules_on_the_kernel_line(tmp_path):
     kernel = GuestKernel("6.1.0-56-amd64", Path("/boot/vmlinuz-6.1.0-56-amd64"))
-    argv = qemu_argv(VmOptions(accel="tcg", blacklist=("aesni_intel",)), kernel, tmp_path / "i.gz", tmp_path / "s.img",
-                     tmp_path / "x", tmp_path / "c.log")
+    argv = qemu_argv(
+        VmOptions(accel="tcg", blacklist=("aesni_intel",)),
+        kernel,
+        tmp_path / "i.gz",
+        tmp_path / "s.img",
+        tmp_path / "x",
+        tmp_path / "c.log",
+    )
     shares = [argv[i + 1] for i, a in enumerate(argv) if a == "-virtfs"]
     assert shares[0].startswith("local,path=/,mount_tag=hostroot") and "readonly=on" in shares[0]
     assert "readonly" not in shares[1]
@@ -39,10 +47,11 @@ def test_qemu_shares_the_root_read_only_and_blacklists_modules_on_the_kernel_lin
 def test_a_failed_boot_is_named_in_one_line():
     assert failure_cause("x\ncc-init: FAILED: cannot mount the scratch disk /dev/vda\nmore") == \
         "cc-init: FAILED: cannot mount the scratch disk /dev/vda"
-    assert failure_cause("[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n").startswith(
-        "Kernel panic - not syncing")
+    assert failure_cause(
+        "[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n"
+    ).startswith("Kernel panic - not syncing")
     assert failure_cause("") == "the guest stopped without reporting an exit code"
-    assert "fail \"insmod $m\"" in INIT                      # every init step names itself when it fails
+    assert "fail \"insmod $m\"" in INIT  # every init step names itself when it fails
 
 
 def test_auto_picks_kvm_only_where_it_boots_the_kernel_quickly_and_remembers(tmp_path, monkeypatch):
@@ -65,7 +74,10 @@ def test_auto_picks_kvm_only_where_it_boots_the_kernel_quickly_and_remembers(tmp
 
     def boots(argv, **kw):
         runs.append(argv)
-        return proc.Completed(argv, 0, "[ 0.4] Kernel panic - not syncing: VFS: Unable to mount root fs", "", 0.6)
+        return proc.Completed(
+            argv, 0, "[ 0.4] Kernel panic - not syncing: VFS: Unable to mount root fs", "", 0.6
+        )
+
     monkeypatch.setattr(proc, "run", boots)
     assert vm.choose_accel(VmOptions(), kernel) == ("kvm", "KVM boots the kernel in 0.6 s")
     assert runs[0][runs[0].index("-accel") + 1] == "kvm"
@@ -74,7 +86,10 @@ def test_auto_picks_kvm_only_where_it_boots_the_kernel_quickly_and_remembers(tmp
         f.unlink()
 
     def aborts(argv, **kw):
-        return proc.Completed(argv, 134, "", "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69\n", 0.03)
+        return proc.Completed(
+            argv, 134, "", "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69\n", 0.03
+        )
+
     monkeypatch.setattr(proc, "run", aborts)
     accel, why = vm.choose_accel(VmOptions(), kernel)
     assert accel == "tcg" and "failed to set MSR 0x10a" in why
@@ -101,7 +116,9 @@ def test_the_guest_reads_the_hosts_tool_versions_instead_of_asking_again(tmp_pat
     monkeypatch.setenv(tools.KNOWN, str(known))
     asked = []
     real = proc.run
-    monkeypatch.setattr(proc, "run", lambda argv, **kw: asked.append(list(argv)) or real(argv, **kw))
+    monkeypatch.setattr(
+        proc, "run", lambda argv, **kw: asked.append(list(argv)) or real(argv, **kw)
+    )
     for cache in (tools._known, tools.version, tools._package_version):
         cache.cache_clear()
     try:

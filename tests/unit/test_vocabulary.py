@@ -15,7 +15,9 @@ ACCEL_TWIN = re.compile(r"accel\w*[- ]off twin|acceleration twin|accel_twin|twin
 
 
 def _functions(tree: ast.AST) -> list[str]:
-    return [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [
+        n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
 
 
 def _named_check(paths) -> list[str]:

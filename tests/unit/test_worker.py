@@ -164,8 +164,10 @@ def test_each_fleet_host_runs_into_a_store_of_its_own_and_prints_only_its_export
     assert "exec </dev/null" in remote_command(["run"], PeerOptions(), plan=False)
     pair = remote_command(pair_args("db1", PeerOptions(ssh_config="/etc/cc/ssh", sudo=True)),
                           PeerOptions(), plan=False)
-    assert ("network --link peer:db1 --stacks all --peer-command cryptcost --ssh-config /etc/cc/ssh "
-            "--peer-sudo >&2") in pair
+    assert (
+        "network --link peer:db1 --stacks all --peer-command cryptcost --ssh-config /etc/cc/ssh "
+        "--peer-sudo >&2"
+    ) in pair
     # pairs run in rounds that share no host
     assert waves([("a", "b"), ("c", "d"), ("b", "c"), ("a", "d")]) == [
         [("a", "b"), ("c", "d")], [("b", "c"), ("a", "d")]]
