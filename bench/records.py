@@ -48,10 +48,7 @@ def figure(cell: str, value: float | str, unit: str = "", ci95: list | tuple | N
            verdict: str | None = None) -> dict:
     """One figure of a bench: a ratio, a time, a share; its interval and verdict where known."""
     return {
-        "cell": cell,
-        "value": value,
-        "unit": unit,
-        "ci95": list(ci95) if ci95 else None,
+        "cell": cell, "value": value, "unit": unit, "ci95": list(ci95) if ci95 else None,
         "verdict": verdict,
     }
 
@@ -63,14 +60,8 @@ def record(bench: str, goal: str, met: bool, figures: list[dict], directory: Pat
     directory = Path(directory or RECORDS)
     directory.mkdir(parents=True, exist_ok=True)
     entry = {
-        "bench": bench,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "commit": _commit(),
-        "cpu": _cpu(),
-        "cores": _cores(),
-        "goal": goal,
-        "met": bool(met),
-        "figures": figures,
+        "bench": bench, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": _commit(),
+        "cpu": _cpu(), "cores": _cores(), "goal": goal, "met": bool(met), "figures": figures,
         "note": note,
     }
     path = directory / f"{bench}.jsonl"

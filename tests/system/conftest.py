@@ -58,11 +58,8 @@ def _release_killed_sessions() -> None:
     states = {os.path.realpath(os.path.dirname(j)) for j in found}
     for state in sorted(states):
         done = subprocess.run(
-            [sys.executable, "-m", "cryptcost", "cleanup"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "CRYPTCOST_STATE_DIR": state},
-            timeout=600,
+            [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+            env={**os.environ, "CRYPTCOST_STATE_DIR": state}, timeout=600,
         )
         if "nothing to clean up" not in done.stdout:
             print(

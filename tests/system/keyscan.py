@@ -70,8 +70,7 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
     too (a peer's); ``logs``: a glob of files read while the run lives (a peer worker's log,
     which the run removes)."""
     env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp_path / "data"),
+        **os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
         "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
     }
     env.pop("CRYPTCOST_RUN", None)
@@ -154,29 +153,18 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
     report = tmp_path / "report.html"
     subprocess.run(
         [sys.executable, "-m", "cryptcost", "report", "--format", "html", "-o", str(report)],
-        env=env,
-        check=True,
-        capture_output=True,
-        cwd=tmp_path,
+        env=env, check=True, capture_output=True, cwd=tmp_path,
     )
     exported = subprocess.run(
-        [sys.executable, "-m", "cryptcost", "report", "--format", "json"],
-        env=env,
-        check=True,
-        capture_output=True,
-        cwd=tmp_path,
+        [sys.executable, "-m", "cryptcost", "report", "--format", "json"], env=env, check=True,
+        capture_output=True, cwd=tmp_path,
     ).stdout
     store = b"".join(
         open(p, "rb").read() for p in glob.glob(str(tmp_path / "data" / "cryptcost" / "*"))
     )
     everything = {
-        "stdout": out,
-        "stderr": b"".join(lines),
-        "store": store,
-        "report": report.read_bytes(),
-        "json": exported,
-        "journal": b"".join(journals),
-        "argv": b"\n".join(cmdlines),
+        "stdout": out, "stderr": b"".join(lines), "store": store, "report": report.read_bytes(),
+        "json": exported, "journal": b"".join(journals), "argv": b"\n".join(cmdlines),
         "logs": b"".join(logged.values()),
     }
     found = [(where, s[:12]) for where, blob in everything.items() for s in secrets_ if s in blob]

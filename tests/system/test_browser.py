@@ -23,9 +23,7 @@ def chromium(tmp_path, page, *extra) -> subprocess.CompletedProcess:
         skip_or_fail("chromium", "chromium is not installed (apt-get install chromium)")
     return subprocess.run(
         [exe, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *extra, f"file://{page}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        capture_output=True, text=True, timeout=120,
     )
 
 

@@ -52,18 +52,8 @@ def test_go_engine_and_its_accel_switch(cli):
 
 def test_kernel_engine_says_why_it_cannot_run(cli):
     proc = cli(
-        "ciphers",
-        "--engine",
-        "kernel",
-        "--algo",
-        "aes-256-xts",
-        "--json",
-        "--min-samples",
-        "1",
-        "--max-samples",
-        "1",
-        "--warmup",
-        "0",
+        "ciphers", "--engine", "kernel", "--algo", "aes-256-xts", "--json", "--min-samples", "1",
+        "--max-samples", "1", "--warmup", "0",
     )
     if kernel.af_alg():
         assert proc.returncode == 0, proc.stderr
@@ -77,19 +67,8 @@ def test_results_are_in_the_store_and_export(cli, tmp_path):
     db = str(tmp_path / "r.db")
     assert (
         cli(
-            "ciphers",
-            "--db",
-            db,
-            "--engine",
-            "openssl",
-            "--algo",
-            "aes-128-gcm",
-            "--min-samples",
-            "2",
-            "--max-samples",
-            "2",
-            "--warmup",
-            "0",
+            "ciphers", "--db", db, "--engine", "openssl", "--algo", "aes-128-gcm", "--min-samples",
+            "2", "--max-samples", "2", "--warmup", "0",
         ).returncode
         == 0
     )

@@ -79,13 +79,8 @@ def _env(tmp_path, **extra) -> dict:
 
 def _cryptcost(tmp_path, *args, env=None, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cryptcost", *args],
-        capture_output=True,
-        text=True,
-        env=env or _env(tmp_path),
-        timeout=600,
-        cwd=tmp_path / "cwd",
-        **kw,
+        [sys.executable, "-m", "cryptcost", *args], capture_output=True, text=True,
+        env=env or _env(tmp_path), timeout=600, cwd=tmp_path / "cwd", **kw,
     )
 
 
@@ -151,10 +146,7 @@ def test_a_pass_on_fewer_cpus_killed_gets_the_host_settings_back_from_cleanup(tm
     need_root()
     from cryptcost.host import kernel
     from tests.system.conftest import (
-        MASK_BEFORE,
-        PAGE_REPORTING_ORDER,
-        SETTINGS_BEFORE,
-        WORKQUEUE_MASK,
+        MASK_BEFORE, PAGE_REPORTING_ORDER, SETTINGS_BEFORE, WORKQUEUE_MASK,
     )
 
     if MASK_BEFORE is None:
@@ -266,23 +258,9 @@ def _storage_while(
     (it did what it waited for); then (what act returned, exit code, stdout, stderr)."""
     child = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "cryptcost",
-            "storage",
-            "--stacks",
-            stack,
-            "--workloads",
-            "seq-quick",
-            "--size",
-            "64M",
-            "--min-samples",
-            str(samples),
-            "--max-samples",
-            str(samples),
-            "--warmup",
-            "0",
-            "--json",
+            sys.executable, "-m", "cryptcost", "storage", "--stacks", stack, "--workloads",
+            "seq-quick", "--size", "64M", "--min-samples", str(samples), "--max-samples",
+            str(samples), "--warmup", "0", "--json",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -45,9 +45,7 @@ def test_tcp_over_a_netns_link_carries_iperf3_traffic_and_leaves_nothing(state_d
         )
         proc.wait_for(
             lambda: proc.run(link.argv("b", ["ss", "-ltn"]), check=False).stdout.count(":5201") > 0,
-            timeout=10,
-            daemon=server,
-            what="iperf3 listening",
+            timeout=10, daemon=server, what="iperf3 listening",
         )
         done = proc.run(
             link.argv("a", ["iperf3", "-J", "-c", end.host, "-p", str(end.port), "-t", "1"]),
@@ -78,21 +76,15 @@ def test_cleanup_removes_the_namespaces_of_a_killed_run(tmp_path, state_dir):
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     done = subprocess.run(
-        [sys.executable, "-m", "cryptcost", "cleanup"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)},
-        timeout=120,
+        [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+        env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)}, timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert not names & _namespaces()
     assert _namespaces() == before
     again = subprocess.run(
-        [sys.executable, "-m", "cryptcost", "cleanup"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)},
-        timeout=120,
+        [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
+        env={**os.environ, "CRYPTCOST_STATE_DIR": str(state_dir)}, timeout=120,
     )
     assert again.returncode == 0 and "nothing to clean up" in again.stdout
 

@@ -51,21 +51,8 @@ def test_network_stack_measured_verified_and_released(cli, tmp_path, stack):
     workload = CASES[stack]
     before = set(leftovers([]))
     done = cli(
-        "network",
-        "--stacks",
-        stack,
-        "--workloads",
-        workload,
-        "--seconds",
-        "1",
-        "--file-size",
-        "32M",
-        "--min-samples",
-        "2",
-        "--max-samples",
-        "2",
-        "--json",
-        timeout=600,
+        "network", "--stacks", stack, "--workloads", workload, "--seconds", "1", "--file-size",
+        "32M", "--min-samples", "2", "--max-samples", "2", "--json", timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout)
@@ -108,19 +95,8 @@ def test_network_stack_measured_verified_and_released(cli, tmp_path, stack):
 def test_ssh_negotiates_exactly_the_cipher_and_mac_asked_for(cli):
     _available("ssh")
     done = cli(
-        "network",
-        "--stacks",
-        "ssh:aes128-ctr-sha256",
-        "--seconds",
-        "1",
-        "--min-samples",
-        "1",
-        "--max-samples",
-        "1",
-        "--warmup",
-        "0",
-        "--json",
-        timeout=300,
+        "network", "--stacks", "ssh:aes128-ctr-sha256", "--seconds", "1", "--min-samples", "1",
+        "--max-samples", "1", "--warmup", "0", "--json", timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     [r] = [r for r in json.loads(done.stdout)["results"] if r["stack"].startswith("ssh")]
@@ -132,21 +108,8 @@ def test_ssh_negotiates_exactly_the_cipher_and_mac_asked_for(cli):
 def test_smb3_checks_every_file_it_moves(cli):
     _available("smb3")
     done = cli(
-        "network",
-        "--stacks",
-        "smb3:aes-256-gcm",
-        "--workloads",
-        "get,smallfiles",
-        "--file-size",
-        "16M",
-        "--min-samples",
-        "1",
-        "--max-samples",
-        "1",
-        "--warmup",
-        "0",
-        "--json",
-        timeout=300,
+        "network", "--stacks", "smb3:aes-256-gcm", "--workloads", "get,smallfiles", "--file-size",
+        "16M", "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json", timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(done.stdout)["results"]
@@ -183,25 +146,13 @@ def test_a_tunnel_daemon_killed_mid_measurement_fails_its_configuration_only(tmp
     _available("tls")
     _available("ssh")
     env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp_path / "data"),
+        **os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
         "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
     }
     child = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "cryptcost",
-            "network",
-            "--stacks",
-            "tls,ssh",
-            "--seconds",
-            "1",
-            "--min-samples",
-            "3",
-            "--max-samples",
-            "3",
-            "--json",
+            sys.executable, "-m", "cryptcost", "network", "--stacks", "tls,ssh", "--seconds", "1",
+            "--min-samples", "3", "--max-samples", "3", "--json",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -246,24 +197,13 @@ def test_kill_9_of_a_network_run_then_cleanup_leaves_nothing(tmp_path):
     _available("tls")
     before_ns = _namespaces()
     env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp_path / "data"),
+        **os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
         "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
     }
     child = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "cryptcost",
-            "network",
-            "--stacks",
-            "wireguard,tls",
-            "--seconds",
-            "2",
-            "--min-samples",
-            "5",
-            "--max-samples",
-            "5",
+            sys.executable, "-m", "cryptcost", "network", "--stacks", "wireguard,tls", "--seconds",
+            "2", "--min-samples", "5", "--max-samples", "5",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -279,10 +219,7 @@ def test_kill_9_of_a_network_run_then_cleanup_leaves_nothing(tmp_path):
     child.wait()
     assert _namespaces() - before_ns, "the run had built no namespaces before it was killed"
     done = subprocess.run(
-        [sys.executable, "-m", "cryptcost", "cleanup"],
-        capture_output=True,
-        text=True,
-        env=env,
+        [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True, env=env,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
@@ -290,10 +227,7 @@ def test_kill_9_of_a_network_run_then_cleanup_leaves_nothing(tmp_path):
     assert not _pids("wireguard-go", "") and not _pids("stunnel4", "cryptcost-")
     assert set(leftovers([str(tmp_path / "state")])) <= set(leftovers([]))
     again = subprocess.run(
-        [sys.executable, "-m", "cryptcost", "cleanup"],
-        capture_output=True,
-        text=True,
-        env=env,
+        [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True, env=env,
         timeout=120,
     )
     assert again.returncode == 0 and "nothing to clean up" in again.stdout
@@ -367,22 +301,8 @@ def test_no_key_reaches_any_output_of_a_debug_network_run(tmp_path):
     secrets_, found, everything = scan_debug_run(
         tmp_path,
         [
-            "network",
-            "--stacks",
-            ",".join(names),
-            "--workloads",
-            "send,put",
-            "--file-size",
-            "8M",
-            "--seconds",
-            "1",
-            "--min-samples",
-            "1",
-            "--max-samples",
-            "1",
-            "--warmup",
-            "0",
-            "--json",
+            "network", "--stacks", ",".join(names), "--workloads", "send,put", "--file-size", "8M",
+            "--seconds", "1", "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json",
         ],
     )
     assert len(secrets_) >= 5, "read no key material during the run"
@@ -408,19 +328,8 @@ def test_the_key_scan_finds_a_key_in_any_of_its_forms(tmp_path):
 def test_loopback_link_measures_forwarders_and_says_the_wire_is_not_checked(cli):
     _available("tls")
     done = cli(
-        "network",
-        "--stacks",
-        "tls",
-        "--link",
-        "loopback",
-        "--seconds",
-        "1",
-        "--min-samples",
-        "2",
-        "--max-samples",
-        "2",
-        "--json",
-        timeout=300,
+        "network", "--stacks", "tls", "--link", "loopback", "--seconds", "1", "--min-samples", "2",
+        "--max-samples", "2", "--json", timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     by = {r["stack"]: r for r in json.loads(done.stdout)["results"]}
@@ -435,19 +344,8 @@ def test_loopback_link_measures_forwarders_and_says_the_wire_is_not_checked(cli)
 def test_jumbo_frames_carry_through_the_tunnel(cli):
     _available("wireguard")
     done = cli(
-        "network",
-        "--stacks",
-        "wireguard",
-        "--mtu",
-        "9000",
-        "--seconds",
-        "1",
-        "--min-samples",
-        "2",
-        "--max-samples",
-        "2",
-        "--json",
-        timeout=300,
+        "network", "--stacks", "wireguard", "--mtu", "9000", "--seconds", "1", "--min-samples", "2",
+        "--max-samples", "2", "--json", timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     [r] = [r for r in json.loads(done.stdout)["results"] if r["stack"] == "wireguard"]
@@ -489,20 +387,13 @@ def test_a_renamed_copy_of_a_network_plugin_is_planned_measured_and_recommended(
         '[policy]\nmin_samples = 2\nmax_samples = 2\nwarmup = 0\n'
     )
     env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp_path / "data"),
+        **os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
         "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
     }
     done = subprocess.run(
         [
-            sys.executable,
-            "-c",
-            load + "sys.exit(main(sys.argv[2:]))",
-            str(plugins),
-            "run",
-            "--plan",
-            str(plan),
-            "--json",
+            sys.executable, "-c", load + "sys.exit(main(sys.argv[2:]))", str(plugins), "run",
+            "--plan", str(plan), "--json",
         ],
         capture_output=True,
         text=True,
@@ -517,14 +408,8 @@ def test_a_renamed_copy_of_a_network_plugin_is_planned_measured_and_recommended(
     assert copy[0]["params"]["facts"]["use_case"] == get("tls").use_case
     report = subprocess.run(
         [
-            sys.executable,
-            "-c",
-            load + "sys.exit(main(sys.argv[2:]))",
-            str(plugins),
-            "report",
-            "latest",
-            "--format",
-            "json",
+            sys.executable, "-c", load + "sys.exit(main(sys.argv[2:]))", str(plugins), "report",
+            "latest", "--format", "json",
         ],
         capture_output=True,
         text=True,
@@ -574,21 +459,8 @@ def test_esp_keyed_by_hand_runs_where_the_kernel_has_esp_and_says_why_not_elsewh
     need_root("esp")
     if unavailable_reason(get("esp")) is None:
         done = cli(
-            "network",
-            "--stacks",
-            "esp:aes-cbc",
-            "--workloads",
-            "send",
-            "--seconds",
-            "1",
-            "--min-samples",
-            "1",
-            "--max-samples",
-            "1",
-            "--warmup",
-            "0",
-            "--json",
-            timeout=600,
+            "network", "--stacks", "esp:aes-cbc", "--workloads", "send", "--seconds", "1",
+            "--min-samples", "1", "--max-samples", "1", "--warmup", "0", "--json", timeout=600,
         )
         assert done.returncode == 0, done.stderr[-2000:]
         [r] = [r for r in json.loads(done.stdout)["results"] if r["stack"] == "esp:aes-cbc"]

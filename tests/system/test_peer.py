@@ -106,11 +106,8 @@ def _hosts(tmp_path, names: list[str], linked: bool = False, user: str = "root")
                 "StrictModes no", "PidFile none", f"SetEnv CRYPTCOST_STATE_DIR={state}"]) + "\n")
             known.append(f"{b} {(d / f'host{i}.pub').read_text()}")
             config += [
-                f"Host {name}",
-                f"  HostName {b}",
-                f"  User {user}",
-                f"  IdentityFile {d / 'client'}",
-                f"  UserKnownHostsFile {d / 'known_hosts'}",
+                f"Host {name}", f"  HostName {b}", f"  User {user}",
+                f"  IdentityFile {d / 'client'}", f"  UserKnownHostsFile {d / 'known_hosts'}",
                 "  StrictHostKeyChecking yes",
             ]
             view = [] if user == "root" else _user_view(Path(d / f"view{i}"), user)
@@ -188,26 +185,10 @@ def test_a_peer_over_ssh_holds_end_b_is_measured_wire_checked_released_and_keeps
     secrets_, found, everything = scan_debug_run(
         tmp_path,
         [
-            "network",
-            "--link",
-            "peer:cc-peer",
-            "--ssh-config",
-            peer["config"],
-            "--peer-command",
-            peer["command"].replace("-m cryptcost", "-m cryptcost --debug"),
-            "--stacks",
-            "tls,ssh,wireguard,ipsec,smb3",
-            "--workloads",
-            "send,put",
-            "--file-size",
-            "4M",
-            "--seconds",
-            "1",
-            "--min-samples",
-            "2",
-            "--max-samples",
-            "2",
-            "--json",
+            "network", "--link", "peer:cc-peer", "--ssh-config", peer["config"], "--peer-command",
+            peer["command"].replace("-m cryptcost", "-m cryptcost --debug"), "--stacks",
+            "tls,ssh,wireguard,ipsec,smb3", "--workloads", "send,put", "--file-size", "4M",
+            "--seconds", "1", "--min-samples", "2", "--max-samples", "2", "--json",
         ],
         prefix=["ip", "netns", "exec", peer["ns"]["a"]],
         states=[peer["state"]],

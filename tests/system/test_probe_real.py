@@ -13,16 +13,7 @@ def test_probe_contract(cli):
     assert "aes" in info["crypto_drivers"]
     assert info["tools"]["openssl"]
     for feat in (
-        "dm-crypt",
-        "af_alg",
-        "fuse",
-        "fscrypt",
-        "loop",
-        "netns",
-        "tun",
-        "esp",
-        "wireguard",
-        "nfs",
+        "dm-crypt", "af_alg", "fuse", "fscrypt", "loop", "netns", "tun", "esp", "wireguard", "nfs",
     ):
         assert feat in info["features"]
     names = {s["name"] for s in info["stacks"]}

@@ -175,10 +175,7 @@ def test_cleanup_ends_processes_whose_pid_never_reached_the_journal(tmp_path):
     child.wait()
     assert all(os.path.exists(f"/proc/{p}") for p in pids)
     done = subprocess.run(
-        [sys.executable, "-m", "cryptcost", "cleanup"],
-        capture_output=True,
-        text=True,
-        env=env,
+        [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True, env=env,
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -188,10 +185,7 @@ def test_cleanup_ends_processes_whose_pid_never_reached_the_journal(tmp_path):
              open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
     assert alive == []
     again = subprocess.run(
-        [sys.executable, "-m", "cryptcost", "cleanup"],
-        capture_output=True,
-        text=True,
-        env=env,
+        [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True, env=env,
         timeout=120,
     )
     assert again.returncode == 0 and "nothing to clean up" in again.stdout

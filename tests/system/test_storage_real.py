@@ -25,12 +25,8 @@ CASES = {
     name: (cls.baselines[0] if cls.baselines else None) for name, cls in of_kind("storage").items()
 }
 ONE_FILE_RESETS = (
-    "fsync+fadvise-dontneed",
-    "fsync+fadvise-dontneed+export",
-    "fsync+fadvise-dontneed+lower",
-    "fsync+drop-caches+idle",
-    "fsync+remount",
-    "fsync+drop-caches",
+    "fsync+fadvise-dontneed", "fsync+fadvise-dontneed+export", "fsync+fadvise-dontneed+lower",
+    "fsync+drop-caches+idle", "fsync+remount", "fsync+drop-caches",
 )
 
 
@@ -64,19 +60,13 @@ def every_stack(tmp_path_factory):
     need_root(*CASES)
     tmp = tmp_path_factory.mktemp("every-stack")
     env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp / "data"),
-        "CRYPTCOST_STATE_DIR": str(tmp / "state"),
+        **os.environ, "XDG_DATA_HOME": str(tmp / "data"), "CRYPTCOST_STATE_DIR": str(tmp / "state"),
     }
 
     def run(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "cryptcost", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-            cwd=tmp,
+            [sys.executable, "-m", "cryptcost", *args], capture_output=True, text=True, env=env,
+            timeout=timeout, cwd=tmp,
         )
     specs = ["all"] + [v for v in VARIANTS if unavailable_reason(get(v.split(":")[0])) is None]
     proc = run(
@@ -226,35 +216,19 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
     for name in ("fscrypt", "gocryptfs"):
         _available(name)
     proc = cli(
-        "storage",
-        "--stacks",
-        "fscrypt,gocryptfs",
-        "--workloads",
-        "rand4k,bigfile,smallfiles,mixed",
-        "--size",
-        "256M",
-        *ONE,
-        timeout=1500,
+        "storage", "--stacks", "fscrypt,gocryptfs", "--workloads",
+        "rand4k,bigfile,smallfiles,mixed", "--size", "256M", *ONE, timeout=1500,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
     cells = {(r["stack"], r["workload"], r["op"], r["iodepth"]) for r in results}
     for stack in ("fscrypt:aes-256-xts", "gocryptfs:aes-gcm", "plain", "gofuse-passthrough"):
         for wanted in (
-            ("rand4k", "randread", 1),
-            ("rand4k", "randread", 32),
-            ("rand4k", "randwrite", 1),
-            ("rand4k", "randwrite", 32),
-            ("bigfile-10M", "write", 1),
-            ("bigfile-51M", "read", 1),
-            ("bigfile-102M", "write", 1),
-            ("bigfile-102M", "read", 1),
-            ("smallfiles", "create", 1),
-            ("smallfiles", "read", 1),
-            ("smallfiles", "stat", 1),
-            ("smallfiles", "delete", 1),
-            ("smallfiles", "untar", 1),
-            ("mixed", "dbench", 2),
+            ("rand4k", "randread", 1), ("rand4k", "randread", 32), ("rand4k", "randwrite", 1),
+            ("rand4k", "randwrite", 32), ("bigfile-10M", "write", 1), ("bigfile-51M", "read", 1),
+            ("bigfile-102M", "write", 1), ("bigfile-102M", "read", 1), ("smallfiles", "create", 1),
+            ("smallfiles", "read", 1), ("smallfiles", "stat", 1), ("smallfiles", "delete", 1),
+            ("smallfiles", "untar", 1), ("mixed", "dbench", 2),
         ):
             assert (stack, *wanted) in cells, (stack, wanted)
     for r in results:
@@ -281,17 +255,8 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
 def test_plain_on_other_filesystems(cli, fs):
     _available("plain")
     proc = cli(
-        "storage",
-        "--stacks",
-        "plain",
-        "--fs",
-        fs,
-        "--workloads",
-        "seq-quick",
-        "--size",
-        "320M",
-        *ONE,
-        timeout=600,
+        "storage", "--stacks", "plain", "--fs", fs, "--workloads", "seq-quick", "--size", "320M",
+        *ONE, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
@@ -435,22 +400,8 @@ def test_the_throttled_medium_is_a_device_of_the_speed_named(cli):
     is paired with its baseline on the same medium."""
     _available("qemu-raw")
     proc = cli(
-        "storage",
-        "--stacks",
-        "fscrypt",
-        "--medium",
-        "throttled:100MB/s",
-        "--workloads",
-        "seq-1m",
-        "--size",
-        "128M",
-        "--min-samples",
-        "2",
-        "--max-samples",
-        "2",
-        "--warmup",
-        "0",
-        "--json",
+        "storage", "--stacks", "fscrypt", "--medium", "throttled:100MB/s", "--workloads", "seq-1m",
+        "--size", "128M", "--min-samples", "2", "--max-samples", "2", "--warmup", "0", "--json",
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -459,9 +410,7 @@ def test_the_throttled_medium_is_a_device_of_the_speed_named(cli):
     for r in results:
         if r["stack"].startswith("plain"):  # plain, and fscrypt's twin plain:encrypt-feature
             assert 60e6 <= r["median_bytes_per_s"] <= 125e6, (
-                r["stack"],
-                r["op"],
-                r["median_bytes_per_s"],
+                r["stack"], r["op"], r["median_bytes_per_s"],
             )
         else:
             assert r["baseline"] == "plain:encrypt-feature" and set(r["vs"]) == {
@@ -483,9 +432,7 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
     for name in ("gocryptfs", "luks-userspace", "fscrypt"):
         _available(name)
     stacks = [
-        "gocryptfs:aes-gcm-go",
-        "gocryptfs:aes-gcm-openssl",
-        "luks-userspace:aes-256-xts-plain64",
+        "gocryptfs:aes-gcm-go", "gocryptfs:aes-gcm-openssl", "luks-userspace:aes-256-xts-plain64",
         "fscrypt:aes-256-xts",
     ]
     proc = cli(
@@ -689,8 +636,7 @@ def test_cryfs_mounts_in_the_background_and_nothing_of_it_survives_release(state
 @pytest.mark.parametrize(
     "stack,mode",
     [
-        ("plain", "fadvise_dontneed"),
-        ("fscrypt", "fadvise_dontneed"),
+        ("plain", "fadvise_dontneed"), ("fscrypt", "fadvise_dontneed"),
         ("qemu-raw", "fadvise_dontneed+export"),
     ],
 )

@@ -80,15 +80,7 @@ def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
     plan.write_text(PLAN)
     before = set(leftovers([]))
     done = cli(
-        "vm",
-        "--timeout",
-        "900",
-        "--",
-        "run",
-        "--plan",
-        str(plan),
-        "--no-report",
-        "--json",
+        "vm", "--timeout", "900", "--", "run", "--plan", str(plan), "--no-report", "--json",
         timeout=1000,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -184,16 +176,13 @@ def _qemu_pids(marker: str) -> list[int]:
 def test_kill_9_of_a_vm_run_then_cleanup_ends_qemu_and_removes_its_files(tmp_path):
     _vm_ready()
     env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp_path / "data"),
+        **os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
         "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
     }
     dirs = set(glob.glob("/tmp/cryptcost-vm-*"))
     child = subprocess.Popen(
         [sys.executable, "-m", "cryptcost", "vm", "--timeout", "600", "--", "probe"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
     deadline, mine = time.monotonic() + 60, set()
     while time.monotonic() < deadline and not mine:
@@ -208,10 +197,7 @@ def test_kill_9_of_a_vm_run_then_cleanup_ends_qemu_and_removes_its_files(tmp_pat
     child.wait()
     assert _qemu_pids(work), "qemu should outlive a kill -9 of cryptcost, for cleanup to end"
     done = subprocess.run(
-        [sys.executable, "-m", "cryptcost", "cleanup"],
-        capture_output=True,
-        text=True,
-        env=env,
+        [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True, env=env,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -29,12 +29,7 @@ from tests.system.test_vm import _by, _vm_ready
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
 FAST = ["--min-samples", "2", "--max-samples", "2", "--warmup", "0"]
 ONCE = [
-    "--min-samples",
-    "1",
-    "--max-samples",
-    "1",
-    "--warmup",
-    "0",
+    "--min-samples", "1", "--max-samples", "1", "--warmup", "0",
 ]  # what works, not how fast: one sample
 
 
@@ -61,34 +56,18 @@ def r2_run(tmp_path_factory):
     plan = tmp / "plan.toml"
     plan.write_text(R2_PLAN)
     env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp / "data"),
-        "CRYPTCOST_STATE_DIR": str(tmp / "state"),
+        **os.environ, "XDG_DATA_HOME": str(tmp / "data"), "CRYPTCOST_STATE_DIR": str(tmp / "state"),
     }
 
     def cli(*argv, timeout):
         return subprocess.run(
-            [sys.executable, "-m", "cryptcost", *argv],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-            cwd=tmp,
+            [sys.executable, "-m", "cryptcost", *argv], capture_output=True, text=True, env=env,
+            timeout=timeout, cwd=tmp,
         )
 
     done = cli(
-        "vm",
-        "--timeout",
-        "3000",
-        "--memory",
-        "8192",
-        "--",
-        "run",
-        "--plan",
-        str(plan),
-        "--no-report",
-        "--json",
-        timeout=3120,
+        "vm", "--timeout", "3000", "--memory", "8192", "--", "run", "--plan", str(plan),
+        "--no-report", "--json", timeout=3120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = cli("report", "latest", "--format", "json", timeout=300)
@@ -139,16 +118,8 @@ def test_aesni_blacklisted_in_the_guest_changes_the_kernel_driver(r2_run, cli, t
     plan = tmp_path / "plan.toml"
     plan.write_text(R2_PLAN.replace('"luks:*", "tcrypt:*", "dm-null"', '"luks:aes-xts-plain64"'))
     out, _ = _guest(
-        cli,
-        "--blacklist",
-        "aesni_intel",
-        "--",
-        "run",
-        "--plan",
-        str(plan),
-        "--no-report",
-        "--json",
-        timeout=1500,
+        cli, "--blacklist", "aesni_intel", "--", "run", "--plan", str(plan), "--no-report",
+        "--json", timeout=1500,
     )
     on, off = _aes_xts(r2_run[0]), _aes_xts(out)
     assert on[0]["module"] == "aesni_intel", on
@@ -166,24 +137,9 @@ def test_dm_crypts_acceleration_off_twin_runs_the_kernels_c_aes_and_is_verified(
     counts only as significantly slower (under TCG as on hardware, the C AES is the slower)."""
     _vm_ready()
     out, _ = _guest(
-        cli,
-        "--",
-        "storage",
-        "--stacks",
-        "luks:aes-xts-plain64",
-        "--accel",
-        "on,off",
-        "--workloads",
-        "seq-1m",
-        "--size",
-        "64M",
-        "--min-samples",
-        "3",
-        "--max-samples",
-        "3",
-        "--warmup",
-        "0",
-        "--json",
+        cli, "--", "storage", "--stacks", "luks:aes-xts-plain64", "--accel", "on,off",
+        "--workloads", "seq-1m", "--size", "64M", "--min-samples", "3", "--max-samples", "3",
+        "--warmup", "0", "--json",
     )
     on = {r["op"]: r for r in _by(out["results"], "storage", "luks:aes-xts-plain64")}
     off = {r["op"]: r for r in _by(out["results"], "storage", "luks:aes-xts-plain64/accel-off")}
@@ -221,19 +177,8 @@ def test_a_delay_on_the_link_slows_every_round_trip_in_the_guest(cli, tmp_path):
     the stack and its baseline are measured on that one delayed link, as cells of their own."""
     _vm_ready()
     out, done = _guest(
-        cli,
-        "--",
-        "network",
-        "--stacks",
-        "tls",
-        "--workloads",
-        "send",
-        "--delay",
-        "40",
-        "--seconds",
-        "2",
-        *ONCE,
-        "--json",
+        cli, "--", "network", "--stacks", "tls", "--workloads", "send", "--delay", "40",
+        "--seconds", "2", *ONCE, "--json",
     )
     assert "40 ms added to each round trip (netem)" in done.stderr, done.stderr[-2000:]
     results = {r["stack"]: r for r in _by(out["results"], "network")}

@@ -45,10 +45,7 @@ def test_a_bench_in_a_short_mode_writes_its_record(tmp_path):
 def test_the_readme_table_is_the_latest_record_of_each_bench(tmp_path):
     for n, met in ((1, False), (2, True)):
         records.record(
-            "demo",
-            "goal",
-            met,
-            [records.figure("cell", 1.0 + n / 100, "×", (0.99, 1.05), "n.s.")],
+            "demo", "goal", met, [records.figure("cell", 1.0 + n / 100, "×", (0.99, 1.05), "n.s.")],
             tmp_path,
         )
     readme = tmp_path / "README.md"

@@ -100,9 +100,7 @@ def test_each_kind_is_stored_paired_compared_and_analysed_on_its_cell(tmp_path):
     sink = StoreSink(store, run)
     ciphers = run_ciphers(
         CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",), accel=(True, False)),
-        FakeExecutor(),
-        stats.Policy(min_samples=3, max_samples=3, warmup=0),
-        sink=sink,
+        FakeExecutor(), stats.Policy(min_samples=3, max_samples=3, warmup=0), sink=sink,
     ).results
     built = ciphers + _storage_results() + _network_results()
     for r in built[len(ciphers):]:
@@ -144,9 +142,7 @@ def test_each_kind_is_stored_paired_compared_and_analysed_on_its_cell(tmp_path):
     a = analyze(stored, {"cpu": {}})
     [split] = a.split
     assert (split.stack, split.twin, split.reference) == (
-        fscrypt["stack"],
-        "plain:encrypt-feature",
-        "plain",
+        fscrypt["stack"], "plain:encrypt-feature", "plain",
     )
     # and compare pairs a run with itself result for result, every kind
     assert len({compare.key(Stored.of(d)) for d in stored}) == len(stored)
@@ -161,16 +157,8 @@ def test_each_kind_is_stored_paired_compared_and_analysed_on_its_cell(tmp_path):
 def test_a_cell_reads_only_its_kinds_dimensions():
     """A storage result's JSON carries ``engine`` (fio): how it was measured, not what."""
     d = {
-        "kind": "storage",
-        "stack": "plain",
-        "workload": "seq",
-        "op": "read",
-        "engine": "fio",
-        "block_bytes": 4096,
-        "iodepth": 1,
-        "medium": "ram",
-        "fs": "ext4",
-        "size": 1 << 28,
+        "kind": "storage", "stack": "plain", "workload": "seq", "op": "read", "engine": "fio",
+        "block_bytes": 4096, "iodepth": 1, "medium": "ram", "fs": "ext4", "size": 1 << 28,
         "accel": True,
     }
     c = Cell.of(d)
@@ -192,15 +180,8 @@ def test_older_series_are_renamed_by_their_cell(tmp_path):
         conn.executescript(step) if isinstance(step, str) else step(conn)
     conn.execute("PRAGMA user_version = 4")
     described = {
-        "stack": "plain",
-        "accel": True,
-        "params": {"facts": {"role": "baseline"}},
-        "medium": "ram",
-        "fs": "ext4",
-        "workload": "seq",
-        "op": "read",
-        "block_bytes": 4096,
-        "iodepth": 1,
+        "stack": "plain", "accel": True, "params": {"facts": {"role": "baseline"}}, "medium": "ram",
+        "fs": "ext4", "workload": "seq", "op": "read", "block_bytes": 4096, "iodepth": 1,
         "size": 1 << 28,
     }
     conn.execute("INSERT INTO runs(started, command, host) VALUES ('2026-01-01', 'storage', '{}')")

@@ -18,36 +18,17 @@ from tests.conftest import FIXTURES
 
 def _result(stack, op, value, *, facts, cpus=None, part=None, baseline=None, vs=None, bs=1 << 20):
     return {
-        "kind": "storage",
-        "stack": stack,
-        "workload": "seq",
-        "op": op,
-        "block_bytes": bs,
-        "iodepth": 1,
-        "cpus": cpus,
-        "part": part,
-        "medium": "ram",
-        "fs": "ext4",
-        "size": 256 << 20,
-        "median_bytes_per_s": value,
-        "values": [value * 0.99, value, value * 1.01],
-        "samples": 3,
-        "ci95": [value * 0.98, value * 1.02],
-        "baseline": baseline,
-        "vs": vs or {},
-        "overhead": (vs or {}).get(baseline, {}).get("overhead"),
-        "params": {"facts": facts},
-        "notes": [],
-        "cpu": {"max_core_busy": 0.5},
+        "kind": "storage", "stack": stack, "workload": "seq", "op": op, "block_bytes": bs,
+        "iodepth": 1, "cpus": cpus, "part": part, "medium": "ram", "fs": "ext4", "size": 256 << 20,
+        "median_bytes_per_s": value, "values": [value * 0.99, value, value * 1.01], "samples": 3,
+        "ci95": [value * 0.98, value * 1.02], "baseline": baseline, "vs": vs or {},
+        "overhead": (vs or {}).get(baseline, {}).get("overhead"), "params": {"facts": facts},
+        "notes": [], "cpu": {"max_core_busy": 0.5},
     }
 
 
 PLAIN = {
-    "kind": "storage",
-    "layer": "kernel",
-    "role": "baseline",
-    "use_case": None,
-    "baselines": [],
+    "kind": "storage", "layer": "kernel", "role": "baseline", "use_case": None, "baselines": [],
     "security": [],
 }
 NOVEL = {"kind": "storage", "layer": "fuse", "role": "measured", "use_case": "any-filesystem",
@@ -63,14 +44,8 @@ def test_pairing_uses_the_full_cell_key():
             results.append(_result("plain", "read", base, facts=PLAIN, cpus=cpus, part=part))
             results.append(
                 _result(
-                    "novelfs",
-                    "read",
-                    base / 2,
-                    facts=NOVEL,
-                    cpus=cpus,
-                    part=part,
-                    baseline="plain",
-                    vs={"plain": {"overhead": 0.5, "significant": True}},
+                    "novelfs", "read", base / 2, facts=NOVEL, cpus=cpus, part=part,
+                    baseline="plain", vs={"plain": {"overhead": 0.5, "significant": True}},
                 )
             )
     a = analyze(results, {"cpu": {}})
@@ -87,11 +62,7 @@ def test_an_unknown_stack_is_ranked_and_its_facts_repeated():
     results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
     results += [
         _result(
-            "novelfs",
-            op,
-            300e6,
-            facts=NOVEL,
-            baseline="plain",
+            "novelfs", op, 300e6, facts=NOVEL, baseline="plain",
             vs={"plain": {"overhead": 0.25, "significant": True}},
         )
         for op in ("read", "write")
@@ -219,9 +190,7 @@ def test_every_real_plugin_declares_complete_facts():
                 else cls(variant, cls.filesystems[0]).facts()
             )
             assert f["kind"] in ("storage", "network") and f["layer"] in (
-                "kernel",
-                "fuse",
-                "userspace",
+                "kernel", "fuse", "userspace",
             )
             if f["role"] == "measured":
                 assert f["use_case"] and f["security"] and f["baselines"], (name, variant)
@@ -230,18 +199,13 @@ def test_every_real_plugin_declares_complete_facts():
 def test_stacks_whose_difference_is_noise_share_a_rank():
     results = [_result("plain", op, 400e6, facts=PLAIN) for op in ("read", "write")]
     for name, value, spread in (
-        ("fast", 300e6, 0.01),
-        ("noisy", 290e6, 0.3),
-        ("slow", 100e6, 0.01),
+        ("fast", 300e6, 0.01), ("noisy", 290e6, 0.3), ("slow", 100e6, 0.01),
     ):
         for op in ("read", "write"):
             r = _result(name, op, value, facts=NOVEL, baseline="plain",
                         vs={"plain": {"overhead": 1 - value / 400e6, "significant": True}})
             r["values"] = [
-                value * (1 - spread),
-                value,
-                value * (1 + spread),
-                value * (1 - spread / 2),
+                value * (1 - spread), value, value * (1 + spread), value * (1 - spread / 2),
             ]
             results.append(r)
     a = analyze(results, {"cpu": {}})
@@ -287,14 +251,8 @@ def test_stacks_that_trade_places_share_a_rank_and_the_text_says_where_each_wins
 
 def _cipher(alg, accel, value, threads=1, size=4096):
     return {
-        "kind": "cipher",
-        "engine": "openssl",
-        "algorithm": alg,
-        "accel": accel,
-        "threads": threads,
-        "buffer_bytes": size,
-        "median_bytes_per_s": value,
-        "values": [value] * 3,
+        "kind": "cipher", "engine": "openssl", "algorithm": alg, "accel": accel, "threads": threads,
+        "buffer_bytes": size, "median_bytes_per_s": value, "values": [value] * 3,
     }
 
 
@@ -313,10 +271,7 @@ def _kernel_result(value, iodepth=1, cpus=None):
                 vs={"plain": {"overhead": 0.9, "significant": True}})
     r["iodepth"] = iodepth
     r["params"]["cipher_ref"] = {
-        "algorithm": "aes-256-xts",
-        "where": "kernel",
-        "unit": 4096,
-        "exact": True,
+        "algorithm": "aes-256-xts", "where": "kernel", "unit": 4096, "exact": True,
     }
     return r
 
@@ -498,11 +453,7 @@ def test_every_stack_with_a_twin_gets_its_cost_split_and_the_twin_names_what_it_
     results = [
         _result("plain", "write", 1000e6, facts=PLAIN),
         _result(
-            "plain:encrypt-feature",
-            "write",
-            600e6,
-            facts=twin,
-            baseline="plain",
+            "plain:encrypt-feature", "write", 600e6, facts=twin, baseline="plain",
             vs={"plain": {"overhead": 0.4, "significant": True}},
         ),
         _result(
@@ -550,11 +501,7 @@ def test_a_twin_variant_is_compared_with_its_own_baseline():
         and plain.baselines == ()
     )
     cell = Cell(
-        kind="storage",
-        stack=twin.label,
-        workload="seq",
-        op="write",
-        block_bytes=1 << 20,
+        kind="storage", stack=twin.label, workload="seq", op="write", block_bytes=1 << 20,
         accel=True,
     )
     series = {
@@ -564,10 +511,7 @@ def test_a_twin_variant_is_compared_with_its_own_baseline():
     metrics, _ = against_baselines(twin, cell, [600e6, 610e6, 590e6], series)
     assert metrics["baseline"] == "plain" and metrics["overhead"] == pytest.approx(0.4, abs=0.01)
     r = _result(
-        "plain:encrypt-feature",
-        "write",
-        600e6,
-        facts={**PLAIN, "baselines": ["plain"]},
+        "plain:encrypt-feature", "write", 600e6, facts={**PLAIN, "baselines": ["plain"]},
         **{"baseline": "plain", "vs": {"plain": {"overhead": 0.4, "significant": True}}},
     )
     a = analyze([_result("plain", "write", 1000e6, facts=PLAIN), r], {"cpu": {}})
@@ -581,12 +525,9 @@ def test_a_verdict_never_gives_a_negative_cost_or_a_twin_crypto():
                    vs={"plain": {"overhead": -0.4, "significant": True}})
     fast["overhead_significant"] = True
     twin = _result(
-        "plain:encrypt-feature",
-        "write",
-        98e6,
+        "plain:encrypt-feature", "write", 98e6,
         facts={**PLAIN, "baselines": ["plain"], "isolates": "ext4's encrypt feature"},
-        baseline="plain",
-        vs={"plain": {"overhead": 0.02, "significant": False}},
+        baseline="plain", vs={"plain": {"overhead": 0.02, "significant": False}},
     )
     a = analyze([_result("plain", "write", 100e6, facts=PLAIN), fast, twin], {"cpu": {}})
     said = a.verdicts[1].sentence

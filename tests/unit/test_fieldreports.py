@@ -11,10 +11,8 @@ from tests.conftest import skip_or_fail
 
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
 FILES = {
-    "R1": "000_75dbeb9e5e03c5f1.txt",
-    "R2": "001_0f1c3a61cd778107.txt",
-    "R3": "002_f21579383df5ae1e.txt",
-    "R4": "003_62948da02dcafd69.txt",
+    "R1": "000_75dbeb9e5e03c5f1.txt", "R2": "001_0f1c3a61cd778107.txt",
+    "R3": "002_f21579383df5ae1e.txt", "R4": "003_62948da02dcafd69.txt",
     "R5": "004_d671f89c7be981b8.txt",
 }
 
@@ -62,10 +60,7 @@ def test_every_figure_quoted_is_in_its_report(label):
 
 def _r(stack, value, **cell):
     return {
-        "kind": "network",
-        "stack": stack,
-        "median_bytes_per_s": value,
-        "values": [value] * 3,
+        "kind": "network", "stack": stack, "median_bytes_per_s": value, "values": [value] * 3,
         **cell,
     }
 
@@ -78,20 +73,12 @@ def test_a_run_with_the_reports_cells_is_laid_beside_them():
             _r("nfs:sys", 120e6, workload="get"),
             _r("nfs:krb5p", 24e6, workload="get"),
             {
-                "kind": "storage",
-                "stack": "luks-userspace:aes-256-xts-plain64",
-                "workload": "seq",
-                "op": "write",
-                "block_bytes": 1 << 20,
-                "median_bytes_per_s": 600e6,
+                "kind": "storage", "stack": "luks-userspace:aes-256-xts-plain64", "workload": "seq",
+                "op": "write", "block_bytes": 1 << 20, "median_bytes_per_s": 600e6,
             },
             {
-                "kind": "storage",
-                "stack": "luks-userspace:aes-256-xts-plain64/accel-off",
-                "workload": "seq",
-                "op": "write",
-                "block_bytes": 1 << 20,
-                "accel": False,
+                "kind": "storage", "stack": "luks-userspace:aes-256-xts-plain64/accel-off",
+                "workload": "seq", "op": "write", "block_bytes": 1 << 20, "accel": False,
                 "median_bytes_per_s": 200e6,
             },
         ]
@@ -132,9 +119,7 @@ def test_an_overhead_is_against_the_stacks_matched_baseline_and_the_one_the_run_
             {**cell, "stack": "plain", "median_bytes_per_s": 1000e6},
             {**cell, "stack": "qemu-raw", "median_bytes_per_s": 400e6},
             {
-                **cell,
-                "stack": "luks-userspace:aes-256-xts-plain64",
-                "median_bytes_per_s": 200e6,
+                **cell, "stack": "luks-userspace:aes-256-xts-plain64", "median_bytes_per_s": 200e6,
                 "vs": {"qemu-raw": {"overhead": 0.52, "significant": True}},
             },
         ]

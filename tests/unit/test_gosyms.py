@@ -56,9 +56,7 @@ def test_a_stripped_go_program_names_its_functions_as_the_linker_did(tmp_path):
     text = next(
         line.split()
         for line in subprocess.run(
-            ["readelf", "-SW", str(tmp_path / "stripped")],
-            capture_output=True,
-            text=True,
+            ["readelf", "-SW", str(tmp_path / "stripped")], capture_output=True, text=True,
             check=True,
         ).stdout.splitlines()
         if " .text " in line

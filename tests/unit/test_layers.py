@@ -12,19 +12,9 @@ ROOT = SRC.parents[1]
 
 # Lowest first. A module may import its own package and any lower layer.
 LAYERS = [
-    {"errors", "__init__", "vocabulary"},
-    {"units", "stats", "proc", "faults"},
-    {"model"},
-    {"record"},
-    {"host", "lifecycle", "store"},
-    {"engines", "media", "links"},
-    {"stacks"},
-    {"workloads"},
-    {"runner"},
-    {"suite", "guest", "fleet"},
-    {"analysis"},
-    {"report"},
-    {"cli"},
+    {"errors", "__init__", "vocabulary"}, {"units", "stats", "proc", "faults"}, {"model"},
+    {"record"}, {"host", "lifecycle", "store"}, {"engines", "media", "links"}, {"stacks"},
+    {"workloads"}, {"runner"}, {"suite", "guest", "fleet"}, {"analysis"}, {"report"}, {"cli"},
 ]
 MAX_LINES = 400
 MAX_WIDTH = 100
@@ -184,13 +174,10 @@ def test_proc_is_the_only_spawner():
 @pytest.mark.parametrize(
     "code",
     [
-        "import subprocess",
-        "from multiprocessing import Process",
+        "import subprocess", "from multiprocessing import Process",
         "import asyncio\nasyncio.create_subprocess_exec('x')",
-        "from asyncio import create_subprocess_shell",
-        "import os\nos.system('x')",
-        "import os\nos.posix_spawn('x', [], {})",
-        "from os import fork",
+        "from asyncio import create_subprocess_shell", "import os\nos.system('x')",
+        "import os\nos.posix_spawn('x', [], {})", "from os import fork",
         "import pty\npty.spawn('x')",
     ],
 )

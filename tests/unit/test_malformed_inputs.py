@@ -80,11 +80,7 @@ FLAGS = {
     "network unknown workload": ["network", "--stacks", "tcp", "--workloads", "ftp"],
     "storage bad cpus": ["storage", "--stacks", "plain", "--cpus", "0"],
     "storage throttled without a rate": [
-        "storage",
-        "--stacks",
-        "plain",
-        "--medium",
-        "throttled:fast",
+        "storage", "--stacks", "plain", "--medium", "throttled:fast",
     ],
     "storage more cpus than the machine": ["storage", "--stacks", "plain", "--cpus", "1,999"],
     "network cpus not a number": ["network", "--stacks", "tcp", "--cpus", "two"],
@@ -159,8 +155,6 @@ def test_run_without_root_measures_ciphers_and_says_why_not_storage(monkeypatch)
     plan = for_this_host(load("quick", None))
     assert [p.storage for p in plan.parts] == [None] and plan.parts[0].ciphers
     assert {
-        "part": "quick",
-        "what": "storage stacks",
-        "reason": "they need root (loop devices, mounts, FUSE)",
-        "install": "run with sudo",
+        "part": "quick", "what": "storage stacks",
+        "reason": "they need root (loop devices, mounts, FUSE)", "install": "run with sudo",
     } in plan.cannot_run

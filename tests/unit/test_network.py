@@ -152,9 +152,7 @@ def test_network_workloads_per_traffic():
 def test_quick_suite_has_a_network_part_and_seeds_has_r5():
     quick = load("quick", None)
     assert sorted(quick.parts[0].network["stacks"]) == [
-        "ssh",
-        "tls",
-        "wireguard",
+        "ssh", "tls", "wireguard",
     ]  # as their facts declare
     seeds = load("seeds", None)
     r5 = [p for p in seeds.parts if p.label.startswith("R5")]
@@ -211,15 +209,8 @@ def test_bad_network_tables_are_refused(table, message):
 # --- analysis -------------------------------------------------------------------------------
 
 def _net(
-    stack: str,
-    value: float,
-    *,
-    role="measured",
-    daemon=0.0,
-    packet=1494,
-    baseline="tcp",
-    cipher=None,
-    **extra,
+    stack: str, value: float, *, role="measured", daemon=0.0, packet=1494, baseline="tcp",
+    cipher=None, **extra,
 ):
     return Stored.of(
         {
@@ -240,8 +231,7 @@ def _net(
             "params": {
                 "cipher_ref": cipher,
                 "facts": {
-                    "role": role,
-                    "use_case": None if role == "baseline" else "site-to-site",
+                    "role": role, "use_case": None if role == "baseline" else "site-to-site",
                     "baselines": ["tcp"],
                 },
             },
@@ -259,13 +249,8 @@ def test_network_bottleneck_rules():
     table = [
         Stored.of(
             {
-                "kind": "cipher",
-                "engine": "openssl",
-                "algorithm": "aes-128-gcm",
-                "accel": True,
-                "threads": 1,
-                "buffer_bytes": 16384,
-                "median_bytes_per_s": 1e9,
+                "kind": "cipher", "engine": "openssl", "algorithm": "aes-128-gcm", "accel": True,
+                "threads": 1, "buffer_bytes": 16384, "median_bytes_per_s": 1e9,
             }
         )
     ]
@@ -414,10 +399,7 @@ def _result(stack: str, values: list[float], accel: bool):
     from cryptcost.stats import summarize
     return Result(
         Cell(kind="network", stack=stack, workload="send", streams=1, accel=accel),
-        summarize(values),
-        "cap_reached",
-        {"params": {}},
-        tuple(Sample(v, 1.0) for v in values),
+        summarize(values), "cap_reached", {"params": {}}, tuple(Sample(v, 1.0) for v in values),
     )
 
 

@@ -13,12 +13,7 @@ from cryptcost.engines.tcpdump import Packet
 from cryptcost.runner.network.wire import judge
 from cryptcost.stacks import get
 from cryptcost.stacks.nfs import (
-    OP_SEQUENCE,
-    call_protection,
-    known_bug,
-    mount_options,
-    rpc_record,
-    service_enctype,
+    OP_SEQUENCE, call_protection, known_bug, mount_options, rpc_record, service_enctype,
 )
 
 WRITE, PUTFH = 38, 22

@@ -103,20 +103,14 @@ def test_make_builds_a_man_page_that_shows_every_subcommand(tmp_path):
     from cryptcost.cli import build_parser
     page = tmp_path / "man1" / "cryptcost.1"
     done = subprocess.run(
-        ["make", "-s", "man", f"MANPAGE={page}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+        ["make", "-s", "man", f"MANPAGE={page}"], cwd=ROOT, capture_output=True, text=True,
         timeout=300,
     )
     assert done.returncode == 0 and page.is_file(), done.stderr[-2000:]
     text = page.read_text()
     if shutil.which("man"):
         text = subprocess.run(
-            ["man", "-l", str(page)],
-            capture_output=True,
-            text=True,
-            timeout=60,
+            ["man", "-l", str(page)], capture_output=True, text=True, timeout=60,
             env={**os.environ, "MANWIDTH": "80", "MAN_KEEP_FORMATTING": ""},
         ).stdout
     sub = next(a for a in build_parser()._actions if a.dest == "command")

@@ -161,10 +161,8 @@ def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_say
     assert res.set == [(kernel.PAGE_REPORTING_ORDER, "11")]
     assert held == {"held": True, "order": 11, "was": 9, "reported_before": 5 << 20}
     info = {
-        "cpu": {"flags": {}, "governor": "performance"},
-        "crypto_drivers": {"xts(aes)": {}},
-        "root": True,
-        "page_reporting": {"page_reporting_order": 9, "enabled": True, "run": held},
+        "cpu": {"flags": {}, "governor": "performance"}, "crypto_drivers": {"xts(aes)": {}},
+        "root": True, "page_reporting": {"page_reporting_order": 9, "enabled": True, "run": held},
     }
     assert any(
         "held that off for the run (page_reporting_order 9 → 11" in n for n in probe.notes(info)
@@ -173,9 +171,7 @@ def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_say
     assert quiet.reported_since(info) == 2 << 20           # what was reported while it was held
     res = Res()
     assert quiet.hold_page_reporting(res, "keep") == {
-        "held": False,
-        "why": "kept on (--page-reporting keep)",
-        "reported_before": 7 << 20,
+        "held": False, "why": "kept on (--page-reporting keep)", "reported_before": 7 << 20,
     }
     assert res.set == []
     refused = quiet.hold_page_reporting(Res(refuse=OSError(22, "Invalid argument")))

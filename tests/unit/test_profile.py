@@ -62,15 +62,10 @@ def _row(share, sym, comm="fio", dso="[kernel.kallsyms]", where="kernel"):
 
 FSCRYPT = [
     _row(0.31, "pv_native_safe_halt", comm="swapper"),
-    _row(0.14, "aesti_encrypt", comm="kworker/u4:1"),
-    _row(0.10, "aesti_decrypt", comm="fio"),
-    _row(0.06, "_copy_to_iter"),
-    _row(0.05, "xts_crypt"),
-    _row(0.04, "filemap_read"),
-    _row(0.03, "ext4_mpage_readpages"),
-    _row(0.03, "blk_mq_submit_bio"),
-    _row(0.02, "td_io_queue", dso="fio", where="user"),
-    _row(0.02, "do_syscall_64"),
+    _row(0.14, "aesti_encrypt", comm="kworker/u4:1"), _row(0.10, "aesti_decrypt", comm="fio"),
+    _row(0.06, "_copy_to_iter"), _row(0.05, "xts_crypt"), _row(0.04, "filemap_read"),
+    _row(0.03, "ext4_mpage_readpages"), _row(0.03, "blk_mq_submit_bio"),
+    _row(0.02, "td_io_queue", dso="fio", where="user"), _row(0.02, "do_syscall_64"),
 ]
 
 
@@ -152,8 +147,7 @@ def test_samples_where_interrupts_came_back_on_are_charged_to_the_code_that_held
     share goes to the first callers below it that are not locks, in proportion to the stacks
     that ended there, per command; a command without such stacks keeps "kernel, other"."""
     rows = [
-        _row(0.4, "_raw_spin_unlock_irqrestore"),
-        _row(0.2, "aesti_encrypt"),
+        _row(0.4, "_raw_spin_unlock_irqrestore"), _row(0.2, "aesti_encrypt"),
         _row(0.1, "_raw_spin_unlock_irq", comm="kworker/0:1"),
         _row(0.3, "pv_native_safe_halt", comm="swapper"),
     ]
@@ -287,11 +281,7 @@ def test_a_flame_graph_per_profiled_stack_coloured_by_layer(fixture_text):
         "pv_native_safe_halt_[k]": 50
     }
     base = {
-        "kind": "storage",
-        "workload": "seq",
-        "op": "write",
-        "block_bytes": 1 << 20,
-        "iodepth": 1,
+        "kind": "storage", "workload": "seq", "op": "write", "block_bytes": 1 << 20, "iodepth": 1,
     }
     results = read([{**base, "stack": "gocryptfs", "profile": {"folded": folded}},
                     {**base, "stack": "gocryptfs", "op": "read", "profile": {"folded": idle}},
@@ -315,6 +305,20 @@ def test_a_flame_graph_per_profiled_stack_coloured_by_layer(fixture_text):
     )
     assert flame._layer("aesni_xts_encrypt_[k]", "kworker") == "cipher"
     assert flame.draw("idle", idle) is None
+
+
+def test_a_flame_graph_leaves_out_boxes_too_narrow_to_see_and_draws_the_rest_at_once():
+    """One collection of boxes, not a patch each; a frame under a tenth of a pixel wide
+    (MIN_BOX of the busy samples) is not drawn, nor labelled, nor in the legend."""
+    from cryptcost.report import flame
+    folded = {"fio;vfs_read_[k];aesti_decrypt_[k]": 6000, "fio;vfs_read_[k];filemap_read_[k]": 3999,
+              "fio;tiny_frame_[k];copy_page_[k]": 1}
+    svg = flame.draw("x", folded)
+    assert "aesti_decrypt" in svg and "filemap_read" in svg
+    assert "tiny_frame" not in svg and flame.COLOURS["copy"] not in svg
+    assert svg.count("<path") < 40                   # boxes in one collection, not an artist each
+    wider = {**folded, "fio;tiny_frame_[k];copy_page_[k]": 100}
+    assert flame.COLOURS["copy"] in flame.draw("x", wider)    # 1 %: drawn and in the legend
 
 
 def test_the_html_report_draws_each_profiled_cell_by_layer_beside_its_baseline():
@@ -410,8 +414,7 @@ def test_a_recording_waits_until_perf_answers_before_any_window(monkeypatch, tmp
     said = []
     monkeypatch.setattr(perf, "require", lambda: None)
     monkeypatch.setattr(
-        perf.Recording,
-        "_say",
+        perf.Recording, "_say",
         lambda self, command, timeout=perf.ACK_TIMEOUT: said.append((command, timeout)),
     )
     res = SimpleNamespace(daemon=lambda argv, logfile=None: SimpleNamespace(argv=argv))
@@ -495,10 +498,8 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
         # a FUSE stack at queue depth 1, one core's worth busy, most of it in FUSE's round trip
         (
             [
-                _row(0.45, "pv_native_safe_halt", comm="swapper"),
-                _row(0.25, "fuse_dev_do_read"),
-                _row(0.12, "fuse_simple_request"),
-                _row(0.1, "_copy_to_iter"),
+                _row(0.45, "pv_native_safe_halt", comm="swapper"), _row(0.25, "fuse_dev_do_read"),
+                _row(0.12, "fuse_simple_request"), _row(0.1, "_copy_to_iter"),
                 _row(0.08, "filemap_read"),
             ],
             2,
@@ -521,16 +522,13 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
         ),
         # a CPU mostly idle: waiting set the speed, whatever ran in the little busy time
         (
-            [_row(0.8, "pv_native_safe_halt", comm="swapper"), _row(0.2, "fuse_dev_do_read")],
-            2,
-            "latency",
-            "busy only 0.4 of 2 cores' worth",
+            [_row(0.8, "pv_native_safe_halt", comm="swapper"), _row(0.2, "fuse_dev_do_read")], 2,
+            "latency", "busy only 0.4 of 2 cores' worth",
         ),
         # the largest part is code no layer names: said, the ceilings' verdict stays
         (
             [
-                _row(0.1, "pv_native_safe_halt", comm="swapper"),
-                _row(0.6, "mystery_fn"),
+                _row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.6, "mystery_fn"),
                 _row(0.3, "fuse_dev_do_read"),
             ],
             2,
@@ -540,10 +538,8 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
         # … under half of the busy CPU: the work is spread, that code among it
         (
             [
-                _row(0.1, "pv_native_safe_halt", comm="swapper"),
-                _row(0.35, "mystery_fn"),
-                _row(0.3, "fuse_dev_do_read"),
-                _row(0.25, "_copy_to_iter"),
+                _row(0.1, "pv_native_safe_halt", comm="swapper"), _row(0.35, "mystery_fn"),
+                _row(0.3, "fuse_dev_do_read"), _row(0.25, "_copy_to_iter"),
             ],
             2,
             "spread",
@@ -552,10 +548,8 @@ def test_a_cipher_share_near_half_from_few_samples_does_not_make_the_verdict():
         # no layer holds 30 % for sure
         (
             [
-                _row(0.22, "fuse_dev_do_read"),
-                _row(0.2, "_copy_to_iter"),
-                _row(0.2, "filemap_read"),
-                _row(0.19, "blk_mq_submit_bio"),
+                _row(0.22, "fuse_dev_do_read"), _row(0.2, "_copy_to_iter"),
+                _row(0.2, "filemap_read"), _row(0.19, "blk_mq_submit_bio"),
                 _row(0.19, "tcp_sendmsg"),
             ],
             1,
@@ -600,13 +594,9 @@ def test_a_verdict_from_the_profile_says_what_a_faster_cipher_could_win():
 
 def test_the_profile_sentence_always_gives_the_ciphers_and_fuses_shares():
     rows = [
-        _row(0.3, "_copy_to_iter"),
-        _row(0.25, "filemap_read"),
-        _row(0.2, "tcp_sendmsg"),
-        _row(0.15, "blk_mq_submit_bio"),
-        _row(0.06, "do_syscall_64"),
-        _row(0.03, "fuse_dev_do_read"),
-        _row(0.01, "aesni_xts_encrypt"),
+        _row(0.3, "_copy_to_iter"), _row(0.25, "filemap_read"), _row(0.2, "tcp_sendmsg"),
+        _row(0.15, "blk_mq_submit_bio"), _row(0.06, "do_syscall_64"),
+        _row(0.03, "fuse_dev_do_read"), _row(0.01, "aesni_xts_encrypt"),
     ]
     said = profile.sentence(profile.layers(Profile.of({"rows": rows})))
     assert said.endswith(

@@ -45,13 +45,8 @@ def test_html_is_self_contained_with_charts(stored):
     assert "<script" not in text
     assert not re.search(r'(src|href)="(https?:)?//', text), "the report must not fetch anything"
     for heading in (
-        "Summary and recommendation",
-        "Throughput next to the baselines",
-        "Overhead against",
-        "CPU cost",
-        "Raw ciphers",
-        "Environment",
-        "Not measured",
+        "Summary and recommendation", "Throughput next to the baselines", "Overhead against",
+        "CPU cost", "Raw ciphers", "Environment", "Not measured",
     ):
         assert heading in text
     assert "MB/s" in text and "CPU-seconds per GiB" in text
@@ -87,25 +82,12 @@ def test_cost_model():
         units.parse_device_speed("fast")
     rows = [
         {
-            "kind": "storage",
-            "stack": "x",
-            "workload": "seq",
-            "op": "read",
-            "block_bytes": 4096,
-            "iodepth": 1,
-            "median_bytes_per_s": 500e6,
-            "baseline": "plain",
-            "role": "measured",
+            "kind": "storage", "stack": "x", "workload": "seq", "op": "read", "block_bytes": 4096,
+            "iodepth": 1, "median_bytes_per_s": 500e6, "baseline": "plain", "role": "measured",
         },
         {
-            "kind": "storage",
-            "stack": "plain",
-            "workload": "seq",
-            "op": "read",
-            "block_bytes": 4096,
-            "iodepth": 1,
-            "median_bytes_per_s": 1000e6,
-            "baseline": None,
+            "kind": "storage", "stack": "plain", "workload": "seq", "op": "read",
+            "block_bytes": 4096, "iodepth": 1, "median_bytes_per_s": 1000e6, "baseline": None,
             "role": "baseline",
         },
     ]
@@ -324,15 +306,8 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
     store, run = stored
     doc = document.build(run, store.results(run.id))
     net = {
-        "kind": "network",
-        "workload": "send",
-        "op": "send",
-        "streams": 1,
-        "link": "netns",
-        "mtu": 1500,
-        "values": [1e9] * 3,
-        "samples": 3,
-        "ci95": [0.99e9, 1.01e9],
+        "kind": "network", "workload": "send", "op": "send", "streams": 1, "link": "netns",
+        "mtu": 1500, "values": [1e9] * 3, "samples": 3, "ci95": [0.99e9, 1.01e9],
         "cpu_s_per_gb": {"a": 1.5, "b": 2.25},
         "wire": {"verdict": "encrypted", "median_packet_bytes": 1494},
     }
@@ -341,13 +316,8 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
          {**net, "stack": "ipsec:aes256gcm16-x25519", "median_bytes_per_s": 1e9, "overhead": 0.667,
           "overhead_significant": True, "baseline": "tcp"}])]
     twin = {
-        "kind": "storage",
-        "stack": "gocryptfs:aes-gcm",
-        "workload": "seq",
-        "op": "read",
-        "block_bytes": 1 << 20,
-        "iodepth": 1,
-        "values": [4e8] * 3,
+        "kind": "storage", "stack": "gocryptfs:aes-gcm", "workload": "seq", "op": "read",
+        "block_bytes": 1 << 20, "iodepth": 1, "values": [4e8] * 3,
         "params": {"facts": {"role": "measured", "crypto_library": "go"}},
     }
     doc["scaling_rows"] = scaling.rows(
@@ -356,12 +326,8 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
                 [{**twin, "cpus": n, "median_bytes_per_s": n * 4e8} for n in (1, 2)]
                 + [
                     {
-                        **twin,
-                        "stack": "gocryptfs:aes-gcm/accel-off",
-                        "accel": False,
-                        "accel_verified": True,
-                        "accel_speedup": 4.0,
-                        "cpus": n,
+                        **twin, "stack": "gocryptfs:aes-gcm/accel-off", "accel": False,
+                        "accel_verified": True, "accel_speedup": 4.0, "cpus": n,
                         "median_bytes_per_s": n * 1e8,
                     }
                     for n in (1, 2)
@@ -407,8 +373,7 @@ def test_a_command_prints_its_results_table_and_unstable_causes_from_its_outcome
     from cryptcost.runner.ciphers.executor import FakeExecutor
 
     outcome = run_ciphers(
-        CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",)),
-        FakeExecutor(),
+        CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",)), FakeExecutor(),
         stats.Policy(min_samples=3, max_samples=3, warmup=0),
     )
     first = outcome.results[0]

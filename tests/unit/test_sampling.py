@@ -15,11 +15,7 @@ from cryptcost.model import Job, Sample
 from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.storage.passes import first_pass
 from cryptcost.runner.storage.steps import (
-    FIRST_PASS_BYTES,
-    MAX_PASSES,
-    SIZE_MARGIN,
-    Instance,
-    StepRunner,
+    FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
 )
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
@@ -313,9 +309,7 @@ def test_a_pass_cut_at_its_time_moved_whole_blocks_and_only_then(tmp_path):
 def test_an_rclone_upload_that_stops_fails_the_sample_quickly(tmp_path):
     stack = RcloneCrypt("default", "ext4")
     stack.mnt, stack.lower, stack.logfile = (
-        tmp_path / "mnt",
-        tmp_path / "lower",
-        str(tmp_path / "r.log"),
+        tmp_path / "mnt", tmp_path / "lower", str(tmp_path / "r.log"),
     )
     stack.mnt.mkdir(), stack.lower.mkdir()
     (stack.mnt / "f").write_bytes(b"x" * 1000)
@@ -397,15 +391,11 @@ def test_a_samples_pass_size_is_its_largest_passs_not_its_cut_last_ones(tmp_path
     from cryptcost.runner.storage.passes import combine
     step, _, _ = _seq(tmp_path)
     full = Sample(
-        value=1.0,
-        seconds=0.45,
-        bytes_moved=384 * MiB,
+        value=1.0, seconds=0.45, bytes_moved=384 * MiB,
         metrics={"pass_bytes": 384 * MiB, "count": 384, "cut_by_time": False},
     )
     last = Sample(
-        value=1.0,
-        seconds=0.1,
-        bytes_moved=80 * MiB,
+        value=1.0, seconds=0.1, bytes_moved=80 * MiB,
         metrics={"pass_bytes": 80 * MiB, "count": 80, "cut_by_time": True},
     )
     got = combine([full, full, last], step.ops[1])

@@ -14,33 +14,15 @@ MiB = 1 << 20
 
 
 def _r(
-    stack,
-    op,
-    value,
-    cpus=None,
-    accel=True,
-    library="openssl+go",
-    verified=None,
-    speedup=None,
+    stack, op, value, cpus=None, accel=True, library="openssl+go", verified=None, speedup=None,
     **params,
 ):
     facts = {"role": "measured", "crypto_library": library, "baselines": ["plain"], "layer": "fuse"}
     return {
-        "kind": "storage",
-        "stack": stack,
-        "workload": "seq",
-        "op": op,
-        "block_bytes": MiB,
-        "iodepth": 1,
-        "cpus": cpus,
-        "accel": accel,
-        "median_bytes_per_s": value,
-        "ci95": [value * 0.98, value * 1.02],
-        "accel_verified": verified,
-        "accel_speedup": speedup,
-        "values": [value] * 3,
-        "samples": 3,
-        "params": {"facts": facts, **params},
+        "kind": "storage", "stack": stack, "workload": "seq", "op": op, "block_bytes": MiB,
+        "iodepth": 1, "cpus": cpus, "accel": accel, "median_bytes_per_s": value,
+        "ci95": [value * 0.98, value * 1.02], "accel_verified": verified, "accel_speedup": speedup,
+        "values": [value] * 3, "samples": 3, "params": {"facts": facts, **params},
     }
 
 
@@ -55,21 +37,11 @@ def test_a_verified_twin_says_what_acceleration_is_worth_per_cpu_count():
         _r("gocryptfs:aes-gcm", "write", 400e6, cpus=1),
         _r("gocryptfs:aes-gcm", "write", 600e6, cpus=2),
         _r(
-            "gocryptfs:aes-gcm/accel-off",
-            "write",
-            100e6,
-            cpus=1,
-            accel=False,
-            verified=True,
+            "gocryptfs:aes-gcm/accel-off", "write", 100e6, cpus=1, accel=False, verified=True,
             speedup=4.0,
         ),
         _r(
-            "gocryptfs:aes-gcm/accel-off",
-            "write",
-            190e6,
-            cpus=2,
-            accel=False,
-            verified=True,
+            "gocryptfs:aes-gcm/accel-off", "write", 190e6, cpus=2, accel=False, verified=True,
             speedup=3.16,
         ),
     ]
@@ -207,8 +179,7 @@ def test_the_report_shows_the_curves_in_every_format(tmp_path):
         extra={
             "skipped": [
                 {
-                    "stack": "cryfs/accel-off",
-                    "reason": "the library has no switch",
+                    "stack": "cryfs/accel-off", "reason": "the library has no switch",
                     "accel": "cannot be switched off",
                 }
             ]
@@ -299,9 +270,7 @@ def test_a_series_that_failed_part_way_is_shown_but_never_ranked():
     rs = [res("gocryptfs:aes-gcm", op, 4e8) for op in ("write", "read")]
     rs += [
         res(
-            "cryfs:aes-256-gcm",
-            op,
-            9e8,
+            "cryfs:aes-256-gcm", op, 9e8,
             incomplete="cryfs (pid 7) exited (1) during the measurement",
         )
         for op in ("write", "read")

@@ -128,10 +128,8 @@ def test_cipher_run_saves_every_sample_and_result_and_verifies_accel():
 def test_accel_switch_that_does_nothing_is_reported():
     fake = FakeExecutor(rate=lambda c: 1e9)
     out = run_ciphers(
-        CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
-        fake,
-        Policy(3, 5, 0.03, 0),
-        cpu_flags={"aes": True},
+        CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)), fake,
+        Policy(3, 5, 0.03, 0), cpu_flags={"aes": True},
     )
     off = next(r for r in out.results if not r.cell.accel)
     assert off.metrics["accel_verified"] is False
@@ -175,16 +173,13 @@ def test_one_sample_a_side_verifies_only_an_unmistakable_drop():
     one = Policy(1, 1, 0.03, 0)
     big = run_ciphers(
         CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
-        FakeExecutor(),
-        one,
-        cpu_flags={"aes": True},
+        FakeExecutor(), one, cpu_flags={"aes": True},
     )
     off = next(r for r in big.results if not r.cell.accel)
     assert off.metrics["accel_verified"] is True and "one sample a side" in off.notes[-1]
     small = run_ciphers(
         CipherPlan(engines=("openssl",), algorithms=("aes-256-xts",), accel=(True, False)),
-        FakeExecutor(rate=lambda c: 1e9 if c.accel else 0.7e9, noise=0),
-        one,
+        FakeExecutor(rate=lambda c: 1e9 if c.accel else 0.7e9, noise=0), one,
         cpu_flags={"aes": True},
     )
     off = next(r for r in small.results if not r.cell.accel)
@@ -224,9 +219,7 @@ def test_extra_cells_are_measured_alongside_the_product():
     extra = (Cell.cipher("openssl", "aes-256-xts", 512, 1, False),)
     out = run_ciphers(
         CipherPlan(engines=("openssl",), algorithms=("aes-128-gcm",), extra_cells=extra),
-        FakeExecutor(),
-        Policy(2, 2, 0.03, 0),
-        cpu_flags={"aes": True},
+        FakeExecutor(), Policy(2, 2, 0.03, 0), cpu_flags={"aes": True},
     )
     got = {(r.cell.algorithm, r.cell.buffer_bytes, r.cell.accel) for r in out.results}
     assert ("aes-256-xts", 512, False) in got and ("aes-128-gcm", 4096, True) in got
@@ -295,15 +288,8 @@ def test_the_hosts_cpu_speed_is_timed_before_every_sample_and_a_move_is_named():
     steady = [Sample(1, 1, metrics={"cpu_ref": v}) for v in (2.0e9, 1.95e9, 2.02e9)]
     assert drift_cause(steady) is None and host_drift(steady[:1]) is None
     moved = {
-        "kind": "storage",
-        "stack": "x",
-        "op": "write",
-        "block_bytes": 1 << 20,
-        "workload": "seq",
-        "median_bytes_per_s": 1e8,
-        "values": [1e8] * 3,
-        "host_drift": 0.25,
-        "params": {"facts": {}},
+        "kind": "storage", "stack": "x", "op": "write", "block_bytes": 1 << 20, "workload": "seq",
+        "median_bytes_per_s": 1e8, "values": [1e8] * 3, "host_drift": 0.25, "params": {"facts": {}},
     }
     assert any("saw the host's CPU speed move" in f and "up to 25%" in f
                for f in analyze([moved], {"cpu": {}}).findings)

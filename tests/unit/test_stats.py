@@ -197,12 +197,7 @@ def test_one_sample_a_side_runs_no_test_and_loads_no_scipy():
             "'scipy.stats' in sys.modules, c.verdict.replace(' ', '_'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == [
-        "None",
-        "None",
-        "None",
-        "0.8",
-        "False",
-        "untested:_one_sample_a_side",
+        "None", "None", "None", "0.8", "False", "untested:_one_sample_a_side",
     ]
     two = stats.compare([100.0, 101.0], [80.0, 81.0])
     assert two.p_welch < 1 and two.p_mann_whitney < 1          # two a side: the tests run

@@ -152,12 +152,7 @@ def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monke
     stack = get("securefs")()
     inst = Instance(stack, stack.label, "measured")
     shaky = {
-        "copies": 10,
-        "seconds": 0.2,
-        "bytes_per_s": 12e9,
-        "low": 9e9,
-        "high": 14e9,
-        "cv": 0.08,
+        "copies": 10, "seconds": 0.2, "bytes_per_s": 12e9, "low": 9e9, "high": 14e9, "cv": 0.08,
     }
 
     def result(values, memory):

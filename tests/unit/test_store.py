@@ -14,12 +14,8 @@ from cryptcost.store.db import MIGRATIONS, SCHEMA_VERSION, Store
 def _result():
     samples = (Sample(1e9, 1.0, 10**9, CpuSplit(user=0.5, system=0.25)), Sample(1.1e9, 1.0))
     return Result(
-        Cell.cipher("openssl", "aes-256-xts", 4096, 1, True),
-        summarize([s.value for s in samples]),
-        "ci_target_met",
-        samples=samples,
-        metrics={"accel_verified": None},
-        notes=("a note",),
+        Cell.cipher("openssl", "aes-256-xts", 4096, 1, True), summarize([s.value for s in samples]),
+        "ci_target_met", samples=samples, metrics={"accel_verified": None}, notes=("a note",),
     )
 
 

@@ -29,12 +29,8 @@ def test_the_guest_runs_the_command_quoted_with_its_own_store_and_the_emulation_
 def test_qemu_shares_the_root_read_only_and_blacklists_modules_on_the_kernel_line(tmp_path):
     kernel = GuestKernel("6.1.0-56-amd64", Path("/boot/vmlinuz-6.1.0-56-amd64"))
     argv = qemu_argv(
-        VmOptions(accel="tcg", blacklist=("aesni_intel",)),
-        kernel,
-        tmp_path / "i.gz",
-        tmp_path / "s.img",
-        tmp_path / "x",
-        tmp_path / "c.log",
+        VmOptions(accel="tcg", blacklist=("aesni_intel",)), kernel, tmp_path / "i.gz",
+        tmp_path / "s.img", tmp_path / "x", tmp_path / "c.log",
     )
     shares = [argv[i + 1] for i, a in enumerate(argv) if a == "-virtfs"]
     assert shares[0].startswith("local,path=/,mount_tag=hostroot") and "readonly=on" in shares[0]
