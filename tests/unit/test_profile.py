@@ -603,3 +603,15 @@ def test_the_profile_sentence_always_gives_the_ciphers_and_fuses_shares():
         "30% copy, 25% page cache, 20% network, 15% block, 1% the cipher, 3% fuse; "
         "the cipher ran in aesni_xts_encrypt"
     ), said
+
+
+def test_a_profiled_run_far_from_the_median_says_its_shares_may_not_be_the_samples():
+    """A warm-up pass of some tens of milliseconds can run at a sixth of the median (its fsync
+    weighs more than its writes): the profile is still said, with that caveat."""
+    rows = [_row(0.6, "ext4_buffered_write_iter"), _row(0.4, "_copy_from_iter")]
+    split = profile.layers(Profile.of({"rows": rows, "vs_median": 0.17}))
+    said = profile.sentence(split)
+    assert "the profiled run at 17% of the median" in said and "may not be theirs" in said
+    near = profile.sentence(replace(split, vs_median=0.8))
+    assert "at 80% of the median" in near and "may not be theirs" not in near
+

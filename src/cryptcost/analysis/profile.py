@@ -47,6 +47,7 @@ LAYERS = ("cipher", "copy", "fuse", "page cache", "block", "network", "syscall, 
           "memory", "measuring tool",
           "stack (user)", "kernel, other", "user, other", "idle")
 CIPHER_BOUND = 0.5          # the cipher takes at least half the busy CPU: it binds
+FAR = 2.0                   # a profiled run this many times off the median: its shares may mislead
 
 _IDLE = re.compile(r"(^|_)idle|safe_halt|^cpuidle|^do_idle|mwait|^poll_idle|^default_idle")
 _KCIPHER = re.compile(r"aes|xts|gcm|ghash|gf128|chacha|poly1305|serpent|twofish|adiantum|nh_|"
@@ -263,5 +264,7 @@ def sentence(split: Split) -> str:
            else "")
     cipher = (f"; the cipher ran in {', '.join(split.cipher_symbols)}" if split.cipher_symbols
               else "")
+    apart = (f"; that run's speed is far from its samples', so its shares may not be theirs"
+             if split.vs_median and not 1 / FAR <= split.vs_median <= FAR else "")
     return (f"where the busy CPU went (perf, {split.busy:.0%} of all CPU time busy{ran}): "
-            f"{head}{cipher}")
+            f"{head}{cipher}{apart}")
