@@ -129,8 +129,13 @@ def _profiles_are_whole(out: dict, html: str, cli) -> None:
         # too short-lived for perf to see its name: a sample or two, not the work
         unnamed = [x for x in p["rows"] if x["comm"].startswith(":")]
         assert sum(x["share"] for x in unnamed) < 0.02, (r["stack"], r["op"], unnamed)
-        # the profiled round's own speed, beside the median: perf's weight on the work it watched
-        assert 0.2 < p["vs_median"] < 5, (r["stack"], r["op"], p["vs_median"])
+        # the profiled run's own speed, beside the median: perf's weight on the work it watched.
+        # A warm-up run of a fast cell is one pass of some tens of milliseconds (a write's first
+        # pass moves 64 MiB), where an fsync or a journal commit weighs more than perf does: its
+        # speed is said beside the verdict, and held to the bound only where the run lasted
+        assert p["vs_median"] > 0, (r["stack"], r["op"], p)
+        if p["seconds"] >= 0.25:
+            assert 0.2 < p["vs_median"] < 5, (r["stack"], r["op"], p["vs_median"])
         assert len(r["values"]) == r["samples"]                 # the profiled round is not a sample
         assert sum(p["folded"].values()) == p["samples"], (r["stack"], r["op"])
     # each window starts at fio's first I/O: its start-up (the dynamic loader, the exec of its
