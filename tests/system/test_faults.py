@@ -177,7 +177,7 @@ def test_a_second_run_refuses_at_once_and_names_the_first(tmp_path, workdir):
     """Two measuring runs never share the host: the second exits 2 in one line naming the
     first, creates nothing, and the first completes untouched."""
     need_root()
-    args = [*ARGS[:2], "plain", *ARGS[3:]]
+    args = [*TEARDOWN_ARGS[:2], "plain", *TEARDOWN_ARGS[3:]]      # one sample: it holds the lock
     first = subprocess.Popen([sys.executable, "-m", "cryptcost", *args], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=_env(tmp_path), cwd=workdir)
     lock = tmp_path / "state" / "lock"
