@@ -62,13 +62,15 @@ def _keydirs(pids) -> dict[str, str]:
 
 
 def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: list = (),
-                   logs: str | None = None, timeout: float = 1800) -> tuple[set[bytes], list, dict]:
+                   logs: str | None = None, timeout: float = 1800,
+                   report: "os.PathLike | None" = None) -> tuple[set[bytes], list, dict]:
     """Run ``cryptcost --debug ARGS`` (after ``prefix``, e.g. ``ip netns exec NS``); return (key
     strings read, where any was found, outputs). The key tmpfs are read each time a part of the
     run starts measuring (``measuring:``), when its stacks are set up: a suite's storage part
     and its network part each. ``states``: other state directories whose journals are searched
     too (a peer's); ``logs``: a glob of files read while the run lives (a peer worker's log,
-    which the run removes)."""
+    which the run removes); ``report``: the HTML report the run wrote itself (``run -o``), searched
+    instead of one written afterwards."""
     env = {
         **os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
         "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
@@ -150,11 +152,12 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
     assert not any(os.path.exists(k) and os.listdir(k) for k in keydirs), (
         "key files outlived the run"
     )
-    report = tmp_path / "report.html"
-    subprocess.run(
-        [sys.executable, "-m", "cryptcost", "report", "--format", "html", "-o", str(report)],
-        env=env, check=True, capture_output=True, cwd=tmp_path,
-    )
+    if report is None:
+        report = tmp_path / "report.html"
+        subprocess.run(
+            [sys.executable, "-m", "cryptcost", "report", "--format", "html", "-o", str(report)],
+            env=env, check=True, capture_output=True, cwd=tmp_path,
+        )
     exported = subprocess.run(
         [sys.executable, "-m", "cryptcost", "report", "--format", "json"], env=env, check=True,
         capture_output=True, cwd=tmp_path,

@@ -20,7 +20,7 @@ def test_quick_suite_end_to_end(cli, tmp_path):
     before = set(leftovers([]))
     report = tmp_path / "cryptcost-report.html"
     secrets_, found, everything = scan_debug_run(tmp_path, ["run", "-o", str(report), "--json"],
-                                                 timeout=900)
+                                                 timeout=900, report=report)
     stderr = everything["stderr"].decode(errors="replace")
     assert "estimated time" in stderr
     out = json.loads(everything["stdout"])
