@@ -60,6 +60,8 @@ class Emulated:
 
 @dataclass(frozen=True)
 class HostCpu:
+    """The host's CPU as probed: what a ceiling scales by and a comparison of hosts names."""
+
     model: str | None = None
     cores: int | None = None
     cores_usable: int | None = None         # the CPUs a run may use here
