@@ -264,7 +264,7 @@ def sentence(split: Split) -> str:
            else "")
     cipher = (f"; the cipher ran in {', '.join(split.cipher_symbols)}" if split.cipher_symbols
               else "")
-    apart = (f"; that run's speed is far from its samples', so its shares may not be theirs"
+    apart = ("; that run's speed is far from its samples', so its shares may not be theirs"
              if split.vs_median and not 1 / FAR <= split.vs_median <= FAR else "")
     return (f"where the busy CPU went (perf, {split.busy:.0%} of all CPU time busy{ran}): "
             f"{head}{cipher}{apart}")
