@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cryptcost.model import Cell
-from cryptcost.analysis.profile import Split
+from cryptcost.analysis.profile import Layers
 from cryptcost.record import CipherRef, Host, Stored, Wire
 from cryptcost.stacks.base import cipher_threads
 from cryptcost.units import rate
@@ -41,7 +41,7 @@ class Verdict:
     bottleneck: str
     sentence: str
     ceilings: dict
-    profile: Split | None = None            # the cell's profile by layer, where it has one
+    profile: Layers | None = None            # the cell's profile by layer, where it has one
 
     def to_dict(self) -> dict:
         profile = {"profile": self.profile.to_dict()} if self.profile else {}

@@ -162,7 +162,7 @@ class Tagged:
 
 
 @dataclass(frozen=True)
-class Split:
+class Layers:
     """A profile sorted into layers: ``shares`` of all CPU time, ``busy`` the share not idle,
     ``of_busy`` each layer's share of the busy time, ``symbols`` the code each layer ran (its
     first three), ``top`` the largest non-idle rows, ``cipher_symbols`` what the cipher share
@@ -185,8 +185,8 @@ class Split:
                 "top": [t.to_dict() for t in self.top], "cipher_symbols": list(self.cipher_symbols)}
 
 
-def layers(profile: Profile | None, daemons: frozenset[str] = frozenset()) -> Split | None:
-    """The profile's rows sorted into layers (:class:`Split`); None without a profile's rows.
+def layers(profile: Profile | None, daemons: frozenset[str] = frozenset()) -> Layers | None:
+    """The profile's rows sorted into layers (:class:`Layers`); None without a profile's rows.
     ``daemons``: the stack's daemons' command names (their other code is the stack's own)."""
     if not profile or not profile.rows:
         return None
@@ -209,31 +209,31 @@ def layers(profile: Profile | None, daemons: frozenset[str] = frozenset()) -> Sp
                 _shown(t.row) not in ran[t.layer]:
             ran[t.layer].append(_shown(t.row))
     cipher = dict.fromkeys(_shown(t.row) for t in tagged if t.layer == "cipher")
-    return Split(shares, busy, of_busy, {k: tuple(v) for k, v in ran.items()},
+    return Layers(shares, busy, of_busy, {k: tuple(v) for k, v in ran.items()},
                  max(0.0, 1 - sum(shares.values())), profile.vs_median, profile.samples,
                  tuple(t for t in tagged if t.layer != "idle")[:8], tuple(cipher)[:3])
 
 
-def cipher_low(split: Split) -> float | None:
+def cipher_low(spent: Layers) -> float | None:
     """The lower end of the 95 % (Wilson) interval of the cipher's share of the busy CPU."""
-    return share_low(split, "cipher")
+    return share_low(spent, "cipher")
 
 
-def share_low(split: Split, name: str) -> float | None:
+def share_low(spent: Layers, name: str) -> float | None:
     """The lower end of the 95 % (Wilson) interval of layer ``name``'s share of the busy CPU,
     from the profile's sample count: a warm-up run may hold only some tens of samples, and
     a share of them is good to several percent at best. None without a sample count."""
-    n = round((split.samples or 0) * split.busy)
+    n = round((spent.samples or 0) * spent.busy)
     if n <= 0:
         return None
     from scipy.stats import binomtest
-    share = split.of_busy.get(name, 0.0)
+    share = spent.of_busy.get(name, 0.0)
     return float(binomtest(round(share * n), n).proportion_ci(method="wilson").low)
 
 
-def largest(split: Split) -> tuple[str, float] | None:
+def largest(spent: Layers) -> tuple[str, float] | None:
     """The layer that took most of the busy CPU, and its share; None for an empty profile."""
-    named = list(split.of_busy.items())
+    named = list(spent.of_busy.items())
     return max(named, key=lambda kv: kv[1]) if named else None
 
 
@@ -244,27 +244,27 @@ def _shown(row: ProfileRow) -> str:
     return row.dso if row.sym == "(no symbols)" else f"{row.sym} in {row.dso}"
 
 
-def sentence(split: Split) -> str:
+def sentence(spent: Layers) -> str:
     """``perf: 62 % of the busy CPU in the cipher (aesti_encrypt, aesti_decrypt), 14 % copies,
     …``."""
-    ranked = [(name, share) for name, share in sorted(split.of_busy.items(),
+    ranked = [(name, share) for name, share in sorted(spent.of_busy.items(),
                                                       key=lambda kv: -kv[1]) if share >= 0.05]
     shown = ranked[:4]
     # the cipher's share and FUSE's are said wherever they took any: what people ask about
-    shown += [(name, share) for name, share in split.of_busy.items()
+    shown += [(name, share) for name, share in spent.of_busy.items()
               if name in ("cipher", "fuse") and share >= 0.005 and name not in dict(shown)]
     def said(name: str, share: float) -> str:
         if name == "cipher":
             return f"{share:.0%} the cipher"
-        if name.endswith(", other") and split.symbols.get(name):
-            return f"{share:.0%} {name} ({', '.join(split.symbols[name][:2])})"
+        if name.endswith(", other") and spent.symbols.get(name):
+            return f"{share:.0%} {name} ({', '.join(spent.symbols[name][:2])})"
         return f"{share:.0%} {name}"
     head = ", ".join(said(name, share) for name, share in shown)
-    ran = (f", the profiled run at {split.vs_median:.0%} of the median" if split.vs_median
+    ran = (f", the profiled run at {spent.vs_median:.0%} of the median" if spent.vs_median
            else "")
-    cipher = (f"; the cipher ran in {', '.join(split.cipher_symbols)}" if split.cipher_symbols
+    cipher = (f"; the cipher ran in {', '.join(spent.cipher_symbols)}" if spent.cipher_symbols
               else "")
     apart = ("; that run's speed is far from its samples', so its shares may not be theirs"
-             if split.vs_median and not 1 / FAR <= split.vs_median <= FAR else "")
-    return (f"where the busy CPU went (perf, {split.busy:.0%} of all CPU time busy{ran}): "
+             if spent.vs_median and not 1 / FAR <= spent.vs_median <= FAR else "")
+    return (f"where the busy CPU went (perf, {spent.busy:.0%} of all CPU time busy{ran}): "
             f"{head}{cipher}{apart}")
