@@ -18,12 +18,8 @@ from typing import Any, Mapping, Sequence
 
 from cryptcost.model import Cell, Sample
 from cryptcost.record.parts import (Driver, MemoryNoise, Profile, ProfileRow, Wire,  # noqa: F401
-                                    drivers_of)
+                                    drivers_of, tuple_of)
 from cryptcost.record.run import Emulated, Host, HostCpu, Skipped  # noqa: F401
-
-
-def _tuple(x: Any) -> tuple:
-    return tuple(x) if x else ()
 
 
 @dataclass(frozen=True)
@@ -114,8 +110,8 @@ class Facts:
     def of(cls, d: Mapping[str, Any] | None) -> "Facts":
         d = d or {}
         return cls(d.get("layer"), d.get("role"), d.get("crypto_library"), d.get("use_case"),
-                   _tuple(d.get("baselines")), _tuple(d.get("security")), d.get("isolates"),
-                   d.get("advice"), _tuple(d.get("tools")), _tuple(d.get("features")))
+                   tuple_of(d.get("baselines")), tuple_of(d.get("security")), d.get("isolates"),
+                   d.get("advice"), tuple_of(d.get("tools")), tuple_of(d.get("features")))
 
     @property
     def is_baseline(self) -> bool:
@@ -175,7 +171,8 @@ class Stored:
         oci = d.get("overhead_ci95")
         return cls(
             cell=Cell.of(d), median=d.get(f"median_{per}_per_s"), per=per,
-            ci95=tuple(ci) if ci else None, values=_tuple(d.get("values")), n=d.get("samples") or 0,
+            ci95=tuple(ci) if ci else None, values=tuple_of(d.get("values")),
+            n=d.get("samples") or 0,
             facts=Facts.of(params.get("facts")), cipher_ref=CipherRef.of(params.get("cipher_ref")),
             baseline=d.get("baseline"),
             overhead=d.get("overhead"), overhead_ci95=tuple(oci) if oci else None,
@@ -192,7 +189,7 @@ class Stored:
             accel_speedup=d.get("accel_speedup"),
             warning=d.get("warning"), profile=Profile.of(d.get("profile")),
             wire=Wire.of(d.get("wire")),
-            host_drift=d.get("host_drift"), notes=_tuple(d.get("notes")),
+            host_drift=d.get("host_drift"), notes=tuple_of(d.get("notes")),
             kernel_drivers=drivers_of(params.get("kernel_drivers")),
             memory_noise=MemoryNoise.of(params.get("memory_noise")),
             weakness=params.get("warning"), negotiated=params.get("negotiated") or {})

@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 
+def tuple_of(x: Any) -> tuple:
+    """A stored list as a tuple; () for none."""
+    return tuple(x) if x else ()
+
+
 @dataclass(frozen=True)
 class ProfileRow:
     """One row of a cell's CPU profile: a (command, shared object, symbol) and its share of

@@ -6,11 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from cryptcost.record.parts import Driver, drivers_of
-
-
-def _tuple(x: Any) -> tuple:
-    return tuple(x) if x else ()
+from cryptcost.record.parts import Driver, drivers_of, tuple_of
 
 
 @dataclass(frozen=True)
@@ -104,5 +100,5 @@ class Host:
                    drivers_of(d.get("crypto_drivers")), d.get("tools") or {},
                    {k: bool((v or {}).get("present"))
                     for k, v in (d.get("features") or {}).items()},
-                   Emulated.of(d.get("emulated")), _tuple(d.get("notes")),
+                   Emulated.of(d.get("emulated")), tuple_of(d.get("notes")),
                    d.get("cryptcost"), d.get("python"))
