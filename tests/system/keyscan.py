@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from tests.conftest import TALLY
 
@@ -63,7 +64,7 @@ def _keydirs(pids) -> dict[str, str]:
 
 def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: list = (),
                    logs: str | None = None, timeout: float = 1800,
-                   report: "os.PathLike | None" = None) -> tuple[set[bytes], list, dict]:
+                   report: Path | None = None) -> tuple[set[bytes], list, dict]:
     """Run ``cryptcost --debug ARGS`` (after ``prefix``, e.g. ``ip netns exec NS``); return (key
     strings read, where any was found, outputs). The key tmpfs are read each time a part of the
     run starts measuring (``measuring:``), when its stacks are set up: a suite's storage part
