@@ -149,3 +149,24 @@ def test_a_wan_run_of_a_reports_cells_is_not_taken_for_its_own():
     assert alone["rows"][0]["here"].endswith(
         "(only with a delay on the link, which this row does not have)"
     )
+
+
+def test_a_guest_run_fills_a_row_only_where_the_run_has_no_pair_and_is_said_emulated():
+    """run --vm links the guest's runs: a row takes its pair from the run first, else from one
+    guest run (both sides from it, never one side from each host), and says it is emulated."""
+    put = [_r("nfs:sys", 100e6, workload="put"), _r("nfs:krb5p", 30e6, workload="put")]
+    get = [_r("nfs:sys", 120e6, workload="get"), _r("nfs:krb5p", 24e6, workload="get")]
+    guest = read(put + get)
+    rows = {b["label"]: b for b in fr.section(read([]), [guest])}["R4"]["rows"]
+    assert [x["emulated"] for x in rows[:2]] == [True, True]
+    assert rows[0]["here"] == "70 % slower (emulated)" and rows[0]["ours_cells"]
+    # the run's own pair wins over the guest's
+    mine = read([_r("nfs:sys", 100e6, workload="put"), _r("nfs:krb5p", 90e6, workload="put")])
+    rows = {b["label"]: b for b in fr.section(mine, [guest])}["R4"]["rows"]
+    assert rows[0]["emulated"] is False and rows[0]["ours"] == pytest.approx(0.1)
+    assert rows[1]["emulated"] is True                      # reads: only the guest has them
+    # one side here and the other in the guest is no pair
+    half = {b["label"]: b for b in fr.section(read(put[:1]), [read(put[1:])])}["R4"]["rows"]
+    assert half[0]["ours"] is None and "no result for" in half[0]["why_not"]
+    sentence = {b["label"]: b for b in fr.section(read([]), [guest])}["R4"]["sentence"]
+    assert "70 % slower (emulated) here" in sentence

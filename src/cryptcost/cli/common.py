@@ -109,6 +109,18 @@ def print_json(obj) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=as_json) + "\n")
 
 
+def linked_results(store: Store, run) -> list[list[dict]]:
+    """The results of each emulated run ``run`` is linked to (``run --vm``'s guests), a list
+    per run, in the order of its ``guest_runs``; a run deleted since has none."""
+    out = []
+    for rid in run.extra.get("guest_runs") or []:
+        try:
+            out.append(store.results(store.run(str(rid)).id))
+        except UserError:
+            out.append([])
+    return out
+
+
 def open_store(args, *, create: bool = True) -> Store:
     return Store.open(getattr(args, "db", None), create=create)
 

@@ -3,7 +3,7 @@ HTML (charts), JSON or CSV. Every format is rebuilt from the store."""
 
 from __future__ import annotations
 
-from cryptcost.cli.common import open_store, out, write_output
+from cryptcost.cli.common import linked_results, open_store, out, write_output
 from cryptcost import units
 from cryptcost.errors import UserError
 from cryptcost.report import document
@@ -39,11 +39,13 @@ def run(args) -> int:
         return _fleet(args, members(store, args.run_ids))
     run_ = store.run(args.run_ids[0] if args.run_ids else "latest")
     results = store.results(run_.id)
+    guests = linked_results(store, run_)
     if args.format == "terminal":
-        for table in summary_tables(document.build(run_, results, model), width=out.width):
+        for table in summary_tables(document.build(run_, results, model, guests=guests),
+                                    width=out.width):
             out.print(table)
         return 0
-    write_output(args.output, render(args.format, run_, results, model))
+    write_output(args.output, render(args.format, run_, results, model, guests=guests))
     return 0
 
 

@@ -83,8 +83,10 @@ def _significance(significant: bool | None) -> str:
     return "" if significant else " (n.s.)" if significant is False else " (untested)"
 
 
-def build(run: Run, results: list[dict] | list[Stored], model: dict | None = None) -> dict:
-    """Everything a report shows, as plain data."""
+def build(run: Run, results: list[dict] | list[Stored], model: dict | None = None,
+          guests: list[list[dict]] | list[list[Stored]] = ()) -> dict:
+    """Everything a report shows, as plain data. ``guests``: the results of each emulated run
+    linked to ``run`` (``run --vm``), which only the field reports read, marked emulated."""
     results = read(results)
     model = model if model is not None else run.extra.get("model", {})
     target, label = target_of(model or {})
@@ -129,13 +131,35 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "scaling": a.scaling, "scaling_rows": scaling.rows(a.scaling),
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
-        "field_reports": fieldreports.section(results), "field_reports_intro": FIELD_REPORTS_INTRO,
-        "not_measured": [{"what": s.what, "why": s.reason, "install": s.install or ""}
-                         for s in map(Skipped.of, skipped)],
+        "field_reports": fieldreports.section(results, [read(g) for g in guests]),
+        "field_reports_intro": FIELD_REPORTS_INTRO,
+        "not_measured": [{"what": s.what, "why": s.reason + _in_guest(s, run, guests),
+                          "install": s.install or ""} for s in map(Skipped.of, skipped)],
         "environment": _environment(host),
         "notes": list(host.notes),
         "emulated": emulated_why(host),
     }
+
+
+def _measured_by(skipped: Skipped, results: list[Stored]) -> bool:
+    """Whether ``results`` hold what ``skipped`` names: its stack (any variant of a bare name or
+    of ``name:*``), or its cipher engine."""
+    if skipped.engine and not skipped.stack:
+        return any(r.cell.engine == skipped.engine for r in results)
+    want = (skipped.stack or "").removesuffix(":*")
+    for r in results:
+        label = (r.cell.stack or "").split("/")[0]
+        if label == want or (":" not in want and label.split(":")[0] == want):
+            return True
+    return False
+
+
+def _in_guest(skipped: Skipped, run: Run, guests: list) -> str:
+    """What a linked guest run measured of what this run could not: said after the reason."""
+    ids = [rid for rid, pool in zip(run.extra.get("guest_runs") or [], guests)
+           if _measured_by(skipped, read(pool))]
+    return (f"; measured in cryptcost vm's guest instead (emulated): run "
+            f"{', '.join(map(str, ids))}") if ids else ""
 
 
 def emulated_why(host: dict | Host) -> str | None:

@@ -124,13 +124,14 @@ class Row:
     a: Stored | None = None
     b: Stored | None = None
     why: str = ""
+    emulated: bool = False                # both sides from a guest run linked to the run
 
     def to_dict(self) -> dict:
         f = self.figure
         return {"what": f.what, "compare": f.compare, "theirs": f.theirs,
                 "theirs_said": f.theirs_said, "theirs_shown": there(f), "ours": self.ours,
                 "here": _here(self), "ours_cells": [x.cell.label() for x in (self.a, self.b) if x],
-                "why_not": self.why, "note": f.note}
+                "emulated": self.emulated, "why_not": self.why, "note": f.note}
 
 
 def _fmt(compare: str, value: float) -> str:
@@ -149,19 +150,32 @@ def there(f: Figure) -> str:
 def _here(row: Row) -> str:
     if row.ours is None:
         return f"not in this run: {row.why}"
-    return _fmt(row.figure.compare, row.ours)
+    return _fmt(row.figure.compare, row.ours) + (" (emulated)" if row.emulated else "")
 
 
-def compare(report: Report, results: list[Stored]) -> list[Row]:
-    """Each figure of ``report`` beside the run's same comparison, or why it has none."""
+def _pair(f: Figure, results: list[Stored], label: str) -> tuple[Stored, Stored] | None:
+    """The first of the figure's candidate cell pairs both of whose sides ``results`` holds."""
+    for i in range(max(_choices(f.a), _choices(f.b))):
+        a = _find(results, {**f.cell, **_at(f.a, i)}, label)
+        b = _find(results, {**f.cell, **_at(f.b, i)}, label)
+        if a and b and b.median:
+            return a, b
+    return None
+
+
+def compare(report: Report, results: list[Stored],
+            guests: list[list[Stored]] = ()) -> list[Row]:
+    """Each figure of ``report`` beside the run's same comparison, or why it has none. Where
+    the run has neither side's pair, a guest run linked to it (``guests``, each run's results)
+    gives it, marked emulated: both sides always come from one run, on one host."""
     rows = []
     for f in report.figures:
         row = Row(f)
-        for i in range(max(_choices(f.a), _choices(f.b))):
-            a = _find(results, {**f.cell, **_at(f.a, i)}, report.label)
-            b = _find(results, {**f.cell, **_at(f.b, i)}, report.label)
-            if a and b and b.median:
-                row.a, row.b = a, b
+        for pool in [results, *guests]:
+            pair = _pair(f, pool, report.label)
+            if pair:
+                a, b = pair
+                row.a, row.b, row.emulated = a, b, pool is not results
                 ratio = a.median / b.median
                 # the overhead the run itself reports, where paired
                 paired = a.vs.get(b.stack)
@@ -170,10 +184,11 @@ def compare(report: Report, results: list[Stored]) -> list[Row]:
                     if f.compare == "overhead" else ratio
                 break
         else:
+            every = [r for pool in [results, *guests] for r in pool]
             want = [{**f.cell, **_at(side, 0)} for side in (f.a, f.b)]
-            missing = [w for w in want if not _find(results, w, report.label)]
+            missing = [w for w in want if not _find(every, w, report.label)]
             row.why = "no result for " + " nor ".join(_dims(w) for w in missing or want)
-            held = sorted({said for w in missing or want for r in results if _has(r, w)
+            held = sorted({said for w in missing or want for r in every if _has(r, w)
                            for said in _held(r, w)})
             if held:
                 row.why += f" (only with {' and '.join(held)}, which this row does not have)"
@@ -203,13 +218,13 @@ def sentence(report: Report, rows: list[Row]) -> str:
     return f"{report.label}: {told}."
 
 
-def section(results: list[Stored]) -> list[dict]:
+def section(results: list[Stored], guests: list[list[Stored]] = ()) -> list[dict]:
     """A block per field report: its source, hardware and conclusion, each figure beside
-    this run's, and one sentence; a report none of whose comparisons this run holds is
-    listed with that said."""
+    this run's (or, where it has none, a linked guest run's: see :func:`compare`), and one
+    sentence; a report none of whose comparisons this run holds is listed with that said."""
     out = []
     for report in reports():
-        rows = compare(report, results)
+        rows = compare(report, results, guests)
         out.append({"label": report.label, "title": report.title, "source": report.source,
                     "hardware": report.hardware, "conclusion": report.conclusion,
                     "note": report.note,

@@ -10,13 +10,15 @@ from cryptcost.report import document, export, markdown
 FORMATS = ("terminal", "md", "html", "json", "csv")
 
 
-def render(fmt: str, run, results: list[dict], model: dict | None = None) -> str:
-    """The report of ``run`` in ``fmt``: a pure function of stored data."""
+def render(fmt: str, run, results: list[dict], model: dict | None = None,
+           guests: list[list[dict]] = ()) -> str:
+    """The report of ``run`` in ``fmt``: a pure function of stored data (``guests``: the results
+    of each emulated run it is linked to, which its field reports read)."""
     if fmt == "csv":
         return export.to_csv(run, results)
     # the JSON read once; the exports pass it on as stored
     records = read(results)
-    doc = document.build(run, records, model)
+    doc = document.build(run, records, model, guests=guests)
     if fmt == "json":
         return export.to_json(run, results, doc)
     if fmt == "md":
