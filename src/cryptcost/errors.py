@@ -28,12 +28,15 @@ class Unavailable(UserError):
 
     ``reason`` says what is missing, ``install`` how to get it (a Debian
     package name or a kernel option), or ``None`` when nothing can be
-    installed to fix it.
+    installed to fix it. ``guest``: where Debian's stock kernel has what is
+    missing, the kernel ``cryptcost vm --kernel`` needs for it (``""``: the
+    stock one), else ``None``.
     """
 
-    def __init__(self, reason: str, install: str | None = None):
+    def __init__(self, reason: str, install: str | None = None, guest: str | None = None):
         self.reason = reason
         self.install = install
+        self.guest = guest
         text = reason if not install else f"{reason} (install: {install})"
         super().__init__(text)
 

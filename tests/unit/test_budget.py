@@ -112,11 +112,13 @@ def test_a_run_is_prepared_once_and_its_deadline_starts_when_it_runs(tmp_path):
     plan.write_text('[run]\nsuite = "standard"\n\n[storage]\nsize = "64M"\n')
     asked = []
 
-    def calibrate(name):
-        asked.append(name)
+    def calibrate(name, guest=False):
+        asked.append((name, guest))
         return 1.5, 2
     whole = suite.prepare(None, str(plan), device_speed="3GB/s", calibrate=calibrate)
-    assert asked == ["standard"] and whole.factor == (1.5, 2) and whole.budget_s is None
+    # the guest's share of it, if any, is calibrated on the guest's runs
+    assert asked[0] == ("standard", False) and set(asked[1:]) <= {("standard (guest)", True)}
+    assert whole.factor == (1.5, 2) and whole.budget_s is None
     assert whole.model == {"device_speed": "3GB/s"} and whole.from_now() is whole.plan
     fitted = suite.prepare(None, str(plan), time_budget="10m", calibrate=calibrate)
     assert fitted.budget_s == 600 and fitted.seconds * 1.5 <= 600

@@ -3,17 +3,23 @@ print a ranked summary and the recommendation, write the HTML report."""
 
 from __future__ import annotations
 
+import argparse
+import os
+import socket
+import sys
 import time
 from pathlib import Path
 
 from cryptcost.cli.common import (add_host_options, add_peer_options, add_profile_option,
-                                  open_store, probe_host, ConsoleProgress, err, out, print_json,
-                                  recorded_run, validate_writable)
+                                  linked_results, open_store, probe_host, ConsoleProgress, err, out,
+                                  print_json, recorded_run, validate_writable)
+from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
 from cryptcost import suite
 from cryptcost.suite import budget
+from cryptcost.suite import guest as guest_share
 from cryptcost.workloads.plan import SUITES
 
 DEFAULT_REPORT = "cryptcost-report.html"
@@ -46,6 +52,17 @@ def add_parser(sub, common) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (results and analysis)")
     add_profile_option(p)
+    p.add_argument("--vm", action="store_true",
+                   help="also run what this host's kernel cannot (dm-crypt, kernel ESP, NFS…) "
+                        "under Debian's stock kernel in cryptcost vm's qemu guest, after this "
+                        "host's share: its results are stored as emulated runs, linked to this "
+                        "one, and the report's field reports read them where this host has none")
+    p.add_argument("--vm-timeout", type=float, metavar="S",
+                   help="with --vm: kill a guest after S seconds (default: ten times the "
+                        "estimate at this host's speed, or three times what earlier guest runs "
+                        "of this plan took against theirs; at least 1800)")
+    # the guest's share, as the host's run --vm writes it (cryptcost.suite.guest)
+    p.add_argument("--parts", metavar="FILE.json", help=argparse.SUPPRESS)
     add_host_options(p)
     p.set_defaults(func=run)
 
@@ -58,31 +75,36 @@ def _extent(table: dict) -> str:
     return out + (", profiled (perf)" if table.get("profile") else "")
 
 
+def _table_said(part) -> list[str]:
+    """A part's tables in a few words each."""
+    what = []
+    if part.ciphers is not None:
+        c = part.ciphers
+        what.append(f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])[:70]}…)"
+                    if c.get("algorithms") and len(', '.join(c['algorithms'])) > 70 else
+                    f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])})")
+    if part.storage:
+        s = part.storage
+        what.append(f"storage {', '.join(s.get('stacks', ['all']))} × "
+                    f"{', '.join(s.get('workloads', ['quick']))}"
+                    + _extent(s))
+    if part.network:
+        n = part.network
+        what.append(f"network {', '.join(n.get('stacks', ['all']))} × "
+                    f"{', '.join(n.get('workloads', ['quick']))} over "
+                    f"{n.get('link', 'netns')}"
+                    + (f" with {n['delay_ms']:g} ms more per round trip"
+                       if n.get("delay_ms") else "") + _extent(n))
+    return what
+
+
 def announce(prepared: suite.Prepared) -> None:
     plan, seconds, factor = prepared.plan, prepared.seconds, prepared.factor
     err.print(f"suite {plan.name}" + (f" ({plan.label})" if plan.label else "") + ":")
     for part in plan.parts:
-        what = []
-        if part.ciphers is not None:
-            c = part.ciphers
-            what.append(f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])[:70]}…)"
-                        if c.get("algorithms") and len(', '.join(c['algorithms'])) > 70 else
-                        f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])})")
-        if part.storage:
-            s = part.storage
-            what.append(f"storage {', '.join(s.get('stacks', ['all']))} × "
-                        f"{', '.join(s.get('workloads', ['quick']))}"
-                        + _extent(s))
-        if part.network:
-            n = part.network
-            what.append(f"network {', '.join(n.get('stacks', ['all']))} × "
-                        f"{', '.join(n.get('workloads', ['quick']))} over "
-                        f"{n.get('link', 'netns')}"
-                        + (f" with {n['delay_ms']:g} ms more per round trip"
-                           if n.get("delay_ms") else "") + _extent(n))
-        err.print(f"  {part.label}: " + "; ".join(what))
+        err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
     for c in plan.cannot_run:
-        if c.get("budget"):
+        if c.get("budget") or (prepared.guest and c.get("guest") is not None):
             continue
         err.print(f"  cannot run {c['part']} {c['what']}: {c['reason']}"
                   + (f" (install: {c['install']})" if c.get("install") else ""))
@@ -101,19 +123,39 @@ def announce(prepared: suite.Prepared) -> None:
         err.print(f"estimated time: about {seconds / 60:.1f} min if every series is stable at its "
                   "minimum number of samples; more if not (no earlier run of this suite here to "
                   "calibrate from)")
+    lacks = sorted({c["reason"] for c in plan.cannot_run if c.get("guest") is not None})
+    if prepared.guest and lacks:
+        err.print(f"this host's kernel lacks what follows: {'; '.join(lacks)}")
+    for share, guest_s, (gscale, gruns) in prepared.guest:
+        intro = "in cryptcost vm's guest" if prepared.vm else "with --vm, in cryptcost vm's guest"
+        err.print(f"{intro} ({share.kernel_said}, emulated):")
+        for part in share.plan.parts:
+            err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
+        err.print(f"  estimated time: about {guest_s * gscale / 60:.0f} min (the model's "
+                  f"{guest_s / 60:.1f} min × {gscale:.1f}, what the last {gruns} guest run(s) of "
+                  "this plan took against theirs)" if gruns else
+                  f"  estimated time: {guest_s / 60:.1f} min at this host's speed; several "
+                  "times that under TCG (software CPU emulation)")
 
 
 def run(args) -> int:
     # bad input fails before anything is recorded
+    if args.parts and (args.suite or args.plan or args.vm):
+        raise UserError("--parts is the guest's share of a run --vm: it takes no --suite, "
+                        "--plan or --vm")
+    if args.vm_timeout is not None and not args.vm:
+        raise UserError("--vm-timeout goes with --vm")
+    if args.vm and os.geteuid() != 0:
+        raise UserError("--vm needs root: the guest reads this host's root filesystem as root")
     if not args.no_report:
         validate_writable(args.report)
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
-                             profile=args.profile,
+                             profile=args.profile, vm=args.vm, parts=args.parts,
                              link=args.link, delay_ms=args.delay,
                              time_budget=args.time_budget,
                              peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
                                    "peer_command": args.peer_command},
-                             calibrate=lambda name: _calibration(args, name))
+                             calibrate=lambda name, guest=False: _calibration(args, name, guest))
     announce(prepared)
     if args.dry_run:
         return 0
@@ -133,34 +175,85 @@ def run(args) -> int:
                                  progress_factory=lambda what: _progress(what))
         store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,
                            wall_seconds=round(time.monotonic() - started, 1))
+    guest_runs: list[int] = []
+    if prepared.vm and prepared.guest:
+        guest_runs = _run_guests(args, prepared, store, run_id, outcome.failed)
     run_ = store.run(run_id)
     results = store.results(run_id)
-    doc = document.build(run_, results, model)
+    guests = linked_results(store, run_)
+    doc = document.build(run_, results, model, guests=guests)
     if not args.no_report:
         from cryptcost.report.render import render
-        Path(args.report).write_text(render("html", run_, results, model))
+        Path(args.report).write_text(render("html", run_, results, model, guests=guests))
     if args.json:
         print_json({"run": run_id, "suite": plan.name, "results": results, "report": doc,
-                    "skipped": outcome.skipped, "failed": outcome.failed})
+                    "skipped": outcome.skipped, "failed": outcome.failed,
+                    "guest_runs": guest_runs})
     else:
         for table in summary_tables(doc, width=out.width):
             out.print(table)
         out.print(f"run {run_id} stored in {store.path}; {time.monotonic() - started:.0f} s"
+                  + (f"; the guest's: run(s) {', '.join(map(str, guest_runs))}, emulated"
+                     if guest_runs else "")
                   + ("" if args.no_report else f"; report: {args.report}"))
     for line in outcome.failed:
         err.print(f"error: {line}")
     return 1 if outcome.failed else 0
 
 
-def _calibration(args, suite_name: str) -> tuple[float, int]:
-    """How far earlier runs of this suite here were from their estimate (see suite.budget)."""
-    import socket
+def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list[str]
+                ) -> list[int]:
+    """Each guest share in its own boot, after this host's run: its runs imported as emulated
+    and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
+    ``failed`` (and in the run's record); what it measured before is kept."""
+    from cryptcost.cli.vm import import_guest_runs
+    from cryptcost.guest import XCHG, VmOptions, run_guest
+    from cryptcost.lifecycle.lock import run_lock
+    from cryptcost.lifecycle.resources import Resources
+    linked: list[int] = []
+    for share, seconds, (scale, runs) in prepared.guest:
+        timeout = args.vm_timeout or max(1800.0, seconds * (3 * scale if runs else 10))
+        what = f"guest ({share.kernel_said}, emulated)"
+        err.print(f"— {what}: {'; '.join(p.label for p in share.plan.parts)} "
+                  f"(killed after {timeout / 60:.0f} min)")
+        opts = VmOptions(timeout=timeout, kernel=share.kernel or None,
+                         memory_mib=_guest_memory_mib())
+        try:
+            with run_lock(["run", "--vm"]), Resources() as res:
+                outcome = run_guest(res, ["run", "--parts", f"{XCHG}/parts.json", "--no-report"],
+                                    opts, Path(store.path).parent / "vm-logs",
+                                    stdout=sys.stderr.buffer,
+                                    files={"parts.json": guest_share.to_json(share.plan)})
+        except CryptcostError as exc:
+            failed.append(f"{what}: {exc}")
+            continue
+        ids = import_guest_runs(store, outcome.store, outcome.emulated)
+        linked += ids
+        if outcome.returncode != 0:
+            failed.append(f"{what}: the guest's run ended with exit code {outcome.returncode} "
+                          f"(console log {outcome.console}; its results are kept in run(s) "
+                          f"{', '.join(map(str, ids)) or 'none'})")
+    store.update_extra(run_id, guest_runs=linked, failed=failed)
+    return linked
+
+
+def _guest_memory_mib() -> int:
+    """The guest's memory: half of what this host has free, between 2 and 8 GiB (the seeds
+    suite's RAM media hold up to 1 GiB a stack, beside their page cache)."""
+    import psutil
+    return int(min(8192, max(2048, psutil.virtual_memory().available / 2**20 / 2)))
+
+
+def _calibration(args, suite_name: str, guest: bool = False) -> tuple[float, int]:
+    """How far earlier runs of this suite here (or in the guest: ``guest``) were from their
+    estimate (see suite.budget)."""
     from cryptcost.store.db import default_path
     if not Path(args.db or default_path()).is_file():
         return 1.0, 0                            # nothing to learn from, and nothing is created
     store = open_store(args, create=False)
     try:
-        return budget.calibration(store.runs(), suite_name, socket.gethostname())
+        return budget.calibration(store.runs(), suite_name,
+                                  "cc-guest" if guest else socket.gethostname())
     finally:
         store.close()
 

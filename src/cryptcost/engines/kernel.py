@@ -34,7 +34,8 @@ _ROW = re.compile(r"^\s*([\w-]+)\s+(\d+)b\s+([\d.]+)\s+MiB/s\s+([\d.]+)\s+MiB/s"
 
 AF_ALG_MISSING = Unavailable(
     "the kernel has no AF_ALG crypto user API, through which cryptsetup benchmark measures",
-    "a kernel with CONFIG_CRYPTO_USER_API_SKCIPHER=y or the algif_skcipher module")
+    "a kernel with CONFIG_CRYPTO_USER_API_SKCIPHER=y or the algif_skcipher module",
+    guest="")
 
 
 def parse_benchmark(text: str) -> dict[tuple[str, int], tuple[float, float]]:

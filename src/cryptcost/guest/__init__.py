@@ -255,11 +255,14 @@ def prepare(res: Resources, opts: VmOptions, log_dir: Path) -> Boot:
 
 
 def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
-              stdout=None, stderr=None) -> GuestOutcome:
+              stdout=None, stderr=None, files: dict[str, str] | None = None) -> GuestOutcome:
     """Boot the guest, run ``cryptcost ARGV`` in it, relay its output, and
-    return its exit code and result store. Raise :class:`CryptcostError`
+    return its exit code and result store. ``files`` (name: text) are in the guest's
+    exchange share, under /cc-xchg. Raise :class:`CryptcostError`
     (console log kept) when it does not boot, or does not finish in time."""
     boot = prepare(res, opts, log_dir)
+    for name, text in (files or {}).items():
+        (boot.xchg / name).write_text(text)
     opts, xchg, work, kept, kernel, emulated = (boot.opts, boot.xchg, boot.work, boot.kept,
                                                 boot.kernel, boot.emulated)
     (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))

@@ -240,11 +240,12 @@ class Stack(ABC):
         """Why the stack cannot run without kernel feature ``feat``, and how to get it
         (emulated too, where Debian's stock kernel has it)."""
         why, how = FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None))
-        if feat in IN_STOCK_KERNEL:
-            kernel_opt = f"--kernel {cls.guest_kernel} " if cls.guest_kernel else ""
-            how = (f"{how}; or emulated, under Debian's stock kernel in a qemu guest: "
-                   f"cryptcost vm {kernel_opt}-- {cls.kind} --stacks {cls.name}")
-        return Unavailable(why, how)
+        if feat not in IN_STOCK_KERNEL:
+            return Unavailable(why, how)
+        kernel_opt = f"--kernel {cls.guest_kernel} " if cls.guest_kernel else ""
+        how = (f"{how}; or emulated, under Debian's stock kernel in a qemu guest: "
+               f"cryptcost vm {kernel_opt}-- {cls.kind} --stacks {cls.name}")
+        return Unavailable(why, how, guest=cls.guest_kernel or "")
 
     def variant_role(self) -> str:
         """``baseline`` for a plaintext reference (the class or this variant)."""

@@ -37,6 +37,7 @@ from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, load
 from cryptcost.suite import budget
+from cryptcost.suite.guest import GuestShare, from_json, share
 from cryptcost.suite.here import for_this_host
 
 
@@ -97,6 +98,10 @@ class Prepared:
     seconds: float                        # the model's estimate of the plan
     factor: tuple[float, int]             # earlier runs here: measured/estimated, how many
     budget_s: float | None = None         # --time-budget, in seconds
+    # what cryptcost vm's guest can run of what this host cannot, each with the model's
+    # estimate at this host's speed; run with --vm
+    guest: tuple[tuple[GuestShare, float, tuple[float, int]], ...] = ()
+    vm: bool = False
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
@@ -110,22 +115,30 @@ class Prepared:
 def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
             link: str | None = None, peer: dict | None = None, delay_ms: float | None = None,
             time_budget: str | None = None,
-            profile: bool = False,
-            calibrate: Callable[[str], tuple[float, int]] = lambda name: (1.0, 0)) -> Prepared:
+            profile: bool = False, vm: bool = False, parts: str | None = None,
+            calibrate: Callable[..., tuple[float, int]] = lambda name, guest=False: (1.0, 0)
+            ) -> Prepared:
     """Everything bad input can break, before anything is created or recorded: the plan
     loaded and cut to this host, the model's rate, the plan's tables, the budget. ``profile``
     (``run --profile``): every storage and network table gets its profiled round, and perf
     must be able to run here. ``link`` ``peer:HOST`` (with ``peer``'s ssh_config, peer_sudo and
     peer_command) measures every network table across that peer instead of modelling a link;
-    ``delay_ms`` is added to every network table's round trips (its link must be netns)."""
-    plan = load(suite, plan_file)
+    ``delay_ms`` is added to every network table's round trips (its link must be netns).
+    ``vm``: what this host's kernel cannot run and Debian's stock kernel can is run in
+    cryptcost vm's guest too (:mod:`cryptcost.suite.guest`), so a plan with nothing for this
+    host is not refused when the guest has a share. ``parts``: a file of a guest's share as
+    :func:`cryptcost.suite.guest.to_json` writes it, instead of a suite or plan file."""
+    plan = load(suite, plan_file) if parts is None else from_json(_read(parts), parts)
+    guests = share(plan)
+    if delay_ms is not None:
+        guests = [GuestShare(g.kernel, _delayed(g.plan, delay_ms)) for g in guests]
     if profile:
         perf.require()
         plan = replace(plan, parts=[replace(part, **{kind: {**table, "profile": True}
                                                      for kind in ("storage", "network")
                                                      if (table := getattr(part, kind))})
                                     for part in plan.parts])
-    plan = for_this_host(plan)
+    plan = for_this_host(plan, allow_empty=vm and bool(guests))
     model = dict(plan.model)
     if device_speed:
         model = {"device_speed": device_speed}
@@ -137,15 +150,29 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     elif link:
         model = {"link": link}
     if delay_ms is not None:
-        plan = replace(plan, parts=[replace(part, network={**part.network, "delay_ms": delay_ms})
-                                    if part.network else part for part in plan.parts])
+        plan = _delayed(plan, delay_ms)
     units.target_of(model)                      # validates the rate
     validate_plan(plan)
     budget_s = units.parse_duration(time_budget, "--time-budget") if time_budget else None
     factor = calibrate(plan.name)
     if budget_s:
         plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * factor[0])
-    return Prepared(plan, model, estimate(plan), factor, budget_s)
+    return Prepared(plan, model, estimate(plan), factor, budget_s,
+                    tuple((g, estimate(g.plan, here=False), calibrate(g.plan.name, guest=True))
+                          for g in guests), vm)
+
+
+def _read(path: str) -> str:
+    try:
+        return open(path).read()
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _delayed(plan: RunPlan, delay_ms: float) -> RunPlan:
+    """``plan`` with ``delay_ms`` more on every network table's round trips."""
+    return replace(plan, parts=[replace(part, network={**part.network, "delay_ms": delay_ms})
+                                if part.network else part for part in plan.parts])
 
 
 def validate_plan(plan: RunPlan) -> None:
@@ -160,9 +187,10 @@ def validate_plan(plan: RunPlan) -> None:
             netrun.validate(np_)
 
 
-def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
+def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True) -> float:
     """Seconds the plan takes if every series is stable after the minimum
-    number of samples (a lower bound, printed before the run)."""
+    number of samples (a lower bound, printed before the run). ``here=False``: the stacks as
+    a kernel that has them all runs them (a guest's share), at this host's speed."""
     executor = executor or RealExecutor()
     pol = policy_of(plan)
     rounds = pol.warmup + pol.min_samples
@@ -182,7 +210,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                              for j in jobs)
         if part.storage:
             for sp in storage_plans(part.storage):
-                resolved, _ = resolve(sp.stacks, sp.fs, sp.accel)
+                resolved, _ = resolve(sp.stacks, sp.fs, sp.accel, here=here)
                 steps = wl.steps(sp.workloads, sp.sizes, False)
                 total += quiet.NOISE_COPIES * quiet.NOISE_SECONDS         # the memory's noise floor
                 for stack, _ in resolved:
@@ -194,7 +222,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None) -> float:
                         total += (rounds + extra(sp)) * sum(_op_seconds(op, rate, stack)
                                                             for op in step.ops)
         for np_ in network_plans(part.network) if part.network else []:
-            resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel)
+            resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel, here=here)
             names = netrun.wl.expand(np_.workloads)
             for stack, _ in resolved:
                 total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify

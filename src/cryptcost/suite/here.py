@@ -24,15 +24,16 @@ def _available(specs: list[str], kind: str, label: str, cannot: list[dict]) -> l
         exc = None if spec == "all" else unavailable_reason(parse_spec(spec, kind)[0][0])
         if exc:
             cannot.append({"part": label, "what": spec, "reason": exc.reason,
-                           "install": exc.install})
+                           "install": exc.install, "guest": exc.guest})
         else:
             keep.append(spec)
     return keep
 
 
-def for_this_host(plan: RunPlan) -> RunPlan:
+def for_this_host(plan: RunPlan, allow_empty: bool = False) -> RunPlan:
     """The plan with what this host cannot run moved to ``cannot_run``, each
-    with its reason: storage without root, stacks that are unavailable here."""
+    with its reason: storage without root, stacks that are unavailable here. A plan left with
+    nothing is refused unless ``allow_empty`` (the guest runs the rest)."""
     cannot = list(plan.cannot_run)
     parts = []
     for part in plan.parts:
@@ -54,7 +55,7 @@ def for_this_host(plan: RunPlan) -> RunPlan:
         kept = replace(part, **tables)
         if not kept.empty():
             parts.append(kept)
-    if not parts:
+    if not parts and not allow_empty:
         raise UserError(f"suite {plan.name}: nothing to run on this host: "
                         + "; ".join(f"{c['what']}: {c['reason']}" for c in cannot[:3]))
     return replace(plan, parts=parts, cannot_run=cannot)

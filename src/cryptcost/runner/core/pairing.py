@@ -27,21 +27,24 @@ UNVERIFIED = "acceleration off is unverified: no comparable result with it on"
 
 
 def resolve(specs: list[str], kind: str, make: Make, *,
-            fits: Callable[[type[Stack]], str | None] = lambda cls: None
-            ) -> tuple[list[tuple[Stack, str]], list[dict]]:
+            fits: Callable[[type[Stack]], str | None] = lambda cls: None,
+            here: bool = True) -> tuple[list[tuple[Stack, str]], list[dict]]:
     """(instances to build with how each got in — ``measured`` or
     ``baseline`` —, stacks skipped because they are unavailable here).
 
     ``all`` means every available stack of ``kind``; an explicit spec that
     cannot run is a :class:`UserError`. ``fits`` says why a class does not
-    fit this run's options (e.g. the filesystem), for ``all``.
+    fit this run's options (e.g. the filesystem), for ``all``. ``here=False``: as a kernel
+    that has every feature sees them (the guest's share, estimated on this host).
     """
+    def reason(cls: type[Stack]):
+        return unavailable_reason(cls) if here else None
     wanted: list[tuple[type[Stack], str, str]] = []
     skipped: list[dict] = []
     explicit = [s for s in specs if s != "all"]
     if "all" in specs:
         for name, cls in of_kind(kind).items():
-            exc = unavailable_reason(cls)
+            exc = reason(cls)
             why = None if exc else fits(cls)
             if exc:
                 skipped.append(_skip(cls, exc.reason, exc.install))
@@ -51,7 +54,7 @@ def resolve(specs: list[str], kind: str, make: Make, *,
                 wanted += [(cls, v, "measured") for v in cls.default_variants]
     for spec in explicit:
         pairs = parse_spec(spec, kind)
-        exc = unavailable_reason(pairs[0][0])
+        exc = reason(pairs[0][0])
         if exc:
             raise UserError(f"stack {pairs[0][0].name} is unavailable here: {exc}")
         wanted += [(cls, v, "measured") for cls, v in pairs]
@@ -65,7 +68,7 @@ def resolve(specs: list[str], kind: str, make: Make, *,
         out[stack.label] = (stack, role)
         for base in stack.baselines:
             bcls, bvariant = parse_spec(base, kind)[0]
-            exc = unavailable_reason(bcls)
+            exc = reason(bcls)
             if exc:
                 skipped.append({**_skip(bcls, f"baseline of {stack.label}: {exc.reason}",
                                         exc.install),

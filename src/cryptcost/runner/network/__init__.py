@@ -78,16 +78,16 @@ def link_fits(cls, link: str) -> str | None:
             else f"runs only on a {' or '.join(cls.links)} link, not --link {kind}")
 
 
-def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,)
+def resolve(specs: list[str], link: str, accel: tuple[bool, ...] = (True,), here: bool = True
             ) -> tuple[list[tuple[NetworkStack, str]], list[dict]]:
     """Instances to build: the stacks asked for, their baselines, and with
     ``accel`` (True, False) a copy of each measured stack with hardware
     acceleration off — or, where its library cannot be switched, a skip
-    that says so (never an unverified "off")."""
+    that says so (never an unverified "off"). ``here=False``: see :func:`pairing.resolve`."""
     def make(cls, variant: str) -> NetworkStack:
         return cls(variant)
     resolved, skipped = pairing.resolve(specs, "network", make,
-                                        fits=lambda cls: link_fits(cls, link))
+                                        fits=lambda cls: link_fits(cls, link), here=here)
     pairing.add_accel_off_copies(resolved, skipped, make, accel)
     return resolved, skipped
 

@@ -71,18 +71,18 @@ class StorageOutcome(flow.Outcome):
     cache_mode: str = ""
 
 
-def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,)
+def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,), here: bool = True
             ) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
     """Storage stack instances to build (measured ones and their baselines,
     and acceleration-off copies when asked) and the stacks skipped because
-    they are unavailable here."""
+    they are unavailable here (``here=False``: see :func:`pairing.resolve`)."""
     def fits(cls) -> str | None:
         return (None if fs in cls.filesystems
                 else f"works only on {', '.join(cls.filesystems)}, not --fs {fs}")
 
     def make(cls, variant: str) -> StorageStack:
         return cls(variant, fs)
-    resolved, skipped = pairing.resolve(specs, "storage", make, fits=fits)
+    resolved, skipped = pairing.resolve(specs, "storage", make, fits=fits, here=here)
     pairing.add_accel_off_copies(resolved, skipped, make, accel)
     return resolved, skipped
 

@@ -1,0 +1,146 @@
+"""The guest's share of a plan: what this host's kernel cannot run and Debian's stock kernel
+can, in ``cryptcost vm``'s guest (``cryptcost run --vm``).
+
+:func:`share` cuts a plan, as loaded, to the stacks (and the kernel's cipher engine) that are
+unavailable here for a kernel feature the stock kernel has, one plan per guest kernel they
+need; :func:`to_json` and :func:`from_json` carry such a plan to the guest, whose ``run
+--parts`` measures it whole (its kernel has what this one lacks).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from cryptcost.engines import CIPHER_ENGINES
+from cryptcost.errors import Unavailable, UserError
+from cryptcost.host import kernel
+from cryptcost.stacks import of_kind, parse_spec, unavailable_reason
+from cryptcost.stacks.base import IN_STOCK_KERNEL
+from cryptcost.units import parse_size
+from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, validate
+
+# what a guest run's plan is called in the store: the suite's name and this
+GUEST_SUFFIX = " (guest)"
+
+# Under TCG the guest's CPU is software: its speeds say what works and roughly how stacks relate,
+# never what hardware does, and they cost many times the host's time. Its share runs on media of
+# at most this size, and each series on the plan's minimum number of samples.
+GUEST_MAX_SIZE = 256 << 20
+
+
+@dataclass(frozen=True)
+class GuestShare:
+    """What one guest boot measures: ``kernel`` as ``cryptcost vm --kernel`` takes it (``""``:
+    the stock kernel), and the plan of just that."""
+
+    kernel: str
+    plan: RunPlan
+
+    @property
+    def kernel_said(self) -> str:
+        return f"Linux {self.kernel}" if self.kernel else "Debian's stock kernel"
+
+
+def _emulable(exc: Unavailable | None) -> str | None:
+    """The guest kernel a stack unavailable for ``exc`` needs; None when it is available here or
+    the guest cannot help (a program missing is missing there too: it runs this root)."""
+    return exc.guest if exc is not None else None
+
+
+def _fits(cls, kind: str, table: dict) -> bool:
+    """Whether ``all`` takes ``cls`` for this table (a storage stack on its filesystem)."""
+    return kind != "storage" or table.get("fs", "ext4") in getattr(cls, "filesystems", ("ext4",))
+
+
+def _specs(table: dict, kind: str) -> dict[str, list[str]]:
+    """The table's stack specs by the guest kernel they need (``all`` as the names it stands
+    for); a delayed network table where the kernel has no netem goes whole."""
+    by_kernel: dict[str, list[str]] = {}
+    if kind == "network" and table.get("delay_ms") and not kernel.features()["netem"]["present"]:
+        for spec in table.get("stacks", ["all"]):
+            cls = parse_spec(spec, kind)[0][0] if spec != "all" else None
+            need = _emulable(unavailable_reason(cls)) if cls else None
+            by_kernel.setdefault(need or "", []).append(spec)
+        return by_kernel
+    for spec in table.get("stacks", ["all"]):
+        if spec == "all":
+            for name, cls in of_kind(kind).items():
+                need = _emulable(unavailable_reason(cls))
+                if need is not None and _fits(cls, kind, table):
+                    by_kernel.setdefault(need, []).append(name)
+            continue
+        need = _emulable(unavailable_reason(parse_spec(spec, kind)[0][0]))
+        if need is not None:
+            by_kernel.setdefault(need, []).append(spec)
+    return by_kernel
+
+
+def _kernel_ciphers(table: dict) -> dict | None:
+    """A cipher table's kernel engine, where this kernel has no AF_ALG to run it through."""
+    if "kernel" not in table.get("engines", CIPHER_ENGINES):
+        return None
+    try:
+        CIPHER_ENGINES["kernel"]().require()
+    except Unavailable as exc:
+        if exc.guest is not None and "af_alg" in IN_STOCK_KERNEL:
+            return {**table, "engines": ["kernel"]}
+    return None
+
+
+def share(plan: RunPlan) -> list[GuestShare]:
+    """The guest's share of ``plan`` (as loaded, before it is cut to this host), one per guest
+    kernel, in the order of the plan's parts; nothing when this host runs it all."""
+    parts: dict[str, list[Part]] = {}
+    for part in plan.parts:
+        tables: dict[str, dict[str, dict]] = {}
+        for kind in ("storage", "network"):
+            table = getattr(part, kind)
+            for need, specs in (_specs(table, kind) if table else {}).items():
+                # the guest has no perf worth its cost under TCG: verdicts from the ceilings
+                cut = {**table, "stacks": specs, "profile": False}
+                tables.setdefault(need, {})[kind] = _smaller(cut) if kind == "storage" else cut
+        ciphers = _kernel_ciphers(part.ciphers) if part.ciphers is not None else None
+        if ciphers:
+            tables.setdefault("", {})["ciphers"] = ciphers
+        for need, kinds in tables.items():
+            parts.setdefault(need, []).append(Part(part.label, **kinds))
+    policy = {**DEFAULT_POLICY, **plan.policy}
+    policy["max_samples"] = policy["min_samples"]
+    return [GuestShare(need, replace(plan, name=plan.name + GUEST_SUFFIX, parts=got,
+                                     cannot_run=[], policy=policy))
+            for need, got in sorted(parts.items())]
+
+
+def _smaller(table: dict) -> dict:
+    """A storage table on media of at most :data:`GUEST_MAX_SIZE`."""
+    size = parse_size(str(table.get("size", "512M")), "storage.size")
+    return {**table, "size": f"{min(size, GUEST_MAX_SIZE) >> 20}M"} if size else table
+
+
+def to_json(plan: RunPlan) -> str:
+    return json.dumps({"name": plan.name, "label": plan.label, "policy": plan.policy,
+                       "model": plan.model,
+                       "parts": [{"label": p.label, "ciphers": p.ciphers, "storage": p.storage,
+                                  "network": p.network} for p in plan.parts]}, indent=1)
+
+
+def from_json(text: str, where: str) -> RunPlan:
+    """A plan :func:`to_json` wrote, each part checked as a plan file's tables are."""
+    try:
+        data = json.loads(text)
+        parts = data["parts"]
+        name = str(data["name"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{where}: not a plan's parts as cryptcost run --vm writes them "
+                        f"({exc})") from None
+    out = []
+    for i, p in enumerate(parts):
+        tables = {k: p.get(k) for k in ("ciphers", "storage", "network") if p.get(k) is not None}
+        validate({**tables, "policy": data.get("policy") or {}, "model": data.get("model") or {}},
+                 f"{where}: part {i + 1}")
+        out.append(Part(str(p.get("label") or name), **tables))
+    if not out:
+        raise UserError(f"{where}: no parts to run")
+    return RunPlan(name=name, label=data.get("label"), parts=out,
+                   policy=data.get("policy") or {}, model=data.get("model") or {})

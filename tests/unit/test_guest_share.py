@@ -1,0 +1,104 @@
+"""run --vm's guest share: what this host's kernel cannot run and Debian's stock kernel can,
+cut from a plan, carried to the guest as JSON, and refused when malformed."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cryptcost.errors import Unavailable, UserError
+from cryptcost.suite import guest
+from cryptcost.units import parse_size
+from cryptcost.workloads.plan import load
+
+MISSING = {"luks": "", "dm-null": "", "tcrypt": "", "ecryptfs": "", "esp": "", "nfs": "6.12"}
+
+
+@pytest.fixture
+def kernel_lacks(monkeypatch):
+    """This host as one without dm-crypt, ESP and NFS (the guest has them), and without zfs's
+    programs (which no guest adds)."""
+    def reason(cls):
+        if cls.name in MISSING:
+            return Unavailable(f"no {cls.name} here", "a kernel with it", guest=MISSING[cls.name])
+        if cls.name == "zfs":
+            return Unavailable("zfs is not installed", "zfsutils-linux")
+        return None
+    monkeypatch.setattr(guest, "unavailable_reason", reason)
+    monkeypatch.setattr(guest, "_kernel_ciphers", lambda table: None)
+    monkeypatch.setattr(guest.kernel, "features", lambda: {"netem": {"present": True}})
+
+
+def _stacks(share, kind):
+    return {p.label: getattr(p, kind)["stacks"] for p in share.plan.parts if getattr(p, kind)}
+
+
+def test_the_seeds_suites_guest_share_is_what_this_kernel_lacks_by_the_kernel_it_needs(
+        kernel_lacks):
+    shares = guest.share(load("seeds", None))
+    assert [s.kernel for s in shares] == ["", "6.12"]
+    stock, newer = shares
+    storage = _stacks(stock, "storage")
+    r2 = next(v for k, v in storage.items() if k.startswith("R2"))
+    assert r2 and all(s.startswith("luks:") for s in r2)         # not qemu's LUKS: it runs here
+    r1 = next(v for k, v in storage.items() if k.startswith("R1"))
+    assert r1 == ["luks"]                                        # zfs: no guest helps
+    every = next(v for k, v in storage.items() if k.startswith("R3 AES-NI"))
+    assert sorted(every) == ["dm-null", "ecryptfs", "luks", "tcrypt"]   # "all" as its names
+    assert _stacks(stock, "network") == {
+        next(p.label for p in stock.plan.parts if p.label.startswith("R5")): ["esp:*"]}
+    nfs = {p.label: p.network for p in newer.plan.parts}
+    assert all(t["stacks"][0].startswith("nfs") for t in nfs.values())
+    assert sorted(t.get("delay_ms", 0) for t in nfs.values()) == [0, 20]   # the WAN part too
+    for share in shares:
+        assert share.plan.name == "seeds (guest)" and not share.plan.cannot_run
+        pol = share.plan.policy
+        assert pol["max_samples"] == pol["min_samples"]
+        for p in share.plan.parts:
+            for kind in ("storage", "network"):
+                table = getattr(p, kind)
+                assert not table or table["profile"] is False
+            if p.storage:
+                assert parse_size(p.storage["size"], "size") <= guest.GUEST_MAX_SIZE
+    assert stock.kernel_said == "Debian's stock kernel" and newer.kernel_said == "Linux 6.12"
+
+
+def test_a_host_that_runs_it_all_has_no_guest_share(monkeypatch):
+    monkeypatch.setattr(guest, "unavailable_reason", lambda cls: None)
+    monkeypatch.setattr(guest.kernel, "features", lambda: {"netem": {"present": True}})
+    monkeypatch.setattr(guest, "_kernel_ciphers", lambda table: None)
+    assert guest.share(load("seeds", None)) == []
+
+
+def test_the_share_reaches_the_guest_whole_and_a_bad_one_is_refused(kernel_lacks):
+    for share in guest.share(load("seeds", None)):
+        back = guest.from_json(guest.to_json(share.plan), "parts.json")
+        assert back.name == share.plan.name and back.policy == share.plan.policy
+        assert [(p.label, p.storage, p.network, p.ciphers) for p in back.parts] == \
+            [(p.label, p.storage, p.network, p.ciphers) for p in share.plan.parts]
+    for bad in ("not json", "{}", json.dumps({"name": "x", "parts": []}),
+                json.dumps({"name": "x", "parts": [{"label": "a", "storage": {"stackz": []}}]})):
+        with pytest.raises(UserError):
+            guest.from_json(bad, "parts.json")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--parts", "/nonexistent.json"], "cannot read /nonexistent.json"),
+    (["--parts", "x.json", "--suite", "quick"], "--parts is the guest's share"),
+    (["--vm-timeout", "60"], "--vm-timeout goes with --vm"),
+])
+def test_bad_guest_options_are_one_line_and_exit_2(argv, said, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "--db", str(tmp_path / "r.db"),
+                           "run", "--dry-run", *argv], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_delayed_table_goes_to_the_guest_whole_where_this_kernel_has_no_netem(kernel_lacks,
+                                                                               monkeypatch):
+    monkeypatch.setattr(guest.kernel, "features", lambda: {"netem": {"present": False}})
+    wan = {p.label: p.network for s in guest.share(load("seeds", None)) for p in s.plan.parts
+           if p.network and p.network.get("delay_ms")}
+    assert [t["stacks"] for t in wan.values()] == [["nfs:sys", "nfs:krb5p"]]
