@@ -51,7 +51,11 @@ def test_quick_suite_end_to_end(cli, tmp_path):
     )
     assert ("Unstable results" in html) == any(r.get("unstable") for r in out["results"])
     shown = json.loads(cli("show", "latest", "--json").stdout)
-    assert shown["run"]["status"] == "complete" and shown["run"]["extra"]["suite"] == "quick"
+    extra = shown["run"]["extra"]
+    assert shown["run"]["status"] == "complete" and extra["suite"] == "quick"
+    # each part's wall-clock time, together at most the run's
+    assert extra["part_seconds"] and all(v > 0 for v in extra["part_seconds"].values())
+    assert sum(extra["part_seconds"].values()) <= extra["wall_seconds"] + 1, extra
     # no key of any storage or network stack in stdout, stderr, the store, the reports, the journal
     # or a command line: fscrypt's raw key, the gocryptfs, CryFS, securefs and EncFS passwords,
     # the LUKS secret qemu-storage-daemon reads, rclone's config, tls's, ssh's and WireGuard's keys

@@ -174,7 +174,8 @@ def run(args) -> int:
         outcome = suite.run_plan(plan, sink=sink, host=host,
                                  progress_factory=lambda what: _progress(what))
         store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,
-                           wall_seconds=round(time.monotonic() - started, 1))
+                           wall_seconds=round(time.monotonic() - started, 1),
+                           part_seconds=outcome.part_seconds)
     guest_runs: list[int] = []
     if prepared.vm and prepared.guest:
         guest_runs = _run_guests(args, prepared, store, run_id, outcome.failed)
@@ -207,7 +208,7 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
     and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
     ``failed`` (and in the run's record); what it measured before is kept."""
     from cryptcost.cli.vm import import_guest_runs
-    from cryptcost.guest import XCHG, VmOptions, run_guest
+    from cryptcost.guest import XCHG, GuestTimeout, VmOptions, run_guest
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
     linked: list[int] = []
@@ -224,6 +225,12 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
                                     opts, Path(store.path).parent / "vm-logs",
                                     stdout=sys.stderr.buffer,
                                     files={"parts.json": guest_share.to_json(share.plan)})
+        except GuestTimeout as exc:
+            ids = import_guest_runs(store, exc.partial, exc.emulated)
+            linked += ids
+            failed.append(f"{what}: {exc}" + (f"; what it measured until then is kept in run(s) "
+                                              f"{', '.join(map(str, ids))}" if ids else ""))
+            continue
         except CryptcostError as exc:
             failed.append(f"{what}: {exc}")
             continue

@@ -247,6 +247,12 @@ class SuiteOutcome:
     results: list[Result] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    # wall-clock seconds each part took (set-up, measuring and teardown), by its label
+    part_seconds: dict[str, float] = field(default_factory=dict)
+
+    def took(self, label: str, since: float) -> None:
+        self.part_seconds[label] = round(self.part_seconds.get(label, 0.0)
+                                         + time.monotonic() - since, 1)
 
 
 def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
@@ -336,6 +342,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                                  "install": c.get("install"),
                                  "part": c["part"]} for c in plan.cannot_run])
     for part in plan.parts:
+        began = time.monotonic()
         if part.ciphers is not None:
             cp = replace(cipher_plan(part.ciphers), extra_cells=needed)
             needed = ()                                  # once, with the first cipher table
@@ -357,4 +364,5 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
             out.results += got.results
             out.skipped += [{**s, "part": part.label} for s in got.skipped]
             out.failed += got.failed
+        out.took(part.label, began)
     return out
