@@ -348,3 +348,28 @@ def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
     report = json.loads(cli("report", "latest", "--format", "json", timeout=300).stdout)
     layers = {b["stack"]: b.get("layers") or {} for b in report["analysis"]["bottlenecks"]}
     assert layers["luks:aes-xts-plain64"].get("cipher", 0) > 0, layers
+
+
+def test_a_guest_killed_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
+    """The guest copies its store out as it runs: a guest killed at --timeout leaves the parts
+    it finished imported, the run said killed, not lost with the guest. Two parts, as run --vm
+    hands a guest its share: LUKS (done in seconds), then a cipher table that outlives it."""
+    _vm_ready()
+    parts = tmp_path / "parts.json"
+    parts.write_text(json.dumps({
+        "name": "two parts", "policy": {"min_samples": 1, "max_samples": 1, "warmup": 0},
+        "parts": [{"label": "first", "storage": {"stacks": ["luks:aes-xts-plain64"],
+                                                 "workloads": ["seq-1m"], "size": "64M"}},
+                  {"label": "second", "ciphers": {
+                      "engines": ["openssl"], "seconds": 15, "sizes": [512, 4096, 65536],
+                      "algorithms": ["aes-256-xts", "aes-128-gcm", "chacha20-poly1305"]}}]}))
+    done = cli("vm", "--timeout", "90", "--", "run", "--parts", str(parts), "--no-report",
+               env={"CRYPTCOST_GUEST_BACKUP_SECONDS": "5"}, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert "did not finish within 90 s" in line and "imported as emulated run(s)" in line, line
+    listed = json.loads(cli("list", "--json").stdout)
+    assert len(listed) == 1 and listed[0]["emulated"] and listed[0]["status"] == "killed", listed
+    shown = json.loads(cli("show", str(listed[0]["id"]), "--json").stdout)
+    assert {r.get("stack") for r in shown["results"]} >= {"luks:aes-xts-plain64", "plain"}
+    assert not any(r["kind"] == "cipher" for r in shown["results"])    # the part it never ended

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 from cryptcost.cli.common import open_store, parse_list
-from cryptcost.errors import UserError
+from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
 from cryptcost.report.export import run_dict
 from cryptcost import proc
-from cryptcost.guest import VmOptions, run_guest
+from cryptcost.guest import GuestTimeout, VmOptions, run_guest
 from cryptcost.guest.peer import GuestPeer, serve_peer
 from cryptcost.store.db import Store
 from cryptcost.workloads.plan import load
@@ -104,7 +104,14 @@ def run(args) -> int:
     store = open_store(args)
     install_signal_handlers()
     with run_lock(sys.argv[1:]), Resources() as res:
-        outcome = run_guest(res, argv, opts, Path(store.path).parent / "vm-logs")
+        try:
+            outcome = run_guest(res, argv, opts, Path(store.path).parent / "vm-logs")
+        except GuestTimeout as exc:
+            ids = import_guest_runs(store, exc.partial, exc.emulated)
+            if ids:
+                raise CryptcostError(f"{exc}; what it measured until then is imported as "
+                                     f"emulated run(s) {', '.join(map(str, ids))}") from None
+            raise
     imported = import_guest_runs(store, outcome.store, outcome.emulated)
     how = outcome.emulated.get("accel", opts.accel)
     why = outcome.emulated.get("accel_why")

@@ -37,6 +37,21 @@ from cryptcost.guest.image import CACHE, GuestKernel, build_initrd, find_kernel
 
 GUEST_DB = "/var/lib/cryptcost-guest/results.db"
 XCHG = "/cc-xchg"                     # the writable share, inside the guest
+# how often the guest copies its store out while the command runs (a consistent SQLite backup,
+# at the lowest priority), so that a guest killed at its timeout keeps what it measured; the
+# environment's CRYPTCOST_GUEST_BACKUP_SECONDS, where set, instead
+BACKUP_SECONDS = 120
+PARTIAL = "partial.db"
+
+
+class GuestTimeout(CryptcostError):
+    """The guest outlived its timeout and was killed; ``partial`` is its store as last copied
+    out (every result measured until then, the run left ``running``), or None; ``emulated``
+    what its results carry (:func:`emulation`)."""
+
+    def __init__(self, message: str, partial: Path | None, emulated: dict):
+        super().__init__(message)
+        self.partial, self.emulated = partial, emulated
 
 
 @dataclass
@@ -131,6 +146,13 @@ def emulation(opts: VmOptions, kernel: GuestKernel, accel_why: str = "asked for"
                     "real hardware and are never ranked against, or compared with, them")}
 
 
+def _backup_seconds() -> float:
+    try:
+        return max(1.0, float(os.environ.get("CRYPTCOST_GUEST_BACKUP_SECONDS", BACKUP_SECONDS)))
+    except ValueError:
+        return BACKUP_SECONDS
+
+
 def guest_script(argv: list[str], cwd: str, emulated: dict, body: str | None = None) -> str:
     """The guest's PID 1 after switch_root: private /run, modules, then the command and its
     store; or ``body`` instead of the command (``vm --peer``: the network and sshd)."""
@@ -151,10 +173,19 @@ mkdir -p {os.path.dirname(GUEST_DB)}
 """
     if body is not None:
         return prelude + body
+    backup = " ".join(shlex.quote(a) for a in [
+        "nice", "-n", "19", sys.executable, "-c",
+        "import sqlite3, sys; s = sqlite3.connect(sys.argv[1]); d = sqlite3.connect(sys.argv[2]); "
+        "s.backup(d); d.close(); s.close()", GUEST_DB, f"{XCHG}/{PARTIAL}.tmp"])
     return prelude + f"""echo "cc-guest: running" > /dev/console
 cd {shlex.quote(cwd)} 2>/dev/null || cd /
+(while sleep {_backup_seconds():g}; do
+  [ -e {GUEST_DB} ] && {backup} 2>/dev/null && mv {XCHG}/{PARTIAL}.tmp {XCHG}/{PARTIAL}
+done) &
+copier=$!
 {cmd} > {XCHG}/stdout 2> {XCHG}/stderr
 echo $? > {XCHG}/rc.tmp
+kill $copier 2>/dev/null
 for f in {GUEST_DB} {GUEST_DB}-wal {GUEST_DB}-shm; do [ -e "$f" ] && cp "$f" {XCHG}/; done
 mv {XCHG}/rc.tmp {XCHG}/rc
 sync
@@ -284,8 +315,13 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
         keep_log(kept, console, work / "qemu.log")
     seconds = time.monotonic() - start
     if timed_out:
-        raise CryptcostError(f"the guest did not finish within {opts.timeout:g} s and was killed "
-                             f"(console log: {kept})")
+        partial = xchg / PARTIAL
+        kept_partial = log_dir / f"{kept.stem}-partial.db"
+        if partial.exists():
+            os.replace(partial, kept_partial)
+        raise GuestTimeout(f"the guest did not finish within {opts.timeout:g} s and was killed "
+                           f"(console log: {kept})",
+                           kept_partial if kept_partial.exists() else None, emulated)
     rc = xchg / "rc"
     if not rc.exists():
         raise CryptcostError(f"the guest failed: {failure_cause(kept.read_text(errors='replace'))} "
