@@ -157,9 +157,10 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     factor = calibrate(plan.name)
     if budget_s:
         plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * factor[0])
+    # the shortest share first: a guest killed at its timeout loses the least
+    shares = sorted(((g, estimate(g.plan, here=False)) for g in guests), key=lambda x: x[1])
     return Prepared(plan, model, estimate(plan), factor, budget_s,
-                    tuple((g, estimate(g.plan, here=False), calibrate(g.plan.name, guest=True))
-                          for g in guests), vm)
+                    tuple((g, s, calibrate(g.plan.name, guest=True)) for g, s in shares), vm)
 
 
 def _read(path: str) -> str:
