@@ -172,7 +172,9 @@ def run(args) -> int:
                            time_budget=prepared.budget_s,
                            skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
         outcome = suite.run_plan(plan, sink=sink, host=host,
-                                 progress_factory=lambda what: _progress(what))
+                                 progress_factory=lambda what: _progress(what),
+                                 on_part=lambda so_far: store.update_extra(
+                                     run_id, part_seconds=so_far.part_seconds))
         store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,
                            wall_seconds=round(time.monotonic() - started, 1),
                            part_seconds=outcome.part_seconds)

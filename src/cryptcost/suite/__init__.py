@@ -326,8 +326,10 @@ def _comparisons(part: Part, policy: stats.Policy, sink: Sink, progress_factory)
 
 
 def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
-             executor: Executor | None = None) -> SuiteOutcome:
-    """Run every part; a part that fails is recorded and the next one runs.
+             executor: Executor | None = None,
+             on_part: Callable[[SuiteOutcome], None] = lambda outcome: None) -> SuiteOutcome:
+    """Run every part; a part that fails is recorded and the next one runs; ``on_part`` is
+    called with the outcome so far after each part (the run's record of its parts' times).
     The first cipher table also measures what the storage stacks need for
     their ceilings; without one, a table of just those cells runs first."""
     executor = executor or RealExecutor()
@@ -366,4 +368,5 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
             out.skipped += [{**s, "part": part.label} for s in got.skipped]
             out.failed += got.failed
         out.took(part.label, began)
+        on_part(out)
     return out
