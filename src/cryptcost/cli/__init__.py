@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             build_parser().print_help()
             return 2
-        if args.command in MEASURING:
+        if args.command in MEASURING and not getattr(args, "dry_run", False):
             require_free()                          # a second run refuses at once, before any work
         return args.func(args) or 0
     except CryptcostError as exc:
