@@ -4,7 +4,8 @@ The client runs at end ``a`` of a link and connects to the endpoint a
 network stack returns; the server (``iperf3 -s``) listens at end ``b``.
 iperf3 fills its buffers with random bytes by default, so what crosses a
 tunnel is incompressible (rule 3). ``repeating`` switches to iperf3's
-repeating pattern: only the wire check's plaintext canary uses it.
+repeating pattern: the wire check's plaintext canary uses it, and the
+``compressible`` workload, which asks what compression wins.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ Stream stacks (TCP, TLS, SSH, tunnels) carry iperf3:
 
 * ``send`` — one stream from end ``a`` to end ``b``;
 * ``receive`` — one stream from ``b`` to ``a`` (iperf3 ``-R``);
-* ``streams`` — N parallel streams from ``a`` to ``b``.
+* ``streams`` — N parallel streams from ``a`` to ``b``;
+* ``compressible`` — one stream from ``a`` to ``b`` of iperf3's repeating pattern
+  (``--repeating-payload``) instead of its random bytes: what a compressing stack (IPsec
+  with IPComp) can shrink, and no other stack is slowed or sped by.
 
 File-share stacks (SMB3, NFS) copy files, each checked by its checksum:
 
@@ -12,7 +15,7 @@ File-share stacks (SMB3, NFS) copy files, each checked by its checksum:
 * ``get`` — one large file from the share to ``a``;
 * ``smallfiles`` — many 64 KiB files from ``a`` to the share.
 
-Sets: ``quick`` (send; put), ``standard`` and ``full`` (all of them).
+Sets: ``quick`` (send; put), ``standard`` (all but compressible) and ``full`` (all of them).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from dataclasses import dataclass
 
 from cryptcost.errors import UserError
 
-STREAM_WORKLOADS = ("send", "receive", "streams")
+STREAM_WORKLOADS = ("send", "receive", "streams", "compressible")
 FILE_WORKLOADS = ("put", "get", "smallfiles")
 WORKLOADS = STREAM_WORKLOADS + FILE_WORKLOADS
-SETS = {"quick": ("send", "put"), "standard": WORKLOADS, "full": WORKLOADS}
+SETS = {"quick": ("send", "put"),
+        "standard": tuple(w for w in WORKLOADS if w != "compressible"), "full": WORKLOADS}
 SMALL_FILE = 64 << 10
 
 
@@ -36,6 +40,7 @@ class NetOp:
     traffic: str                  # stream or files
     streams: int = 1
     reverse: bool = False
+    repeating: bool = False              # iperf3's repeating pattern, not random bytes
     files: int = 1
     file_bytes: int | None = None
 
@@ -70,7 +75,7 @@ def ops(names: list[str], traffic: str, *, streams: int = 4, file_bytes: int = 2
     for name in expand(names):
         if traffic == "stream" and name in STREAM_WORKLOADS:
             out.append(NetOp(name, "stream", streams=streams if name == "streams" else 1,
-                             reverse=name == "receive"))
+                             reverse=name == "receive", repeating=name == "compressible"))
         elif traffic == "files" and name in FILE_WORKLOADS:
             if name == "smallfiles":
                 out.append(NetOp(name, "files", files=small_files, file_bytes=SMALL_FILE))

@@ -192,7 +192,7 @@ class NetRunner:
                repeating: bool = False) -> iperf3.IperfOutcome:
         argv = iperf3.client_argv(inst.endpoint.host, inst.endpoint.port, seconds,
                                   streams=op.streams,
-                                  reverse=op.reverse, repeating=repeating)
+                                  reverse=op.reverse, repeating=repeating or op.repeating)
         done = inst.link.at("a").run(argv, timeout=seconds + 60, check=False)
         return iperf3.parse(done.stdout, reverse=op.reverse)
 
