@@ -373,3 +373,20 @@ def test_a_guest_killed_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
     shown = json.loads(cli("show", str(listed[0]["id"]), "--json").stdout)
     assert {r.get("stack") for r in shown["results"]} >= {"luks:aes-xts-plain64", "plain"}
     assert not any(r["kind"] == "cipher" for r in shown["results"])    # the part it never ended
+
+
+def test_ipcomp_before_esp_compresses_a_compressible_stream_in_the_guests_kernel(cli, tmp_path):
+    """R5's IPComp, which it gave up on (its data was zeros): strongSwan with ipcomp = yes, the
+    kernel's DEFLATE states read back with the traffic they carried, on random and on
+    compressible data, against the same proposal without IPComp."""
+    _vm_ready()
+    out, done = _guest(cli, "--", "network", "--stacks", "ipsec:aes128-sha1-ipcomp",
+                       "--workloads", "send,compressible", "--seconds", "2", *ONCE, "--json")
+    results = {(r["stack"], r["workload"]): r for r in _by(out["results"], "network")}
+    for workload in ("send", "compressible"):
+        r = results[("ipsec:aes128-sha1-ipcomp", workload)]
+        ipcomp = r["params"]["negotiated"]["ipcomp"]
+        assert ipcomp["comp"] == "deflate" and ipcomp["states"] >= 2 and any(ipcomp["bytes"])
+        assert r["wire"]["plaintext_packets"] == 0, r["wire"]
+        assert set(r["vs"]) >= {"tcp", "ipsec:aes128-sha1"}, r["vs"]
+        assert ("ipsec:aes128-sha1", workload) in results

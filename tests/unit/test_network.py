@@ -516,3 +516,43 @@ def test_a_delay_reaches_every_network_table_and_its_cells(monkeypatch):
         r"--delay 20 …'",
     ):
         validate_network(NetworkPlan(stacks=["tls"], delay_ms=20))
+
+
+def test_the_compressible_workload_sends_iperf3s_repeating_pattern_and_only_full_has_it():
+    [op] = wl.ops(["compressible"], "stream")
+    assert op.repeating and not op.reverse and op.streams == 1
+    assert not any(o.repeating for o in wl.ops(["send", "receive", "streams"], "stream"))
+    assert "compressible" in wl.expand(["full"]) and "compressible" not in wl.expand(["standard"])
+    assert "--repeating-payload" in iperf3.client_argv("h", 1, 1, repeating=op.repeating)
+
+
+def test_ipsec_with_ipcomp_is_a_variant_only_the_kernels_esp_runs(monkeypatch):
+    """Without the kernel's ESP, ipsec runs (kernel-libipsec) but its IPComp variant does not:
+    name:* skips it with why, asked for alone it is refused, and the guest's share takes it."""
+    from cryptcost.runner.network import resolve
+    from cryptcost.suite import guest
+    ipsec = get("ipsec")
+    assert ipsec.variants["aes128-sha1-ipcomp"]["baselines"] == ["tcp", "ipsec:aes128-sha1"]
+    monkeypatch.setattr("cryptcost.stacks.ipsec.kernel.features",
+                        lambda: {"esp": {"present": False}, "xfrm": {"present": True},
+                                 "netem": {"present": True}})
+    why = ipsec.variant_unavailable("aes128-sha1-ipcomp")
+    assert why and why.guest == "" and "kernel-libipsec" in why.reason
+    assert ipsec.variant_unavailable("aes128-sha1") is None
+    monkeypatch.setattr("cryptcost.runner.core.pairing.unavailable_reason", lambda cls: None)
+    resolved, skipped = resolve(["ipsec:*"], "netns")
+    labels = {s.label for s, _ in resolved}
+    assert "ipsec:aes128-sha1" in labels and "ipsec:aes128-sha1-ipcomp" not in labels
+    assert any(s["stack"] == "ipsec:aes128-sha1-ipcomp" for s in skipped)
+    with pytest.raises(UserError, match="IPComp needs the kernel's ESP"):
+        resolve(["ipsec:aes128-sha1-ipcomp"], "netns")
+    monkeypatch.setattr(guest, "unavailable_reason", lambda cls: None)
+    shares = guest.share(load("seeds", None))
+    ipcomp = [p.network["stacks"] for s in shares for p in s.plan.parts
+              if p.network and "ipsec:aes128-sha1-ipcomp" in p.network["stacks"]]
+    assert ipcomp and all(stacks == ["ipsec:aes128-sha1-ipcomp"] for stacks in ipcomp)
+    # with the kernel's ESP it runs here
+    monkeypatch.setattr("cryptcost.stacks.ipsec.kernel.features",
+                        lambda: {"esp": {"present": True}, "xfrm": {"present": True},
+                                 "netem": {"present": True}})
+    assert ipsec.variant_unavailable("aes128-sha1-ipcomp") is None

@@ -247,6 +247,12 @@ class Stack(ABC):
                f"cryptcost vm {kernel_opt}-- {cls.kind} --stacks {cls.name}")
         return Unavailable(why, how, guest=cls.guest_kernel or "")
 
+    @classmethod
+    def variant_unavailable(cls, variant: str) -> Unavailable | None:
+        """Why one variant cannot run here where the stack itself can (a feature only it
+        needs), or None."""
+        return None
+
     def variant_role(self) -> str:
         """``baseline`` for a plaintext reference (the class or this variant)."""
         return ("baseline" if self.role == "baseline" or self.variant in self.baseline_variants

@@ -6,7 +6,10 @@ otherwise strongSwan's ``kernel-libipsec`` plugin runs ESP in userspace
 over a TUN device, always encapsulated in UDP 4500. The result records
 which one ran. Each variant is one ESP proposal (R5's cipher/auth matrix,
 as far as strongSwan has it); :meth:`verify` reads the installed CHILD_SA
-back with ``swanctl --list-sas``.
+back with ``swanctl --list-sas``. A ``-ipcomp`` variant compresses with IPComp (DEFLATE)
+before ESP, as R5 wanted to measure and could not (its benchmark sent zeros): kernel ESP
+only, against the same proposal without it, on the ``compressible`` workload too; its
+IPComp states are read back with ``ip -s xfrm state``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import re
 import secrets
 
 from cryptcost import proc
-from cryptcost.errors import CryptcostError
+from cryptcost.errors import CryptcostError, Unavailable
+from cryptcost.host import kernel
 from cryptcost.host.tools import Tool
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
@@ -53,6 +57,9 @@ PROPOSALS = {
     "null-md5": ("null-md5", "NULL/HMAC_MD5_96", None),
     "null-aesxcbc": ("null-aesxcbc", "NULL/AES_XCBC_96", None),
 }
+# variant → the proposal it runs with IPComp (DEFLATE) before ESP; its twin is that proposal
+IPCOMP = {"aes128-sha1-ipcomp": "aes128-sha1"}
+KEY_MASK = r"0x[0-9a-fA-F]{16,}"          # a key in ``ip xfrm state``'s listing (SPIs are shorter)
 _NULL = "null encryption: authenticated, not confidential"
 WEAK = {"3des-sha1": "3DES has 64-bit blocks and is obsolete",
         "3des-md5": "3DES has 64-bit blocks and is obsolete, and so is HMAC-MD5",
@@ -79,10 +86,27 @@ class Ipsec(NetworkStack):
     userspace_features = ("tun",)
     links = ("netns", "peer")
     exclusive = True
-    variants = {name: {"esp": p[0], "expect": p[1],
-                       "algorithm": p[2]} for name, p in PROPOSALS.items()}
+    variants = {**{name: {"esp": p[0], "expect": p[1],
+                          "algorithm": p[2]} for name, p in PROPOSALS.items()},
+                **{name: {"esp": PROPOSALS[of][0], "expect": PROPOSALS[of][1],
+                          "algorithm": PROPOSALS[of][2], "ipcomp": True,
+                          "baselines": ["tcp", f"ipsec:{of}"]} for name, of in IPCOMP.items()}}
     default_variants = ("aes128gcm16",)
     crypto_library = "openssl"
+
+    @classmethod
+    def variant_unavailable(cls, variant: str) -> Unavailable | None:
+        """IPComp only with the kernel's ESP: kernel-libipsec, the fallback, has none."""
+        if not cls.variants[variant].get("ipcomp"):
+            return None
+        present = kernel.features()
+        if all(present.get(f, {}).get("present") for f in cls.kernel_features):
+            return None
+        return Unavailable("IPComp needs the kernel's ESP (kernel-libipsec, which runs ESP "
+                           "here, has no IPComp)",
+                           "a kernel with CONFIG_INET_ESP and CONFIG_INET_IPCOMP; or emulated, "
+                           "under Debian's stock kernel in a qemu guest: cryptcost vm -- network "
+                           f"--stacks ipsec:{variant}", guest="")
 
     def confidential(self) -> bool | str:
         return WEAK[self.variant] if self.params["esp"].startswith("null") else True
@@ -99,6 +123,10 @@ class Ipsec(NetworkStack):
         impl = {end: "kernel ESP" if k else "kernel-libipsec" for end, k in kernel.items()}
         self.params["implementation"] = (impl["a"] if impl["a"] == impl["b"]
                                          else f"a: {impl['a']}, b: {impl['b']}")
+        if self.params.get("ipcomp") and not all(kernel.values()):
+            raise CryptcostError("IPComp needs the kernel's ESP at both ends (kernel-libipsec "
+                                 "has no IPComp); emulated, under Debian's stock kernel: "
+                                 f"cryptcost vm -- network --stacks ipsec:{self.variant}")
         self.layer = "kernel" if kernel["a"] else "userspace"
         psk = base64.b64encode(secrets.token_bytes(32)).decode()
         inner = self.inner_addresses("10.205")
@@ -132,7 +160,9 @@ class Ipsec(NetworkStack):
                     f"{other}{ports}\n proposals = aes128gcm16-prfsha256-x25519\n local {{ auth = "
                     f"psk\n id = {me} }}\n remote {{ auth = psk\n id = {other} }}\n children {{ cc "
                     f"{{ local_ts = {inner[end]}/32\n remote_ts = {inner[peer]}/32\n esp_proposals "
-                    f"= {self.params['esp']}\n start_action = none }} }} }} }}\n")
+                    f"= {self.params['esp']}\n"
+                    + (" ipcomp = yes\n" if self.params.get("ipcomp") else "")
+                    + " start_action = none } } } }\n")
             secret = (f"secrets {{ ike-cc {{ id-a = {link.a_addr}\n id-b = {link.b_addr}\n secret "
                       f"= 0s{psk} }} }}\n")
             held = at.secret_file(secret.encode(),
@@ -179,9 +209,36 @@ class Ipsec(NetworkStack):
         self.negotiated = {"implementation": self.params["implementation"], "mode": mode,
                            "esp": proposal,
                            "from": "swanctl --list-sas"}
+        if self.params.get("ipcomp"):
+            self.negotiated["ipcomp"] = self._ipcomp()
         if self.variant in WEAK:
             self.params["warning"] = WEAK[self.variant]
         return self.negotiated
+
+    def _ipcomp(self) -> dict:
+        """The kernel's IPComp states at end a (keys masked): DEFLATE, and traffic through them."""
+        listing = self.link.at("a").run(
+            ["sh", "-c", f"ip -s xfrm state list | sed -E 's/{KEY_MASK}/<key>/g'"],
+            timeout=30).stdout
+        states = _comp_states(listing)
+        if len(states) < 2 or any(st["comp"] != "deflate" for st in states):
+            raise CryptcostError(f"ipsec: IPComp asked for, but end a's kernel holds {states}")
+        if not any(st["bytes"] for st in states):
+            raise CryptcostError("ipsec: the IPComp states carried no traffic")
+        return {"comp": "deflate", "states": len(states),
+                "bytes": [st["bytes"] for st in states], "from": "ip -s xfrm state (keys masked)"}
+
+
+def _comp_states(listing: str) -> list[dict]:
+    """The IPComp states of an ``ip -s xfrm state`` listing: algorithm and bytes carried."""
+    out = []
+    for block in re.split(r"\n(?=src )", listing.strip()):
+        if re.search(r"proto comp\b", block):
+            alg = re.search(r"comp (\w+)", block.split("proto comp", 1)[1])
+            moved = re.search(r"lifetime current:\s*\n?\s*(\d+)\(bytes\)", block)
+            out.append({"comp": alg.group(1) if alg else None,
+                        "bytes": int(moved.group(1)) if moved else 0})
+    return out
 
 
 def _tuns(at) -> set[str]:

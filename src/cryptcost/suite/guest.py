@@ -70,9 +70,15 @@ def _specs(table: dict, kind: str) -> dict[str, list[str]]:
                 if need is not None and _fits(cls, kind, table):
                     by_kernel.setdefault(need, []).append(name)
             continue
-        need = _emulable(unavailable_reason(parse_spec(spec, kind)[0][0]))
+        pairs = parse_spec(spec, kind)
+        need = _emulable(unavailable_reason(pairs[0][0]))
         if need is not None:
             by_kernel.setdefault(need, []).append(spec)
+            continue
+        for cls, variant in pairs:               # a variant only the guest's kernel runs
+            need = _emulable(cls.variant_unavailable(variant))
+            if need is not None:
+                by_kernel.setdefault(need, []).append(f"{cls.name}:{variant}")
     return by_kernel
 
 

@@ -21,7 +21,10 @@ def _available(specs: list[str], kind: str, label: str, cannot: list[dict]) -> l
     """The specs of ``kind`` this host can run; the others go to ``cannot`` with their reasons."""
     keep = []
     for spec in specs:
-        exc = None if spec == "all" else unavailable_reason(parse_spec(spec, kind)[0][0])
+        pairs = [] if spec == "all" else parse_spec(spec, kind)
+        exc = unavailable_reason(pairs[0][0]) if pairs else None
+        if pairs and not exc and len(pairs) == 1:          # one variant: its own needs too
+            exc = pairs[0][0].variant_unavailable(pairs[0][1])
         if exc:
             cannot.append({"part": label, "what": spec, "reason": exc.reason,
                            "install": exc.install, "guest": exc.guest})

@@ -57,7 +57,14 @@ def resolve(specs: list[str], kind: str, make: Make, *,
         exc = reason(pairs[0][0])
         if exc:
             raise UserError(f"stack {pairs[0][0].name} is unavailable here: {exc}")
-        wanted += [(cls, v, "measured") for cls, v in pairs]
+        for cls, v in pairs:
+            vexc = cls.variant_unavailable(v) if here else None
+            if vexc and len(pairs) == 1:
+                raise UserError(f"stack {cls.name}:{v} is unavailable here: {vexc}")
+            if vexc:                                      # one of name:*'s variants
+                skipped.append({**_skip(cls, vexc.reason, vexc.install), "stack": f"{cls.name}:{v}"})
+                continue
+            wanted.append((cls, v, "measured"))
     out: dict[str, tuple[Stack, str]] = {}
     queue = list(wanted)
     while queue:
