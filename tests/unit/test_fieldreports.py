@@ -170,3 +170,36 @@ def test_a_guest_run_fills_a_row_only_where_the_run_has_no_pair_and_is_said_emul
     assert half[0]["ours"] is None and "no result for" in half[0]["why_not"]
     sentence = {b["label"]: b for b in fr.section(read([]), [guest])}["R4"]["sentence"]
     assert "70 % slower (emulated) here" in sentence
+
+
+def test_r5s_own_table_is_its_twenty_rows_each_way_quoted_from_its_text():
+    t = fr.load("R5").table
+    assert t.columns == ("one way", "the other way") and t.unit == "Mbit/s"
+    assert len(t.rows) == 20 and t.rows[0].name == "no ipsec" and t.reference == "no ipsec"
+    assert len({r.cell["stack"] for r in t.rows}) == 20          # one stack a row, none twice
+    path = SEEDS / FILES["R5"]
+    if not path.exists():
+        skip_or_fail(("seeds",), f"the field reports' texts are not at {SEEDS}")
+    text = path.read_text()
+    found = _numbers(text)
+    for row in t.rows:
+        assert row.name in text and all(x in found for x in row.theirs), row
+
+
+def test_a_reports_own_table_lays_each_row_beside_the_runs_against_the_reference_row():
+    run = read([_r("tcp", 110e6, workload="send"), _r("ipsec:aes128-sha1", 55e6, workload="send")])
+    guest = read([_r("tcp", 20e6, workload="send"), _r("esp:null-null", 19e6, workload="send"),
+                  _r("ipsec:aes128-sha1", 1e6, workload="send")])
+    t = {b["label"]: b for b in fr.section(run, [guest])}["R5"]["table"]
+    rows = {r["name"]: r["cells"] for r in t["rows"]}
+    assert len(rows) == 20 and t["measured"] == 3
+    sha1 = rows["hmac-sha1/aes-cbc"][0]
+    assert sha1["ours"] == pytest.approx(440.0) and sha1["ours_vs"] == pytest.approx(0.5)
+    assert sha1["emulated"] is False                              # the run's own, not the guest's
+    assert sha1["theirs_vs"] == pytest.approx(259.4 / 941.4)
+    null = rows["null/null"][0]                                   # only the guest has it
+    assert null["emulated"] is True and null["ours_vs"] == pytest.approx(0.95)
+    assert rows["null/null"][1]["ours"] is None                   # no receive anywhere
+    assert fr.table_text(null, "ours") == "152.0 (0.95×) emulated"
+    assert fr.table_text(rows["null/null"][1], "ours") == "—"
+    assert fr.table_text(sha1, "theirs") == "259.4 (0.28×)"

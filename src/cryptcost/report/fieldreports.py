@@ -38,6 +38,27 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class TableRow:
+    name: str
+    theirs: tuple[float | None, ...]      # one a column, in the table's unit
+    cell: dict                            # what the row's cells add to each column's
+
+
+@dataclass(frozen=True)
+class Table:
+    """A report's own table: its rows and columns, their figures, and the cells that give ours;
+    each figure also against the ``reference`` row's, the comparison that carries across
+    hardware."""
+
+    what: str
+    unit: str                             # MB/s or Mbit/s
+    columns: tuple[str, ...]
+    cells: tuple[dict, ...]               # a column's cell dimensions
+    rows: tuple[TableRow, ...]
+    reference: str | None = None          # a row's name
+
+
+@dataclass(frozen=True)
 class Report:
     label: str
     title: str
@@ -47,6 +68,7 @@ class Report:
     figures: tuple[Figure, ...] = ()
     no_figures: str = ""
     note: str = ""
+    table: Table | None = None
 
 
 def _theirs(d: dict) -> tuple[float, str]:
@@ -76,7 +98,23 @@ def load(label: str) -> Report:
                               d["b"], d.get("note", "")))
     return Report(data["label"], data["title"], data["source"], data["hardware"],
                   data["conclusion"], tuple(figures), data.get("no_figures", ""),
-                  data.get("note", ""))
+                  data.get("note", ""), _table(label, data.get("table")))
+
+
+UNITS = {"MB/s": 1e6, "Mbit/s": 1e6 / 8}      # bytes/s in one unit
+
+
+def _table(label: str, d: dict | None) -> Table | None:
+    if not d:
+        return None
+    cols = tuple(d["columns"])
+    rows = tuple(TableRow(r["name"], tuple(r["theirs"]), r.get("cell", {})) for r in d["rows"])
+    unknown = {k for c in d["cells"] for k in c} | {k for r in rows for k in r.cell}
+    if (unknown - _CELL or d["unit"] not in UNITS or len(d["cells"]) != len(cols)
+            or any(len(r.theirs) != len(cols) for r in rows)
+            or d.get("reference") not in {None} | {r.name for r in rows}):
+        raise ValueError(f"{label}: bad table ({unknown - _CELL or d['unit']})")
+    return Table(d["what"], d["unit"], cols, tuple(d["cells"]), rows, d.get("reference"))
 
 
 def reports() -> list[Report]:
@@ -213,9 +251,51 @@ def sentence(report: Report, rows: list[Row]) -> str:
     seen = [r for r in rows if r.ours is not None]
     if not seen:
         return (f"{report.label}: none of its comparisons is in this run (`cryptcost run "
-                "--suite seeds` measures them, the kernel's stacks in `cryptcost vm`).")
+                "--suite seeds --vm` measures them, the kernel's stacks in its guest).")
     told = "; ".join(f"{r.figure.what}: {there(r.figure)} there, {_here(r)} here" for r in seen)
     return f"{report.label}: {told}."
+
+
+def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = ()) -> dict | None:
+    """The report's own table with this run's figure beside each of theirs, each also against
+    the reference row (from the same run, on one host); a linked guest run's where the run has
+    none, marked emulated."""
+    t = report.table
+    if t is None:
+        return None
+    ref = next((r for r in t.rows if r.name == t.reference), None)
+    rows = []
+    for row in t.rows:
+        cells = []
+        for j, column in enumerate(t.cells):
+            theirs = row.theirs[j]
+            cell = {"theirs": theirs, "theirs_vs": None, "ours": None, "ours_vs": None,
+                    "emulated": False}
+            if ref and theirs and ref.theirs[j]:
+                cell["theirs_vs"] = theirs / ref.theirs[j]
+            for pool in [results, *guests]:
+                got = _find(pool, {**column, **row.cell}, report.label)
+                if got is None:
+                    continue
+                base = _find(pool, {**column, **ref.cell}, report.label) if ref else None
+                cell.update(ours=got.median / UNITS[t.unit], emulated=pool is not results,
+                            ours_vs=got.median / base.median if base and base.median else None)
+                break
+            cells.append(cell)
+        rows.append({"name": row.name, "cells": cells})
+    return {"what": t.what, "unit": t.unit, "columns": list(t.columns),
+            "reference": t.reference, "rows": rows,
+            "measured": sum(c["ours"] is not None for r in rows for c in r["cells"])}
+
+
+def table_text(cell: dict, side: str) -> str:
+    """One side of a table's cell: ``259.4 (0.28×)``; ours marked ``emulated``; ``—`` where
+    there is none."""
+    value, vs = cell[side], cell[f"{side}_vs"]
+    if value is None:
+        return "—"
+    out = f"{value:.1f}" + (f" ({vs:.2f}×)" if vs is not None else "")
+    return out + (" emulated" if side == "ours" and cell["emulated"] else "")
 
 
 def section(results: list[Stored], guests: list[list[Stored]] = ()) -> list[dict]:
@@ -229,6 +309,7 @@ def section(results: list[Stored], guests: list[list[Stored]] = ()) -> list[dict
                     "hardware": report.hardware, "conclusion": report.conclusion,
                     "note": report.note,
                     "measured": sum(1 for r in rows if r.ours is not None),
-                    "rows": [r.to_dict() for r in rows], "sentence": sentence(report, rows)})
+                    "rows": [r.to_dict() for r in rows], "sentence": sentence(report, rows),
+                    "table": lay_out(report, results, guests)})
     return out
 

@@ -11,7 +11,9 @@ _env = Environment(loader=PackageLoader("cryptcost", "report/templates"),
 
 
 def render(doc: dict, charts: dict[str, str]) -> str:
-    return _env.get_template("report.html.j2").render(doc=doc, charts=charts)
+    from cryptcost.report.fieldreports import table_text
+    return _env.get_template("report.html.j2").render(doc=doc, charts=charts,
+                                                      table_text=table_text)
 
 
 def render_fleet(doc: dict, charts: dict[str, str]) -> str:

@@ -115,6 +115,8 @@ def render(doc: dict) -> str:
                                   "; ".join(r["ours_cells"]), r["note"]]
                                  for r in block["rows"]]) + [""]
             lines += [block["sentence"], ""]
+            if block.get("table"):
+                lines += _own_table(block["table"])
     if doc["not_measured"]:
         lines += ["## Not measured", ""]
         lines += _table(["what", "why", "install"],
@@ -169,3 +171,13 @@ def render_fleet(doc: dict) -> str:
                         [[host, m["what"], m["why"], m["install"]]
                          for host, ms in doc["not_measured"].items() for m in ms])
     return "\n".join(lines) + "\n"
+
+
+def _own_table(t: dict) -> list[str]:
+    """A field report's own table, theirs beside ours column by column."""
+    from cryptcost.report.fieldreports import table_text
+    vs = f"; × against {t['reference']}" if t["reference"] else ""
+    head = [""] + [f"{side} {c}" for c in t["columns"] for side in ("theirs", "here")]
+    rows = [[r["name"]] + [table_text(cell, side) for cell in r["cells"]
+                           for side in ("theirs", "ours")] for r in t["rows"]]
+    return [f"{t['what']} ({t['unit']}{vs}):", ""] + _table(head, rows) + [""]

@@ -62,7 +62,8 @@ def resolve(specs: list[str], kind: str, make: Make, *,
             if vexc and len(pairs) == 1:
                 raise UserError(f"stack {cls.name}:{v} is unavailable here: {vexc}")
             if vexc:                                      # one of name:*'s variants
-                skipped.append({**_skip(cls, vexc.reason, vexc.install), "stack": f"{cls.name}:{v}"})
+                skipped.append({**_skip(cls, vexc.reason, vexc.install),
+                                "stack": f"{cls.name}:{v}"})
                 continue
             wanted.append((cls, v, "measured"))
     out: dict[str, tuple[Stack, str]] = {}
