@@ -203,3 +203,30 @@ def test_a_reports_own_table_lays_each_row_beside_the_runs_against_the_reference
     assert fr.table_text(null, "ours") == "152.0 (0.95×) emulated"
     assert fr.table_text(rows["null/null"][1], "ours") == "—"
     assert fr.table_text(sha1, "theirs") == "259.4 (0.28×)"
+
+
+@pytest.mark.parametrize("label, rows, columns", [("R3", 7, 2), ("R5", 20, 2)])
+def test_a_reports_own_table_has_its_shape_and_every_figure_is_in_its_text(label, rows, columns):
+    t = fr.load(label).table
+    assert len(t.rows) == rows and len(t.columns) == columns == len(t.cells)
+    assert t.reference in {r.name for r in t.rows}
+    path = SEEDS / FILES[label]
+    if not path.exists():
+        skip_or_fail(("seeds",), f"the field reports' texts are not at {SEEDS}")
+    found = _numbers(path.read_text())
+    for row in t.rows:
+        assert all(x in found for x in row.theirs if x is not None), row
+
+
+def test_r3s_table_reads_dm_crypts_writes_by_block_size_on_two_cpus_and_one():
+    def w(bs, cpus, value):
+        return {"kind": "storage", "stack": "luks:aes-xts-plain64", "workload": "seq",
+                "op": "write", "block_bytes": bs, "cpus": cpus, "median_bytes_per_s": value}
+    guest = read([w(512, 2, 10e6), w(4096, 2, 40e6), w(512, 1, 9e6), w(4096, 1, 30e6)])
+    t = {b["label"]: b for b in fr.section(read([]), [guest])}["R3"]["table"]
+    rows = {r["name"]: r["cells"] for r in t["rows"]}
+    assert rows["512 B"][0]["ours"] == pytest.approx(10.0)
+    assert rows["512 B"][0]["ours_vs"] == pytest.approx(0.25)       # against 4 KiB, 2 CPUs
+    assert rows["512 B"][1]["ours_vs"] == pytest.approx(0.3)        # against 4 KiB, 1 CPU
+    assert rows["512 B"][0]["theirs_vs"] == pytest.approx(56.4 / 148.0)
+    assert all(c["emulated"] for c in rows["512 B"]) and rows["8192 B"][0]["ours"] is None
