@@ -20,6 +20,7 @@ class DmNull(StorageStack):
     file_cache_only = True
     role = "baseline"
     baselines = ("plain",)
+    isolates = "device-mapper and dm-crypt's own work (bio splitting, workqueues), no cipher"
     tools = (DMSETUP, "mkfs.ext4")
     features = ("dm-crypt",)
     honours_direct = True

@@ -105,7 +105,8 @@ class Luks(StorageStack):
     crypto_library = "kernel"
     layer = "kernel"
     file_cache_only = True
-    baselines = ("plain",)
+    # the twin: dm-crypt's own work without a cipher, between the plain filesystem and this
+    baselines = ("dm-null", "plain")
     use_case = "whole-disk"
     tools = ("cryptsetup", DMSETUP, "mkfs.ext4")
     features = ("dm-crypt",)

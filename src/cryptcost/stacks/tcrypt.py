@@ -39,7 +39,7 @@ class Tcrypt(StorageStack):
     crypto_library = "kernel"
     layer = "kernel"
     file_cache_only = True
-    baselines = ("plain",)
+    baselines = ("dm-null", "plain")          # the twin: dm-crypt without a cipher
     use_case = "whole-disk"
     tools = (TCPLAY, "cryptsetup", DMSETUP, "mkfs.ext4")
     features = ("loop", "dm-crypt")

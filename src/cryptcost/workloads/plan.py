@@ -258,7 +258,10 @@ def seeds_plans() -> list[dict]:
                       "algorithms": ["aes-256-xts", "aes-128-xts"],
                       "sizes": [512, 1024, 4096, 16384, 65536], "threads": [1, 2],
                       "accel": ["on", "off"]},
-          "storage": {"stacks": ["plain", "luks-userspace", "luks"], "accel": ["on", "off"],
+          # R3's whole chain: ramdisk → loop → device-mapper (dm-null: dm-crypt without a
+          # cipher, luks's and tcrypt's twin) → dm-crypt (luks) or TrueCrypt (tcrypt)
+          "storage": {"stacks": ["plain", "luks-userspace", "luks", "tcrypt"],
+                      "accel": ["on", "off"],
                       "workloads": ["seq"], "size": "512M", "cpus": [1, 2]}}
     r3_stacks = {"run": {"label": "R3 AES-NI and cores for every stack, 1 MiB sequential"},
                  **ACCEL_CORES,
