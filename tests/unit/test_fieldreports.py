@@ -205,7 +205,7 @@ def test_a_reports_own_table_lays_each_row_beside_the_runs_against_the_reference
     assert fr.table_text(sha1, "theirs") == "259.4 (0.28×)"
 
 
-@pytest.mark.parametrize("label, rows, columns", [("R3", 7, 2), ("R5", 20, 2)])
+@pytest.mark.parametrize("label, rows, columns", [("R2", 12, 3), ("R3", 7, 2), ("R5", 20, 2)])
 def test_a_reports_own_table_has_its_shape_and_every_figure_is_in_its_text(label, rows, columns):
     t = fr.load(label).table
     assert len(t.rows) == rows and len(t.columns) == columns == len(t.cells)
@@ -230,3 +230,25 @@ def test_r3s_table_reads_dm_crypts_writes_by_block_size_on_two_cpus_and_one():
     assert rows["512 B"][1]["ours_vs"] == pytest.approx(0.3)        # against 4 KiB, 1 CPU
     assert rows["512 B"][0]["theirs_vs"] == pytest.approx(56.4 / 148.0)
     assert all(c["emulated"] for c in rows["512 B"]) and rows["8192 B"][0]["ours"] is None
+
+
+def test_r2s_table_takes_the_guests_dm_crypt_or_this_hosts_qemu_luks_each_against_its_own_native():
+    """A row's candidates in order, the reference row's at the same place: dm-crypt against the
+    plain filesystem, qemu's LUKS against qemu's raw export; a reference line of theirs has no
+    cells; the rewrite column stays empty (cryptcost has no rewrite workload)."""
+    def w(stack, op, value):
+        return {"kind": "storage", "stack": stack, "workload": "seq", "op": op,
+                "block_bytes": 1 << 20, "median_bytes_per_s": value}
+    host = read([w("qemu-raw", "write", 800e6), w("luks-userspace:aes-256-xts-plain64", "write",
+                                                  400e6), w("plain", "write", 2000e6)])
+    guest = read([w("plain", "write", 100e6), w("luks:twofish-lrw-benbi", "write", 20e6)])
+    t = {b["label"]: b for b in fr.section(host, [guest])}["R2"]["table"]
+    rows = {r["name"]: r["cells"] for r in t["rows"]}
+    xts = rows["aes-xts-plain, their retest"]
+    assert xts[0]["ours"] == pytest.approx(400.0) and xts[0]["ours_vs"] == pytest.approx(0.5)
+    assert not xts[0]["emulated"] and xts[1]["ours"] is None and xts[2]["ours"] is None
+    assert xts[0]["theirs_vs"] == pytest.approx(128.6 / 252.0)
+    lrw = rows["twofish-lrw-benbi"][0]
+    assert lrw["emulated"] and lrw["ours_vs"] == pytest.approx(0.2) and lrw["theirs"] is None
+    line = rows["gigabit Ethernet in practice (their reference line)"]
+    assert line[0]["theirs"] == 100.0 and line[0]["ours"] is None and line[1]["theirs"] is None

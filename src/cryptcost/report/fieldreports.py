@@ -40,8 +40,10 @@ class Figure:
 @dataclass(frozen=True)
 class TableRow:
     name: str
-    theirs: tuple[float | None, ...]      # one a column, in the table's unit
-    cell: dict                            # what the row's cells add to each column's
+    theirs: tuple[float | None, ...]      # one a column, in the table's unit ("" in the data: none)
+    # what the row's cells add to each column's (a list: candidates in order, as a figure's);
+    # None: a row of theirs only (a reference line of their chart)
+    cell: dict | None
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,9 @@ def _table(label: str, d: dict | None) -> Table | None:
     if not d:
         return None
     cols = tuple(d["columns"])
-    rows = tuple(TableRow(r["name"], tuple(r["theirs"]), r.get("cell", {})) for r in d["rows"])
-    unknown = {k for c in d["cells"] for k in c} | {k for r in rows for k in r.cell}
+    rows = tuple(TableRow(r["name"], tuple(None if x == "" else float(x) for x in r["theirs"]),
+                          r.get("cell")) for r in d["rows"])
+    unknown = {k for c in d["cells"] for k in c} | {k for r in rows for k in r.cell or {}}
     if (unknown - _CELL or d["unit"] not in UNITS or len(d["cells"]) != len(cols)
             or any(len(r.theirs) != len(cols) for r in rows)
             or d.get("reference") not in {None} | {r.name for r in rows}):
@@ -273,11 +276,11 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
                     "emulated": False}
             if ref and theirs and ref.theirs[j]:
                 cell["theirs_vs"] = theirs / ref.theirs[j]
-            for pool in [results, *guests]:
-                got = _find(pool, {**column, **row.cell}, report.label)
-                if got is None:
+            for pool in [results, *guests] if row.cell is not None else []:
+                pair = _row_pair(column, row, ref, pool, report.label)
+                if pair is None:
                     continue
-                base = _find(pool, {**column, **ref.cell}, report.label) if ref else None
+                got, base = pair
                 cell.update(ours=got.median / UNITS[t.unit], emulated=pool is not results,
                             ours_vs=got.median / base.median if base and base.median else None)
                 break
@@ -286,6 +289,19 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
     return {"what": t.what, "unit": t.unit, "columns": list(t.columns),
             "reference": t.reference, "rows": rows,
             "measured": sum(c["ours"] is not None for r in rows for c in r["cells"])}
+
+
+def _row_pair(column: dict, row: TableRow, ref: TableRow | None, pool: list[Stored],
+              label: str) -> tuple[Stored, Stored | None] | None:
+    """A row's result in one column of one run, and the reference row's beside it: the first of
+    the row's candidates the run has (the reference's at the same place)."""
+    refcell = ref.cell if ref is not None and ref.cell is not None else None
+    for i in range(max(_choices(row.cell), _choices(refcell or {}))):
+        got = _find(pool, {**column, **_at(row.cell, i)}, label)
+        if got is not None:
+            base = _find(pool, {**column, **_at(refcell, i)}, label) if refcell else None
+            return got, base
+    return None
 
 
 def table_text(cell: dict, side: str) -> str:
