@@ -252,3 +252,19 @@ def test_r2s_table_takes_the_guests_dm_crypt_or_this_hosts_qemu_luks_each_agains
     assert lrw["emulated"] and lrw["ours_vs"] == pytest.approx(0.2) and lrw["theirs"] is None
     line = rows["gigabit Ethernet in practice (their reference line)"]
     assert line[0]["theirs"] == 100.0 and line[0]["ours"] is None and line[1]["theirs"] is None
+
+
+def test_r2s_table_is_drawn_with_its_reference_lines_where_the_run_has_its_rows():
+    from cryptcost.report import charts
+
+    def w(stack, op, value):
+        return {"kind": "storage", "stack": stack, "workload": "seq", "op": op,
+                "block_bytes": 1 << 20, "median_bytes_per_s": value}
+    guest = read([w("plain", "write", 100e6), w("luks:aes-xts-plain64", "write", 20e6),
+                  w("luks:aes-xts-plain64", "read", 30e6), w("plain", "read", 120e6)])
+    blocks = {b["label"]: b for b in fr.section(read([]), [guest])}
+    svg = charts.field_table(blocks["R2"]["table"])
+    assert svg and svg.lstrip().startswith("<svg") and "stroke-dasharray" in svg
+    assert charts.field_table(blocks["R5"]["table"]) is None          # no reference line, no run
+    drawn = charts.all_charts(guest, {"field_reports": list(blocks.values())})["field_tables"]
+    assert set(drawn) == {"R2"}

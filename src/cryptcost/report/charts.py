@@ -318,6 +318,40 @@ def fleet_overhead(doc: dict) -> str | None:
     return _svg(fig)
 
 
+def field_table(t: dict) -> str | None:
+    """A field report's own table as bars: ours per row and column (hatched where emulated),
+    and each row of theirs only — a reference line of their chart, such as R2's gigabit
+    Ethernet — as a dashed line at its figure in each column."""
+    rows = [r for r in t["rows"] if any(c["ours"] is not None for c in r["cells"])]
+    lines = [r for r in t["rows"] if all(c["ours"] is None for c in r["cells"])
+             and r["name"] != t["reference"] and "reference line" in r["name"]]
+    if not rows or not lines:
+        return None
+    cols = [j for j, _ in enumerate(t["columns"]) if any(r["cells"][j]["ours"] is not None
+                                                          for r in rows)]
+    width = 0.8 / len(cols)
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) * len(cols) + 1.5))
+    for k, j in enumerate(cols):
+        for i, r in enumerate(rows):
+            c = r["cells"][j]
+            if c["ours"] is not None:
+                ax.barh(i + k * width, c["ours"], height=width, color=COLOURS[k],
+                        hatch="//" if c["emulated"] else None,
+                        label=t["columns"][j] if i == 0 else None)
+        for n, line in enumerate(lines):
+            value = line["cells"][j]["theirs"]
+            if value is not None:
+                ax.axvline(value, color=COLOURS[k], linestyle=("--", ":")[n % 2], linewidth=1)
+                ax.annotate(f"{line['name'].split(' (')[0]}: {value:g}", (value, len(rows) - 0.5),
+                            rotation=90, fontsize=7, va="bottom", ha="right")
+    ax.set_yticks([i + width * (len(cols) - 1) / 2 for i in range(len(rows))],
+                  [r["name"] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{t['unit']} here (hatched: emulated); lines: their reference figures")
+    ax.legend(loc="lower right", fontsize=8)
+    return _svg(fig)
+
+
 def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> dict:
     results = read(results)
     storage = [r for r in results if r.kind == "storage"]
@@ -336,5 +370,7 @@ def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> d
         "per_stack": stack_scaling((doc or {}).get("scaling") or []),
         "flames": flame.graphs(storage + network),
         "layers": flame.layer_bars((doc or {}).get("storage", []) + (doc or {}).get("network", [])),
+        "field_tables": {b["label"]: svg for b in (doc or {}).get("field_reports", [])
+                         if b.get("table") and (svg := field_table(b["table"]))},
     }
     return {k: v for k, v in charts.items() if v}
