@@ -69,7 +69,7 @@ from typing import ClassVar, Mapping
 
 from cryptcost.engines.openssl import ACCEL_OFF_MASK
 from cryptcost import proc
-from cryptcost.errors import Unavailable, UserError
+from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.host import kernel, tools
 from cryptcost.host.tools import Tool
 
@@ -246,6 +246,14 @@ class Stack(ABC):
         how = (f"{how}; or emulated, under Debian's stock kernel in a qemu guest: "
                f"cryptcost vm {kernel_opt}-- {cls.kind} --stacks {cls.name}")
         return Unavailable(why, how, guest=cls.guest_kernel or "")
+
+    @staticmethod
+    def expect(what: str, got: str | None, wanted: str) -> None:
+        """Refuse a stack whose ``what``, as it reports it (negotiated, or read back after its
+        set-up), is not the one asked for."""
+        if got is None or got.lower() != wanted.lower():
+            raise CryptcostError(f"{what}: asked for {wanted}, the stack reports "
+                                 f"{got or 'nothing'}")
 
     @classmethod
     def variant_unavailable(cls, variant: str) -> Unavailable | None:

@@ -54,7 +54,6 @@ from cryptcost.errors import Unavailable
 from cryptcost.host import kernel
 from cryptcost.host import tools as host_tools
 from cryptcost.host.tools import Tool
-from cryptcost.errors import CryptcostError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 from cryptcost.stacks.base import FEATURE_HINTS, Stack
@@ -220,13 +219,6 @@ class NetworkStack(Stack):
         """True when this variant must hide its payload on the wire; else
         why it does not (a variant that authenticates without encrypting)."""
         return True
-
-    @staticmethod
-    def expect(what: str, got: str | None, wanted: str) -> None:
-        """Refuse a stack whose negotiated ``what`` is not the one asked for."""
-        if got is None or got.lower() != wanted.lower():
-            raise CryptcostError(f"{what}: asked for {wanted}, the stack negotiated "
-                                 f"{got or 'nothing it reports'}")
 
 
 class FileShareStack(NetworkStack):
