@@ -7,7 +7,7 @@ PKGS   := $(shell grep -v '^\s*\#' packaging/debian-packages.txt | grep -v '^\s*
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test deps debs venv gofuse man clean bench
+.PHONY: run test deps debs venv gofuse man zfs clean bench
 
 run: deps
 	$(VENV)/bin/cryptcost run $(ARGS)
@@ -22,7 +22,13 @@ else
 	$(VENV)/bin/python -m pytest $(ARGS)
 endif
 
-deps: debs venv gofuse man
+deps: debs venv gofuse man zfs
+
+# ZFS for cryptcost vm's guest (R1's ZFS): zfs-dkms builds its module for the stock kernel from
+# Debian's contrib, read from apt lists of its own (this host's sources stay as they are). Done
+# once; a host with the module and zfsutils-linux skips it.
+zfs: debs
+	@if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; $$SUDO packaging/zfs-for-the-guest
 
 # cryptcost(1), generated from the argument parser: `man .venv/share/man/man1/cryptcost.1`
 # (or `man cryptcost` with the venv's bin on PATH, which man-db maps to ../share/man).

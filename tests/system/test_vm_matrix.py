@@ -24,6 +24,7 @@ import sys
 import pytest
 
 from cryptcost.stacks import get
+from tests.conftest import skip_or_fail
 from tests.system.test_vm import _by, _vm_ready
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
@@ -390,3 +391,27 @@ def test_ipcomp_before_esp_compresses_a_compressible_stream_in_the_guests_kernel
         assert r["wire"]["plaintext_packets"] == 0, r["wire"]
         assert set(r["vs"]) >= {"tcp", "ipsec:aes128-sha1"}, r["vs"]
         assert ("ipsec:aes128-sha1", workload) in results
+
+
+def test_zfs_with_native_encryption_runs_in_the_guest_on_the_kernel_its_module_was_built_for(
+        cli, tmp_path):
+    """R1's ZFS, for real: make builds zfs-dkms for the stock kernel (from contrib, through apt
+    lists of its own), the guest loads the module from this host's /lib/modules, and the pool's
+    encryption, key status and compression are read back with zfs get, against zfs:off."""
+    import shutil
+    from cryptcost.host import kernel
+    _vm_ready()
+    if not kernel.bootable_with("zfs") or not shutil.which("zfs"):
+        skip_or_fail("vm-zfs", "no zfs module built for a guest kernel, or no zfsutils-linux "
+                               "(make zfs builds them: packaging/zfs-for-the-guest)")
+    out, done = _guest(cli, "--", "storage", "--stacks", "zfs:aes-256-gcm", "--workloads",
+                       "seq-1m", "--size", "256M", *FAST, "--json")
+    results = {(r["stack"], r["op"]): r for r in _by(out["results"], "storage")}
+    for op in ("write", "read"):
+        r = results[("zfs:aes-256-gcm", op)]
+        seen = r["params"]["verified"]
+        assert (seen["encryption"], seen["keystatus"], seen["compression"]) == (
+            "aes-256-gcm", "available", "off"), seen
+        assert r["baseline"] == "zfs:off" and r["params"]["integrity"]["result"] == "identical"
+        assert results[("zfs:off", op)]["params"]["verified"]["encryption"] == "off"
+        assert r["median_bytes_per_s"] > 0

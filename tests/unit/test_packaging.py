@@ -16,8 +16,8 @@ NOT_IN_MAIN = {
 # TUN.
 CI_KERNEL = {"fuse", "loop", "fscrypt", "netns", "veth", "tun"}
 # required checks that are not stacks: root itself, the browser, the guest, the workqueue cpumask,
-# perf
-CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile", "peer"}
+# perf, the peer, ZFS in the guest
+CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile", "peer", "vm-zfs"}
 
 
 def listed_packages() -> set[str]:

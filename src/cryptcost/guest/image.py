@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cryptcost import proc
 from cryptcost.errors import Unavailable, UserError
+from cryptcost.host import kernel as host_kernel
 
 BOOT_MODULES = ("virtio_pci", "virtio_blk", "9pnet_virtio", "9p", "overlay", "ext4")
 CACHE = Path(os.environ.get("CRYPTCOST_VM_CACHE", "/var/cache/cryptcost/vm"))
@@ -73,17 +74,6 @@ def kernels() -> list[GuestKernel]:
     return sorted(found, key=lambda k: _version_key(k.version), reverse=True)
 
 
-def stock_version() -> str | None:
-    """The kernel Debian's ``linux-image-amd64`` stands for, if it is installed."""
-    try:
-        done = proc.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"], check=False,
-                        timeout=30)
-    except Exception:
-        return None
-    m = re.search(r"linux-image-(\S+)", done.stdout) if done.returncode == 0 else None
-    return m.group(1) if m else None
-
-
 def find_kernel(version: str | None = None) -> GuestKernel:
     """``version`` exactly, or the newest kernel it is a prefix of (``6.12``);
     by default the one ``linux-image-amd64`` stands for, else the newest."""
@@ -99,7 +89,7 @@ def find_kernel(version: str | None = None) -> GuestKernel:
         raise Unavailable("no kernel for the guest: /boot has no vmlinuz with modules in "
                           "/lib/modules",
                           "linux-image-amd64 (make installs it)")
-    stock = stock_version()
+    stock = host_kernel.stock_version()
     return next((k for k in found if k.version == stock), found[0])
 
 

@@ -8,8 +8,10 @@ import gzip
 import os
 import platform
 import socket
+import re
 from pathlib import Path
 
+from cryptcost import proc
 from cryptcost.host import key_value_blocks
 
 
@@ -71,6 +73,36 @@ def _module_present(*names: str) -> bool:
                 if f"/{variant}.ko" in text:
                     return True
     return False
+
+
+def stock_version() -> str | None:
+    """The kernel Debian's ``linux-image-amd64`` stands for, if it is installed."""
+    try:
+        done = proc.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"], check=False,
+                        timeout=30)
+    except Exception:
+        return None
+    m = re.search(r"linux-image-(\S+)", done.stdout) if done.returncode == 0 else None
+    return m.group(1) if m else None
+
+
+def bootable_with(module: str) -> list[str]:
+    """The kernels under /boot (newest first) whose modules in /lib/modules include ``module``
+    (an out-of-tree one DKMS built for them, such as zfs): a guest booted on one can load it."""
+    out = []
+    for image in Path("/boot").glob("vmlinuz-*"):
+        release = image.name.removeprefix("vmlinuz-")
+        try:
+            dep = Path("/lib/modules", release, "modules.dep").read_text()
+        except OSError:
+            continue
+        if re.search(rf"(^|/){re.escape(module)}\.ko(\.\w+)?:", dep, re.M):
+            out.append(release)
+    return sorted(out, key=_release_key, reverse=True)
+
+
+def _release_key(release: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.+-]", release))
 
 
 def _in_filesystems(name: str) -> bool:

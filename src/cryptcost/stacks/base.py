@@ -117,6 +117,10 @@ FEATURE_HINTS = {
             "a kernel with CONFIG_NFS_V4, CONFIG_NFSD_V4 and CONFIG_RPCSEC_GSS_KRB5"),
 }
 
+# Kernel features a guest can have although Debian's stock kernel has not: an out-of-tree module
+# DKMS builds for a kernel under /boot (the feature → the module).
+GUEST_MODULES = {"zfs": "zfs"}
+
 # What Debian's stock kernel has, so that ``cryptcost vm`` can run it (emulated).
 IN_STOCK_KERNEL = frozenset({"dm-crypt", "device-mapper", "af_alg", "ecryptfs", "wireguard", "esp",
                              "xfrm",
@@ -240,6 +244,13 @@ class Stack(ABC):
         """Why the stack cannot run without kernel feature ``feat``, and how to get it
         (emulated too, where Debian's stock kernel has it)."""
         why, how = FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None))
+        built = kernel.bootable_with(GUEST_MODULES[feat]) if feat in GUEST_MODULES else []
+        if built:                              # a guest kernel has the module DKMS built for it
+            stock = kernel.stock_version()
+            use = "" if stock in built else built[0]
+            return Unavailable(why, f"{how}; or emulated, in a qemu guest on the kernel it was "
+                                    f"built for: cryptcost vm {f'--kernel {use} ' if use else ''}"
+                                    f"-- {cls.kind} --stacks {cls.name}", guest=use)
         if feat not in IN_STOCK_KERNEL:
             return Unavailable(why, how)
         kernel_opt = f"--kernel {cls.guest_kernel} " if cls.guest_kernel else ""

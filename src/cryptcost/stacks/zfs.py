@@ -49,6 +49,8 @@ class Zfs(StorageStack):
         super().__init__(variant, "zfs")
 
     def setup(self, res: Resources, backing: Backing) -> Path:
+        if not Path("/sys/module/zfs").exists():        # built by DKMS, not loaded at boot
+            proc.run(["modprobe", "zfs"], timeout=120)
         pool = f"cc-{secrets.token_hex(4)}"
         mnt = res.tmpdir("cryptcost-zfs-")
         opts = ["-O", "compression=off", "-O", "atime=off", "-O", f"mountpoint={mnt}"]
@@ -58,6 +60,19 @@ class Zfs(StorageStack):
                      "-O", f"keylocation=file://{keyfile}"]
         res.track("zpool", lambda e: proc.run(["zpool", "create", "-f", "-o", "ashift=12", *opts,
                                               pool, backing.device], timeout=300), pool=pool)
+        self.params["verified"] = self.read_back(pool)
         self.workdir = mnt / "data"
         self.workdir.mkdir()
         return self.workdir
+
+    def read_back(self, pool: str) -> dict:
+        """The pool's dataset as ZFS reports it: its encryption, key status and compression
+        (``zfs get``), each held to what was asked."""
+        got = proc.run(["zfs", "get", "-H", "-o", "property,value",
+                        "encryption,keystatus,keyformat,compression", pool], timeout=60).stdout
+        seen = dict(line.split("\t", 1) for line in got.strip().splitlines() if "\t" in line)
+        self.expect("ZFS encryption", seen.get("encryption"), self.params["encryption"])
+        self.expect("ZFS compression", seen.get("compression"), "off")
+        if self.params["encryption"] != "off":
+            self.expect("ZFS key status", seen.get("keystatus"), "available")
+        return {**seen, "from": "zfs get"}
