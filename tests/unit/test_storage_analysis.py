@@ -177,3 +177,30 @@ def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monke
     assert host_noise([], read([still])) == []
     got = memory_noise(copies=3, seconds=0.01)                      # the real measurement, briefly
     assert got["copies"] == 3 and got["low"] <= got["bytes_per_s"] <= got["high"] and got["cv"] >= 0
+
+
+def test_a_direct_io_smaller_than_a_devices_sector_is_not_measured_and_says_why():
+    """A LUKS2 mapping with 4 KiB sectors refuses 512 B direct I/O (EINVAL): R3's sweep skips
+    those block sizes on it, with why, and runs them on a 512 B-sector mapping."""
+    from cryptcost.runner.storage import unfit
+    from cryptcost.stacks import get
+    from cryptcost.workloads import storage as swl
+    steps = {s.label: s for s in swl.steps(["seq"], swl.Sizes(medium=512 << 20), True)}
+    four_k, plain512 = get("luks")("aes-xts-plain64-4k", "ext4"), get("luks")("aes-xts-plain64",
+                                                                               "ext4")
+    small = next(s for label, s in steps.items() if label.startswith("seq 512 "))
+    page = next(s for label, s in steps.items() if label.startswith("seq 4096 "))
+    assert "4096-byte sectors" in unfit(four_k, small, True) and "512 B" in unfit(four_k, small,
+                                                                                    True)
+    assert unfit(four_k, page, True) is None and unfit(plain512, small, True) is None
+    assert unfit(four_k, small, False) is None                   # buffered: the page cache takes it
+
+
+def test_xfs_on_a_medium_mkfs_xfs_refuses_is_bad_input():
+    from cryptcost.errors import UserError
+    from cryptcost.media import parse_medium
+    from cryptcost.runner.storage import StoragePlan, validate
+    plan = StoragePlan(stacks=["plain"], medium=parse_medium("ram"), workloads=["seq-1m"],
+                       size=256 << 20, fs="xfs")
+    with pytest.raises(UserError, match="--fs xfs needs a medium of at least 320 MiB"):
+        validate(plan)

@@ -37,6 +37,9 @@ from cryptcost.media import Backing
 from cryptcost.stacks.base import Stack
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs")
+# The smallest medium each filesystem is made on, room for a LUKS header included (mkfs.xfs
+# refuses a filesystem under 300 MB).
+MIN_MEDIUM = {"xfs": 320 << 20}
 # No discard at mkfs: each mkfs discards the whole device by default, which on
 # a loop device punches the medium's preallocated file full of holes (a 512 MiB
 # tmpfs image kept 25 MiB), so every block's first write allocated a page (on
@@ -126,6 +129,11 @@ class StorageStack(Stack):
     filesystems: ClassVar[tuple[str, ...]] = FILESYSTEMS
     # Whether O_DIRECT reaches the medium (otherwise: fsync and dropped caches).
     honours_direct: ClassVar[bool] = False
+
+    def direct_unit(self) -> int:
+        """The smallest direct I/O the stack's device takes (its logical sector): a smaller
+        one is refused (EINVAL)."""
+        return 512
     remount_seconds: ClassVar[float] = 0.1       # a cache reset, for the time estimate
     # Every cache a read of one file meets is that file's own page cache (no
     # page cache of a layer below, no daemon): evicting it resets them all.

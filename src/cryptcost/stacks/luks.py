@@ -128,6 +128,9 @@ class Luks(StorageStack):
     def accel_env(self) -> dict[str, str]:
         return {}               # the switch is the mapping's cipher spec, not an environment
 
+    def direct_unit(self) -> int:
+        return self.params["sector_size"]
+
     def cipher_ref(self) -> dict | None:
         spec, bits = self.params["cipher"], self.params["key_size"]
         if spec.startswith("aes-xts"):

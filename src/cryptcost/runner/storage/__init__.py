@@ -35,7 +35,7 @@ from cryptcost.runner.storage.integrity import verify_pattern
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
 from cryptcost.runner.core.sink import Sink
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, reset_one_file
-from cryptcost.stacks.fs import StorageStack
+from cryptcost.stacks.fs import MIN_MEDIUM, StorageStack
 from cryptcost.workloads import storage as wl
 
 log = logging.getLogger("cryptcost.storage")
@@ -97,6 +97,11 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
     if os.geteuid() != 0:
         raise UserError("storage stacks need root (loop devices, mounts, FUSE): run with sudo")
     cpu.validate_cpu_count(plan.cpus)
+    least = MIN_MEDIUM.get(plan.fs, 0)
+    if plan.size is not None and plan.size < least:
+        raise UserError(f"--fs {plan.fs} needs a medium of at least {least >> 20} MiB "
+                        f"(mkfs.{plan.fs} refuses a smaller filesystem), not {plan.size >> 20} "
+                        "MiB: pass a larger --size")
     if plan.profile:
         perf.require()
     if plan.size is None:
@@ -183,7 +188,16 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
         log.info("memory warmed before the first sample: %s", plan.warmed)
         plan.memory_noise = quiet.memory_noise()
         log.info("the host's memory bandwidth before the first sample: %s", plan.memory_noise)
-    flow.compare([(i, step) for step in steps for i in ready], lambda step: step.ops, cell, runner,
+    pairs = []
+    for step in steps:
+        for inst in ready:
+            why = unfit(inst.stack, step, direct)
+            if why:
+                outcome.skipped.append({"stack": inst.label, "workload": step.label,
+                                        "kind": "storage", "reason": why})
+            else:
+                pairs.append((inst, step))
+    flow.compare(pairs, lambda step: step.ops, cell, runner,
                  lambda inst, op, s, series: _result(inst, op, s, series, plan, policy.target),
                  job=lambda step: {"label": step.label, "group": step.name,
                                    "est_seconds": 2.0 * len(step.ops)},
@@ -191,6 +205,18 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
                  progress=progress,
                  profile=plan.profile)
     return outcome
+
+
+def unfit(stack: StorageStack, step: wl.Step, direct: bool) -> str | None:
+    """Why ``stack`` cannot run ``step`` (a direct I/O smaller than its device's sector), or
+    None."""
+    unit = stack.direct_unit()
+    small = sorted({op.block_bytes for op in step.ops
+                    if direct and op.engine == "fio" and op.block_bytes < unit})
+    if not small:
+        return None
+    return (f"its device has {unit}-byte sectors: a direct I/O of {small[0]} B is refused "
+            "(EINVAL), so it is not measured")
 
 
 def warm_bytes(size: int) -> int:
