@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from cryptcost.errors import Unavailable, UserError
+from cryptcost.stacks.fs import MIN_MEDIUM
 from cryptcost.suite import guest
 from cryptcost.units import parse_size
 from cryptcost.workloads.plan import load
@@ -61,8 +62,13 @@ def test_the_seeds_suites_guest_share_is_what_this_kernel_lacks_by_the_kernel_it
             for kind in ("storage", "network"):
                 table = getattr(p, kind)
                 assert not table or table["profile"] is False
-            if p.storage:
-                assert parse_size(p.storage["size"], "size") <= guest.GUEST_MAX_SIZE
+            if p.storage:                     # smaller, but never below what its fs needs
+                least = MIN_MEDIUM.get(p.storage.get("fs", "ext4"), 0)
+                assert parse_size(p.storage["size"], "size") == max(
+                    min(parse_size(p.storage["size"], "size"), guest.GUEST_MAX_SIZE), least)
+                assert parse_size(p.storage["size"], "size") <= max(guest.GUEST_MAX_SIZE, least)
+    r2 = next(p.storage for p in stock.plan.parts if p.label.startswith("R2"))
+    assert r2["fs"] == "xfs" and r2["size"] == "320M"         # mkfs.xfs refuses under 300 MB
     assert stock.kernel_said == "Debian's stock kernel" and newer.kernel_said == "Linux 6.12"
 
 

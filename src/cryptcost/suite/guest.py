@@ -17,6 +17,7 @@ from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import kernel
 from cryptcost.stacks import of_kind, parse_spec, unavailable_reason
 from cryptcost.stacks.base import IN_STOCK_KERNEL
+from cryptcost.stacks.fs import MIN_MEDIUM
 from cryptcost.units import parse_size
 from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, validate
 
@@ -119,9 +120,11 @@ def share(plan: RunPlan) -> list[GuestShare]:
 
 
 def _smaller(table: dict) -> dict:
-    """A storage table on media of at most :data:`GUEST_MAX_SIZE`."""
+    """A storage table on media of at most :data:`GUEST_MAX_SIZE`, and at least what its
+    filesystem is made on (XFS: :data:`~cryptcost.stacks.fs.MIN_MEDIUM`)."""
     size = parse_size(str(table.get("size", "512M")), "storage.size")
-    return {**table, "size": f"{min(size, GUEST_MAX_SIZE) >> 20}M"} if size else table
+    least = MIN_MEDIUM.get(table.get("fs", "ext4"), 0)
+    return {**table, "size": f"{max(min(size, GUEST_MAX_SIZE), least) >> 20}M"} if size else table
 
 
 def to_json(plan: RunPlan) -> str:
