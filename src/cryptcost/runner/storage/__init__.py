@@ -105,7 +105,7 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
     if plan.profile:
         perf.require()
     if plan.size is None:
-        plan.size = plan.medium.auto_size(len(resolved))
+        plan.size = max(plan.medium.auto_size(len(resolved)), MIN_MEDIUM.get(plan.fs, 0))
     plan.medium.require_room(plan.size, len(resolved))
     if names and "smallfiles" in names and not proc.which("tar"):
         raise UserError("the smallfiles workload needs tar: apt-get install tar")
