@@ -200,7 +200,7 @@ def test_a_reports_own_table_lays_each_row_beside_the_runs_against_the_reference
     null = rows["null/null"][0]                                   # only the guest has it
     assert null["emulated"] is True and null["ours_vs"] == pytest.approx(0.95)
     assert rows["null/null"][1]["ours"] is None                   # no receive anywhere
-    assert fr.table_text(null, "ours") == "152.0 (0.95×) emulated"
+    assert fr.table_text(null, "ours") == "152.0 (0.95× tcp) emulated"
     assert fr.table_text(rows["null/null"][1], "ours") == "—"
     assert fr.table_text(sha1, "theirs") == "259.4 (0.28×)"
 
@@ -247,6 +247,9 @@ def test_r2s_table_takes_the_guests_dm_crypt_or_this_hosts_qemu_luks_each_agains
     xts = rows["aes-xts-plain, their retest"]
     assert xts[0]["ours"] == pytest.approx(400.0) and xts[0]["ours_vs"] == pytest.approx(0.5)
     assert not xts[0]["emulated"] and xts[1]["ours"] is None and xts[2]["ours"] is None
+    # held against its own candidate's baseline, and said so: native's row shows plain
+    assert fr.table_text(xts[0], "ours") == "400.0 (0.50× qemu-raw)"
+    assert fr.table_text(rows["native"][0], "ours") == "2000.0 (1.00× plain)"
     assert xts[0]["theirs_vs"] == pytest.approx(128.6 / 252.0)
     lrw = rows["twofish-lrw-benbi"][0]
     assert lrw["emulated"] and lrw["ours_vs"] == pytest.approx(0.2) and lrw["theirs"] is None

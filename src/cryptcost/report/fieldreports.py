@@ -194,13 +194,16 @@ def _here(row: Row) -> str:
     return _fmt(row.figure.compare, row.ours) + (" (emulated)" if row.emulated else "")
 
 
-def _pair(f: Figure, results: list[Stored], label: str) -> tuple[Stored, Stored] | None:
-    """The first of the figure's candidate cell pairs both of whose sides ``results`` holds."""
-    for i in range(max(_choices(f.a), _choices(f.b))):
-        a = _find(results, {**f.cell, **_at(f.a, i)}, label)
-        b = _find(results, {**f.cell, **_at(f.b, i)}, label)
-        if a and b and b.median:
-            return a, b
+def _pair(shared: dict, a: dict, b: dict | None, pool: list[Stored], label: str,
+          need_b: bool = True) -> tuple[Stored, Stored | None] | None:
+    """The first place among the candidates (a list of values: in order, at the same place on
+    both sides) where ``pool`` holds ``a``'s cell, and ``b``'s beside it (without ``need_b``,
+    ``b``'s where it has one)."""
+    for i in range(max(_choices(a), _choices(b or {}))):
+        x = _find(pool, {**shared, **_at(a, i)}, label)
+        y = _find(pool, {**shared, **_at(b, i)}, label) if b is not None else None
+        if x and (not need_b or (y and y.median)):
+            return x, y
     return None
 
 
@@ -213,7 +216,7 @@ def compare(report: Report, results: list[Stored],
     for f in report.figures:
         row = Row(f)
         for pool in [results, *guests]:
-            pair = _pair(f, pool, report.label)
+            pair = _pair(f.cell, f.a, f.b, pool, report.label)
             if pair:
                 a, b = pair
                 row.a, row.b, row.emulated = a, b, pool is not results
@@ -273,16 +276,19 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
         for j, column in enumerate(t.cells):
             theirs = row.theirs[j]
             cell = {"theirs": theirs, "theirs_vs": None, "ours": None, "ours_vs": None,
-                    "emulated": False}
+                    "ours_vs_stack": None, "emulated": False}
             if ref and theirs and ref.theirs[j]:
                 cell["theirs_vs"] = theirs / ref.theirs[j]
             for pool in [results, *guests] if row.cell is not None else []:
-                pair = _row_pair(column, row, ref, pool, report.label)
+                pair = _pair(column, row.cell, ref.cell if ref else None, pool, report.label,
+                             need_b=False)
                 if pair is None:
                     continue
                 got, base = pair
+                held = base is not None and bool(base.median)
                 cell.update(ours=got.median / UNITS[t.unit], emulated=pool is not results,
-                            ours_vs=got.median / base.median if base and base.median else None)
+                            ours_vs=got.median / base.median if held else None,
+                            ours_vs_stack=base.stack if held else None)
                 break
             cells.append(cell)
         rows.append({"name": row.name, "cells": cells})
@@ -291,26 +297,15 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
             "measured": sum(c["ours"] is not None for r in rows for c in r["cells"])}
 
 
-def _row_pair(column: dict, row: TableRow, ref: TableRow | None, pool: list[Stored],
-              label: str) -> tuple[Stored, Stored | None] | None:
-    """A row's result in one column of one run, and the reference row's beside it: the first of
-    the row's candidates the run has (the reference's at the same place)."""
-    refcell = ref.cell if ref is not None and ref.cell is not None else None
-    for i in range(max(_choices(row.cell), _choices(refcell or {}))):
-        got = _find(pool, {**column, **_at(row.cell, i)}, label)
-        if got is not None:
-            base = _find(pool, {**column, **_at(refcell, i)}, label) if refcell else None
-            return got, base
-    return None
-
-
 def table_text(cell: dict, side: str) -> str:
-    """One side of a table's cell: ``259.4 (0.28×)``; ours marked ``emulated``; ``—`` where
-    there is none."""
+    """One side of a table's cell: ``259.4 (0.28×)``; ours with the stack it is held against,
+    ``1.2 (0.95× tcp) emulated``; ``—`` where there is none."""
     value, vs = cell[side], cell[f"{side}_vs"]
     if value is None:
         return "—"
-    out = f"{value:.1f}" + (f" ({vs:.2f}×)" if vs is not None else "")
+    # ours names the stack it is held against: a row's candidates each have their own
+    against = f" {cell['ours_vs_stack']}" if side == "ours" and cell.get("ours_vs_stack") else ""
+    out = f"{value:.1f}" + (f" ({vs:.2f}×{against})" if vs is not None else "")
     return out + (" emulated" if side == "ours" and cell["emulated"] else "")
 
 
