@@ -93,7 +93,7 @@ def test_the_share_reaches_the_guest_whole_and_a_bad_one_is_refused(kernel_lacks
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["--parts", "/nonexistent.json"], "cannot read /nonexistent.json"),
+    (["--parts", "/nonexistent.json"], "cannot read plan /nonexistent.json"),
     (["--parts", "x.json", "--suite", "quick"], "--parts is the guest's share"),
     (["--vm-timeout", "60"], "--vm-timeout goes with --vm"),
 ])

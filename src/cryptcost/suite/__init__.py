@@ -35,7 +35,7 @@ from cryptcost.runner.core import quiet
 from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, load
+from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, load, read_text
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
 from cryptcost.suite.here import for_this_host
@@ -128,7 +128,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     cryptcost vm's guest too (:mod:`cryptcost.suite.guest`), so a plan with nothing for this
     host is not refused when the guest has a share. ``parts``: a file of a guest's share as
     :func:`cryptcost.suite.guest.to_json` writes it, instead of a suite or plan file."""
-    plan = load(suite, plan_file) if parts is None else from_json(_read(parts), parts)
+    plan = load(suite, plan_file) if parts is None else from_json(read_text(parts), parts)
     guests = share(plan)
     if delay_ms is not None:
         guests = [GuestShare(g.kernel, _delayed(g.plan, delay_ms)) for g in guests]
@@ -161,13 +161,6 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     shares = sorted(((g, estimate(g.plan, here=False)) for g in guests), key=lambda x: x[1])
     return Prepared(plan, model, estimate(plan), factor, budget_s,
                     tuple((g, s, calibrate(g.plan.name, guest=True)) for g, s in shares), vm)
-
-
-def _read(path: str) -> str:
-    try:
-        return open(path).read()
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _delayed(plan: RunPlan, delay_ms: float) -> RunPlan:

@@ -16,7 +16,6 @@ from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import kernel
 from cryptcost.stacks import of_kind, parse_spec, unavailable_reason
-from cryptcost.stacks.base import IN_STOCK_KERNEL
 from cryptcost.stacks.fs import MIN_MEDIUM
 from cryptcost.units import parse_size
 from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, validate
@@ -51,7 +50,7 @@ def _emulable(exc: Unavailable | None) -> str | None:
 
 def _fits(cls, kind: str, table: dict) -> bool:
     """Whether ``all`` takes ``cls`` for this table (a storage stack on its filesystem)."""
-    return kind != "storage" or table.get("fs", "ext4") in getattr(cls, "filesystems", ("ext4",))
+    return kind != "storage" or table.get("fs", "ext4") in cls.filesystems
 
 
 def _specs(table: dict, kind: str) -> dict[str, list[str]]:
@@ -90,7 +89,7 @@ def _kernel_ciphers(table: dict) -> dict | None:
     try:
         CIPHER_ENGINES["kernel"]().require()
     except Unavailable as exc:
-        if exc.guest is not None and "af_alg" in IN_STOCK_KERNEL:
+        if exc.guest is not None:                # AF_ALG: the stock kernel has it
             return {**table, "engines": ["kernel"]}
     return None
 

@@ -179,11 +179,16 @@ def _validate_numbers(data: dict, where: str) -> None:
         raise UserError(f"{where}: policy.warmup must be 0 … 100")
 
 
-def load_toml(path: str) -> dict:
+def read_text(path: str) -> str:
+    """A plan's file, or one line saying why it cannot be read."""
     try:
-        text = Path(path).read_text()
+        return Path(path).read_text()
     except OSError as exc:
         raise UserError(f"cannot read plan {path}: {exc.strerror}") from None
+
+
+def load_toml(path: str) -> dict:
+    text = read_text(path)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
