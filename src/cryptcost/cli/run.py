@@ -209,7 +209,7 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
     """Each guest share in its own boot, after this host's run: its runs imported as emulated
     and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
     ``failed`` (and in the run's record); what it measured before is kept."""
-    from cryptcost.cli.vm import import_guest_runs
+    from cryptcost.cli.vm import import_guest_runs, keep_killed
     from cryptcost.guest import XCHG, GuestTimeout, VmOptions, run_guest
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
@@ -228,10 +228,9 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
                                     stdout=sys.stderr.buffer,
                                     files={"parts.json": guest_share.to_json(share.plan)})
         except GuestTimeout as exc:
-            ids = import_guest_runs(store, exc.partial, exc.emulated)
+            ids, said = keep_killed(store, exc)
             linked += ids
-            failed.append(f"{what}: {exc}" + (f"; what it measured until then is kept in run(s) "
-                                              f"{', '.join(map(str, ids))}" if ids else ""))
+            failed.append(f"{what}: {said}")
             continue
         except CryptcostError as exc:
             failed.append(f"{what}: {exc}")
@@ -247,8 +246,8 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
 
 
 def _guest_memory_mib() -> int:
-    """The guest's memory: half of what this host has free, between 2 and 8 GiB (the seeds
-    suite's RAM media hold up to 1 GiB a stack, beside their page cache)."""
+    """The guest's memory: half of what this host has free, between 2 and 8 GiB (its RAM media,
+    up to 320 MiB a stack, and their page cache live in it)."""
     import psutil
     return int(min(8192, max(2048, psutil.virtual_memory().available / 2**20 / 2)))
 

@@ -107,10 +107,9 @@ def run(args) -> int:
         try:
             outcome = run_guest(res, argv, opts, Path(store.path).parent / "vm-logs")
         except GuestTimeout as exc:
-            ids = import_guest_runs(store, exc.partial, exc.emulated)
+            ids, said = keep_killed(store, exc)
             if ids:
-                raise CryptcostError(f"{exc}; what it measured until then is imported as "
-                                     f"emulated run(s) {', '.join(map(str, ids))}") from None
+                raise CryptcostError(said) from None
             raise
     imported = import_guest_runs(store, outcome.store, outcome.emulated)
     how = outcome.emulated.get("accel", opts.accel)
@@ -168,6 +167,14 @@ def _authorized_keys(path: str | None) -> str:
         raise UserError("cryptcost vm --peer: no ~/.ssh/id_*.pub to let in; name the public "
                         "keys that may log in with --authorized-keys FILE")
     return "".join(f.read_text() for f in found)
+
+
+def keep_killed(store: Store, exc: GuestTimeout) -> tuple[list[int], str]:
+    """What a guest killed at its timeout had stored, imported as emulated runs; their ids,
+    and the error saying so."""
+    ids = import_guest_runs(store, exc.partial, exc.emulated)
+    return ids, str(exc) + (f"; what it measured until then is imported as emulated run(s) "
+                            f"{', '.join(map(str, ids))}" if ids else "")
 
 
 def import_guest_runs(store: Store, guest_store: Path | None, emulated: dict) -> list[int]:
