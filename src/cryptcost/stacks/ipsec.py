@@ -25,7 +25,7 @@ from cryptcost.host.tools import Tool
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 from cryptcost.stacks.base import ref
-from cryptcost.stacks.net import Endpoint, NetworkStack
+from cryptcost.stacks.net import Endpoint, NetworkStack, xfrm_states
 
 CHARON = Tool("charon-systemd", "charon-systemd", "charon-systemd", ())
 LIBIPSEC_SO = "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so"
@@ -59,7 +59,6 @@ PROPOSALS = {
 }
 # variant → the proposal it runs with IPComp (DEFLATE) before ESP; its twin is that proposal
 IPCOMP = {"aes128-sha1-ipcomp": "aes128-sha1"}
-KEY_MASK = r"0x[0-9a-fA-F]{16,}"          # a key in ``ip xfrm state``'s listing (SPIs are shorter)
 _NULL = "null encryption: authenticated, not confidential"
 WEAK = {"3des-sha1": "3DES has 64-bit blocks and is obsolete",
         "3des-md5": "3DES has 64-bit blocks and is obsolete, and so is HMAC-MD5",
@@ -217,28 +216,16 @@ class Ipsec(NetworkStack):
 
     def _ipcomp(self) -> dict:
         """The kernel's IPComp states at end a (keys masked): DEFLATE, and traffic through them."""
-        listing = self.link.at("a").run(
-            ["sh", "-c", f"ip -s xfrm state list | sed -E 's/{KEY_MASK}/<key>/g'"],
-            timeout=30).stdout
-        states = _comp_states(listing)
+        states = [{"comp": m.group(1) if (m := re.search(r"(?m)^\s+comp (\w+)", block)) else None,
+                   "bytes": moved}
+                  for block, moved in xfrm_states(self.link.at("a"))
+                  if re.search(r"proto comp\b", block)]
         if len(states) < 2 or any(st["comp"] != "deflate" for st in states):
             raise CryptcostError(f"ipsec: IPComp asked for, but end a's kernel holds {states}")
         if not any(st["bytes"] for st in states):
             raise CryptcostError("ipsec: the IPComp states carried no traffic")
         return {"comp": "deflate", "states": len(states),
                 "bytes": [st["bytes"] for st in states], "from": "ip -s xfrm state (keys masked)"}
-
-
-def _comp_states(listing: str) -> list[dict]:
-    """The IPComp states of an ``ip -s xfrm state`` listing: algorithm and bytes carried."""
-    out = []
-    for block in re.split(r"\n(?=src )", listing.strip()):
-        if re.search(r"proto comp\b", block):
-            alg = re.search(r"comp (\w+)", block.split("proto comp", 1)[1])
-            moved = re.search(r"lifetime current:\s*\n?\s*(\d+)\(bytes\)", block)
-            out.append({"comp": alg.group(1) if alg else None,
-                        "bytes": int(moved.group(1)) if moved else 0})
-    return out
 
 
 def _tuns(at) -> set[str]:

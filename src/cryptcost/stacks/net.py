@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,3 +246,19 @@ class FileShareStack(NetworkStack):
         """Drop what the client caches of ``names``, before a ``get`` and outside
         its clock, so that the read crosses the link (a kernel client keeps
         pages; a client program that exits keeps nothing: the default)."""
+
+
+XFRM_KEY = r"0x[0-9a-fA-F]{16,}"          # a key in ``ip xfrm state``'s listing (SPIs are shorter)
+
+
+def xfrm_states(at) -> list[tuple[str, int]]:
+    """End ``at``'s xfrm states as ``ip -s xfrm state`` lists them, each key masked before the
+    listing leaves the end: each state's text, and the bytes it carried."""
+    listing = at.run(["sh", "-c", f"ip -s xfrm state list | sed -E 's/{XFRM_KEY}/<key>/g'"],
+                     timeout=30).stdout
+    out = []
+    for block in re.split(r"\n(?=src )", listing.strip()):
+        if block:
+            moved = re.search(r"lifetime current:\s*\n?\s*(\d+)\(bytes\)", block)
+            out.append((block, int(moved.group(1)) if moved else 0))
+    return out
