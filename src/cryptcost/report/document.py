@@ -88,6 +88,7 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
     """Everything a report shows, as plain data. ``guests``: the results of each emulated run
     linked to ``run`` (``run --vm``), which only the field reports read, marked emulated."""
     results = read(results)
+    guests = [read(g) for g in guests]                 # each read once, here
     model = model if model is not None else run.extra.get("model", {})
     target, label = target_of(model or {})
     skipped = run.extra.get("skipped", [])
@@ -131,7 +132,7 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "scaling": a.scaling, "scaling_rows": scaling.rows(a.scaling),
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
-        "field_reports": fieldreports.section(results, [read(g) for g in guests]),
+        "field_reports": fieldreports.section(results, guests),
         "field_reports_intro": FIELD_REPORTS_INTRO,
         "not_measured": [{"what": s.what, "why": s.reason + _in_guest(s, run, guests),
                           "install": s.install or ""} for s in map(Skipped.of, skipped)],
@@ -154,10 +155,10 @@ def _measured_by(skipped: Skipped, results: list[Stored]) -> bool:
     return False
 
 
-def _in_guest(skipped: Skipped, run: Run, guests: list) -> str:
+def _in_guest(skipped: Skipped, run: Run, guests: list[list[Stored]]) -> str:
     """What a linked guest run measured of what this run could not: said after the reason."""
     ids = [rid for rid, pool in zip(run.extra.get("guest_runs") or [], guests)
-           if _measured_by(skipped, read(pool))]
+           if _measured_by(skipped, pool)]
     return (f"; measured in cryptcost vm's guest instead (emulated): run "
             f"{', '.join(map(str, ids))}") if ids else ""
 
