@@ -157,10 +157,20 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     factor = calibrate(plan.name)
     if budget_s:
         plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * factor[0])
-    # the shortest share first: a guest killed at its timeout loses the least
-    shares = sorted(((g, estimate(g.plan, here=False)) for g in guests), key=lambda x: x[1])
+    # the shortest share first, and in each the shortest part first: a guest killed at its
+    # timeout loses the least
+    shares = sorted(((_shortest_first(g), estimate(g.plan, here=False)) for g in guests),
+                    key=lambda x: x[1])
     return Prepared(plan, model, estimate(plan), factor, budget_s,
                     tuple((g, s, calibrate(g.plan.name, guest=True)) for g, s in shares), vm)
+
+
+def _shortest_first(g: GuestShare) -> GuestShare:
+    """``g`` with its parts in the order of their estimates, shortest first (a part's results
+    are whole or absent, and a guest's timeout cuts the last)."""
+    def part_s(part: Part) -> float:
+        return estimate(replace(g.plan, parts=[part]), here=False)
+    return replace(g, plan=replace(g.plan, parts=sorted(g.plan.parts, key=part_s)))
 
 
 def _delayed(plan: RunPlan, delay_ms: float) -> RunPlan:
