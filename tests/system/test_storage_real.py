@@ -219,7 +219,8 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
     for name in ("fscrypt", "gocryptfs"):
         _available(name)
     proc = cli(
-        "storage", "--stacks", "fscrypt,gocryptfs", "--workloads", "rand4k,bigfile,smallfiles",
+        "storage", "--stacks", "fscrypt,gocryptfs", "--workloads",
+        "rand4k,bigfile,rsync,smallfiles",
         "--size", "256M", *ONE, timeout=1500,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -234,7 +235,8 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
             ("rand4k", "randwrite", 32), ("bigfile-10M", "write", 1), ("bigfile-51M", "read", 1),
             ("bigfile-102M", "write", 1), ("bigfile-102M", "read", 1), ("smallfiles", "create", 1),
             ("smallfiles", "read", 1), ("smallfiles", "stat", 1), ("smallfiles", "delete", 1),
-            ("smallfiles", "untar", 1),
+            ("smallfiles", "untar", 1), ("bigfile-10M", "rsync", 1),
+            ("bigfile-102M", "rsync", 1),
         ):
             assert (stack, *wanted) in cells, (stack, wanted)
     for stack in ("gocryptfs:aes-gcm", "plain", "gofuse-passthrough"):
@@ -248,6 +250,9 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
         if r["workload"].startswith("bigfile-"):      # R1's 1:5:10, the largest 40 % of 256 MiB
             assert r["bytes_moved"] == int(r["workload"][8:-1]) << 20
             assert r["workload"] in ("bigfile-10M", "bigfile-51M", "bigfile-102M")
+        if r["op"] == "rsync":       # R1's copy, timed until durable, from a cached source
+            assert r["cache_mode"] == "fsync" and r["engine"] == "rsync", r
+            assert r["timing"].startswith("rsync's copy (its source read from the page cache)"), r
         if r["op"] in ("randread", "read", "stat") and r["stack"].startswith("gocryptfs"):
             # one file: its pages and its ciphertext's evicted; many files: a remount
             many = r["workload"] == "smallfiles"
@@ -256,6 +261,25 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
             ), r
     dbench = [r for r in results if r["op"] == "dbench"]
     assert len(dbench) == 3 and all(r["engine"].startswith("dbench") for r in dbench)
+
+
+@pytest.mark.root
+def test_r1_on_a_directory_of_this_hosts_disk_written_read_and_copied_with_rsync(cli, tmp_path):
+    """R1's medium was a disk: a dir: medium (a preallocated file in a directory, as a loop
+    device), its three files written and read by fio and copied in by rsync."""
+    _available("fscrypt")
+    proc = cli("storage", "--stacks", "fscrypt", "--medium", f"dir:{tmp_path}",
+               "--workloads", "bigfile,rsync", "--size", "128M", *ONE, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)["results"]
+    cells = {(r["stack"], r["workload"], r["op"]) for r in results}
+    for stack in ("fscrypt:aes-256-xts", "plain:encrypt-feature", "plain"):
+        for name in ("bigfile-5M", "bigfile-25M", "bigfile-51M"):    # 1:5:10 of 40 % of 128 MiB
+            assert {(stack, name, op) for op in ("write", "read", "rsync")} <= cells, (stack, name)
+    assert all(r["medium"] == f"dir:{tmp_path}" for r in results)
+    copies = [r for r in results if r["op"] == "rsync"]
+    assert all(r["median_bytes_per_s"] > 0 and r["engine"] == "rsync" for r in copies)
+    assert not list(tmp_path.iterdir())          # the medium's file and rsync's source are gone
 
 
 @pytest.mark.root

@@ -284,6 +284,51 @@ def test_bigfile_keeps_its_sizes(tmp_path):
     assert runner.job(inst, step.ops[0], step) is step.ops[0].fio     # R1 is about the file size
 
 
+def test_r1_files_are_its_own_sizes_where_the_medium_holds_them():
+    small = wl.r1_files(wl.Sizes(medium=512 * MiB))
+    assert [(n, b) for _, n, b in small] == [("bigfile-20M", 20 * MiB), ("bigfile-102M", 102 * MiB),
+                                             ("bigfile-204M", 204 * MiB)]  # 1:5:10 of 40 %
+    own = wl.r1_files(wl.Sizes(medium=32 << 30))                     # a dir: or device: medium
+    assert [n for _, n, _ in own] == ["bigfile-1024M", "bigfile-5120M", "bigfile-10240M"]
+    assert [b for _, _, b in wl.r1_files(wl.Sizes(medium=25 << 30))] == [1 << 30, 5 << 30, 10 << 30]
+    assert wl.r1_files(wl.Sizes(medium=24 << 30))[-1][2] < 10 << 30  # 40 % of it: scaled down
+
+
+def test_rsync_copies_each_r1_size_into_the_stack_and_counts_what_arrived(tmp_path):
+    sizes = wl.Sizes(medium=64 * MiB)
+    steps = wl.steps(["bigfile", "rsync"], sizes, False)
+    copies = [st for st in steps if st.ops[0].op == "rsync"]
+    assert [st.ops[0].workload for st in copies] == [n for _, n, _ in wl.r1_files(sizes)]
+    assert all(st.ops[0].engine == "rsync" and st.ops[0].intended_bytes for st in copies)
+
+    class Res:
+        def tmpdir(self, prefix):
+            path = tmp_path / f"{prefix}{len(list(tmp_path.iterdir()))}"
+            path.mkdir()
+            return path
+
+    class Stack(_Stack):
+        def settle(self):
+            return 0.0
+    work = tmp_path / "work"
+    work.mkdir()
+    runner = StepRunner(res=Res(), archive=None, direct=False)
+    inst = Instance(stack=Stack(), label="x", role="measured", workdir=work)
+    step = copies[0]
+    source = runner.source(step.ops[0].intended_bytes)
+    assert runner.source(step.ops[0].intended_bytes) == source            # made once per size
+    moved, count, seconds = runner.rsync(inst, step, source)
+    copied = work / f"{step.name}.dat"
+    assert moved == step.ops[0].intended_bytes == copied.stat().st_size and seconds > 0
+    assert copied.read_bytes() == source.read_bytes() and source.parent != work
+    with open(source, "r+b") as f:                            # a copy short of its source fails
+        f.truncate(MiB)
+    short = Stack()
+    short.settle = lambda: copied.write_bytes(b"x") and 0.0
+    with pytest.raises(DataIntegrityError, match="copied 1 bytes"):
+        runner.rsync(Instance(stack=short, label="x", role="measured", workdir=work), step, source)
+
+
 def _outcome(moved, seconds):
     return fio.FioOutcome(io_bytes=moved, runtime_s=seconds, bw_bytes=0, iops=0,
                           total_ios=moved // MiB, lat_p50_us=None, lat_p99_us=None)

@@ -204,3 +204,19 @@ def test_xfs_on_a_medium_mkfs_xfs_refuses_is_bad_input():
                        size=256 << 20, fs="xfs")
     with pytest.raises(UserError, match="--fs xfs needs a medium of at least 320 MiB"):
         validate(plan)
+
+
+def test_rsync_without_rsync_is_bad_input_naming_its_package(monkeypatch):
+    import shutil
+    from cryptcost import proc
+    from cryptcost.errors import UserError
+    from cryptcost.media import parse_medium
+    from cryptcost.runner.storage import StoragePlan, validate
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setattr(proc, "which", lambda b: None if b == "rsync" else shutil.which(b))
+    plan = StoragePlan(stacks=["plain"], medium=parse_medium("ram"),
+                       workloads=["bigfile", "rsync"], size=256 << 20)
+    with pytest.raises(UserError, match="the rsync workload needs rsync: apt-get install rsync"):
+        validate(plan)
+    validate(StoragePlan(stacks=["plain"], medium=parse_medium("ram"), workloads=["bigfile"],
+                         size=256 << 20))

@@ -63,6 +63,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("dbench", "dbench", "dbench", ("dbench", "--help"), r"version (\d+(?:\.\d+)+)"),
     Tool("keyctl", "keyctl", "keyutils", ("keyctl", "--version")),
     Tool("tar", "tar", "tar", ("tar", "--version")),
+    Tool("rsync", "rsync", "rsync", ("rsync", "--version"), r"version (\S+)"),
     Tool("perf", "perf", "linux-perf", ("perf", "--version"), r"perf version (\S+)"),
 ]}
 

@@ -249,7 +249,7 @@ def seeds_plans() -> list[dict]:
     """The five field reports' matrices as far as a host can run them (SEEDS.md)."""
     r1 = {"run": {"label": "R1 encrypted filesystems, large files"},
           "storage": {"stacks": ["plain", "fscrypt", "gocryptfs", "luks", "luks-userspace", "zfs"],
-                      "workloads": ["bigfile"], "size": "1024M"}}
+                      "workloads": ["bigfile", "rsync"], "size": "1024M"}}
     # R2's seven dm-crypt ciphers, AES-XTS at both key lengths, on XFS as R2's NAS was
     r2 = {"run": {"label": "R2 cipher by cipher over block I/O"},
           "storage": {"stacks": [f"luks-userspace:{v}" for v in R2_LUKS] +

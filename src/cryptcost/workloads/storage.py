@@ -44,7 +44,7 @@ class Op:
     block_bytes: int
     iodepth: int = 1
     fio: FioJob | None = None
-    engine: str = "fio"                  # what measures it: fio | untar (tar) | dbench
+    engine: str = "fio"                  # what measures it: fio | untar (tar) | dbench | rsync
     unit: str = "bytes/s"
     reset_before: bool = False           # drop caches / remount first (reads)
     intended_bytes: int | None = None    # what must be moved (rule 5)
@@ -141,18 +141,36 @@ def _rand4k(sizes: Sizes, direct: bool, depths: tuple[int, ...] = (1, 32)) -> li
 
 
 R1_RATIOS = (1, 5, 10)      # R1 copied files of 1, 5 and 10 GB
+R1_GIB = 1 << 30            # its GB: dd's bs=1G, and 5120 and 10240 MiB
+
+
+def r1_files(sizes: Sizes) -> list[tuple[int, str, int]]:
+    """R1's large files as (ratio, workload name, bytes): its own 1, 5 and 10 GiB where the
+    medium holds them (a medium of 25 GiB or more), else 1 : 5 : 10 with the largest at
+    40 % of the medium; one workload name per size (``bigfile-409M``) so their results stay
+    apart, and each size's write, read and copy are one row."""
+    largest = int(sizes.medium * DATA_FRACTION)
+    if largest >= R1_RATIOS[-1] * R1_GIB:
+        largest = R1_RATIOS[-1] * R1_GIB
+    out = []
+    for ratio in R1_RATIOS:
+        n = max(MiB, largest * ratio // R1_RATIOS[-1] // MiB * MiB)
+        out.append((ratio, f"bigfile-{n // MiB}M", n))
+    return out
 
 
 def _bigfile(sizes: Sizes, direct: bool) -> list[Step]:
-    """R1's large files, 1 : 5 : 10, the largest 40 % of the medium; one
-    workload name per size (``bigfile-409M``) so their results stay apart."""
-    largest = int(sizes.medium * DATA_FRACTION)
-    steps = []
-    for ratio in R1_RATIOS:
-        n = max(MiB, largest * ratio // R1_RATIOS[-1] // MiB * MiB)
-        name = f"bigfile-{n // MiB}M"
-        steps.append(Step(name, f"cc-big-{ratio}", write_read(name, MiB, n, direct)))
-    return steps
+    """R1's large files, written and (caches reset) read by fio in 1 MiB blocks."""
+    return [Step(name, f"cc-big-{ratio}", write_read(name, MiB, n, direct))
+            for ratio, name, n in r1_files(sizes)]
+
+
+def _rsync(sizes: Sizes, direct: bool) -> list[Step]:
+    """R1's own copy: rsync of a random file of each of R1's sizes from outside the stack
+    into it, until durable (runner.storage.steps.StepRunner.rsync)."""
+    return [Step(f"{name} rsync", f"cc-rsync-{ratio}",
+                 (Op(name, "rsync", 0, engine="rsync", intended_bytes=n),))
+            for ratio, name, n in r1_files(sizes)]
 
 
 def _smallfiles(sizes: Sizes, direct: bool) -> list[Step]:
@@ -185,13 +203,14 @@ BUILDERS = {
     "seq-1m": lambda s, d: seq_steps(s, (MiB,), d),
     "rand4k": _rand4k,
     "bigfile": _bigfile,
+    "rsync": _rsync,
     "smallfiles": _smallfiles,
     "mixed": _mixed,
 }
 SETS = {
     "quick": ("seq-quick", "rand4k"),
-    "seeds": ("seq", "bigfile", "smallfiles", "mixed"),
-    "full": ("seq", "rand4k", "bigfile", "smallfiles", "mixed"),
+    "seeds": ("seq", "bigfile", "rsync", "smallfiles", "mixed"),
+    "full": ("seq", "rand4k", "bigfile", "rsync", "smallfiles", "mixed"),
 }
 WORKLOADS = tuple(n for n in BUILDERS if n not in ("seq-quick", "seq-1m"))
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from cryptcost import proc, stats
 from cryptcost.engines import perf
 from cryptcost.errors import UserError
-from cryptcost.host import cpu
+from cryptcost.host import cpu, tools
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
 from cryptcost.model import Cell, Result, Sample, metric_median as median
@@ -107,8 +107,10 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
     if plan.size is None:
         plan.size = max(plan.medium.auto_size(len(resolved)), MIN_MEDIUM.get(plan.fs, 0))
     plan.medium.require_room(plan.size, len(resolved))
-    if names and "smallfiles" in names and not proc.which("tar"):
-        raise UserError("the smallfiles workload needs tar: apt-get install tar")
+    for workload, program in (("smallfiles", "tar"), ("rsync", "rsync")):
+        if workload in names and not proc.which(program):
+            raise UserError(f"the {workload} workload needs {program}: apt-get install "
+                            f"{tools.tool(program).package}")
     return resolved, skipped
 
 

@@ -59,6 +59,8 @@ MAX_PASSES = 32
 # a pass sized by time moves this much more than the minimum time's worth
 SIZE_MARGIN = 1.2
 FIRST_PASS_BYTES = 64 << 20  # a sequential write's first pass, which only finds the cell's rate
+CHUNK = 4 << 20              # what one read or write of rsync's source moves
+MiB = 1 << 20
 
 
 @dataclass
@@ -105,6 +107,7 @@ class StepRunner:
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
+        self.sources: dict[int, Path] = {}                    # rsync's source files, by size
         # What each pass's engine runs inside (a profiler's sampling window); nothing by default.
         self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = unwatched
 
@@ -288,6 +291,13 @@ class StepRunner:
         elif op.engine == "untar":
             with self.window(inst, op):
                 moved, count, seconds = self.untar(inst)
+        elif op.engine == "rsync":
+            source = self.source(op.intended_bytes or MiB)
+            with self.window(inst, op):
+                moved, count, seconds = self.rsync(inst, step, source)
+            metrics.update(cache_mode="fsync", engine="rsync",
+                           timing="rsync's copy (its source read from the page cache) + the "
+                                  "time until durable on the medium")
         else:
             with self.window(inst, op):
                 moved, count, seconds, engine = self.dbench(inst, op, step)
@@ -373,6 +383,37 @@ class StepRunner:
         seconds = time.perf_counter() - start
         files = sum(1 for _, _, names in os.walk(target) for _ in names)
         return payload, files, seconds
+
+    def source(self, n: int) -> Path:
+        """A file of ``n`` random bytes outside every stack, for :meth:`rsync` to copy: made
+        once per size, then read through before each copy, outside the clock, so the copy
+        reads it from the page cache and its time is the stack's writing. (R1 dropped every
+        cache between copies: its source, on the same disk, was read from the disk too.)"""
+        path = self.sources.get(n)
+        if path is None:
+            path = self.res.tmpdir("cryptcost-rsync-") / f"source-{n}.dat"
+            with open(path, "wb") as out:
+                for left in range(n, 0, -CHUNK):
+                    out.write(os.urandom(min(CHUNK, left)))
+            self.sources[n] = path
+        with open(path, "rb") as src:
+            while src.read(CHUNK):
+                pass
+        return path
+
+    def rsync(self, inst: Instance, step: wl.Step, source: Path) -> tuple[int, int, float]:
+        """R1's copy: ``rsync`` of ``source`` into the stack, until durable on the medium
+        (the stack's own :meth:`~StorageStack.settle`, as for fio's writes)."""
+        target = inst.workdir / f"{step.name}.dat"
+        size = source.stat().st_size
+        start = time.perf_counter()
+        proc.run(["rsync", "--whole-file", str(source), str(target)],
+                 timeout=size / 1e6 + 300)
+        seconds = time.perf_counter() - start + inst.stack.settle()
+        got = target.stat().st_size
+        if got != size:
+            raise DataIntegrityError(f"{inst.label} rsync: copied {got} bytes of {size}")
+        return got, 1, seconds
 
     def dbench(self, inst: Instance, op: wl.Op, step: wl.Step) -> tuple[int, int, float, str]:
         """dbench's NetBench-like mix (R4) when installed; fio randrw otherwise."""
