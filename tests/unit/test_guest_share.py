@@ -111,3 +111,26 @@ def test_a_delayed_table_goes_to_the_guest_whole_where_this_kernel_has_no_netem(
     wan = {p.label: p.network for s in guest.share(load("seeds", None)) for p in s.plan.parts
            if p.network and p.network.get("delay_ms")}
     assert [t["stacks"] for t in wan.values()] == [["nfs:sys", "nfs:krb5p"]]
+
+
+def test_a_dry_run_prints_the_plan_and_both_shares_as_json(tmp_path):
+    """``run --dry-run --json``: what announce says, as data; esp runs here or in the guest."""
+    plan = tmp_path / "p.toml"
+    plan.write_text('[ciphers]\nalgorithms = ["aes-256-gcm"]\n'
+                    '[network]\nstacks = ["tls", "esp"]\nworkloads = ["send"]\n')
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "--db", str(tmp_path / "r.db"),
+                           "run", "--plan", str(plan), "--vm", "--dry-run", "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["suite"] == "custom" and got["estimate_seconds"] > 0
+    assert [p["label"] for p in got["parts"]] == ["custom"]
+    assert got["parts"][0]["said"][0] == "ciphers (aes-256-gcm)"
+    here = got["parts"][0]["network"]["stacks"]
+    there = [s for g in got["guest"] for p in g["parts"] for s in (p["network"] or {}).get(
+        "stacks", [])]
+    assert "tls" in here and ("esp" in here) != ("esp" in there), (here, there)
+    for g in got["guest"]:
+        assert g["runs_with_vm"] and g["estimate_seconds"] > 0 and g["kernel_said"]
+        assert any(c["what"] == "esp" and c["guest"] is not None for c in got["cannot_run"])
+    assert not list(tmp_path.glob("*.db"))                  # a dry run records nothing

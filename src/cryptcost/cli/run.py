@@ -50,7 +50,8 @@ def add_parser(sub, common) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print what would run and the estimate, then stop")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object (results and analysis)")
+                   help="print one JSON object (results and analysis; with --dry-run, the plan "
+                        "and its estimates)")
     add_profile_option(p)
     p.add_argument("--vm", action="store_true",
                    help="also run what this host's kernel cannot (dm-crypt, kernel ESP, NFS…) "
@@ -138,6 +139,31 @@ def announce(prepared: suite.Prepared) -> None:
                   "times that under TCG (software CPU emulation)")
 
 
+def _parts_json(parts) -> list[dict]:
+    return [{"label": p.label, "said": _table_said(p), "ciphers": p.ciphers,
+             "storage": p.storage, "network": p.network} for p in parts]
+
+
+def planned(prepared: suite.Prepared) -> dict:
+    """What ``run --dry-run --json`` prints: what announce says, as data. Estimates are the
+    model's seconds; ``calibrated_seconds`` multiplies them by what earlier runs took against
+    theirs, where there are any (a guest's are at this host's speed until then)."""
+    def estimate(seconds: float, factor: tuple[float, int]) -> dict:
+        scale, runs = factor
+        return {"estimate_seconds": round(seconds, 1),
+                "calibrated_seconds": round(seconds * scale, 1) if runs else None,
+                "calibrated_from_runs": runs}
+    plan = prepared.plan
+    return {"suite": plan.name, "label": plan.label, "parts": _parts_json(plan.parts),
+            **estimate(prepared.seconds, prepared.factor),
+            "time_budget_seconds": prepared.budget_s,
+            "cannot_run": plan.cannot_run,
+            "guest": [{"kernel": share.kernel or "stock", "kernel_said": share.kernel_said,
+                       "runs_with_vm": prepared.vm, "parts": _parts_json(share.plan.parts),
+                       **estimate(seconds, factor)}
+                      for share, seconds, factor in prepared.guest]}
+
+
 def run(args) -> int:
     # bad input fails before anything is recorded
     if args.parts and (args.suite or args.plan or args.vm):
@@ -158,6 +184,8 @@ def run(args) -> int:
                              calibrate=lambda name, guest=False: _calibration(args, name, guest))
     announce(prepared)
     if args.dry_run:
+        if args.json:
+            print_json(planned(prepared))
         return 0
     plan, model = prepared.from_now(), prepared.model
     host = probe_host()
