@@ -31,7 +31,6 @@ warm-up.
 from __future__ import annotations
 
 import os
-import re
 import statistics
 import time
 from contextlib import AbstractContextManager
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 from cryptcost import proc
-from cryptcost.engines import fio
+from cryptcost.engines import dbench, fio
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
@@ -50,8 +49,6 @@ from cryptcost.runner.storage.passes import combine, cpu_per_unit, first_pass
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
-DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
-DBENCH_SECONDS = 10
 WRITES = ("write", "create", "randwrite")
 MIN_SAMPLE_SECONDS = 1.0     # measured time per sample
 SAMPLE_BUDGET = 2.0          # wall seconds one sample may take, passes and resets included
@@ -417,17 +414,9 @@ class StepRunner:
 
     def dbench(self, inst: Instance, op: wl.Op, step: wl.Step) -> tuple[int, int, float, str]:
         """dbench's NetBench-like mix (R4) when installed; fio randrw otherwise."""
-        if proc.which("dbench") and os.path.exists(DBENCH_LOADFILE):
-            target = inst.workdir / "cc-dbench"
-            target.mkdir(exist_ok=True)
-            seconds = DBENCH_SECONDS
-            done = proc.run(["dbench", "-D", str(target), "-t", str(seconds), "-c", DBENCH_LOADFILE,
-                             str(op.iodepth)], timeout=seconds * 10 + 120)
-            match = re.search(r"Throughput ([\d.]+) MB/sec", done.stdout)
-            if not match:
-                raise CryptcostError(f"dbench printed no throughput on {inst.label}")
-            rate = float(match.group(1)) * 1e6          # dbench's MB is 10^6 bytes
-            return int(rate * seconds), 0, float(seconds), f"dbench {op.iodepth} clients"
+        if dbench.available():
+            done = dbench.run(inst.workdir / "cc-dbench", op.iodepth)
+            return done.bytes, 0, done.seconds, f"dbench {op.iodepth} clients"
         outcome, _ = fio.run(op.fio, inst.workdir, step.name)
         return (outcome.io_bytes, outcome.total_ios, outcome.runtime_s,
                 "fio randrw 70/30 (no dbench)")
