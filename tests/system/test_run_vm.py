@@ -25,7 +25,8 @@ size = "64M"
 
 [network]
 stacks = ["nfs:sys", "nfs:krb5p"]
-workloads = ["put"]
+workloads = ["put", "dbench"]
+clients = [2]
 file_size = "32M"
 seconds = 1
 
@@ -69,6 +70,12 @@ def test_run_vm_measures_the_kernels_share_in_the_guest_and_the_field_reports_re
     stored = {(r.get("stack"), r.get("op") or r.get("workload")) for g in guest
               for r in g["results"]}
     assert {("luks:aes-xts-plain64", "write"), ("nfs:krb5p", "put")} <= stored, stored
+    # R4's mixed load in the client's mount, with the clients asked for
+    mixed = [r for g in guest for r in g["results"] if r.get("workload") == "dbench"]
+    assert {r["stack"] for r in mixed} == {"nfs:sys", "nfs:krb5p"}, mixed
+    assert all(r["streams"] == 2 and r["engine"] == "dbench 2 clients"
+               and r["median_bytes_per_s"] > 0 for r in mixed), mixed
+    assert all(r["wire"]["verdict"] == "encrypted" for r in mixed if r["stack"] == "nfs:krb5p")
 
     # R2's block write and R4's writes from the guest's stored results, said emulated
     blocks = {b["label"]: b for b in out["report"]["field_reports"]}

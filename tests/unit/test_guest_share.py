@@ -53,7 +53,10 @@ def test_the_seeds_suites_guest_share_is_what_this_kernel_lacks_by_the_kernel_it
                                    ["ipsec:aes128-sha1-ipcomp", "esp:*"]], r5
     nfs = {p.label: p.network for p in newer.plan.parts}
     assert all(t["stacks"][0].startswith("nfs") for t in nfs.values())
-    assert sorted(t.get("delay_ms", 0) for t in nfs.values()) == [0, 20]   # the WAN part too
+    # the WAN part too, and dbench's
+    assert sorted(t.get("delay_ms", 0) for t in nfs.values()) == [0, 0, 20]
+    assert sorted(w for t in nfs.values() for w in t["workloads"]) == [
+        "dbench", "get", "get", "put", "put", "smallfiles"]
     for share in shares:
         assert share.plan.name == "seeds (guest)" and not share.plan.cannot_run
         pol = share.plan.policy

@@ -149,6 +149,29 @@ def test_network_workloads_per_traffic():
         wl.expand(["upload"])
 
 
+def test_dbench_is_one_cell_per_number_of_clients_and_only_full_names_it():
+    assert [(op.workload, op.streams) for op in wl.ops(["dbench"], "files")] == [
+        ("dbench", 1), ("dbench", 2), ("dbench", 4), ("dbench", 8)]       # R4's clients
+    two = wl.ops(["put", "dbench"], "files", clients=(2, 3))
+    assert [(op.workload, op.streams) for op in two] == [("put", 1), ("dbench", 2),
+                                                         ("dbench", 3)]
+    assert len({op.key for op in wl.ops(["dbench"], "files")}) == 4
+    assert wl.ops(["dbench"], "stream") == []                 # a tunnel has no share to run it in
+    assert "dbench" in wl.expand(["full"]) and "dbench" not in wl.expand(["standard"])
+    seeds = load("seeds", None)
+    [r4] = [p for p in seeds.parts if p.network and "dbench" in p.network["workloads"]]
+    assert r4.network["stacks"] == ["nfs:sys", "nfs:krb5p"] and r4.network["clients"] == [1, 2, 4,
+                                                                                         8]
+
+
+@pytest.mark.parametrize("clients", [[0], [65], []])
+def test_bad_dbench_clients_are_refused(clients, monkeypatch):
+    from cryptcost.runner.network import NetworkPlan, validate
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    with pytest.raises(UserError, match="bad dbench clients"):
+        validate(NetworkPlan(stacks=["tls"], workloads=["dbench"], clients=tuple(clients)))
+
+
 def test_quick_suite_has_a_network_part_and_seeds_has_r5():
     quick = load("quick", None)
     assert sorted(quick.parts[0].network["stacks"]) == [

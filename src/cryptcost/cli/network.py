@@ -5,7 +5,8 @@ from __future__ import annotations
 from cryptcost.cli.ciphers import add_policy_options, policy_from
 from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option,
                                   add_peer_options, peer_options,
-                                  add_profile_option, cpu_counts, err, parse_accel, parse_list,
+                                  add_profile_option, cpu_counts, err, parse_accel, parse_ints,
+                                  parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
 from cryptcost.links import LINKS
 from cryptcost.report.terminal import network_table
@@ -33,6 +34,9 @@ def add_parser(sub, common) -> None:
                         "baseline")
     p.add_argument("--streams", type=int, default=4,
                    help="parallel streams of the 'streams' workload (default: 4)")
+    p.add_argument("--clients", default="1,2,4,8", metavar="LIST",
+                   help="dbench clients of the 'dbench' workload, one cell each (default: "
+                        "1,2,4,8, as R4)")
     p.add_argument("--workloads", default="quick", metavar="LIST",
                    help=f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)} (default: quick)")
     p.add_argument("--seconds", type=float, default=2.0,
@@ -57,6 +61,7 @@ def plan_from(args) -> NetworkPlan:
     if not 1 << 20 <= size <= 8 << 30:
         raise UserError(f"--file-size {args.file_size}: use 1M … 8G")
     return NetworkPlan(stacks=parse_list(args.stacks, "stack"), link=args.link, mtu=args.mtu,
+                       clients=tuple(parse_ints(args.clients, "--clients")),
                        delay_ms=args.delay,
                        workloads=parse_list(args.workloads, "workload"), streams=args.streams,
                        seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)),

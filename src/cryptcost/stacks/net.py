@@ -242,6 +242,12 @@ class FileShareStack(NetworkStack):
     def get(self, res: Resources, names: list[str], local_dir: Path) -> None:
         """Copy ``names`` (relative to the share) into ``local_dir``, from end ``a``."""
 
+    def mountpoint(self) -> Path | None:
+        """Where this host sees the share through the stack's client (a kernel client's mount),
+        for a workload that runs in a directory (dbench); None where the client is a program
+        that copies (smbclient)."""
+        return None
+
     def forget(self, names: list[str]) -> None:
         """Drop what the client caches of ``names``, before a ``get`` and outside
         its clock, so that the read crosses the link (a kernel client keeps

@@ -232,6 +232,9 @@ class Nfs(FileShareStack):
     def get(self, res: Resources, names: list[str], local_dir: Path) -> None:
         proc.run(["cp", *(str(self.mnt / n) for n in names), f"{local_dir}/"], timeout=600)
 
+    def mountpoint(self) -> Path | None:
+        return self.mnt
+
     def forget(self, names: list[str]) -> None:
         """Drop the client's cached pages of ``names``: a read must cross the wire."""
         for name in names:

@@ -16,7 +16,7 @@ from typing import Callable
 
 from cryptcost import stats, units
 from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.engines import perf
+from cryptcost.engines import dbench, perf
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.media import parse_medium
 from cryptcost.model import Result
@@ -77,6 +77,7 @@ def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
     return [NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"),
                         mtu=n.get("mtu", 1500), delay_ms=float(n.get("delay_ms", 0)),
                         workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
+                        clients=tuple(n.get("clients", netwl.CLIENTS)),
                         seconds=n.get("seconds", 2),
                         file_bytes=parse_size(str(n.get("file_size", "256M")),
                                                "network.file_size"),
@@ -230,10 +231,17 @@ def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True)
             names = netrun.wl.expand(np_.workloads)
             for stack, _ in resolved:
                 total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
-                ops = netrun.wl.ops(names, stack.traffic)
-                total += (rounds + extra(np_)) * len(ops) * (
-                    np_.seconds + 1.5 if stack.traffic == "stream" else 2.5)
+                ops = netrun.wl.ops(names, stack.traffic, clients=np_.clients)
+                total += (rounds + extra(np_)) * sum(_net_op_seconds(op, np_) for op in ops)
     return total
+
+
+def _net_op_seconds(op: netwl.NetOp, plan: NetworkPlan) -> float:
+    """One sample of ``op``: a stream's seconds, dbench's run (its warm-up is a fifth of it,
+    then its clean-up), or about a second of file copies and their checks."""
+    if op.traffic == "stream":
+        return plan.seconds + 1.5
+    return dbench.SECONDS * 1.2 + 2 if op.workload == "dbench" else 2.5
 
 
 def _op_seconds(op: wl.Op, rate: float, stack) -> float:
@@ -310,7 +318,8 @@ def _stacks_and_uses(plan: RunPlan):
                 yield stack, sp.cpus, uses
         for np_ in network_plans(part.network) if part.network else []:
             for stack, _ in netrun.resolve(np_.stacks, np_.link, np_.accel)[0]:
-                ops = netwl.ops(np_.workloads, stack.traffic, streams=np_.streams)
+                ops = netwl.ops(np_.workloads, stack.traffic, streams=np_.streams,
+                                clients=np_.clients)
                 yield stack, np_.cpus, {(op.op, None,
                                          op.streams) for op in ops} or {("stream", None, 1)}
 

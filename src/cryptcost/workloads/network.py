@@ -13,9 +13,13 @@ File-share stacks (SMB3, NFS) copy files, each checked by its checksum:
 
 * ``put`` — one large file from ``a`` to the share at ``b``;
 * ``get`` — one large file from the share to ``a``;
-* ``smallfiles`` — many 64 KiB files from ``a`` to the share.
+* ``smallfiles`` — many 64 KiB files from ``a`` to the share;
+* ``dbench`` — dbench's NetBench-like mix (R4) in the share's client mount, once for each
+  number of clients (``clients``, R4's 1, 2, 4 and 8 by default): the cell's ``streams``.
+  Only a share this host mounts (NFS) runs it; smbclient's copies have no mount.
 
-Sets: ``quick`` (send; put), ``standard`` (all but compressible) and ``full`` (all of them).
+Sets: ``quick`` (send; put), ``standard`` (all but compressible and dbench) and ``full`` (all
+of them).
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from dataclasses import dataclass
 from cryptcost.errors import UserError
 
 STREAM_WORKLOADS = ("send", "receive", "streams", "compressible")
-FILE_WORKLOADS = ("put", "get", "smallfiles")
+FILE_WORKLOADS = ("put", "get", "smallfiles", "dbench")
 WORKLOADS = STREAM_WORKLOADS + FILE_WORKLOADS
 SETS = {"quick": ("send", "put"),
-        "standard": tuple(w for w in WORKLOADS if w != "compressible"), "full": WORKLOADS}
+        "standard": tuple(w for w in WORKLOADS if w not in ("compressible", "dbench")),
+        "full": WORKLOADS}
 SMALL_FILE = 64 << 10
+CLIENTS = (1, 2, 4, 8)            # R4's dbench runs
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ def expand(names: list[str]) -> list[str]:
 
 
 def ops(names: list[str], traffic: str, *, streams: int = 4, file_bytes: int = 256 << 20,
-        small_files: int = 512) -> list[NetOp]:
+        small_files: int = 512, clients: tuple[int, ...] = CLIENTS) -> list[NetOp]:
     """The operations of ``names`` that a stack carrying ``traffic`` runs."""
     out = []
     for name in expand(names):
@@ -77,7 +83,9 @@ def ops(names: list[str], traffic: str, *, streams: int = 4, file_bytes: int = 2
             out.append(NetOp(name, "stream", streams=streams if name == "streams" else 1,
                              reverse=name == "receive", repeating=name == "compressible"))
         elif traffic == "files" and name in FILE_WORKLOADS:
-            if name == "smallfiles":
+            if name == "dbench":
+                out += [NetOp(name, "files", streams=n) for n in clients]
+            elif name == "smallfiles":
                 out.append(NetOp(name, "files", files=small_files, file_bytes=SMALL_FILE))
             else:
                 out.append(NetOp(name, "files", file_bytes=file_bytes))

@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from cryptcost import proc, stats
-from cryptcost.engines import iperf3, perf
+from cryptcost.engines import dbench, iperf3, perf
 from cryptcost.errors import CryptcostError, Unavailable, UserError
 from cryptcost.host import cpu, kernel
 from cryptcost.lifecycle.resources import Resources
@@ -48,6 +48,7 @@ class NetworkPlan:
     delay_ms: float = 0.0                # added to every round trip on the link (netem)
     workloads: list[str] = field(default_factory=lambda: ["quick"])
     streams: int = 4                     # for the "streams" workload
+    clients: tuple[int, ...] = wl.CLIENTS  # for the "dbench" workload, one cell each
     seconds: float = 2.0                 # per stream sample
     file_bytes: int = 256 << 20          # per large-file copy
     small_files: int = 512
@@ -100,7 +101,12 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
                         f"this kernel ({platform.release()}) has none: run it in Debian's stock "
                         f"kernel with 'cryptcost vm -- network --delay {plan.delay_ms:g} …', or "
                         f"on {FEATURE_HINTS['netem'][1]}")
-    wl.expand(plan.workloads)
+    if "dbench" in wl.expand(plan.workloads) and not dbench.available():
+        raise UserError("the dbench workload needs dbench and its load file: apt-get install "
+                        "dbench")
+    if not plan.clients or any(not 1 <= c <= 64 for c in plan.clients):
+        raise UserError(f"bad dbench clients {','.join(map(str, plan.clients))} (--clients, "
+                        "or a plan's network.clients): each 1 … 64")
     if not 1 <= plan.streams <= 128:
         raise UserError(f"bad --streams {plan.streams}: use 1 … 128")
     if not 1 <= plan.seconds <= 600:
@@ -205,7 +211,13 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
             exc = CryptcostError(stack.dead()) if stack.dead() else exc
             flow.setup_failed(out, inst, exc, "network", log)
     ops = {i.label: wl.ops(names, i.stack.traffic, streams=plan.streams, file_bytes=plan.file_bytes,
-                           small_files=plan.small_files) for i in ready}
+                           small_files=plan.small_files, clients=plan.clients) for i in ready}
+    for i in ready:
+        if any(op.workload == "dbench" for op in ops[i.label]) and not i.stack.mountpoint():
+            ops[i.label] = [op for op in ops[i.label] if op.workload != "dbench"]
+            out.skipped.append({"stack": i.label, "workload": "dbench", "kind": "network",
+                                "reason": "dbench runs in a directory: this stack's client "
+                                          "copies files with a program and mounts nothing"})
     cell = {(i.label, op.key): _cell(i, op, plan) for i in ready for op in ops[i.label]}
     flow.compare([(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]],
                  lambda op: (op,), cell,

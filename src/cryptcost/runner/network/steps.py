@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cryptcost.engines import iperf3
+from cryptcost import proc
+from cryptcost.engines import dbench, iperf3
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
@@ -135,6 +136,8 @@ class NetRunner:
                 if op.traffic == "stream":
                     with self.window(inst, op), meter.window():
                         moved, seconds, ends = self._stream(inst, op)
+                elif op.workload == "dbench":
+                    moved, seconds, ends = self._dbench(inst, op, meter)
                 else:
                     moved, seconds, ends = self._files(inst, op, meter)
         except CryptcostError as exc:
@@ -234,6 +237,22 @@ class NetRunner:
                                           "timing": "the client's whole run (connect, "
                                                     "authenticate, copy, close), each pass "
                                                     "checked outside the clock"}}
+
+    def _dbench(self, inst: NetInstance, op: NetOp, meter: "Meter") -> tuple[int, float, dict]:
+        """dbench's mix with ``op.streams`` clients in the share's client mount, one run; the
+        directory is removed afterwards, outside the clock."""
+        stack: FileShareStack = inst.stack
+        target = stack.mountpoint() / f"cc-dbench-{op.streams}"
+        client_before = cpu.children_cpu()
+        with self.window(inst, op), meter.window():
+            done = dbench.run(target, op.streams)
+        client = cpu.children_cpu() - client_before
+        proc.run(["rm", "-rf", "--one-file-system", str(target)], timeout=600)
+        return done.bytes, done.seconds, {
+            "a": client, "b": 0.0,
+            "extra": {"engine": f"dbench {op.streams} clients",
+                      "timing": "dbench's own clock, after its warm-up: the bytes its clients' "
+                                "reads and writes moved through the client's mount"}}
 
     def _stage(self, inst: NetInstance, big: Path) -> None:
         """The file a ``get`` reads, in the share at end b (outside the clock): copied there
