@@ -205,7 +205,8 @@ def test_a_reports_own_table_lays_each_row_beside_the_runs_against_the_reference
     assert fr.table_text(sha1, "theirs") == "259.4 (0.28×)"
 
 
-@pytest.mark.parametrize("label, rows, columns", [("R2", 12, 3), ("R3", 7, 2), ("R5", 20, 2)])
+@pytest.mark.parametrize("label, rows, columns", [("R1", 5, 4), ("R2", 12, 3), ("R3", 7, 2),
+                                                  ("R5", 20, 2)])
 def test_a_reports_own_table_has_its_shape_and_every_figure_is_in_its_text(label, rows, columns):
     t = fr.load(label).table
     assert len(t.rows) == rows and len(t.columns) == columns == len(t.cells)
@@ -271,3 +272,36 @@ def test_r2s_table_is_drawn_with_its_reference_lines_where_the_run_has_its_rows(
     assert charts.field_table(blocks["R5"]["table"]) is None          # no reference line, no run
     drawn = charts.all_charts(guest, {"field_reports": list(blocks.values())})["field_tables"]
     assert set(drawn) == {"R2"}
+
+
+def test_r1s_table_reads_each_stacks_copies_by_r1s_file_whatever_size_the_medium_gave_it():
+    """R1's stack × file size: its 1, 5 and 10 GB files are bigfile-1024M … on a medium of
+    25 GiB or more, bigfile-40M … on the seeds suite's 1 GiB, bigfile-10M … in the guest."""
+    def r(stack, workload, op, medium, value):
+        return {"kind": "storage", "stack": stack, "workload": workload, "op": op,
+                "size": medium, "block_bytes": 0 if op == "rsync" else 1 << 20,
+                "median_bytes_per_s": value}
+    gib = 1 << 30
+    host = read([r("plain", "bigfile-40M", "rsync", gib, 400e6),
+                 r("plain", "bigfile-409M", "rsync", gib, 500e6),
+                 r("fscrypt:aes-256-xts", "bigfile-409M", "rsync", gib, 250e6),
+                 r("luks-userspace:aes-256-xts-plain64", "bigfile-204M", "read", gib, 100e6),
+                 r("plain", "bigfile-204M", "read", gib, 800e6),
+                 r("gocryptfs:aes-gcm", "bigfile-10240M", "rsync", 26 * gib, 90e6)])
+    guest = read([r("plain", "bigfile-102M", "rsync", 256 << 20, 50e6),
+                  r("zfs:aes-256-gcm", "bigfile-102M", "rsync", 256 << 20, 10e6)])
+    t = {b["label"]: b for b in fr.section(host, [guest])}["R1"]["table"]
+    rows = {row["name"]: row["cells"] for row in t["rows"]}
+    assert rows["ext4"][0]["ours"] == pytest.approx(400.0)              # the 1 GB file's copy
+    fscrypt = rows["fscrypt (ext4's own encryption)"]
+    assert fscrypt[2]["ours"] == pytest.approx(250.0) and fscrypt[2]["ours_vs"] == \
+        pytest.approx(0.5) and fscrypt[0]["ours"] is None
+    luks = rows["dm-crypt/LUKS"][3]                                     # the 5 GB file's read
+    assert luks["ours"] == pytest.approx(100.0) and fr.table_text(luks, "ours") == \
+        "100.0 (0.12× plain)"
+    # R1's own 10 GB file, on a large medium: no plain beside it there, so no ratio
+    assert rows["gocryptfs"][2]["ours"] == pytest.approx(90.0)
+    assert rows["gocryptfs"][2]["ours_vs"] is None
+    zfs = rows["ZFS, encryption=aes-256-gcm"][2]
+    assert zfs["emulated"] and zfs["ours_vs"] == pytest.approx(0.2)
+    assert all(c["theirs"] is None for cells in rows.values() for c in cells)  # never published

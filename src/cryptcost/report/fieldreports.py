@@ -20,9 +20,13 @@ from importlib import resources
 
 from cryptcost.model import Cell
 from cryptcost.record import Stored
+from cryptcost.workloads.storage import Sizes, r1_files
 
 LABELS = ("R1", "R2", "R3", "R4", "R5")
-_CELL = {f.name for f in fields(Cell)}
+# A dimension of the data beside a cell's own: R1's first, second or third file (its 1, 5 and
+# 10 GB), whatever size the run's medium gave it (workloads.storage.r1_files)
+R1_FILE = "r1_file"
+_CELL = {f.name for f in fields(Cell)} | {R1_FILE}
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,21 @@ CONDITIONS = {"delay_ms": "a delay on the link"}
 
 def _has(r: Stored, want: dict) -> bool:
     """Whether ``r`` was measured and its cell has every dimension ``want`` names."""
-    return r.median is not None and all(getattr(r.cell, k) == v for k, v in want.items())
+    return r.median is not None and all(
+        (_r1_file(r.cell) if k == R1_FILE else getattr(r.cell, k)) == v for k, v in want.items())
+
+
+# What a storage figure's two sides share, whatever the figure names: the same medium, of the
+# same size, with the same filesystem
+SAME_MEDIUM = ("medium", "size", "fs")
+
+
+def _r1_file(cell: Cell) -> int | None:
+    """Which of R1's files (1, 2, 3) a storage cell's workload is, on its medium's size."""
+    if not (cell.workload or "").startswith("bigfile-") or not cell.size:
+        return None
+    names = [name for _, name, _ in r1_files(Sizes(medium=cell.size))]
+    return names.index(cell.workload) + 1 if cell.workload in names else None
 
 
 def _held(r: Stored, want: dict) -> list[str]:
@@ -197,11 +215,13 @@ def _here(row: Row) -> str:
 def _pair(shared: dict, a: dict, b: dict | None, pool: list[Stored], label: str,
           need_b: bool = True) -> tuple[Stored, Stored | None] | None:
     """The first place among the candidates (a list of values: in order, at the same place on
-    both sides) where ``pool`` holds ``a``'s cell, and ``b``'s beside it (without ``need_b``,
-    ``b``'s where it has one)."""
+    both sides) where ``pool`` holds ``a``'s cell, and ``b``'s beside it on the same medium
+    (without ``need_b``, ``b``'s where it has one)."""
     for i in range(max(_choices(a), _choices(b or {}))):
         x = _find(pool, {**shared, **_at(a, i)}, label)
-        y = _find(pool, {**shared, **_at(b, i)}, label) if b is not None else None
+        same = {k: v for k in SAME_MEDIUM if (v := getattr(x.cell, k, None)) is not None} \
+            if x else {}
+        y = _find(pool, {**same, **shared, **_at(b, i)}, label) if b is not None else None
         if x and (not need_b or (y and y.median)):
             return x, y
     return None
