@@ -13,6 +13,7 @@ from cryptcost.engines.openssl import OpenSSLEngine
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.model import Job, Sample
 from cryptcost.runner.core.scheduler import schedule
+from cryptcost.runner.storage import programs
 from cryptcost.runner.storage.passes import first_pass
 from cryptcost.runner.storage.steps import (
     FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
@@ -312,21 +313,19 @@ def test_rsync_copies_each_r1_size_into_the_stack_and_counts_what_arrived(tmp_pa
             return 0.0
     work = tmp_path / "work"
     work.mkdir()
-    runner = StepRunner(res=Res(), archive=None, direct=False)
-    inst = Instance(stack=Stack(), label="x", role="measured", workdir=work)
-    step = copies[0]
-    source = runner.source(step.ops[0].intended_bytes)
-    assert runner.source(step.ops[0].intended_bytes) == source            # made once per size
-    moved, count, seconds = runner.rsync(inst, step, source)
-    copied = work / f"{step.name}.dat"
-    assert moved == step.ops[0].intended_bytes == copied.stat().st_size and seconds > 0
+    sources = programs.Sources(Res())
+    n = copies[0].ops[0].intended_bytes
+    source = sources(n)
+    assert sources(n) == source and source.stat().st_size == n          # made once per size
+    copied = work / "copy.dat"
+    moved, count, seconds, said = programs.rsync("x", Stack(), copied, source)
+    assert moved == n == copied.stat().st_size and count == 1 and seconds > 0
     assert copied.read_bytes() == source.read_bytes() and source.parent != work
-    with open(source, "r+b") as f:                            # a copy short of its source fails
-        f.truncate(MiB)
-    short = Stack()
+    assert said["engine"] == "rsync" and said["cache_mode"] == "fsync"
+    short = Stack()                                            # a copy short of its source fails
     short.settle = lambda: copied.write_bytes(b"x") and 0.0
     with pytest.raises(DataIntegrityError, match="copied 1 bytes"):
-        runner.rsync(Instance(stack=short, label="x", role="measured", workdir=work), step, source)
+        programs.rsync("x", short, copied, source)
 
 
 def _outcome(moved, seconds):

@@ -30,7 +30,6 @@ warm-up.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from contextlib import AbstractContextManager
@@ -39,12 +38,13 @@ from pathlib import Path
 from typing import Callable
 
 from cryptcost import proc
-from cryptcost.engines import dbench, fio
+from cryptcost.engines import fio
 from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
 from cryptcost.runner.core.profile import unwatched
+from cryptcost.runner.storage import programs
 from cryptcost.runner.storage.passes import combine, cpu_per_unit, first_pass
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
@@ -56,8 +56,6 @@ MAX_PASSES = 32
 # a pass sized by time moves this much more than the minimum time's worth
 SIZE_MARGIN = 1.2
 FIRST_PASS_BYTES = 64 << 20  # a sequential write's first pass, which only finds the cell's rate
-CHUNK = 4 << 20              # what one read or write of rsync's source moves
-MiB = 1 << 20
 
 
 @dataclass
@@ -104,7 +102,7 @@ class StepRunner:
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
-        self.sources: dict[int, Path] = {}                    # rsync's source files, by size
+        self.sources = programs.Sources(res)                  # rsync's source files
         # What each pass's engine runs inside (a profiler's sampling window); nothing by default.
         self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = unwatched
 
@@ -285,20 +283,17 @@ class StepRunner:
             self.verify_moved(inst, op, moved, outcome, job)
             if self.by_time(inst, op):
                 metrics.update(pass_bytes=moved, cut_by_time=bool(job.cap) and moved < job.size)
-        elif op.engine == "untar":
-            with self.window(inst, op):
-                moved, count, seconds = self.untar(inst)
-        elif op.engine == "rsync":
-            source = self.source(op.intended_bytes or MiB)
-            with self.window(inst, op):
-                moved, count, seconds = self.rsync(inst, step, source)
-            metrics.update(cache_mode="fsync", engine="rsync",
-                           timing="rsync's copy (its source read from the page cache) + the "
-                                  "time until durable on the medium")
         else:
+            source = self.sources(op.intended_bytes or 1) if op.engine == "rsync" else None
             with self.window(inst, op):
-                moved, count, seconds, engine = self.dbench(inst, op, step)
-            metrics["engine"] = engine
+                if op.engine == "untar":
+                    moved, count, seconds, said = programs.untar(inst.workdir, self.archive)
+                elif op.engine == "rsync":
+                    moved, count, seconds, said = programs.rsync(
+                        inst.label, inst.stack, inst.workdir / f"{step.name}.dat", source)
+                else:
+                    moved, count, seconds, said = programs.mix(inst.workdir, op, step.name)
+            metrics.update(said)
         metrics["harness_cpu_s"] = cpu.harness_cpu() - harness
         after, dafter = cpu.stat_snapshot(), _daemon_cpu(pids)
         split = cpu.cpu_split(before, after, daemons=max(0.0, dafter - dbefore))
@@ -369,57 +364,6 @@ class StepRunner:
         if moved != intended and not cut:
             raise DataIntegrityError(f"{inst.label} {op.workload} {op.op}: moved {moved} bytes "
                                      f"of the {intended} intended")
-
-    def untar(self, inst: Instance) -> tuple[int, int, float]:
-        archive, payload = self.archive
-        target = inst.workdir / "cc-small-tree"
-        target.mkdir(exist_ok=True)
-        start = time.perf_counter()
-        proc.run(["tar", "-xf", str(archive), "-C", str(target)], timeout=900)
-        proc.run(["sync", "-f", str(target)], timeout=900)
-        seconds = time.perf_counter() - start
-        files = sum(1 for _, _, names in os.walk(target) for _ in names)
-        return payload, files, seconds
-
-    def source(self, n: int) -> Path:
-        """A file of ``n`` random bytes outside every stack, for :meth:`rsync` to copy: made
-        once per size, then read through before each copy, outside the clock, so the copy
-        reads it from the page cache and its time is the stack's writing. (R1 dropped every
-        cache between copies: its source, on the same disk, was read from the disk too.)"""
-        path = self.sources.get(n)
-        if path is None:
-            path = self.res.tmpdir("cryptcost-rsync-") / f"source-{n}.dat"
-            with open(path, "wb") as out:
-                for left in range(n, 0, -CHUNK):
-                    out.write(os.urandom(min(CHUNK, left)))
-            self.sources[n] = path
-        with open(path, "rb") as src:
-            while src.read(CHUNK):
-                pass
-        return path
-
-    def rsync(self, inst: Instance, step: wl.Step, source: Path) -> tuple[int, int, float]:
-        """R1's copy: ``rsync`` of ``source`` into the stack, until durable on the medium
-        (the stack's own :meth:`~StorageStack.settle`, as for fio's writes)."""
-        target = inst.workdir / f"{step.name}.dat"
-        size = source.stat().st_size
-        start = time.perf_counter()
-        proc.run(["rsync", "--whole-file", str(source), str(target)],
-                 timeout=size / 1e6 + 300)
-        seconds = time.perf_counter() - start + inst.stack.settle()
-        got = target.stat().st_size
-        if got != size:
-            raise DataIntegrityError(f"{inst.label} rsync: copied {got} bytes of {size}")
-        return got, 1, seconds
-
-    def dbench(self, inst: Instance, op: wl.Op, step: wl.Step) -> tuple[int, int, float, str]:
-        """dbench's NetBench-like mix (R4) when installed; fio randrw otherwise."""
-        if dbench.available():
-            done = dbench.run(inst.workdir / "cc-dbench", op.iodepth)
-            return done.bytes, 0, done.seconds, f"dbench {op.iodepth} clients"
-        outcome, _ = fio.run(op.fio, inst.workdir, step.name)
-        return (outcome.io_bytes, outcome.total_ios, outcome.runtime_s,
-                "fio randrw 70/30 (no dbench)")
 
     @staticmethod
     def clean(workdir: Path, step: wl.Step) -> None:
