@@ -234,7 +234,8 @@ def _guest_6_12() -> None:
         )
 
 
-def test_r4_nfs_with_kerberos_every_sec_mode(cli, tmp_path):
+def test_r4_nfs_3_and_nfs_4_with_kerberos_every_sec_mode(cli, tmp_path):
+    """R4's matrix: NFS 4.2 with every sec= mode, and NFS 3 (its own rpcbind and mountd port)."""
     _vm_ready()
     _guest_6_12()
     out, done = _guest(cli, "--kernel", "6.12", "--", "network", "--stacks", "nfs:*",
@@ -245,9 +246,15 @@ def test_r4_nfs_with_kerberos_every_sec_mode(cli, tmp_path):
         (f"nfs:{v}", w) for v in get("nfs").variants for w in ("put", "get", "smallfiles")
     }, out.get("skipped")
     for (stack, workload), r in results.items():
-        sec = stack.split(":")[1]
+        variant = stack.split(":")[1]
+        sec, vers = get("nfs").variants[variant]["sec"], get("nfs").variants[variant]["vers"]
         negotiated = r["params"]["negotiated"]
-        assert (negotiated["vers"], negotiated["sec"]) == ("4.2", sec), negotiated
+        assert (negotiated["vers"], negotiated["sec"]) == (vers, sec), negotiated
+        if variant == "v3":                  # NFS 3, plaintext by design, against NFS 4.2
+            assert r["baseline"] == "nfs:sys" and r["overhead"] is not None, r
+            assert r["wire"]["expected"] == ("plaintext by design: NFS 3 with sec=sys does not "
+                                             "encrypt"), r["wire"]
+            continue
         assert r["bytes_moved"] > 0 and r["median_bytes_per_s"] > 0
         if sec != "sys":
             assert negotiated["enctype"].startswith("aes"), negotiated
@@ -260,9 +267,8 @@ def test_r4_nfs_with_kerberos_every_sec_mode(cli, tmp_path):
             assert r["params"]["cipher_ref"]["algorithm"] in ("aes-256-cbc", "aes-128-cbc")
         elif sec != "sys":                  # authenticated, not encrypted: said, not failed
             assert r["wire"]["verdict"] == "plaintext", r["wire"]
-            assert r["wire"]["expected"] == f"plaintext by design: sec={sec} does not encrypt", r[
-                "wire"
-            ]
+            assert r["wire"]["expected"] == (f"plaintext by design: NFS 4.2 with sec={sec} does "
+                                             "not encrypt"), r["wire"]
     # encrypting every byte in the kernel costs CPU the plaintext share does not spend
     for workload in ("put", "get"):
         assert results[("nfs:krb5p", workload)]["cpu_s_per_gb"]["system"] > \

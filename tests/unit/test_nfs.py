@@ -12,9 +12,8 @@ import pytest
 from cryptcost.engines.tcpdump import Packet
 from cryptcost.runner.network.wire import judge
 from cryptcost.stacks import get
-from cryptcost.stacks.nfs import (
-    OP_SEQUENCE, call_protection, known_bug, mount_options, rpc_record, service_enctype,
-)
+from cryptcost.stacks.nfs import known_bug, mount_options, service_enctype
+from cryptcost.stacks.rpc import OP_SEQUENCE, call_protection, rpc_record
 
 WRITE, PUTFH = 38, 22
 
@@ -103,6 +102,19 @@ def test_only_krb5p_encrypts_and_its_cipher_follows_the_session_key():
     assert stacks["krb5i"].cipher_ref() is None
     stacks["krb5p"].negotiated = {"enctype": "aes128-cts-hmac-sha256-128"}
     assert stacks["krb5p"].cipher_ref()["algorithm"] == "aes-128-cbc"
+
+
+def test_nfs_3_is_a_plaintext_variant_held_against_nfs_4_and_read_back_as_version_3():
+    v3 = get("nfs")("v3")
+    assert v3.params == {"sec": "sys", "vers": "3"} and v3.variant_role() == "measured"
+    assert v3.confidential() == "NFS 3 with sec=sys does not encrypt"
+    assert v3.cipher_ref() is None and get("nfs").baselines == ("nfs:sys",)
+    stats = ("device server.cc.test:/tmp/share mounted on /tmp/m with fstype nfs statvers=1.1\n"
+             "\topts:\trw,vers=3,rsize=1048576,wsize=1048576,namlen=255,acregmin=3,"
+             "sec=sys,mountaddr=10.203.0.2,mountvers=3,mountport=20048,mountproto=tcp,"
+             "local_lock=all\n")
+    assert mount_options(stats, Path("/tmp/m"))["vers"] == "3"
+    assert any(t.name == "rpcbind" for t in get("nfs").tools)
 
 
 def test_the_known_krb5p_failure_is_named_only_where_it_was_seen():

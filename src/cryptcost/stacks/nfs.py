@@ -1,6 +1,7 @@
 """``nfs``: the kernel's NFSv4.2 server at end ``b`` and the kernel's
 client at end ``a``, with ``sec=sys`` (the baseline), ``krb5``, ``krb5i``
-or ``krb5p`` (R4's matrix). Only krb5p encrypts the data.
+or ``krb5p`` (R4's matrix), and NFS 3 with ``sec=sys`` (``v3``, R4's other
+version). Only krb5p encrypts the data.
 
 Everything is this stack's own, and private to the link's namespaces:
 
@@ -19,6 +20,12 @@ Everything is this stack's own, and private to the link's namespaces:
   ``server.cc.test:/`` with the address given (``mount -i … addr=``).
 * the client: mounted from ``a``'s network namespace into this host's
   mount namespace (``nsenter --net``), so ``cp`` reaches it from here.
+* NFS 3 (``v3``): nfsd registers version 3 with the portmapper of ``b``'s
+  network namespace, or does not start. ``rpcbind`` runs first, in a mount
+  namespace of its own with a private ``/run`` (its socket and lock), which
+  mountd then joins, answering the MOUNT protocol on a port of its own. The
+  client names both ports and mounts without the lock protocol (``nolock``:
+  no lockd or statd), so it never asks the portmapper.
 
 :meth:`verify` reads the mount's version and flavour back from
 ``/proc/self/mountstats``, and the Kerberos session key's type from the
@@ -32,7 +39,6 @@ import os
 import platform
 import re
 import secrets
-import struct
 import time
 from pathlib import Path
 
@@ -44,6 +50,7 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
 from cryptcost.stacks.base import ref
 from cryptcost.stacks.net import Endpoint, FileShareStack
+from cryptcost.stacks.rpc import call_protection, rpc_record
 
 RPC_NFSD = Tool("rpc.nfsd", "rpc.nfsd", "nfs-kernel-server", ())
 EXPORTFS = Tool("exportfs", "exportfs", "nfs-kernel-server", ())
@@ -56,12 +63,14 @@ KADMIN = Tool("kadmin.local", "kadmin.local", "krb5-admin-server", ())
 KINIT = Tool("kinit", "kinit", "krb5-user", ())
 KLIST = Tool("klist", "klist", "krb5-user", ())
 NSENTER = Tool("nsenter", "nsenter", "util-linux", ())
+RPCBIND = Tool("rpcbind", "rpcbind", "rpcbind", ())
 
 PORT = 2049
+MOUNTD_PORT = 20048                # NFS 3's MOUNT protocol
+RPCBIND_PORT = 111
 REALM = "CC.TEST"
 SERVER = "server.cc.test"
 GRACE_S = 10                       # the shortest NFSv4 grace period nfsd takes
-NFS_PROGRAM, RPCSEC_GSS, RPC_GSS_DATA, RPC_GSS_SVC_PRIVACY, OP_SEQUENCE = 100003, 6, 0, 3, 53
 # Kerberos session key type → the cipher table's nearest algorithm (CBC with ciphertext stealing)
 ENCTYPES = {"aes256-cts-hmac-sha1-96": "aes-256-cbc", "aes128-cts-hmac-sha1-96": "aes-128-cbc",
             "aes256-cts-hmac-sha384-192": "aes-256-cbc",
@@ -71,7 +80,7 @@ ENCTYPES = {"aes256-cts-hmac-sha1-96": "aes-256-cbc", "aes128-cts-hmac-sha1-96":
 class Nfs(FileShareStack):
     name = "nfs"
     description = ("NFSv4.2 (the kernel's server at b, its client at a) with sec=sys, krb5, "
-                   "krb5i or krb5p")
+                   "krb5i or krb5p; NFS 3 with sec=sys")
     layer = "kernel"
     use_case = "file-share"
     suites: dict[str, str] = {}      # the guest's kernel: seeds' R4, or by name
@@ -81,13 +90,14 @@ class Nfs(FileShareStack):
                 "authenticates each call, krb5i also protects the data's integrity)",
                 "sec=sys trusts the client's word for who the user is")
     tools = (RPC_NFSD, EXPORTFS, MOUNTD, GSSD, SVCGSSD, KDC, KDB5_UTIL, KADMIN, KINIT, KLIST,
-             NSENTER)
+             NSENTER, RPCBIND)
     features = ("netns", "veth", "nfs")
     links = ("netns",)
     exclusive = True                   # one nfsd per network namespace
     transport = f"TCP {PORT}"
-    variants = {"sys": {"sec": "sys"}, "krb5": {"sec": "krb5"}, "krb5i": {"sec": "krb5i"},
-                "krb5p": {"sec": "krb5p"}}
+    variants = {"sys": {"sec": "sys", "vers": "4.2"}, "krb5": {"sec": "krb5", "vers": "4.2"},
+                "krb5i": {"sec": "krb5i", "vers": "4.2"}, "krb5p": {"sec": "krb5p", "vers": "4.2"},
+                "v3": {"sec": "sys", "vers": "3"}}
     default_variants = ("krb5p",)
     guest_kernel = "6.12"              # 6.1's server refuses sec=krb5p (see known_bug)
 
@@ -97,7 +107,8 @@ class Nfs(FileShareStack):
 
     def confidential(self) -> bool | str:
         sec = self.params["sec"]
-        return True if sec == "krb5p" else f"sec={sec} does not encrypt"
+        return True if sec == "krb5p" else \
+            f"NFS {self.params['vers']} with sec={sec} does not encrypt"
 
     def cipher_ref(self) -> dict | None:
         if self.params["sec"] != "krb5p":
@@ -114,15 +125,23 @@ class Nfs(FileShareStack):
         res.tmpfs(self.share, 2 << 30, "0777")
         self.mnt = res.tmpdir("cryptcost-nfsmnt-")
         self.port = self.service_port = link.port(PORT)
+        v3 = self.params["vers"] == "3"
+        self.mount_port = link.port(MOUNTD_PORT) if v3 else None
         kerberos = self.params["sec"] != "sys"
         started = self._server(res, link, kerberos)
         if kerberos:
             self._kerberos(res, link)
         self._wait_grace(started)
-        options = (f"vers=4.2,sec={self.params['sec']},proto=tcp,port={self.port},"
-                   f"addr={link.b_addr},clientaddr={link.a_addr}")
+        if v3:      # both ports named, and no lock protocol: the client never asks the portmapper
+            source, fstype = f"{SERVER}:{self.share}", "nfs"
+            options = (f"vers=3,sec=sys,proto=tcp,port={self.port},mountport={self.mount_port},"
+                       f"mountproto=tcp,nolock,addr={link.b_addr},mountaddr={link.b_addr}")
+        else:
+            source, fstype = f"{SERVER}:/", "nfs4"
+            options = (f"vers=4.2,sec={self.params['sec']},proto=tcp,port={self.port},"
+                       f"addr={link.b_addr},clientaddr={link.a_addr}")
         try:
-            res.mount(f"{SERVER}:/", self.mnt, "nfs4", options, via=link.mount_argv("a", []),
+            res.mount(source, self.mnt, fstype, options, via=link.mount_argv("a", []),
                       helper=False)
         except ProcessError as exc:
             known = known_bug(self.params["sec"])
@@ -139,15 +158,28 @@ class Nfs(FileShareStack):
             (state / name).touch()
         # mountd answers the kernel through /proc/net/rpc/nfsd.*/channel, which exist once nfsd is
         # loaded
-        proc.run(["modprobe", "-a", "nfsd", "nfsv4"] + (["rpcsec_gss_krb5"] if kerberos else []),
-                 timeout=60)
-        self.mountd = self.start(res, "b", ["rpc.mountd", "--foreground", "--no-nfs-version", "2",
-                                            "--no-nfs-version", "3", "--state-directory-path",
-                                            str(state)],
+        v3 = self.mount_port is not None
+        proc.run(["modprobe", "-a", "nfsd", "nfsv4"] + (["nfsv3"] if v3 else [])
+                 + (["rpcsec_gss_krb5"] if kerberos else []), timeout=60)
+        join: list[str] = []
+        if v3:
+            # the portmapper of b's namespace, before nfsd registers NFS 3 with it; its socket and
+            # lock in a /run of its own, in the mount namespace mountd joins
+            holder = self.start(res, "b", ["sh", "-c", "mount -t tmpfs -o mode=0755 cc-run /run && "
+                                           "mkdir /run/rpcbind && chown _rpc /run/rpcbind && "
+                                           "exec rpcbind -f"], name="rpcbind", logdir=self.dir)
+            proc.wait_for(lambda: link.listening("b", RPCBIND_PORT), timeout=30, daemon=holder,
+                          what="rpcbind listening")
+            join = ["nsenter", "-t", str(holder.pid), "-m"]
+        versions = ["--port", str(self.mount_port)] if v3 else ["--no-nfs-version", "3"]
+        self.mountd = self.start(res, "b", [*join, "rpc.mountd", "--foreground",
+                                            "--no-nfs-version", "2", *versions,
+                                            "--state-directory-path", str(state)],
                                  name="rpc.mountd", logdir=self.dir)
         flavours = "sys:krb5:krb5i:krb5p" if kerberos else "sys"
         inside = (f"mount -t nfsd nfsd /proc/fs/nfsd && mount --bind {state} /var/lib/nfs && "
-                  f"rpc.nfsd -N 3 -V 4.2 -H {link.b_addr} -p {self.port} -G {GRACE_S} -L "
+                  f"rpc.nfsd {'-V 3' if v3 else '-N 3'} -V 4.2 -H {link.b_addr} -p {self.port} "
+                  f"-G {GRACE_S} -L "
                   f"{GRACE_S} 8 && "
                   # every client identity is root, as sec=sys's is: a Kerberos principal nfsd cannot
                   # map to a local user would otherwise be nobody, and could not overwrite root's
@@ -249,7 +281,7 @@ class Nfs(FileShareStack):
         opts = mount_options(Path("/proc/self/mountstats").read_text(), self.mnt)
         if opts is None:
             raise CryptcostError(f"{self.mnt} is not in /proc/self/mountstats")
-        self.expect("NFS version", opts.get("vers"), "4.2")
+        self.expect("NFS version", opts.get("vers"), self.params["vers"])
         self.expect("NFS security flavour", opts.get("sec"), self.params["sec"])
         self.negotiated = {"vers": opts["vers"], "sec": opts["sec"], "rsize": opts.get("rsize"),
                            "wsize": opts.get("wsize"),
@@ -326,64 +358,3 @@ def service_enctype(klist: str, principal: str) -> str | None:
     """The session key type of ``principal``'s ticket in ``klist -e`` output."""
     m = re.search(re.escape(principal) + r"\s*\n\s*Etype \(skey, tkt\): ([\w-]+)", klist)
     return m.group(1) if m else None
-
-
-def _opaque(buf: bytes, at: int) -> int:
-    """The offset after the XDR opaque<> (length, bytes, padding) at ``at``."""
-    (n,) = struct.unpack(">I", buf[at:at + 4])
-    return at + 4 + n + (-n) % 4
-
-
-def rpc_record(payload: bytes) -> dict | None:
-    """The ONC RPC header at the start of a TCP payload (a record's first
-    segment), or None: ``call`` (with its flavour, RPCSEC_GSS procedure and
-    service, and where its body starts) or ``reply`` (where its body starts)."""
-    try:
-        mark, _xid, kind = struct.unpack(">III", payload[:12])
-        if not mark & 0x80000000:
-            return None
-        if kind == 0:
-            rpcvers, program, _vers, _proc, flavour = struct.unpack(">IIIII", payload[12:32])
-            if rpcvers != 2 or program != NFS_PROGRAM:
-                return None
-            cred = payload[36:]
-            gss = struct.unpack(">IIII", cred[:16]) if flavour == RPCSEC_GSS else None
-            verf = _opaque(payload, 32)                    # after the credential
-            body = _opaque(payload, verf + 4)
-            return {"kind": "call", "flavour": flavour, "gss_proc": gss[1] if gss else None,
-                    "service": gss[3] if gss else None, "body": body}
-        if kind == 1:
-            (stat,) = struct.unpack(">I", payload[12:16])
-            if stat != 0:
-                return None
-            body = _opaque(payload, 20) + 4                 # the verifier, then accept_stat
-            return {"kind": "reply", "body": body} if body <= len(payload) else None
-    except struct.error:
-        return None
-    return None
-
-
-def call_protection(payload: bytes) -> str | None:
-    """For a TCP payload that starts an NFS call: ``privacy``, or what else
-    protects it (``AUTH_SYS``, ``RPCSEC_GSS integrity`` …); None for anything
-    else, and for a lease renewal (a COMPOUND of SEQUENCE alone, which a
-    client protects with its machine credential whatever the mount's flavour)."""
-    rec = rpc_record(payload)
-    if rec is None or rec["kind"] != "call" or rec["gss_proc"] not in (None, RPC_GSS_DATA):
-        # not a call, or a context set-up: a token, no file data
-        return None
-    if rec["service"] == RPC_GSS_SVC_PRIVACY:
-        return "privacy"
-    try:
-        # integrity: length and sequence number
-        at = rec["body"] + (8 if rec["service"] == 2 else 0)
-        at = _opaque(payload, at)                                 # the COMPOUND's tag
-        _minor, numops, first = struct.unpack(">III", payload[at:at + 12])
-    except struct.error:
-        numops = first = None
-    if numops == 1 and first == OP_SEQUENCE:
-        return None
-    if rec["flavour"] != RPCSEC_GSS:
-        return {0: "AUTH_NONE", 1: "AUTH_SYS"}.get(rec["flavour"], f"auth flavour {rec['flavour']}")
-    return {1: "RPCSEC_GSS without protection", 2: "RPCSEC_GSS integrity"}.get(
-        rec["service"], f"RPCSEC_GSS service {rec['service']}")
