@@ -238,7 +238,7 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
     and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
     ``failed`` (and in the run's record); what it measured before is kept."""
     from cryptcost.cli.vm import import_guest_runs, keep_killed
-    from cryptcost.guest import XCHG, GuestTimeout, VmOptions, run_guest
+    from cryptcost.guest import XCHG, GuestCut, VmOptions, run_guest
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
     linked: list[int] = []
@@ -255,21 +255,22 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
                                     opts, Path(store.path).parent / "vm-logs",
                                     stdout=sys.stderr.buffer,
                                     files={"parts.json": guest_share.to_json(share.plan)})
-        except GuestTimeout as exc:
+        except GuestCut as exc:
             ids, said = keep_killed(store, exc)
             linked += ids
             failed.append(f"{what}: {said}")
-            continue
         except CryptcostError as exc:
             failed.append(f"{what}: {exc}")
-            continue
-        ids = import_guest_runs(store, outcome.store, outcome.emulated)
-        linked += ids
-        if outcome.returncode != 0:
-            failed.append(f"{what}: the guest's run ended with exit code {outcome.returncode} "
-                          f"(console log {outcome.console}; its results are kept in run(s) "
-                          f"{', '.join(map(str, ids)) or 'none'})")
-    store.update_extra(run_id, guest_runs=linked, failed=failed)
+        else:
+            ids = import_guest_runs(store, outcome.store, outcome.emulated)
+            linked += ids
+            if outcome.returncode != 0:
+                failed.append(f"{what}: the guest's run ended with exit code "
+                              f"{outcome.returncode} (console log {outcome.console}; its results "
+                              f"are kept in run(s) {', '.join(map(str, ids)) or 'none'})")
+        finally:
+            # linked as each guest ends: a run stopped in a later guest keeps the earlier ones
+            store.update_extra(run_id, guest_runs=linked, failed=failed)
     return linked
 
 

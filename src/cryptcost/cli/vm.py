@@ -21,7 +21,7 @@ from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
 from cryptcost.report.export import run_dict
 from cryptcost import proc
-from cryptcost.guest import GuestTimeout, VmOptions, run_guest
+from cryptcost.guest import GuestCut, VmOptions, run_guest
 from cryptcost.guest.peer import GuestPeer, serve_peer
 from cryptcost.store.db import Store
 from cryptcost.workloads.plan import load
@@ -106,7 +106,7 @@ def run(args) -> int:
     with run_lock(sys.argv[1:]), Resources() as res:
         try:
             outcome = run_guest(res, argv, opts, Path(store.path).parent / "vm-logs")
-        except GuestTimeout as exc:
+        except GuestCut as exc:
             ids, said = keep_killed(store, exc)
             if ids:
                 raise CryptcostError(said) from None
@@ -169,9 +169,9 @@ def _authorized_keys(path: str | None) -> str:
     return "".join(f.read_text() for f in found)
 
 
-def keep_killed(store: Store, exc: GuestTimeout) -> tuple[list[int], str]:
-    """What a guest killed at its timeout had stored, imported as emulated runs; their ids,
-    and the error saying so."""
+def keep_killed(store: Store, exc: GuestCut) -> tuple[list[int], str]:
+    """What a guest that ended early (killed at its timeout, stopped, crashed) had stored,
+    imported as emulated runs; their ids, and the error saying so."""
     ids = import_guest_runs(store, exc.partial, exc.emulated)
     return ids, str(exc) + (f"; what it measured until then is imported as emulated run(s) "
                             f"{', '.join(map(str, ids))}" if ids else "")

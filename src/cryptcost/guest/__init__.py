@@ -44,10 +44,11 @@ BACKUP_SECONDS = 120
 PARTIAL = "partial.db"
 
 
-class GuestTimeout(CryptcostError):
-    """The guest outlived its timeout and was killed; ``partial`` is its store as last copied
-    out (every result measured until then, the run left ``running``), or None; ``emulated``
-    what its results carry (:func:`emulation`)."""
+class GuestCut(CryptcostError):
+    """The guest ended before its command did: killed at its timeout, or gone without an exit
+    code (its qemu stopped or crashed); ``partial`` is its store as last copied out (every
+    result measured until then, the run left ``running``), or None; ``emulated`` what its
+    results carry (:func:`emulation`)."""
 
     def __init__(self, message: str, partial: Path | None, emulated: dict):
         super().__init__(message)
@@ -314,18 +315,16 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
             r.pump()
         keep_log(kept, console, work / "qemu.log")
     seconds = time.monotonic() - start
-    if timed_out:
+    rc = xchg / "rc"
+    if timed_out or not rc.exists():
         partial = xchg / PARTIAL
         kept_partial = log_dir / f"{kept.stem}-partial.db"
         if partial.exists():
             os.replace(partial, kept_partial)
-        raise GuestTimeout(f"the guest did not finish within {opts.timeout:g} s and was killed "
-                           f"(console log: {kept})",
-                           kept_partial if kept_partial.exists() else None, emulated)
-    rc = xchg / "rc"
-    if not rc.exists():
-        raise CryptcostError(f"the guest failed: {failure_cause(kept.read_text(errors='replace'))} "
-                             f"(console log: {kept})")
+        why = (f"the guest did not finish within {opts.timeout:g} s and was killed" if timed_out
+               else f"the guest failed: {failure_cause(kept.read_text(errors='replace'))}")
+        raise GuestCut(f"{why} (console log: {kept})",
+                       kept_partial if kept_partial.exists() else None, emulated)
     store = xchg / os.path.basename(GUEST_DB)
     keep_store = None
     if store.exists():
