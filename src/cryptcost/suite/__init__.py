@@ -236,18 +236,24 @@ def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True)
     return total
 
 
+# one dbench run: its warm-up (a fifth of its time), its run, start-up and clean-up
+DBENCH_RUN = dbench.SECONDS * 1.2 + 2
+
+
 def _net_op_seconds(op: netwl.NetOp, plan: NetworkPlan) -> float:
     """One sample of ``op``: a stream's seconds, dbench's run (its warm-up is a fifth of it,
     then its clean-up), or about a second of file copies and their checks."""
     if op.traffic == "stream":
         return plan.seconds + 1.5
-    return dbench.SECONDS * 1.2 + 2 if op.workload == "dbench" else 2.5
+    return DBENCH_RUN if op.workload == "dbench" else 2.5
 
 
 def _op_seconds(op: wl.Op, rate: float, stack) -> float:
     """One sample of ``op``: at least a second of measured passes (see
     runner.storage.steps), within the sample budget, plus its cache reset (of the one
     file it reads, or of the stack) and start-up."""
+    if op.engine == "dbench":
+        return DBENCH_RUN
     one = (op.intended_bytes or 32 << 20) / rate
     measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))
     reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds

@@ -248,11 +248,9 @@ class NetRunner:
             done = dbench.run(target, op.streams)
         client = cpu.children_cpu() - client_before
         proc.run(["rm", "-rf", "--one-file-system", str(target)], timeout=600)
-        return done.bytes, done.seconds, {
+        return done.bytes, done.wall_seconds, {
             "a": client, "b": 0.0,
-            "extra": {"engine": f"dbench {op.streams} clients",
-                      "timing": "dbench's own clock, after its warm-up: the bytes its clients' "
-                                "reads and writes moved through the client's mount"}}
+            "extra": {"engine": f"dbench {op.streams} clients", "timing": dbench.TIMING}}
 
     def _stage(self, inst: NetInstance, big: Path) -> None:
         """The file a ``get`` reads, in the share at end b (outside the clock): copied there

@@ -76,8 +76,10 @@ def mix(workdir: Path, op: wl.Op, name: str) -> Outcome:
     """dbench's NetBench-like mix (R4) with ``op.iodepth`` clients when installed; fio randrw
     otherwise."""
     if dbench.available():
-        done = dbench.run(workdir / "cc-dbench", op.iodepth)
-        return done.bytes, 0, done.seconds, {"engine": f"dbench {op.iodepth} clients"}
+        # its files are removed with the step's (StepRunner.clean), outside the clock
+        done = dbench.run(workdir / f"{name}-dbench", op.iodepth)
+        return done.bytes, 0, done.wall_seconds, {"engine": f"dbench {op.iodepth} clients",
+                                                   "timing": dbench.TIMING}
     outcome, _ = fio.run(op.fio, workdir, name)
     return (outcome.io_bytes, outcome.total_ios, outcome.runtime_s,
             {"engine": "fio randrw 70/30 (no dbench)"})
