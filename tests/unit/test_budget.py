@@ -172,3 +172,17 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
     assert not asked.plan.parts[0].storage["profile"]
     [why] = [c for c in asked.plan.cannot_run if c["what"] == "storage profile"]
     assert "perf is not installed" in why["reason"] and why["install"] == "linux-perf"
+
+
+def test_the_estimate_has_an_upper_bound_with_every_series_at_its_cap():
+    """A step's series sample together until each is stable or at the cap: the most a plan can
+    take counts every series at its maximum, and equals the least when the two are one."""
+    from cryptcost.suite import estimate
+    from cryptcost.runner.ciphers.executor import FakeExecutor
+    part = Part("one", ciphers={"algorithms": ["aes-256-gcm"], "sizes": [4096]})
+    loose = RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 10})
+    tight = RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 3})
+    fake = FakeExecutor()
+    assert estimate(loose, fake, most=True) == pytest.approx(
+        estimate(loose, fake) * (1 + 10) / (1 + 3), rel=0.01)       # one warm-up round each
+    assert estimate(tight, fake, most=True) == pytest.approx(estimate(tight, fake))

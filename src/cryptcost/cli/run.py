@@ -122,8 +122,10 @@ def announce(prepared: suite.Prepared) -> None:
                   "suite took here against theirs)")
     else:
         err.print(f"estimated time: about {seconds / 60:.1f} min if every series is stable at its "
-                  "minimum number of samples; more if not (no earlier run of this suite here to "
-                  "calibrate from)")
+                  f"minimum number of samples, up to {prepared.most_seconds / 60:.0f} min if "
+                  "every series takes its maximum (a step's series sample together, so one noisy "
+                  "series keeps its step going); no earlier run of this suite here to calibrate "
+                  "from")
     lacks = sorted({c["reason"] for c in plan.cannot_run if c.get("guest") is not None})
     if prepared.guest and lacks:
         err.print(f"this host's kernel lacks what follows: {'; '.join(lacks)}")
@@ -156,6 +158,7 @@ def planned(prepared: suite.Prepared) -> dict:
     plan = prepared.plan
     return {"suite": plan.name, "label": plan.label, "parts": _parts_json(plan.parts),
             **estimate(prepared.seconds, prepared.factor),
+            "most_seconds": round(prepared.most_seconds, 1),
             "time_budget_seconds": prepared.budget_s,
             "cannot_run": plan.cannot_run,
             "guest": [{"kernel": share.kernel or "stock", "kernel_said": share.kernel_said,

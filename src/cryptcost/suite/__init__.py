@@ -103,6 +103,7 @@ class Prepared:
     # estimate at this host's speed; run with --vm
     guest: tuple[tuple[GuestShare, float, tuple[float, int]], ...] = ()
     vm: bool = False
+    most_seconds: float = 0.0             # the model's, if every series takes its maximum
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
@@ -163,7 +164,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     shares = sorted(((_shortest_first(g), estimate(g.plan, here=False)) for g in guests),
                     key=lambda x: x[1])
     return Prepared(plan, model, estimate(plan), factor, budget_s,
-                    tuple((g, s, calibrate(g.plan.name, guest=True)) for g, s in shares), vm)
+                    tuple((g, s, calibrate(g.plan.name, guest=True)) for g, s in shares), vm,
+                    most_seconds=estimate(plan, most=True))
 
 
 def _shortest_first(g: GuestShare) -> GuestShare:
@@ -192,13 +194,17 @@ def validate_plan(plan: RunPlan) -> None:
             netrun.validate(np_)
 
 
-def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True) -> float:
+def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True,
+             most: bool = False) -> float:
     """Seconds the plan takes if every series is stable after the minimum
-    number of samples (a lower bound, printed before the run). ``here=False``: the stacks as
-    a kernel that has them all runs them (a guest's share), at this host's speed."""
+    number of samples (a lower bound, printed before the run); ``most``: if every series takes
+    the maximum (a step's series sample together until each is stable or at the cap, so one
+    noisy baseline keeps its whole group going). ``here=False``: the stacks as a kernel that
+    has them all runs them (a guest's share), at this host's speed."""
     executor = executor or RealExecutor()
     pol = policy_of(plan)
-    rounds = pol.warmup + pol.min_samples
+    samples = pol.max_samples if most else pol.min_samples
+    rounds = pol.warmup + samples
 
     def extra(table) -> int:
         """A profiled round of its own: only where no warm-up round can be profiled."""
@@ -211,7 +217,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True)
             per_engine = {e: [c for c in cells if c.engine == e] for e in {c.engine for c in cells}}
             for engine, cs in per_engine.items():
                 jobs = executor.cipher_jobs(engine, cs, cp.seconds)
-                total += sum(j.est_seconds * (j.warmups(pol.warmup) + pol.min_samples)
+                total += sum(j.est_seconds * (j.warmups(pol.warmup) + samples)
                              for j in jobs)
         if part.storage:
             for sp in storage_plans(part.storage):
