@@ -256,3 +256,13 @@ def test_a_cipher_result_says_when_its_untimed_first_run_was_a_start_up():
     assert any("first run of this cipher ran 0.5 MB/s" in n for n in result.notes)
     steady = Series([Sample(26e6, 1.0, metrics={"first_run_bytes_per_s": 24e6}), Sample(25e6, 1.0)])
     assert not any("first run" in n for n in _result(cell, steady, {cell: steady}, {}).notes)
+
+
+def test_dbench_throughput_is_its_timed_runs_and_a_sample_its_whole_run(fixture_text):
+    from cryptcost.engines import dbench
+    from cryptcost.errors import CryptcostError
+    out = dbench.parse(fixture_text("dbench_2clients.txt"), 2, 2, 2.6)
+    assert out.bytes_per_s == pytest.approx(617.255e6) and out.clients == 2
+    assert out.seconds == 2 and out.bytes == int(617.255e6 * 2.6)   # the warm-up at its rate
+    with pytest.raises(CryptcostError, match="dbench printed no throughput"):
+        dbench.parse("Operation Count AvgLat MaxLat\n", 2, 2, 2.6)
