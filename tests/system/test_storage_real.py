@@ -268,7 +268,9 @@ def test_r1_on_a_directory_of_this_hosts_disk_written_read_and_copied_with_rsync
     """R1's medium was a disk: a dir: medium (a preallocated file in a directory, as a loop
     device), its three files written and read by fio and copied in by rsync."""
     _available("fscrypt")
-    proc = cli("storage", "--stacks", "fscrypt", "--medium", f"dir:{tmp_path}",
+    disk = tmp_path / "medium"
+    disk.mkdir()
+    proc = cli("storage", "--stacks", "fscrypt", "--medium", f"dir:{disk}",
                "--workloads", "bigfile,rsync", "--size", "128M", *ONE, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
@@ -276,10 +278,10 @@ def test_r1_on_a_directory_of_this_hosts_disk_written_read_and_copied_with_rsync
     for stack in ("fscrypt:aes-256-xts", "plain:encrypt-feature", "plain"):
         for name in ("bigfile-5M", "bigfile-25M", "bigfile-51M"):    # 1:5:10 of 40 % of 128 MiB
             assert {(stack, name, op) for op in ("write", "read", "rsync")} <= cells, (stack, name)
-    assert all(r["medium"] == f"dir:{tmp_path}" for r in results)
+    assert all(r["medium"] == f"dir:{disk}" for r in results)
     copies = [r for r in results if r["op"] == "rsync"]
     assert all(r["median_bytes_per_s"] > 0 and r["engine"] == "rsync" for r in copies)
-    assert not list(tmp_path.iterdir())          # the medium's file and rsync's source are gone
+    assert not list(disk.iterdir())              # the medium's file and rsync's source are gone
 
 
 @pytest.mark.root
