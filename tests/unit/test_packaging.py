@@ -17,7 +17,7 @@ NOT_IN_MAIN = {
 CI_KERNEL = {"fuse", "loop", "fscrypt", "netns", "veth", "tun"}
 # required checks that are not stacks: root itself, the browser, the guest, the workqueue cpumask,
 # perf, the peer, ZFS in the guest
-CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile", "peer", "vm-zfs"}
+CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile", "peer", "vm-zfs", "bonnie"}
 
 
 def listed_packages() -> set[str]:

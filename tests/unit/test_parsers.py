@@ -266,3 +266,41 @@ def test_dbench_throughput_is_its_timed_runs_and_a_sample_its_whole_run(fixture_
     assert out.seconds == 2 and out.bytes == int(617.255e6 * 2.6)   # the warm-up at its rate
     with pytest.raises(CryptcostError, match="dbench printed no throughput"):
         dbench.parse("Operation Count AvgLat MaxLat\n", 2, 2, 2.6)
+
+
+def test_bonnies_own_figures_are_kib_per_second_and_none_where_too_fast_for_its_clock(
+        fixture_text):
+    from cryptcost.engines import bonnie
+    from cryptcost.errors import CryptcostError
+    own = bonnie.parse(fixture_text("bonnie_1G.txt").splitlines())
+    assert own["write"] == {"bytes_per_s": 1345290 * 1024, "cpu_percent": 69.0}
+    assert own["rewrite"] == own["read"] == {"bytes_per_s": None, "cpu_percent": None}  # +++++
+    assert own["version"] == "2.00a"
+    with pytest.raises(CryptcostError, match="no CSV line"):
+        bonnie.parse(["", "1:", "", "2:"])
+
+
+def test_bonnies_phases_are_timed_until_it_closes_its_file(tmp_path):
+    """Each phase runs when cryptcost answers bonnie++'s prompt and ends at the file's close:
+    the three phases of a real run, the cache reset called before the rewrite and the read
+    only, and the written file of the size asked for (bonnie++ on a directory of /tmp)."""
+    from cryptcost.engines import bonnie
+    from tests.conftest import skip_or_fail
+    if not bonnie.available():
+        skip_or_fail("bonnie", "bonnie++ is not installed (apt-get install bonnie++)")
+    run = bonnie.Run(tmp_path / "b", 8 << 20, logfile=str(tmp_path / "log"))
+    before = []
+    try:
+        run.start()
+        done = [run.phase(p, 60, before=lambda f, p=p: before.append((p, f.stat().st_size)))
+                if p != "write" else run.phase(p, 60) for p in bonnie.PHASES]
+        own = run.finish()
+    finally:
+        run.stop()
+    assert [d.name for d in done] == ["write", "rewrite", "read"]
+    assert all(d.bytes == 8 << 20 and 0 < d.seconds < 30 for d in done)
+    assert before == [("rewrite", 8 << 20), ("read", 8 << 20)]
+    assert own["version"].startswith("2.") and set(own) >= set(bonnie.PHASES)
+    assert not list((tmp_path / "b").iterdir())            # bonnie++ removed its file
+    with pytest.raises(Exception, match="whole MiB"):
+        bonnie.Run(tmp_path / "c", 1000).start()

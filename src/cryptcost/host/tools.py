@@ -64,6 +64,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("keyctl", "keyctl", "keyutils", ("keyctl", "--version")),
     Tool("tar", "tar", "tar", ("tar", "--version")),
     Tool("rsync", "rsync", "rsync", ("rsync", "--version"), r"version (\S+)"),
+    Tool("bonnie++", "bonnie++", "bonnie++", ("bonnie++", "-h"), r"Version: (\S+)"),
     Tool("perf", "perf", "linux-perf", ("perf", "--version"), r"perf version (\S+)"),
 ]}
 
