@@ -74,6 +74,8 @@ class Cryfs(FuseStack):
             self.mount_cpu_seconds = sum(cpu.process_cpu(self.daemon_pids()).values())
         return workdir
 
+    resets_open_files = True           # its reset is no remount
+
     def reset_cache(self, res: Resources) -> str:
         """Drop the kernel's caches, then leave CryFS idle until its own caches have expired."""
         drop_caches()

@@ -183,6 +183,13 @@ class StorageStack(Stack):
         return self.file_cache_only
 
     @property
+    def resets_open_files(self) -> bool:
+        """Whether :meth:`forget` works while a program holds the file open in the mount
+        (it evicts pages or drops caches; no remount): bonnie++ keeps its file open between
+        its phases."""
+        return True
+
+    @property
     def forget_seconds(self) -> float:
         """What :meth:`forget` takes, for the time estimate."""
         return FORGET_SECONDS if self.evicts_one_file else self.remount_seconds
@@ -321,6 +328,10 @@ class FuseStack(StorageStack):
     @property
     def evicts_one_file(self) -> bool:
         return not self.daemon_caches
+
+    @property
+    def resets_open_files(self) -> bool:
+        return not self.daemon_caches            # else a remount, refused while a file is open
 
     def unmounted(self) -> None:
         """Between the unmount and the next mount of a cache reset (nothing by default)."""

@@ -16,7 +16,7 @@ from typing import Callable
 
 from cryptcost import stats, units
 from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.engines import dbench, perf
+from cryptcost.engines import bonnie, dbench, perf
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.media import parse_medium
 from cryptcost.model import Result
@@ -260,6 +260,8 @@ def _op_seconds(op: wl.Op, rate: float, stack) -> float:
     file it reads, or of the stack) and start-up."""
     if op.engine == "dbench":
         return DBENCH_RUN
+    if op.engine == "bonnie":
+        return bonnie.estimate(op.op, op.intended_bytes, rate, stack.forget_seconds)
     one = (op.intended_bytes or 32 << 20) / rate
     measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))
     reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptcost import units
+from cryptcost.engines import bonnie
 from cryptcost.engines.fio import FioJob
 from cryptcost.errors import UserError
 from cryptcost.lifecycle.resources import Resources
@@ -44,7 +45,7 @@ class Op:
     block_bytes: int
     iodepth: int = 1
     fio: FioJob | None = None
-    engine: str = "fio"                  # what measures it: fio | untar (tar) | dbench | rsync
+    engine: str = "fio"                  # fio | untar (tar) | dbench | rsync | bonnie (bonnie++)
     unit: str = "bytes/s"
     reset_before: bool = False           # drop caches / remount first (reads)
     intended_bytes: int | None = None    # what must be moved (rule 5)
@@ -191,6 +192,15 @@ def _smallfiles(sizes: Sizes, direct: bool) -> list[Step]:
         Op("smallfiles", "untar", 0, engine="untar", files=n)))]
 
 
+def _bonnie(sizes: Sizes, direct: bool) -> list[Step]:
+    """R2's bonnie++: its block write, rewrite and block read of one file (O_DIRECT, in 8 KiB
+    chunks), as large as a sequential file and never split (engines.bonnie)."""
+    n = max(MiB, min(sizes.seq_bytes(MiB), bonnie.MOST) // MiB * MiB)
+    return [Step(f"bonnie++ {units.size(n)}", "cc-bonnie", tuple(
+        Op("bonnie", op, bonnie.CHUNK, engine="bonnie", intended_bytes=n)
+        for op in bonnie.PHASES))]
+
+
 def _mixed(sizes: Sizes, direct: bool) -> list[Step]:
     return [Step("mixed", "cc-mixed", (
         Op("mixed", "dbench", 0, engine="dbench", iodepth=2,
@@ -204,13 +214,14 @@ BUILDERS = {
     "rand4k": _rand4k,
     "bigfile": _bigfile,
     "rsync": _rsync,
+    "bonnie": _bonnie,
     "smallfiles": _smallfiles,
     "mixed": _mixed,
 }
 SETS = {
     "quick": ("seq-quick", "rand4k"),
     "seeds": ("seq", "bigfile", "rsync", "smallfiles", "mixed"),
-    "full": ("seq", "rand4k", "bigfile", "rsync", "smallfiles", "mixed"),
+    "full": ("seq", "rand4k", "bigfile", "rsync", "bonnie", "smallfiles", "mixed"),
 }
 WORKLOADS = tuple(n for n in BUILDERS if n not in ("seq-quick", "seq-1m"))
 

@@ -107,7 +107,7 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
     if plan.size is None:
         plan.size = max(plan.medium.auto_size(len(resolved)), MIN_MEDIUM.get(plan.fs, 0))
     plan.medium.require_room(plan.size, len(resolved))
-    for workload, program in (("smallfiles", "tar"), ("rsync", "rsync")):
+    for workload, program in (("smallfiles", "tar"), ("rsync", "rsync"), ("bonnie", "bonnie++")):
         if workload in names and not proc.which(program):
             raise UserError(f"the {workload} workload needs {program}: apt-get install "
                             f"{tools.tool(program).package}")
@@ -311,6 +311,9 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
                      "start-up weigh several percent: pass a larger --size")
     if samples[-1].metrics.get("timing"):
         metrics["timing"] = samples[-1].metrics["timing"]
+    for key in ("warm_because", "bonnie_own"):     # the bonnie workload's (runner.storage.programs)
+        if samples[-1].metrics.get(key):
+            metrics[key] = samples[-1].metrics[key]
     return flow.summarise(stack, _cell(inst, op, plan), s, series, target=target, metrics=metrics,
                           attrs={"params": _params(inst, plan)}, notes=notes, after=after,
                           cause=lambda cv: likely_cause(inst, op, samples, cv, plan.memory_noise))

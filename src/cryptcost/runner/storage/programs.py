@@ -1,6 +1,7 @@
 """The storage operations a program other than fio measures, each timed until what it wrote is
 durable: tar's unpacking of a source tree (R3), rsync's copy of a large file into the stack
-(R1) and dbench's mix (R4). Each returns (bytes, count, seconds, metrics)."""
+(R1), bonnie++'s block write, rewrite and read (R2) and dbench's mix (R4). Each returns
+(bytes, count, seconds, metrics)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import time
 from pathlib import Path
 
 from cryptcost import proc
-from cryptcost.engines import dbench, fio
-from cryptcost.errors import DataIntegrityError
+from cryptcost.engines import bonnie, dbench, fio
+from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.stacks.fs import StorageStack
+from cryptcost.stacks.fs import StorageStack, drop_caches
 from cryptcost.workloads import storage as wl
 
 CHUNK = 4 << 20              # what one read or write of rsync's source moves
@@ -70,6 +71,66 @@ def rsync(label: str, stack: StorageStack, target: Path, source: Path) -> Outcom
     return got, 1, seconds, {"cache_mode": "fsync", "engine": "rsync",
                              "timing": "rsync's copy (its source read from the page cache) + "
                                        "the time until durable on the medium"}
+
+
+class Bonnies:
+    """bonnie++ runs, one per instance at a time: a step's write starts one, each op runs its
+    phase, its read ends it (with bonnie++'s own figures in that op's metrics)."""
+
+    def __init__(self, res: Resources):
+        self.res = res
+        self.runs: dict[str, bonnie.Run] = {}
+        self._log: Path | None = None
+
+    def phase(self, inst, op: wl.Op, step: wl.Step) -> Outcome:
+        """``op``'s phase of the instance's bonnie++ run; before a rewrite or a read, the file
+        is evicted, outside the clock, where the stack can while bonnie++ holds it open (its
+        own :meth:`~StorageStack.forget`; with a page cache below the device, every clean page
+        dropped)."""
+        if op.op == "write":
+            self.stop(inst.label)
+            if self._log is None and self.res is not None:
+                self._log = self.res.tmpdir("cryptcost-bonnie-") / "bonnie.log"
+            run = bonnie.Run(inst.workdir / step.name, op.intended_bytes,
+                             str(self._log) if self._log else None)
+            self.runs[inst.label] = run
+            run.start()
+        run = self.runs.get(inst.label)
+        if run is None:
+            raise CryptcostError(f"{inst.label}: bonnie++'s {op.op} without its write")
+        timeout = op.intended_bytes / 1e6 + 300
+        said = {"cache_mode": "fsync", "engine": "bonnie++", "timing": bonnie.TIMING}
+        before = None
+        if op.op != "write" and inst.stack.resets_open_files:
+            def before(path: Path) -> None:
+                if inst.cached_below:
+                    drop_caches()
+                    mode = "drop_caches"
+                else:
+                    mode = inst.stack.forget(self.res, path)
+                said["cache_mode"] = "fsync+" + mode.replace("_", "-")
+        elif op.op != "write":
+            said["cache_mode"] = "warm"
+            said["warm_because"] = (f"{inst.stack.name}'s cache reset is a remount, which "
+                                    "bonnie++'s open file refuses: this phase may read from its "
+                                    "cache")
+        done = run.phase(op.op, timeout, before)
+        if op.op in ("write", "rewrite"):
+            # bonnie++ fsynced the file; a stack's own writeback below it is in the clock too
+            done.seconds += inst.stack.settle()
+        if done.seconds < 1.0:
+            said["short_because"] = (f"bonnie++'s {op.op} of its {done.bytes >> 20} MiB file, as "
+                                     "large as the medium allows, took "
+                                     f"{done.seconds * 1000:.0f} ms")
+        if op.op == "read":
+            said["bonnie_own"] = run.finish()
+            del self.runs[inst.label]
+        return done.bytes, done.bytes // bonnie.CHUNK, done.seconds, said
+
+    def stop(self, label: str) -> None:
+        run = self.runs.pop(label, None)
+        if run is not None:
+            run.stop()
 
 
 def mix(workdir: Path, op: wl.Op, name: str) -> Outcome:

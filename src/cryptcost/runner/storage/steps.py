@@ -103,6 +103,7 @@ class StepRunner:
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
         self.sources = programs.Sources(res)                  # rsync's source files
+        self.bonnie = programs.Bonnies(res)                   # bonnie++ runs, phase by phase
         # What each pass's engine runs inside (a profiler's sampling window); nothing by default.
         self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = unwatched
 
@@ -162,6 +163,7 @@ class StepRunner:
                     cache = "direct" if self.direct else "fsync"
                 out[(inst.label, op.key)] = self.measure(inst, op, step, cache)
         finally:
+            self.bonnie.stop(inst.label)
             self.clean(workdir, step)
         return out
 
@@ -286,7 +288,9 @@ class StepRunner:
         else:
             source = self.sources(op.intended_bytes or 1) if op.engine == "rsync" else None
             with self.window(inst, op):
-                if op.engine == "untar":
+                if op.engine == "bonnie":
+                    moved, count, seconds, said = self.bonnie.phase(inst, op, step)
+                elif op.engine == "untar":
                     moved, count, seconds, said = programs.untar(inst.workdir, self.archive)
                 elif op.engine == "rsync":
                     moved, count, seconds, said = programs.rsync(
