@@ -113,7 +113,7 @@ def test_an_overhead_is_against_the_stacks_matched_baseline_and_the_one_the_run_
     """qemu's LUKS is held against qemu's raw export (its matched baseline), not plain ext4,
     so the export's cost is not billed to the encryption; and the overhead is the one the run's
     own pairing gives, so the report never shows two figures for one comparison."""
-    cell = {"kind": "storage", "workload": "seq", "op": "write", "block_bytes": 1 << 20}
+    cell = {"kind": "storage", "workload": "bonnie", "op": "write", "block_bytes": 8192}
     results = read(
         [
             {**cell, "stack": "plain", "median_bytes_per_s": 1000e6},
@@ -236,18 +236,22 @@ def test_r3s_table_reads_dm_crypts_writes_by_block_size_on_two_cpus_and_one():
 def test_r2s_table_takes_the_guests_dm_crypt_or_this_hosts_qemu_luks_each_against_its_own_native():
     """A row's candidates in order, the reference row's at the same place: dm-crypt against the
     plain filesystem, qemu's LUKS against qemu's raw export; a reference line of theirs has no
-    cells; the rewrite column stays empty (cryptcost has no rewrite workload)."""
+    cells; bonnie++'s three phases fill the three columns, as R2's own bonnie++ did."""
     def w(stack, op, value):
-        return {"kind": "storage", "stack": stack, "workload": "seq", "op": op,
-                "block_bytes": 1 << 20, "median_bytes_per_s": value}
+        return {"kind": "storage", "stack": stack, "workload": "bonnie", "op": op,
+                "block_bytes": 8192, "median_bytes_per_s": value}
     host = read([w("qemu-raw", "write", 800e6), w("luks-userspace:aes-256-xts-plain64", "write",
-                                                  400e6), w("plain", "write", 2000e6)])
+                                                  400e6), w("plain", "write", 2000e6),
+                 w("qemu-raw", "rewrite", 500e6),
+                 w("luks-userspace:aes-256-xts-plain64", "rewrite", 100e6)])
     guest = read([w("plain", "write", 100e6), w("luks:twofish-lrw-benbi", "write", 20e6)])
     t = {b["label"]: b for b in fr.section(host, [guest])}["R2"]["table"]
     rows = {r["name"]: r["cells"] for r in t["rows"]}
     xts = rows["aes-xts-plain, their retest"]
     assert xts[0]["ours"] == pytest.approx(400.0) and xts[0]["ours_vs"] == pytest.approx(0.5)
-    assert not xts[0]["emulated"] and xts[1]["ours"] is None and xts[2]["ours"] is None
+    assert not xts[0]["emulated"] and xts[2]["ours"] is None
+    assert xts[1]["ours"] == pytest.approx(100.0) and xts[1]["ours_vs"] == pytest.approx(0.2)
+    assert xts[1]["theirs"] == pytest.approx(38.7) and xts[1]["theirs_vs"] is None   # no native
     # held against its own candidate's baseline, and said so: native's row shows plain
     assert fr.table_text(xts[0], "ours") == "400.0 (0.50× qemu-raw)"
     assert fr.table_text(rows["native"][0], "ours") == "2000.0 (1.00× plain)"
@@ -262,8 +266,8 @@ def test_r2s_table_is_drawn_with_its_reference_lines_where_the_run_has_its_rows(
     from cryptcost.report import charts
 
     def w(stack, op, value):
-        return {"kind": "storage", "stack": stack, "workload": "seq", "op": op,
-                "block_bytes": 1 << 20, "median_bytes_per_s": value}
+        return {"kind": "storage", "stack": stack, "workload": "bonnie", "op": op,
+                "block_bytes": 8192, "median_bytes_per_s": value}
     guest = read([w("plain", "write", 100e6), w("luks:aes-xts-plain64", "write", 20e6),
                   w("luks:aes-xts-plain64", "read", 30e6), w("plain", "read", 120e6)])
     blocks = {b["label"]: b for b in fr.section(read([]), [guest])}

@@ -250,14 +250,15 @@ def seeds_plans() -> list[dict]:
     r1 = {"run": {"label": "R1 encrypted filesystems, large files"},
           "storage": {"stacks": ["plain", "fscrypt", "gocryptfs", "luks", "luks-userspace", "zfs"],
                       "workloads": ["bigfile", "rsync"], "size": "1024M"}}
-    # R2's seven dm-crypt ciphers, AES-XTS at both key lengths, on XFS as R2's NAS was
+    # R2's seven dm-crypt ciphers, AES-XTS at both key lengths, on XFS as R2's NAS was, with
+    # R2's own bonnie++ (block write, rewrite, block read)
     r2 = {"run": {"label": "R2 cipher by cipher over block I/O"},
           "storage": {"stacks": [f"luks-userspace:{v}" for v in R2_LUKS] +
                       ["luks:aes-ecb", "luks:aes-cbc-essiv", "luks:aes-lrw-benbi",
                        "luks:aes-xts-plain64", "luks:aes-128-xts-plain64",
                        "luks:twofish-cbc-essiv", "luks:twofish-lrw-benbi",
                        "luks:twofish-xts-plain64"],
-                      "workloads": ["seq-quick", "bigfile"], "size": "512M", "fs": "xfs"}}
+                      "workloads": ["seq-quick", "bonnie"], "size": "512M", "fs": "xfs"}}
     r3 = {"run": {"label": "R3 block sizes, cores and AES-NI over ramdisk → loop → crypto"},
           "ciphers": {"engines": ["openssl", "kernel"],
                       "algorithms": ["aes-256-xts", "aes-128-xts"],
