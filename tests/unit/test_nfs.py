@@ -117,6 +117,20 @@ def test_nfs_3_is_a_plaintext_variant_held_against_nfs_4_and_read_back_as_versio
     assert any(t.name == "rpcbind" for t in get("nfs").tools)
 
 
+def test_nfs_3_is_set_up_first_whatever_order_the_stacks_are_named_in():
+    """Set up after a Kerberos variant and torn down before it, NFS 3 left that variant's
+    rpc_pipefs unmount hanging: it goes first (released last), the rest keep their order."""
+    from cryptcost.runner.network import resolve
+    for specs in (["nfs:krb5p", "nfs:v3"], ["nfs:*"], ["nfs:krb5i", "nfs:v3", "nfs:krb5"]):
+        labels = [s.label for s, _ in resolve(specs, "netns", here=False)[0]]
+        assert labels[0] == "nfs:v3" and labels.count("nfs:v3") == 1, (specs, labels)
+    labels = [s.label for s, _ in resolve(["nfs:krb5i", "nfs:v3", "nfs:krb5"], "netns",
+                                          here=False)[0]]
+    assert labels == ["nfs:v3", "nfs:krb5i", "nfs:krb5", "nfs:sys"]
+    assert [s.label for s, _ in resolve(["tls", "nfs:krb5p"], "netns", here=False)[0]][0] == \
+        "tls:tls13-aes128-gcm"                          # nothing asks to go first: as named
+
+
 def test_the_known_krb5p_failure_is_named_only_where_it_was_seen():
     assert "GARBAGE_ARGS" in known_bug("krb5p", "6.1.0-56-amd64")
     assert known_bug("krb5p", "6.12.100+deb12-amd64") == ""

@@ -272,6 +272,11 @@ class Stack(ABC):
         needs), or None."""
         return None
 
+    def set_up_first(self) -> bool:
+        """Whether this instance is set up before every other of its run, and so torn down
+        after them (nfs:v3); a run keeps the order asked for otherwise."""
+        return False
+
     def variant_role(self) -> str:
         """``baseline`` for a plaintext reference (the class or this variant)."""
         return ("baseline" if self.role == "baseline" or self.variant in self.baseline_variants

@@ -83,7 +83,8 @@ def resolve(specs: list[str], kind: str, make: Make, *,
                                 "stack": base})
                 continue
             queue.append((bcls, bvariant, "baseline"))
-    return list(out.values()), skipped
+    # in the order asked for, but what must be set up first first (Stack.set_up_first)
+    return sorted(out.values(), key=lambda pair: not pair[0].set_up_first()), skipped
 
 
 def _skip(cls: type[Stack], reason: str, install: str | None = None) -> dict:
