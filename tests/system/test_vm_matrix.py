@@ -297,7 +297,7 @@ def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(cli, tmp_path):
 PROFILE_PLAN = (
     '[storage]\nstacks = ["luks:aes-xts-plain64"]\nworkloads = ["seq-1m"]\nsize = "64M"\nprofile '
     '= true\n'
-    '[network]\nstacks = ["wireguard", "ipsec", "nfs:krb5i"]\nworkloads = ["send", "put"]\n'
+    '[network]\nstacks = ["wireguard", "ipsec", "nfs:sys"]\nworkloads = ["send", "put"]\n'
     'seconds = 1\nfile_size = "16M"\nprofile = true\n'
     '[policy]\nmin_samples = 1\nmax_samples = 1\nwarmup = 0\n'
 )
@@ -317,7 +317,7 @@ def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
     wg = _by(out["results"], "network", "wireguard")
     esp = [r for r in _by(out["results"], "network") if r["stack"].startswith("ipsec")]
     nfs = [r for r in _by(out["results"], "network") if r["stack"].startswith("nfs")]
-    assert luks and wg and esp and {r["stack"] for r in nfs} == {"nfs:krb5i", "nfs:sys"}, out.get(
+    assert luks and wg and esp and {r["stack"] for r in nfs} == {"nfs:sys"}, out.get(
         "skipped"
     )
     for r in luks + wg + esp + nfs:
