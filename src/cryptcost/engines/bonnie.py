@@ -116,6 +116,7 @@ class Run:
     size: int
     logfile: str | None = None
     own: dict = field(default_factory=dict)
+    done: list = field(default_factory=list)       # the phases run, in order
     _session: "proc.Session | None" = None
     _closes: _Closes | None = None
 
@@ -158,8 +159,10 @@ class Run:
             got = self.file().stat().st_size
             if got != self.size:
                 raise DataIntegrityError(f"bonnie++ wrote {got} bytes of {self.size}")
-        after = {"write": PHASES["rewrite"], "rewrite": PHASES["read"], "read": SEEKS}[name]
-        self._prompt(after, timeout + 30)
+        after = {"write": PHASES["rewrite"], "rewrite": PHASES["read"]}.get(name)
+        if after:                                   # (after the read: see finish)
+            self._prompt(after, timeout + 30)
+        self.done.append(name)
         return Phase(name, end - start, self.size)
 
     def file(self) -> Path:
@@ -170,7 +173,9 @@ class Run:
         return made[0]
 
     def finish(self, timeout: float = 60) -> dict:
-        """The seek test (no seeks), then bonnie++'s own figures (KiB/s, None for ``+++++``)."""
+        """After the read: the seek test (no seeks; bonnie++ starts its workers and waits
+        :data:`SEEK_START` first), then bonnie++'s own figures (bytes/s, None for ``+++++``)."""
+        self._prompt(SEEKS, timeout)
         self._session.send("")
         lines = []
         while (line := self._session.recv(timeout)) is not None:

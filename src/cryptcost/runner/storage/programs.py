@@ -5,6 +5,7 @@ durable: tar's unpacking of a source tree (R3), rsync's copy of a large file int
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.stacks.fs import StorageStack, drop_caches
 from cryptcost.workloads import storage as wl
 
+log = logging.getLogger("cryptcost.storage")
 CHUNK = 4 << 20              # what one read or write of rsync's source moves
 Outcome = tuple[int, int, float, dict]
 
@@ -75,7 +77,9 @@ def rsync(label: str, stack: StorageStack, target: Path, source: Path) -> Outcom
 
 class Bonnies:
     """bonnie++ runs, one per instance at a time: a step's write starts one, each op runs its
-    phase, its read ends it (with bonnie++'s own figures in that op's metrics)."""
+    phase, and :meth:`end` collects bonnie++'s own figures once the step's last sample was
+    counted (after the read, bonnie++ starts its seek test's workers and sleeps: that is no
+    sample's time, nor its CPU)."""
 
     def __init__(self, res: Resources):
         self.res = res
@@ -88,7 +92,7 @@ class Bonnies:
         own :meth:`~StorageStack.forget`; with a page cache below the device, every clean page
         dropped)."""
         if op.op == "write":
-            self.stop(inst.label)
+            self.end(inst.label)
             if self._log is None and self.res is not None:
                 self._log = self.res.tmpdir("cryptcost-bonnie-") / "bonnie.log"
             run = bonnie.Run(inst.workdir / step.name, op.intended_bytes,
@@ -122,15 +126,23 @@ class Bonnies:
             said["short_because"] = (f"bonnie++'s {op.op} of its {done.bytes >> 20} MiB file, as "
                                      "large as the medium allows, took "
                                      f"{done.seconds * 1000:.0f} ms")
-        if op.op == "read":
-            said["bonnie_own"] = run.finish()
-            del self.runs[inst.label]
         return done.bytes, done.bytes // bonnie.CHUNK, done.seconds, said
 
-    def stop(self, label: str) -> None:
+    def end(self, label: str) -> dict | None:
+        """End the instance's run: bonnie++'s own figures when its read was done, else None
+        (a run cut short is stopped)."""
         run = self.runs.pop(label, None)
-        if run is not None:
+        if run is None:
+            return None
+        if run.done != list(bonnie.PHASES):
             run.stop()
+            return None
+        try:
+            return run.finish()
+        except CryptcostError as exc:          # its phases were measured: only its own figures lost
+            run.stop()
+            log.warning("%s: bonnie++'s own figures: %s", label, exc)
+            return None
 
 
 def mix(workdir: Path, op: wl.Op, name: str) -> Outcome:

@@ -163,8 +163,11 @@ class StepRunner:
                     cache = "direct" if self.direct else "fsync"
                 out[(inst.label, op.key)] = self.measure(inst, op, step, cache)
         finally:
-            self.bonnie.stop(inst.label)
+            own = self.bonnie.end(inst.label)         # after the last phase's CPU was counted
             self.clean(workdir, step)
+        for (_, key), sample in out.items():
+            if own and key[:2] == ("bonnie", "read"):
+                sample.metrics["bonnie_own"] = own
         return out
 
     @staticmethod
