@@ -1,5 +1,7 @@
 """How storage series become results: overhead, CI, significance, units."""
 
+from pathlib import Path
+
 import pytest
 
 from cryptcost.media import RamMedium
@@ -220,3 +222,105 @@ def test_rsync_without_rsync_is_bad_input_naming_its_package(monkeypatch):
         validate(plan)
     validate(StoragePlan(stacks=["plain"], medium=parse_medium("ram"), workloads=["bigfile"],
                          size=256 << 20))
+
+
+class _FakeRun:
+    """bonnie.Run's interface, without bonnie++: each phase a second of its file."""
+
+    def __init__(self, directory, size, logfile=None):
+        self.size, self.done, self.stopped, self.fail = size, [], False, None
+
+    def start(self):
+        pass
+
+    def phase(self, name, timeout, before=None):
+        from cryptcost.engines.bonnie import Phase
+        if before:
+            before(Path("/nonexistent/Bonnie.1"))
+        self.done.append(name)
+        return Phase(name, 1.0, self.size)
+
+    def finish(self):
+        if self.fail:
+            raise self.fail
+        return {"write": {"bytes_per_s": 1.0, "cpu_percent": 9.0}}
+
+    def stop(self):
+        self.stopped = True
+
+
+def _bonnie_ops():
+    [step] = wl.BUILDERS["bonnie"](wl.Sizes(medium=256 << 20), False)
+    return step, {op.op: op for op in step.ops}
+
+
+def test_bonnie_evicts_its_file_where_the_stack_can_with_it_open_and_says_warm_where_not(
+        monkeypatch):
+    from cryptcost.engines import bonnie
+    from cryptcost.runner.storage import programs
+    monkeypatch.setattr(bonnie, "Run", _FakeRun)
+    dropped = []
+    monkeypatch.setattr(programs, "drop_caches", lambda: dropped.append(1))
+    step, ops = _bonnie_ops()
+    assert [o.op for o in step.ops] == ["write", "rewrite", "read"]
+    assert ops["read"].intended_bytes == 102 << 20 and ops["read"].block_bytes == 8192
+
+    class Stack:
+        name, resets_open_files = "s", True
+        forgot: list = []
+
+        def forget(self, res, path):
+            self.forgot.append(path.name)
+            return "fadvise_dontneed"
+
+        def settle(self):
+            return 0.25
+
+    inst = Instance(Stack(), "s", "measured", Path("/nonexistent"))
+    b = programs.Bonnies(None)
+    said = {op: b.phase(inst, ops[op], step) for op in ("write", "rewrite", "read")}
+    assert said["write"][3]["cache_mode"] == "fsync" and said["write"][2] == 1.25  # + settle
+    assert said["rewrite"][2] == 1.25 and said["read"][2] == 1.0                    # no settle
+    assert said["read"][3]["cache_mode"] == "fsync+fadvise-dontneed"
+    assert Stack.forgot == ["Bonnie.1", "Bonnie.1"] and not dropped
+    assert said["read"][:2] == (102 << 20, (102 << 20) // 8192)
+    assert b.end("s") == {"write": {"bytes_per_s": 1.0, "cpu_percent": 9.0}}
+    # a page cache below the device: every clean page dropped instead
+    inst.cached_below = True
+    b.phase(inst, ops["write"], step)
+    assert b.phase(inst, ops["read"], step)[3]["cache_mode"] == "fsync+drop-caches" and dropped
+    # a stack whose reset is a remount cannot reset under bonnie++'s open file: said, not hidden
+    Stack.resets_open_files = False
+    got = b.phase(inst, ops["rewrite"], step)[3]
+    assert got["cache_mode"] == "warm" and "remount" in got["warm_because"]
+
+
+def test_a_bonnie_run_cut_short_is_stopped_and_a_failed_finish_loses_only_its_own_figures(
+        monkeypatch, caplog):
+    from cryptcost.engines import bonnie
+    from cryptcost.errors import CryptcostError
+    from cryptcost.runner.storage import programs
+    monkeypatch.setattr(bonnie, "Run", _FakeRun)
+    step, ops = _bonnie_ops()
+
+    class Stack:
+        name, resets_open_files = "s", True
+
+        def forget(self, res, path):
+            return "x"
+
+        def settle(self):
+            return 0.0
+
+    b = programs.Bonnies(None)
+    inst = Instance(Stack(), "s", "measured", Path("/nonexistent"))
+    b.phase(inst, ops["write"], step)
+    run = b.runs["s"]
+    assert b.end("s") is None and run.stopped                   # its read never ran
+    for op in ("write", "rewrite", "read"):
+        b.phase(inst, ops[op], step)
+    run = b.runs["s"]
+    run.fail = CryptcostError("bonnie++ ended before its test 5")
+    assert b.end("s") is None and run.stopped and "own figures" in caplog.text
+    with pytest.raises(CryptcostError, match="without its write"):
+        b.phase(inst, ops["read"], step)
