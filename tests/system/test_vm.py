@@ -3,12 +3,10 @@ guest (`cryptcost vm`): LUKS2, dm-null, eCryptfs and a TrueCrypt container
 through a full storage measurement with the integrity check, the kernel
 cipher engine, kernel
 ESP and kernel WireGuard — one boot — with the results imported into the
-host's store marked emulated. Plus a guest that hangs, and bad input that
-must cost no boot.
-
-The full matrices (R2's ciphers, every perf flag, R5's proposals, the
-AES-NI driver blacklisted) are marked ``vm_matrix``: CI runs them in a
-second step.
+host's store marked emulated (marked ``vm_matrix``, with the full
+matrices of test_vm_matrix: CI runs them in its second step, so that
+`make test` stays fast). Plus, in `make test`, a guest that hangs, a kill -9
+of cryptcost vm, and bad input that must cost no boot.
 """
 
 from __future__ import annotations
@@ -74,6 +72,7 @@ def _by(results: list[dict], kind: str, stack: str | None = None) -> list[dict]:
 
 @pytest.mark.root
 @pytest.mark.slow
+@pytest.mark.vm_matrix                 # a measuring boot of about 100 s: CI's second step
 def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(cli, tmp_path):
     _vm_ready()
     plan = tmp_path / "plan.toml"
