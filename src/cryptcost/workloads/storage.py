@@ -193,8 +193,9 @@ def _smallfiles(sizes: Sizes, direct: bool) -> list[Step]:
 
 
 def _bonnie(sizes: Sizes, direct: bool) -> list[Step]:
-    """R2's bonnie++: its block write, rewrite and block read of one file (O_DIRECT, in 8 KiB
-    chunks), as large as a sequential file and never split (engines.bonnie)."""
+    """R2's bonnie++: its block write, rewrite and block read of one file in 8 KiB chunks, as
+    large as a sequential file (40 % of the medium, at most ``seq_cap``) and never split
+    (engines.bonnie)."""
     n = max(MiB, min(sizes.seq_bytes(MiB), bonnie.MOST) // MiB * MiB)
     return [Step(f"bonnie++ {units.size(n)}", "cc-bonnie", tuple(
         Op("bonnie", op, bonnie.CHUNK, engine="bonnie", intended_bytes=n)
