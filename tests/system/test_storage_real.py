@@ -267,6 +267,7 @@ def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
         evicted = "fsync+fadvise-dontneed" + ("+lower" if stack.startswith("go") else "")
         assert r["cache_mode"] == ("fsync" if op == "write" else evicted), r
         assert ("writes it back" in r["timing"]) == (op == "rewrite"), r["timing"]
+        assert r["data"].startswith("bonnie++'s own, mostly zeros (compressible"), r
         own = bonnie[(stack, "read")]["bonnie_own"][op]["bytes_per_s"]
         if own:                       # bonnie++'s own clock, where a phase was long enough for it
             assert abs(r["median_bytes_per_s"] / own - 1) < 0.1, (stack, op, own, r)

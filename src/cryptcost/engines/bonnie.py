@@ -44,6 +44,8 @@ SEEK_START = 3.0              # which bonnie++ waits for, after the read, before
 OWN_FIELDS = {"write": 11, "rewrite": 13, "read": 17}
 TIMING = ("bonnie++'s phase, from cryptcost's answer to its prompt until it closed the file "
           "after its fsync")
+DATA = ("bonnie++'s own, mostly zeros (compressible, as R2's was; fio's is incompressible): "
+        "no figure for a stack that compresses")
 IN_CLOSE = 0x00000008 | 0x00000010          # IN_CLOSE_WRITE | IN_CLOSE_NOWRITE
 
 
@@ -115,7 +117,6 @@ class Run:
     directory: Path
     size: int
     logfile: str | None = None
-    own: dict = field(default_factory=dict)
     done: list = field(default_factory=list)       # the phases run, in order
     _session: "proc.Session | None" = None
     _closes: _Closes | None = None
@@ -181,8 +182,7 @@ class Run:
         while (line := self._session.recv(timeout)) is not None:
             lines.append(line)
         self.stop()
-        self.own = parse(lines)
-        return self.own
+        return parse(lines)
 
     def stop(self) -> None:
         if self._session is not None:

@@ -311,7 +311,7 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
                      "start-up weigh several percent: pass a larger --size")
     if samples[-1].metrics.get("timing"):
         metrics["timing"] = samples[-1].metrics["timing"]
-    for key in ("warm_because", "bonnie_own"):     # the bonnie workload's (runner.storage.programs)
+    for key in ("warm_because", "bonnie_own", "data"):   # the bonnie workload's (storage.programs)
         if samples[-1].metrics.get(key):
             metrics[key] = samples[-1].metrics[key]
     return flow.summarise(stack, _cell(inst, op, plan), s, series, target=target, metrics=metrics,

@@ -103,7 +103,8 @@ class Bonnies:
         if run is None:
             raise CryptcostError(f"{inst.label}: bonnie++'s {op.op} without its write")
         timeout = op.intended_bytes / 1e6 + 300
-        said = {"cache_mode": "fsync", "engine": "bonnie++", "timing": bonnie.TIMING + (
+        said = {"cache_mode": "fsync", "engine": "bonnie++", "data": bonnie.DATA,
+                "timing": bonnie.TIMING + (
             "; it reads each chunk and writes it back, and its rate is the file's size over "
             "that time, as bonnie++'s own" if op.op == "rewrite" else "")}
         before = None
