@@ -1,10 +1,14 @@
 """Fitting a plan into --time-budget, and calibrating the estimate from earlier runs."""
 
+import statistics
+from dataclasses import replace
+
 import pytest
 
 from cryptcost.errors import UserError
 from cryptcost.model import Run
-from cryptcost.suite.budget import calibration, fit
+from cryptcost.suite.budget import (UNCALIBRATED_GUEST, calibration, fit, guest_calibration,
+                                     guest_scale)
 from cryptcost.workloads.plan import Part, RunPlan
 from tests.conftest import assert_bad_input
 
@@ -87,6 +91,11 @@ def test_calibration_is_the_median_of_earlier_runs_of_the_suite_here():
             run(6, "quick", 999, 1, status="interrupted")]
     assert calibration(runs, "quick", "h") == (1.5, 3)
     assert calibration([], "quick", "h") == (1.0, 0)
+    # a guest's share: its own plan's guest runs, else any guest run's
+    assert guest_calibration(runs, "quick", "h") == (1.5, 3)
+    assert guest_calibration(runs, "seeds (guest)", "h") == calibration(runs, "", "h", True)
+    assert calibration(runs, "", "h", True) == (statistics.median([1.5, 1.3, 2, 999]), 4)
+    assert guest_scale((1.0, 0)) == UNCALIBRATED_GUEST and guest_scale((3.2, 2)) == 3.2
 
 
 def test_time_budget_in_a_dry_run(cli, tmp_path):
@@ -186,3 +195,57 @@ def test_the_estimate_has_an_upper_bound_with_every_series_at_its_cap():
     assert estimate(loose, fake, most=True) == pytest.approx(
         estimate(loose, fake) * (1 + 10) / (1 + 3), rel=0.01)       # one warm-up round each
     assert estimate(tight, fake, most=True) == pytest.approx(estimate(tight, fake))
+
+
+def test_with_the_guests_the_budget_is_shared_in_proportion_and_each_share_fitted():
+    """run --vm --time-budget: this host's plan and each guest's share get parts of the budget
+    in proportion to their whole estimates (a guest's with its boot); each is fitted to its own
+    part, and what a guest's share leaves out says it was the guest's."""
+    from cryptcost.suite.budget import GUEST_BOOT_SECONDS, split
+    host, guest = _plan(), _plan()
+    tenfold = lambda p: 10 * _estimate(p)                                    # noqa: E731
+    # whole: 760 s here and 7600 + boot there; the budget fits it all: nothing is cut
+    whole = 760 + 7600 + GUEST_BOOT_SECONDS
+    fitted, [(g, given)] = split(host, [guest], whole + 1, _estimate, [tenfold])
+    assert fitted == host and g == guest and given == 7600 + GUEST_BOOT_SECONDS
+    fitted, [(g, given)] = split(host, [guest], whole / 2, _estimate, [tenfold])
+    assert given == pytest.approx((7600 + GUEST_BOOT_SECONDS) / 2)
+    assert _estimate(fitted) <= 380 and tenfold(g) <= given - GUEST_BOOT_SECONDS
+    assert fitted.cannot_run and g.cannot_run
+    assert all("this host's" in c["reason"] and "--time-budget" in c["reason"]
+               and "guest" not in c for c in fitted.cannot_run)
+    assert all(c["guest"] and "the guest's" in c["reason"] for c in g.cannot_run)
+    # nothing for this host: the guest has it all
+    none, [(g, given)] = split(None, [guest], 4000, _estimate, [tenfold])
+    assert none is None and given == 4000 and tenfold(g) <= 4000 - GUEST_BOOT_SECONDS
+    with pytest.raises(UserError, match="does not cover its boot"):
+        split(host, [guest], 100, _estimate, [tenfold])
+
+
+def test_no_part_begins_once_the_budget_is_spent(tmp_path):
+    """At run time, a part that would begin after the budget is spent is left out, and the
+    run says so; the parts before it ran."""
+    import time
+
+    from cryptcost import suite
+    from cryptcost.runner.ciphers.executor import FakeExecutor
+    from cryptcost.runner.core.scheduler import Progress
+    from cryptcost.runner.core.sink import Sink
+    part = {"algorithms": ["aes-256-gcm"], "sizes": [4096]}
+    plan = RunPlan("custom", parts=[Part("first", ciphers=part), Part("second", ciphers=part)],
+                   policy={"min_samples": 3, "max_samples": 3, "warmup": 0,
+                           "spent": time.monotonic() + 3600})
+    host = {"cpu": {"flags": ["aes"], "cores": 2}}
+
+    def progress(what):
+        return Progress()
+    ran = suite.run_plan(plan, sink=Sink(), host=host, progress_factory=progress,
+                         executor=FakeExecutor())
+    assert set(ran.part_seconds) == {"first", "second"} and not ran.skipped
+    spent = replace(plan, policy={**plan.policy, "spent": time.monotonic() - 1})
+    out = suite.run_plan(spent, sink=Sink(), host=host, progress_factory=progress,
+                         executor=FakeExecutor())
+    assert not out.results and set(out.part_seconds) == set()
+    assert [(s["part"], s["stack"]) for s in out.skipped] == [("first", "the whole part"),
+                                                              ("second", "the whole part")]
+    assert all("--time-budget was spent" in s["reason"] for s in out.skipped)

@@ -4,6 +4,7 @@ cut from a plan, carried to the guest as JSON, and refused when malformed."""
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -89,8 +90,14 @@ def test_the_share_reaches_the_guest_whole_and_a_bad_one_is_refused(kernel_lacks
         assert back.name == share.plan.name and back.policy == share.plan.policy
         assert [(p.label, p.storage, p.network, p.ciphers) for p in back.parts] == \
             [(p.label, p.storage, p.network, p.ciphers) for p in share.plan.parts]
+        # what a budget left out of it reaches the guest's run record too
+        cut = [{"part": "R5", "what": "the whole part", "reason": "left out to fit", "guest": True}]
+        told = replace(share.plan, cannot_run=cut)
+        assert guest.from_json(guest.to_json(told), "parts.json").cannot_run == cut
     for bad in ("not json", "{}", json.dumps({"name": "x", "parts": []}),
-                json.dumps({"name": "x", "parts": [{"label": "a", "storage": {"stackz": []}}]})):
+                json.dumps({"name": "x", "parts": [{"label": "a", "storage": {"stackz": []}}]}),
+                json.dumps({"name": "x", "parts": [{"label": "a", "ciphers": {}}],
+                            "cannot_run": ["why"]})):
         with pytest.raises(UserError):
             guest.from_json(bad, "parts.json")
 
@@ -137,3 +144,23 @@ def test_a_dry_run_prints_the_plan_and_both_shares_as_json(tmp_path):
         assert g["runs_with_vm"] and g["estimate_seconds"] > 0 and g["kernel_said"]
         assert any(c["what"] == "esp" and c["guest"] is not None for c in got["cannot_run"])
     assert not list(tmp_path.glob("*.db"))                  # a dry run records nothing
+    if not got["guest"]:
+        return
+    # --time-budget covers the guest's shares: each planned at ten times the model (no guest run
+    # here to calibrate from) with its boot, the budget shared in proportion
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "--db", str(tmp_path / "r.db"),
+                           "run", "--plan", str(plan), "--vm", "--dry-run", "--json",
+                           "--time-budget", "20m"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    budgeted = json.loads(done.stdout)
+    given = [g["budget_seconds"] for g in budgeted["guest"]]
+    assert all(g["planned_scale"] == 10 for g in budgeted["guest"]) and all(given)
+    assert budgeted["host_budget_seconds"] + sum(given) == pytest.approx(1200)
+    whole = got["estimate_seconds"] + sum(g["estimate_seconds"] * 10 + 120 for g in got["guest"])
+    if whole <= 1200:
+        assert budgeted["guest"][0]["parts"] == got["guest"][0]["parts"]
+        assert given == [g["estimate_seconds"] * 10 + 120 for g in got["guest"]]
+    else:
+        assert all(g["estimate_seconds"] * 10 + 120 <= b * 1.001
+                   for g, b in zip(budgeted["guest"], given))

@@ -61,7 +61,7 @@ def add_parser(sub, common) -> None:
     p.add_argument("--vm-timeout", type=float, metavar="S",
                    help="with --vm: kill a guest after S seconds (default: ten times the "
                         "estimate at this host's speed, or three times what earlier guest runs "
-                        "of this plan took against theirs; at least 1800)")
+                        "took against theirs; at least 1800)")
     # the guest's share, as the host's run --vm writes it (cryptcost.suite.guest)
     p.add_argument("--parts", metavar="FILE.json", help=argparse.SUPPRESS)
     add_host_options(p)
@@ -129,16 +129,27 @@ def announce(prepared: suite.Prepared) -> None:
     lacks = sorted({c["reason"] for c in plan.cannot_run if c.get("guest") is not None})
     if prepared.guest and lacks:
         err.print(f"this host's kernel lacks what follows: {'; '.join(lacks)}")
-    for share, guest_s, (gscale, gruns) in prepared.guest:
+    for gp in prepared.guest:
         intro = "in cryptcost vm's guest" if prepared.vm else "with --vm, in cryptcost vm's guest"
-        err.print(f"{intro} ({share.kernel_said}, emulated):")
-        for part in share.plan.parts:
+        err.print(f"{intro} ({gp.share.kernel_said}, emulated):")
+        for part in gp.share.plan.parts:
             err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
-        err.print(f"  estimated time: about {guest_s * gscale / 60:.0f} min (the model's "
-                  f"{guest_s / 60:.1f} min × {gscale:.1f}, what the last {gruns} guest run(s) of "
-                  "this plan took against theirs)" if gruns else
-                  f"  estimated time: {guest_s / 60:.1f} min at this host's speed; several "
-                  "times that under TCG (software CPU emulation)")
+        cut = [c for c in gp.share.plan.cannot_run if c.get("budget")]
+        if cut:
+            err.print(f"  {cut[0]['budget']}:")
+            for c in cut:
+                err.print(f"    {c['part']}: {c['what']}"
+                          + (f" ({c['detail']})" if c["detail"] else ""))
+        gscale, gruns = gp.factor
+        err.print(f"  estimated time: about {gp.seconds * gscale / 60:.0f} min (the model's "
+                  f"{gp.seconds / 60:.1f} min × {gscale:.1f}, what the last {gruns} guest run(s) "
+                  "took against theirs)" if gruns else
+                  f"  estimated time: {gp.seconds / 60:.1f} min at this host's speed; planned at "
+                  f"{gp.scale:g} times that under TCG (software CPU emulation), as no guest run "
+                  "here has calibrated it yet")
+        if gp.budget_s:
+            err.print(f"  its part of --time-budget: {gp.budget_s / 60:.0f} min, its boot "
+                      "included; no part begins after it")
 
 
 def _parts_json(parts) -> list[dict]:
@@ -161,10 +172,13 @@ def planned(prepared: suite.Prepared) -> dict:
             "most_seconds": round(prepared.most_seconds, 1),
             "time_budget_seconds": prepared.budget_s,
             "cannot_run": plan.cannot_run,
-            "guest": [{"kernel": share.kernel or "stock", "kernel_said": share.kernel_said,
-                       "runs_with_vm": prepared.vm, "parts": _parts_json(share.plan.parts),
-                       **estimate(seconds, factor)}
-                      for share, seconds, factor in prepared.guest]}
+            "host_budget_seconds": prepared.host_budget_s,
+            "guest": [{"kernel": gp.share.kernel or "stock", "kernel_said": gp.share.kernel_said,
+                       "runs_with_vm": prepared.vm, "parts": _parts_json(gp.share.plan.parts),
+                       "planned_scale": gp.scale, "budget_seconds": gp.budget_s,
+                       "cannot_run": gp.share.plan.cannot_run,
+                       **estimate(gp.seconds, gp.factor)}
+                      for gp in prepared.guest]}
 
 
 def run(args) -> int:
@@ -244,18 +258,23 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
     from cryptcost.guest import XCHG, GuestCut, VmOptions, run_guest
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
+    from cryptcost.suite.budget import GUEST_BOOT_SECONDS
     linked: list[int] = []
-    for share, seconds, (scale, runs) in prepared.guest:
-        timeout = args.vm_timeout or max(1800.0, seconds * (3 * scale if runs else 10))
+    for gp in prepared.guest:
+        share = gp.share
+        timeout = args.vm_timeout or max(1800.0, gp.seconds * (3 if gp.factor[1] else 1)
+                                         * gp.scale)
         what = f"guest ({share.kernel_said}, emulated)"
         err.print(f"— {what}: {'; '.join(p.label for p in share.plan.parts)} "
                   f"(killed after {timeout / 60:.0f} min)")
         opts = VmOptions(timeout=timeout, kernel=share.kernel or None,
                          memory_mib=_guest_memory_mib())
+        command = ["run", "--parts", f"{XCHG}/parts.json", "--no-report"]
+        if gp.budget_s:
+            command += ["--time-budget", f"{max(60.0, gp.budget_s - GUEST_BOOT_SECONDS):.0f}s"]
         try:
             with run_lock(["run", "--vm"]), Resources() as res:
-                outcome = run_guest(res, ["run", "--parts", f"{XCHG}/parts.json", "--no-report"],
-                                    opts, Path(store.path).parent / "vm-logs",
+                outcome = run_guest(res, command, opts, Path(store.path).parent / "vm-logs",
                                     stdout=sys.stderr.buffer,
                                     files={"parts.json": guest_share.to_json(share.plan)})
         except GuestCut as exc:
@@ -285,15 +304,17 @@ def _guest_memory_mib() -> int:
 
 
 def _calibration(args, suite_name: str, guest: bool = False) -> tuple[float, int]:
-    """How far earlier runs of this suite here (or in the guest: ``guest``) were from their
-    estimate (see suite.budget)."""
+    """How far earlier runs of this suite here (or in the guest: ``guest``, of any plan where
+    none of this one) were from their estimate (see suite.budget)."""
+    from cryptcost.guest import GUEST_HOSTNAME
     from cryptcost.store.db import default_path
     if not Path(args.db or default_path()).is_file():
         return 1.0, 0                            # nothing to learn from, and nothing is created
     store = open_store(args, create=False)
     try:
-        return budget.calibration(store.runs(), suite_name,
-                                  "cc-guest" if guest else socket.gethostname())
+        if guest:
+            return budget.guest_calibration(store.runs(), suite_name, GUEST_HOSTNAME)
+        return budget.calibration(store.runs(), suite_name, socket.gethostname())
     finally:
         store.close()
 

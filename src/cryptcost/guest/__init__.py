@@ -37,6 +37,7 @@ from cryptcost.guest.image import CACHE, GuestKernel, build_initrd, find_kernel
 
 GUEST_DB = "/var/lib/cryptcost-guest/results.db"
 XCHG = "/cc-xchg"                     # the writable share, inside the guest
+GUEST_HOSTNAME = "cc-guest"           # the guest's hostname, as its runs record it
 # how often the guest copies its store out while the command runs (a consistent SQLite backup,
 # at the lowest priority), so that a guest killed at its timeout keeps what it measured; the
 # environment's CRYPTCOST_GUEST_BACKUP_SECONDS, where set, instead
@@ -167,7 +168,7 @@ export {tools.KNOWN}={XCHG}/tools.json
 mount -t tmpfs -o mode=0755 tmpfs /run
 printf '%s' "$CRYPTCOST_EMULATED" > {EMULATED_FILE}
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
-hostname cc-guest
+hostname {GUEST_HOSTNAME}
 ip link set lo up
 for m in loop dm_mod fuse tun; do modprobe -q $m; done
 mkdir -p {os.path.dirname(GUEST_DB)}

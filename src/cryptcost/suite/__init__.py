@@ -15,79 +15,42 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from cryptcost import stats, units
-from cryptcost.engines import CIPHER_ENGINES
-from cryptcost.engines import bonnie, dbench, perf
+from cryptcost.engines import CIPHER_ENGINES, perf
 from cryptcost.errors import CryptcostError, UserError
-from cryptcost.media import parse_medium
-from cryptcost.model import Result
-from cryptcost.stacks.base import cipher_threads
-from cryptcost.units import parse_size
-from cryptcost.model import Cell
-from cryptcost.runner.ciphers import CipherPlan, build_cells, run_ciphers
-from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.runner.core.sink import Sink
-from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
-from cryptcost.links.peer import PeerOptions
-from cryptcost.runner.network import NetworkPlan, run_network
+from cryptcost.model import Cell, Result
 from cryptcost.runner import network as netrun
-from cryptcost.runner.core import quiet
-from cryptcost.runner.storage import StoragePlan, resolve, run_storage, validate
-from cryptcost.workloads import network as netwl
-from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, load, read_text
+from cryptcost.runner.ciphers import run_ciphers
+from cryptcost.runner.ciphers.executor import Executor, RealExecutor
+from cryptcost.runner.core.sink import Sink
+from cryptcost.runner.network import run_network
+from cryptcost.runner.storage import resolve, run_storage, validate
+from cryptcost.stacks.base import cipher_threads
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
+from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
+from cryptcost.suite.timing import estimate
+from cryptcost.workloads import network as netwl
+from cryptcost.workloads import storage as wl
+from cryptcost.workloads.plan import Part, RunPlan, load, read_text
 from cryptcost.suite.here import for_this_host
 
 
-def policy_of(plan: RunPlan) -> stats.Policy:
-    p = {**DEFAULT_POLICY, **plan.policy}
-    return stats.Policy(p["min_samples"], max(p["max_samples"], p["min_samples"]),
-                        p["ci_target"] / 100,
-                        p["warmup"], deadline=p.get("deadline"))
+@dataclass(frozen=True)
+class GuestPlan:
+    """One guest boot of a run --vm: its share, the model's estimate of it at this host's speed,
+    what earlier guest runs of it took against theirs (factor, how many runs), and with
+    --time-budget its part of the budget in seconds, its boot included."""
 
+    share: GuestShare
+    seconds: float
+    factor: tuple[float, int] = (1.0, 0)
+    budget_s: float | None = None
 
-def cipher_plan(c: dict) -> CipherPlan:
-    return CipherPlan(engines=tuple(c.get("engines", CIPHER_ENGINES)),
-                      algorithms=tuple(c["algorithms"]) if c.get("algorithms") else None,
-                      sizes=tuple(c.get("sizes", [4096])), threads=tuple(c.get("threads", [1])),
-                      accel=tuple(a == "on" for a in c.get("accel", ["on"])),
-                      seconds=c.get("seconds", 1))
-
-
-def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
-    """One StoragePlan per CPU count (just one without ``cpus``)."""
-    size = parse_size(str(s.get("size", "512M")), "storage.size")
-    sizes = wl.Sizes(medium=size,
-                     seq_cap=parse_size(str(s.get("seq_cap", "256M")), "storage.seq_cap"),
-                     small_files=s.get("small_files", 2000), ops_cap=s.get("ops_cap", 32768))
-    medium = parse_medium(s.get("medium", "ram"))
-    return [StoragePlan(stacks=list(s.get("stacks", ["all"])), medium=medium,
-                        workloads=list(s.get("workloads", ["quick"])), size=size,
-                        fs=s.get("fs", "ext4"),
-                        sizes=sizes, cpus=cpus, part=part,
-                        accel=tuple(a == "on" for a in s.get("accel", ["on"])),
-                        profile=s.get("profile", False))
-            for cpus in (s.get("cpus") or [None])]
-
-
-def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
-    """One NetworkPlan per CPU count (just one without ``cpus``)."""
-    return [NetworkPlan(stacks=list(n.get("stacks", ["all"])), link=n.get("link", "netns"),
-                        mtu=n.get("mtu", 1500), delay_ms=float(n.get("delay_ms", 0)),
-                        workloads=list(n.get("workloads", ["quick"])), streams=n.get("streams", 4),
-                        clients=tuple(n.get("clients", netwl.CLIENTS)),
-                        seconds=n.get("seconds", 2),
-                        file_bytes=parse_size(str(n.get("file_size", "256M")),
-                                               "network.file_size"),
-                        accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part,
-                        cpus=cpus,
-                        profile=n.get("profile", False),
-                        peer=PeerOptions(ssh_config=n.get("ssh_config"),
-                                         sudo=n.get("peer_sudo", False),
-                                         command=n.get("peer_command", "cryptcost")))
-            for cpus in (n.get("cpus") or [None])]
+    @property
+    def scale(self) -> float:
+        """What the model's estimate is multiplied by for the time it takes (TCG)."""
+        return budget.guest_scale(self.factor)
 
 
 @dataclass(frozen=True)
@@ -99,19 +62,23 @@ class Prepared:
     seconds: float                        # the model's estimate of the plan
     factor: tuple[float, int]             # earlier runs here: measured/estimated, how many
     budget_s: float | None = None         # --time-budget, in seconds
-    # what cryptcost vm's guest can run of what this host cannot, each with the model's
-    # estimate at this host's speed; run with --vm
-    guest: tuple[tuple[GuestShare, float, tuple[float, int]], ...] = ()
+    # what cryptcost vm's guest can run of what this host cannot, shortest first; run with --vm
+    guest: tuple[GuestPlan, ...] = ()
     vm: bool = False
     most_seconds: float = 0.0             # the model's, if every series takes its maximum
+    host_budget_s: float | None = None    # this host's part of the budget (all without guests)
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
-        number of samples after :data:`budget.DEADLINE_SHARE` of it."""
+        number of samples after :data:`budget.DEADLINE_SHARE` of this host's part of it, and no
+        part begins after all of it."""
         if not self.budget_s:
             return self.plan
-        deadline = time.monotonic() + budget.DEADLINE_SHARE * self.budget_s
-        return replace(self.plan, policy={**self.plan.policy, "deadline": deadline})
+        now = time.monotonic()
+        part = self.host_budget_s or self.budget_s
+        return replace(self.plan, policy={**self.plan.policy,
+                                          "deadline": now + budget.DEADLINE_SHARE * part,
+                                          "spent": now + part})
 
 
 def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
@@ -157,15 +124,25 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     validate_plan(plan)
     budget_s = units.parse_duration(time_budget, "--time-budget") if time_budget else None
     factor = calibrate(plan.name)
-    if budget_s:
-        plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * factor[0])
     # the shortest share first, and in each the shortest part first: a guest killed at its
     # timeout loses the least
     shares = sorted(((_shortest_first(g), estimate(g.plan, here=False)) for g in guests),
                     key=lambda x: x[1])
-    return Prepared(plan, model, estimate(plan), factor, budget_s,
-                    tuple((g, s, calibrate(g.plan.name, guest=True)) for g, s in shares), vm,
-                    most_seconds=estimate(plan, most=True))
+    guest = [GuestPlan(g, s, calibrate(g.plan.name, guest=True)) for g, s in shares]
+    host_budget_s = budget_s
+    if budget_s and vm and guest:
+        fitted, fitted_guests = budget.split(
+            plan, [gp.share.plan for gp in guest], budget_s,
+            lambda p: estimate(p) * factor[0],
+            [lambda p, k=gp.scale: estimate(p, here=False) * k for gp in guest])
+        plan = fitted
+        host_budget_s = budget_s - sum(given for _, given in fitted_guests)
+        guest = [GuestPlan(replace(gp.share, plan=p), estimate(p, here=False), gp.factor, given)
+                 for gp, (p, given) in zip(guest, fitted_guests)]
+    elif budget_s:
+        plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * factor[0])
+    return Prepared(plan, model, estimate(plan), factor, budget_s, tuple(guest), vm,
+                    most_seconds=estimate(plan, most=True), host_budget_s=host_budget_s)
 
 
 def _shortest_first(g: GuestShare) -> GuestShare:
@@ -192,80 +169,6 @@ def validate_plan(plan: RunPlan) -> None:
                 validate(sp)
         for np_ in network_plans(part.network) if part.network else []:
             netrun.validate(np_)
-
-
-def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True,
-             most: bool = False) -> float:
-    """Seconds the plan takes if every series is stable after the minimum
-    number of samples (a lower bound, printed before the run); ``most``: if every series takes
-    the maximum (a step's series sample together until each is stable or at the cap, so one
-    noisy baseline keeps its whole group going). ``here=False``: the stacks as a kernel that
-    has them all runs them (a guest's share), at this host's speed."""
-    executor = executor or RealExecutor()
-    pol = policy_of(plan)
-    samples = pol.max_samples if most else pol.min_samples
-    rounds = pol.warmup + samples
-
-    def extra(table) -> int:
-        """A profiled round of its own: only where no warm-up round can be profiled."""
-        return int(table.profile and not pol.warmup)
-    total = 0.0
-    for part in plan.parts:
-        if part.ciphers is not None:
-            cp = cipher_plan(part.ciphers)
-            cells, _ = build_cells(cp, executor)
-            per_engine = {e: [c for c in cells if c.engine == e] for e in {c.engine for c in cells}}
-            for engine, cs in per_engine.items():
-                jobs = executor.cipher_jobs(engine, cs, cp.seconds)
-                total += sum(j.est_seconds * (j.warmups(pol.warmup) + samples)
-                             for j in jobs)
-        if part.storage:
-            for sp in storage_plans(part.storage):
-                resolved, _ = resolve(sp.stacks, sp.fs, sp.accel, here=here)
-                steps = wl.steps(sp.workloads, sp.sizes, False)
-                total += quiet.NOISE_COPIES * quiet.NOISE_SECONDS         # the memory's noise floor
-                for stack, _ in resolved:
-                    plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
-                    rate = 600e6 if plaintext else 120e6
-                    # setup + integrity check
-                    total += 3 + stack.remount_seconds * 2
-                    for step in steps:
-                        total += (rounds + extra(sp)) * sum(_op_seconds(op, rate, stack)
-                                                            for op in step.ops)
-        for np_ in network_plans(part.network) if part.network else []:
-            resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel, here=here)
-            names = netrun.wl.expand(np_.workloads)
-            for stack, _ in resolved:
-                total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
-                ops = netrun.wl.ops(names, stack.traffic, clients=np_.clients)
-                total += (rounds + extra(np_)) * sum(_net_op_seconds(op, np_) for op in ops)
-    return total
-
-
-# one dbench run: its warm-up (a fifth of its time), its run, start-up and clean-up
-DBENCH_RUN = dbench.SECONDS * 1.2 + 2
-
-
-def _net_op_seconds(op: netwl.NetOp, plan: NetworkPlan) -> float:
-    """One sample of ``op``: a stream's seconds, dbench's run (its warm-up is a fifth of it,
-    then its clean-up), or about a second of file copies and their checks."""
-    if op.traffic == "stream":
-        return plan.seconds + 1.5
-    return DBENCH_RUN if op.workload == "dbench" else 2.5
-
-
-def _op_seconds(op: wl.Op, rate: float, stack) -> float:
-    """One sample of ``op``: at least a second of measured passes (see
-    runner.storage.steps), within the sample budget, plus its cache reset (of the one
-    file it reads, or of the stack) and start-up."""
-    if op.engine == "dbench":
-        return DBENCH_RUN
-    if op.engine == "bonnie":
-        return bonnie.estimate(op.op, op.intended_bytes, rate, stack.forget_seconds)
-    one = (op.intended_bytes or 32 << 20) / rate
-    measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))
-    reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds
-    return measured + op.reset_before * reset + 0.3
 
 
 @dataclass
@@ -356,6 +259,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
              on_part: Callable[[SuiteOutcome], None] = lambda outcome: None) -> SuiteOutcome:
     """Run every part; a part that fails is recorded and the next one runs; ``on_part`` is
     called with the outcome so far after each part (the run's record of its parts' times).
+    With a budget (the policy's ``spent``, a ``time.monotonic()``), no part begins after it.
     The first cipher table also measures what the storage stacks need for
     their ceilings; without one, a table of just those cells runs first."""
     executor = executor or RealExecutor()
@@ -370,8 +274,14 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"],
                                  "install": c.get("install"),
                                  "part": c["part"]} for c in plan.cannot_run])
+    spent = plan.policy.get("spent")
     for part in plan.parts:
         began = time.monotonic()
+        if spent is not None and began >= spent and part.label != "cipher ceilings":
+            why = "left out at run time: the --time-budget was spent before it began"
+            out.skipped.append({"part": part.label, "stack": "the whole part", "budget": why,
+                                "reason": why})
+            continue
         if part.ciphers is not None:
             cp = replace(cipher_plan(part.ciphers), extra_cells=needed)
             needed = ()                                  # once, with the first cipher table

@@ -1,6 +1,6 @@
 """How long a run will take, and how to fit it into a time budget.
 
-The model (``suite.estimate``) counts each series at its minimum number of
+The model (``suite.timing.estimate``) counts each series at its minimum number of
 samples, so alone it is a lower bound. Earlier complete runs of the same
 suite on this host say how far off it was: their measured wall time over
 their estimate is the factor the next estimate is multiplied by.
@@ -11,7 +11,14 @@ workloads, CPU counts, threads and block sizes, then the third sample, and
 last whole kinds (network, then storage), re-estimating after each cut.
 Everything left out goes to the run's "not measured" list with the
 reason, so the report says so. At run time, after 85 % of the budget, no
-series takes more samples than its minimum.
+series takes more samples than its minimum, and once the budget is spent
+no part begins (each is listed as left out).
+
+With ``--vm`` the budget covers the guest's shares too (:func:`split`):
+each share's estimate is scaled by what earlier guest runs took against
+theirs (TCG runs the guest's CPU in software), or by
+:data:`UNCALIBRATED_GUEST` without any, plus a boot; the budget is shared
+in proportion, and each share is fitted to its own part of it.
 """
 
 from __future__ import annotations
@@ -27,21 +34,42 @@ from cryptcost.workloads.plan import DEFAULT_POLICY, RunPlan
 
 HISTORY = 5          # the last N comparable runs calibrate the estimate
 DEADLINE_SHARE = 0.85  # after this share of the budget, no series takes more than its minimum
+# A guest's share with no earlier guest run to calibrate from is planned at this many times the
+# model's estimate at this host's speed (TCG: the guest's CPU in software), and killed after it
+UNCALIBRATED_GUEST = 10.0
+GUEST_BOOT_SECONDS = 120.0  # a guest's boot, its image and its results' import, under TCG
 
 
-def calibration(runs, suite: str, hostname: str | None) -> tuple[float, int]:
+def calibration(runs, suite: str, hostname: str | None,
+                any_suite: bool = False) -> tuple[float, int]:
     """(factor, how many runs it comes from): median of wall / estimate over the
-    last complete runs of ``suite`` on this host; (1.0, 0) without any."""
+    last complete runs of ``suite`` (``any_suite``: of any suite) on this host; (1.0, 0)
+    without any. Runs fitted to a budget are left out: their deadline shortens them."""
     ratios = []
     for run in sorted(runs, key=lambda r: r.id, reverse=True):
         extra = run.extra
-        if (run.command == "run" and run.status == "complete" and extra.get("suite") == suite
+        if (run.command == "run" and run.status == "complete"
+                and (any_suite or extra.get("suite") == suite)
                 and extra.get("estimate_seconds") and extra.get("wall_seconds")
                 and run.host.get("hostname") == hostname and not extra.get("time_budget")):
             ratios.append(extra["wall_seconds"] / extra["estimate_seconds"])
         if len(ratios) == HISTORY:
             break
     return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
+
+
+def guest_calibration(runs, suite: str, hostname: str) -> tuple[float, int]:
+    """:func:`calibration` for a guest's share: its plan's earlier guest runs, or where there are
+    none any guest run's (TCG's slowdown is the emulation's more than the plan's)."""
+    own = calibration(runs, suite, hostname)
+    return own if own[1] else calibration(runs, suite, hostname, any_suite=True)
+
+
+def guest_scale(factor: tuple[float, int]) -> float:
+    """What a guest share's model estimate is multiplied by: earlier guest runs' factor, or
+    :data:`UNCALIBRATED_GUEST` without any."""
+    scale, runs = factor
+    return scale if runs else UNCALIBRATED_GUEST
 
 
 Cut = tuple[Callable[[RunPlan], RunPlan], dict]
@@ -118,9 +146,11 @@ def _apply(plan: RunPlan, cuts: list[Cut]) -> RunPlan:
     return plan
 
 
-def fit(plan: RunPlan, budget: float,
-        estimate: Callable[[RunPlan], float]) -> tuple[RunPlan, float]:
+def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
+        whose: str = "", of: float | None = None) -> tuple[RunPlan, float]:
     """The plan cut down until its estimate fits ``budget`` seconds, and that estimate.
+    ``whose`` and ``of``: the plan is a share (``whose``, e.g. "the guest's") of a budget of
+    ``of`` seconds, as what was left out says.
 
     Cuts are taken gentlest first until the plan fits; then each cut but the last is
     given back if the plan still fits without it (the last cut may have freed more time
@@ -144,7 +174,42 @@ def fit(plan: RunPlan, budget: float,
             taken = without
     fitted = _apply(plan, taken)
     why = (f"left out to fit --time-budget {units.duration(budget)} (the whole plan: about "
-           f"{units.duration(whole)})")
+           f"{units.duration(whole)})" if of is None else
+           f"left out to fit {whose} {units.duration(budget)} of --time-budget "
+           f"{units.duration(of)} ({whose} whole plan: about {units.duration(whole)})")
     cannot = [{"part": c["part"], "what": c["what"], "budget": why, "detail": c["detail"],
                "reason": why + (f": {c['detail']}" if c["detail"] else "")} for _, c in taken]
     return replace(fitted, cannot_run=plan.cannot_run + cannot), estimate(fitted)
+
+
+def split(host: RunPlan | None, guests: list[RunPlan], budget: float,
+          host_estimate: Callable[[RunPlan], float],
+          guest_estimates: list[Callable[[RunPlan], float]]
+          ) -> tuple[RunPlan | None, list[tuple[RunPlan, float]]]:
+    """``budget`` seconds shared between this host's plan (None: nothing runs here) and the
+    guests' shares, in proportion to their whole estimates (each guest's with its boot,
+    :data:`GUEST_BOOT_SECONDS`); each is fitted to its own part (:func:`fit`). Returns the
+    host's fitted plan and each guest's fitted plan with its part of the budget in seconds
+    (its boot included). A share even its smallest plan does not fit in is refused (exit 2)."""
+    wholes = ([host_estimate(host)] if host is not None else []) + \
+        [est(g) + GUEST_BOOT_SECONDS for g, est in zip(guests, guest_estimates)]
+    total = sum(wholes)
+    shares = [budget * w / total for w in wholes] if total > budget else wholes
+    fitted_host = None
+    if host is not None:
+        fitted_host, _ = fit(host, shares.pop(0), host_estimate,
+                             *(("this host's", budget) if guests else ()))
+    out = []
+    for g, est, given in zip(guests, guest_estimates, shares):
+        if given <= GUEST_BOOT_SECONDS:
+            raise UserError(f"--time-budget {units.duration(budget)} is too short: the guest's "
+                            f"share ({units.duration(given)}) does not cover its boot "
+                            f"(about {units.duration(GUEST_BOOT_SECONDS)})")
+        fitted = g
+        if total > budget:
+            fitted, _ = fit(g, given - GUEST_BOOT_SECONDS, est, whose="the guest's",
+                            of=budget)
+            fitted = replace(fitted, cannot_run=[{**c, "guest": True} if c.get("budget") else c
+                                                 for c in fitted.cannot_run])
+        out.append((fitted, given))
+    return fitted_host, out

@@ -128,7 +128,7 @@ def _smaller(table: dict) -> dict:
 
 def to_json(plan: RunPlan) -> str:
     return json.dumps({"name": plan.name, "label": plan.label, "policy": plan.policy,
-                       "model": plan.model,
+                       "model": plan.model, "cannot_run": plan.cannot_run,
                        "parts": [{"label": p.label, "ciphers": p.ciphers, "storage": p.storage,
                                   "network": p.network} for p in plan.parts]}, indent=1)
 
@@ -150,5 +150,11 @@ def from_json(text: str, where: str) -> RunPlan:
         out.append(Part(str(p.get("label") or name), **tables))
     if not out:
         raise UserError(f"{where}: no parts to run")
+    cannot = data.get("cannot_run") or []
+    if not isinstance(cannot, list) or not all(isinstance(c, dict) and "reason" in c
+                                               for c in cannot):
+        raise UserError(f"{where}: cannot_run must be a list of what was left out, each with "
+                        "its reason")
     return RunPlan(name=name, label=data.get("label"), parts=out,
-                   policy=data.get("policy") or {}, model=data.get("model") or {})
+                   policy=data.get("policy") or {}, model=data.get("model") or {},
+                   cannot_run=cannot)

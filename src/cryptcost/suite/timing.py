@@ -1,0 +1,92 @@
+"""How long a plan takes, by the model: each series at its minimum number of samples (or, with
+``most``, its maximum), each sample's set-up, reset and start-up counted; ``suite.budget``
+calibrates it on earlier runs."""
+
+from __future__ import annotations
+
+from cryptcost.engines import bonnie, dbench
+from cryptcost.runner import network as netrun
+from cryptcost.runner.ciphers import build_cells
+from cryptcost.runner.ciphers.executor import Executor, RealExecutor
+from cryptcost.runner.core import quiet
+from cryptcost.runner.network import NetworkPlan
+from cryptcost.runner.storage import resolve
+from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
+from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
+from cryptcost.workloads import network as netwl
+from cryptcost.workloads import storage as wl
+from cryptcost.workloads.plan import RunPlan
+
+
+def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True,
+             most: bool = False) -> float:
+    """Seconds the plan takes if every series is stable after the minimum
+    number of samples (a lower bound, printed before the run); ``most``: if every series takes
+    the maximum (a step's series sample together until each is stable or at the cap, so one
+    noisy baseline keeps its whole group going). ``here=False``: the stacks as a kernel that
+    has them all runs them (a guest's share), at this host's speed."""
+    executor = executor or RealExecutor()
+    pol = policy_of(plan)
+    samples = pol.max_samples if most else pol.min_samples
+    rounds = pol.warmup + samples
+
+    def extra(table) -> int:
+        """A profiled round of its own: only where no warm-up round can be profiled."""
+        return int(table.profile and not pol.warmup)
+    total = 0.0
+    for part in plan.parts:
+        if part.ciphers is not None:
+            cp = cipher_plan(part.ciphers)
+            cells, _ = build_cells(cp, executor)
+            per_engine = {e: [c for c in cells if c.engine == e] for e in {c.engine for c in cells}}
+            for engine, cs in per_engine.items():
+                jobs = executor.cipher_jobs(engine, cs, cp.seconds)
+                total += sum(j.est_seconds * (j.warmups(pol.warmup) + samples)
+                             for j in jobs)
+        if part.storage:
+            for sp in storage_plans(part.storage):
+                resolved, _ = resolve(sp.stacks, sp.fs, sp.accel, here=here)
+                steps = wl.steps(sp.workloads, sp.sizes, False)
+                total += quiet.NOISE_COPIES * quiet.NOISE_SECONDS         # the memory's noise floor
+                for stack, _ in resolved:
+                    plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
+                    rate = 600e6 if plaintext else 120e6
+                    # setup + integrity check
+                    total += 3 + stack.remount_seconds * 2
+                    for step in steps:
+                        total += (rounds + extra(sp)) * sum(_op_seconds(op, rate, stack)
+                                                            for op in step.ops)
+        for np_ in network_plans(part.network) if part.network else []:
+            resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel, here=here)
+            names = netrun.wl.expand(np_.workloads)
+            for stack, _ in resolved:
+                total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
+                ops = netrun.wl.ops(names, stack.traffic, clients=np_.clients)
+                total += (rounds + extra(np_)) * sum(_net_op_seconds(op, np_) for op in ops)
+    return total
+
+
+# one dbench run: its warm-up (a fifth of its time), its run, start-up and clean-up
+DBENCH_RUN = dbench.SECONDS * 1.2 + 2
+
+
+def _net_op_seconds(op: netwl.NetOp, plan: NetworkPlan) -> float:
+    """One sample of ``op``: a stream's seconds, dbench's run (its warm-up is a fifth of it,
+    then its clean-up), or about a second of file copies and their checks."""
+    if op.traffic == "stream":
+        return plan.seconds + 1.5
+    return DBENCH_RUN if op.workload == "dbench" else 2.5
+
+
+def _op_seconds(op: wl.Op, rate: float, stack) -> float:
+    """One sample of ``op``: at least a second of measured passes (see
+    runner.storage.steps), within the sample budget, plus its cache reset (of the one
+    file it reads, or of the stack) and start-up."""
+    if op.engine == "dbench":
+        return DBENCH_RUN
+    if op.engine == "bonnie":
+        return bonnie.estimate(op.op, op.intended_bytes, rate, stack.forget_seconds)
+    one = (op.intended_bytes or 32 << 20) / rate
+    measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))
+    reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds
+    return measured + op.reset_before * reset + 0.3
