@@ -53,8 +53,9 @@ def test_run_vm_measures_the_kernels_share_in_the_guest_and_the_field_reports_re
     assert "in cryptcost vm's guest (Linux 6.12, emulated)" in dry.stderr
     assert "cannot run custom luks" not in dry.stderr           # said under the guest instead
 
+    # a budget the whole plan fits in: nothing is cut, and each guest runs its part of it
     done = cli("run", "--plan", str(plan), "--vm", "--json", "-o", str(tmp_path / "r.html"),
-               timeout=3000)
+               "--time-budget", "3h", timeout=3000)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout)                 # one JSON object: the guests' output is stderr
     assert out["failed"] == [] and len(out["guest_runs"]) == 2, out["failed"]
@@ -65,6 +66,9 @@ def test_run_vm_measures_the_kernels_share_in_the_guest_and_the_field_reports_re
     for rid in out["guest_runs"]:
         assert listed[rid]["emulated"] and listed[rid]["host"] == "cc-guest"
     guest = [json.loads(cli("show", str(rid), "--json").stdout) for rid in out["guest_runs"]]
+    assert all(0 < g["run"]["extra"]["time_budget"] < 3 * 3600 and
+               not [s for s in g["run"]["extra"]["skipped"] if s.get("budget")]
+               for g in guest), [g["run"]["extra"] for g in guest]
     kernels = {g["host"]["kernel"]["release"] for g in guest}
     assert any(k.startswith("6.12") for k in kernels), kernels   # NFS under Linux 6.12
     stored = {(r.get("stack"), r.get("op") or r.get("workload")) for g in guest

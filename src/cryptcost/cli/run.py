@@ -212,20 +212,25 @@ def run(args) -> int:
         if not args.json:
             for note in host["notes"]:                # the host as quieted for the run
                 err.print(f"• {note}")
+        # what a budget left out of the guests' shares is this run's to tell
+        guest_cut = [{**c, "stack": c["what"]} for gp in prepared.guest if prepared.vm
+                     for c in gp.share.plan.cannot_run]
         store.update_extra(run_id, suite=plan.name, model=model,
                            estimate_seconds=round(prepared.seconds, 1),
                            time_budget=prepared.budget_s,
-                           skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run])
+                           skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run]
+                           + guest_cut)
         outcome = suite.run_plan(plan, sink=sink, host=host,
                                  progress_factory=lambda what: _progress(what),
                                  on_part=lambda so_far: store.update_extra(
                                      run_id, part_seconds=so_far.part_seconds))
+        outcome.skipped += guest_cut
         store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,
                            wall_seconds=round(time.monotonic() - started, 1),
                            part_seconds=outcome.part_seconds)
     guest_runs: list[int] = []
     if prepared.vm and prepared.guest:
-        guest_runs = _run_guests(args, prepared, store, run_id, outcome.failed)
+        guest_runs = _run_guests(args, prepared, store, run_id, outcome)
     run_ = store.run(run_id)
     results = store.results(run_id)
     guests = linked_results(store, run_)
@@ -249,17 +254,19 @@ def run(args) -> int:
     return 1 if outcome.failed else 0
 
 
-def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list[str]
-                ) -> list[int]:
+def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
+                outcome: suite.SuiteOutcome) -> list[int]:
     """Each guest share in its own boot, after this host's run: its runs imported as emulated
     and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
-    ``failed`` (and in the run's record); what it measured before is kept."""
+    ``outcome.failed`` (and in the run's record); what it measured before is kept. What a
+    guest's budget left out as it ran joins ``outcome.skipped``."""
     from cryptcost.cli.vm import import_guest_runs, keep_killed
     from cryptcost.guest import XCHG, GuestCut, VmOptions, run_guest
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
     from cryptcost.suite.budget import GUEST_BOOT_SECONDS
     linked: list[int] = []
+    failed = outcome.failed
     for gp in prepared.guest:
         share = gp.share
         timeout = args.vm_timeout or max(1800.0, gp.seconds * (3 if gp.factor[1] else 1)
@@ -291,8 +298,12 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int, failed: list
                               f"{outcome.returncode} (console log {outcome.console}; its results "
                               f"are kept in run(s) {', '.join(map(str, ids)) or 'none'})")
         finally:
+            for rid in linked:
+                outcome.skipped += [s for s in store.run(str(rid)).extra.get("skipped", [])
+                                    if s.get("budget") and s not in outcome.skipped]
             # linked as each guest ends: a run stopped in a later guest keeps the earlier ones
-            store.update_extra(run_id, guest_runs=linked, failed=failed)
+            store.update_extra(run_id, guest_runs=linked, failed=failed,
+                               skipped=outcome.skipped)
     return linked
 
 

@@ -209,7 +209,5 @@ def split(host: RunPlan | None, guests: list[RunPlan], budget: float,
         if total > budget:
             fitted, _ = fit(g, given - GUEST_BOOT_SECONDS, est, whose="the guest's",
                             of=budget)
-            fitted = replace(fitted, cannot_run=[{**c, "guest": True} if c.get("budget") else c
-                                                 for c in fitted.cannot_run])
         out.append((fitted, given))
     return fitted_host, out
