@@ -309,3 +309,42 @@ def test_r1s_table_reads_each_stacks_copies_by_r1s_file_whatever_size_the_medium
     zfs = rows["ZFS, encryption=aes-256-gcm"][2]
     assert zfs["emulated"] and zfs["ours_vs"] == pytest.approx(0.2)
     assert all(c["theirs"] is None for cells in rows.values() for c in cells)  # never published
+
+
+def test_a_row_without_figures_says_why_from_the_runs_record_of_what_it_left_out():
+    """What the run could not run, or cut to fit its time budget (in this host's share or a
+    guest's), is why a row or a table's row has no figure here; where the record says nothing,
+    the row names the cells it lacks; a reference line of theirs has no reason."""
+    skipped = [
+        {"part": "R2 cipher by cipher over block I/O", "stack": "storage workloads bonnie",
+         "budget": "left out to fit the guest's 40 min", "reason": "left out to fit the guest's "
+         "40 min of --time-budget 1.5 h"},
+        {"part": "R5 IPsec cipher/auth matrix, both directions", "stack": "the whole part",
+         "budget": "left out at run time", "reason": "left out at run time: the --time-budget "
+         "was spent before it began"},
+        {"part": "R1 encrypted filesystems, large files", "stack": "zfs",
+         "reason": "the ZFS kernel module is not loaded"},
+        # another report's part: no reason for R4's rows
+        {"part": "R3 block sizes", "stack": "the whole part", "budget": "x", "reason": "cut"},
+    ]
+    blocks = {b["label"]: b for b in fr.section([], [], skipped)}
+    r2 = blocks["R2"]
+    assert all(x["why_not"].endswith(
+        "storage workloads bonnie: left out to fit the guest's 40 min of --time-budget 1.5 h")
+        for x in r2["rows"]), r2["rows"]
+    rows = {r["name"]: r["why_not"] for r in r2["table"]["rows"]}
+    assert "left out to fit the guest's" in rows["aes-ecb"]
+    assert rows["gigabit Ethernet in practice (their reference line)"] is None
+    assert all("the --time-budget was spent" in x["why_not"] for x in blocks["R5"]["rows"])
+    r1 = {r["name"]: r["why_not"] for r in blocks["R1"]["table"]["rows"]}
+    assert r1["ZFS, encryption=aes-256-gcm"] == "zfs: the ZFS kernel module is not loaded"
+    assert r1["gocryptfs"].startswith("no result for gocryptfs")
+    assert all(x["why_not"].startswith("no result for") and "cut" not in x["why_not"]
+               for x in blocks["R4"]["rows"])
+    # a cut of one value takes only the cells with it
+    assert fr.left_out("R3", [{"kind": "storage", "accel": True}],
+                       [{"part": "R3 x", "stack": "storage accel off", "budget": "b",
+                         "reason": "r"}]) is None
+    assert fr.left_out("R3", [{"kind": "storage", "accel": False}],
+                       [{"part": "R3 x", "stack": "storage accel off", "budget": "b",
+                         "reason": "r"}]) == "R3 x: storage accel off: r"

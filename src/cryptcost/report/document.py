@@ -132,7 +132,9 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "scaling": a.scaling, "scaling_rows": scaling.rows(a.scaling),
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
-        "field_reports": fieldreports.section(results, guests),
+        # what a linked guest measured instead is no reason for a row's absence
+        "field_reports": fieldreports.section(
+            results, guests, [s for s in skipped if not _in_guest(Skipped.of(s), run, guests)]),
         "field_reports_intro": FIELD_REPORTS_INTRO,
         "not_measured": [{"what": s.what, "why": s.reason + _in_guest(s, run, guests),
                           "install": s.install or ""} for s in map(Skipped.of, skipped)],

@@ -20,6 +20,7 @@ from importlib import resources
 
 from cryptcost.model import Cell
 from cryptcost.record import Stored
+from cryptcost.report.absent import left_out
 from cryptcost.workloads.storage import Sizes, r1_files
 
 LABELS = ("R1", "R2", "R3", "R4", "R5")
@@ -227,11 +228,19 @@ def _pair(shared: dict, a: dict, b: dict | None, pool: list[Stored], label: str,
     return None
 
 
+def _candidates(shared: dict, *sides: dict) -> list[dict]:
+    """Every cell a figure or a table's cell may be read from: each side's candidates, in
+    order, with what they share."""
+    return [_at({**shared, **side}, i) for side in sides if side is not None
+            for i in range(max(_choices(shared), _choices(side)))]
+
+
 def compare(report: Report, results: list[Stored],
-            guests: list[list[Stored]] = ()) -> list[Row]:
-    """Each figure of ``report`` beside the run's same comparison, or why it has none. Where
-    the run has neither side's pair, a guest run linked to it (``guests``, each run's results)
-    gives it, marked emulated: both sides always come from one run, on one host."""
+            guests: list[list[Stored]] = (), skipped: list[dict] = ()) -> list[Row]:
+    """Each figure of ``report`` beside the run's same comparison, or why it has none (from the
+    run's record of what it left out, ``skipped``, where that says). Where the run has neither
+    side's pair, a guest run linked to it (``guests``, each run's results) gives it, marked
+    emulated: both sides always come from one run, on one host."""
     rows = []
     for f in report.figures:
         row = Row(f)
@@ -256,6 +265,9 @@ def compare(report: Report, results: list[Stored],
                            for said in _held(r, w)})
             if held:
                 row.why += f" (only with {' and '.join(held)}, which this row does not have)"
+            why = left_out(report.label, _candidates(f.cell, f.a, f.b), list(skipped))
+            if why:
+                row.why += f": {why}"
         rows.append(row)
     return rows
 
@@ -282,10 +294,12 @@ def sentence(report: Report, rows: list[Row]) -> str:
     return f"{report.label}: {told}."
 
 
-def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = ()) -> dict | None:
+def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = (),
+            skipped: list[dict] = ()) -> dict | None:
     """The report's own table with this run's figure beside each of theirs, each also against
     the reference row (from the same run, on one host); a linked guest run's where the run has
-    none, marked emulated."""
+    none, marked emulated. A row with none of ours says why (``why_not``: see :func:`left_out`);
+    a row of theirs alone (a reference line) has None."""
     t = report.table
     if t is None:
         return None
@@ -311,7 +325,12 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
                             ours_vs_stack=base.stack if held else None)
                 break
             cells.append(cell)
-        rows.append({"name": row.name, "cells": cells})
+        why = None
+        if row.cell is not None and not any(c["ours"] is not None for c in cells):
+            why = left_out(report.label, [c for column in t.cells
+                                          for c in _candidates(column, row.cell)], skipped) \
+                or "no result for " + _dims(_candidates(t.cells[0], row.cell)[0])
+        rows.append({"name": row.name, "cells": cells, "why_not": why})
     return {"what": t.what, "unit": t.unit, "columns": list(t.columns),
             "reference": t.reference, "rows": rows,
             "measured": sum(c["ours"] is not None for r in rows for c in r["cells"])}
@@ -329,18 +348,19 @@ def table_text(cell: dict, side: str) -> str:
     return out + (" emulated" if side == "ours" and cell["emulated"] else "")
 
 
-def section(results: list[Stored], guests: list[list[Stored]] = ()) -> list[dict]:
+def section(results: list[Stored], guests: list[list[Stored]] = (),
+            skipped: list[dict] = ()) -> list[dict]:
     """A block per field report: its source, hardware and conclusion, each figure beside
     this run's (or, where it has none, a linked guest run's: see :func:`compare`), and one
     sentence; a report none of whose comparisons this run holds is listed with that said."""
     out = []
     for report in reports():
-        rows = compare(report, results, guests)
+        rows = compare(report, results, guests, skipped)
         out.append({"label": report.label, "title": report.title, "source": report.source,
                     "hardware": report.hardware, "conclusion": report.conclusion,
                     "note": report.note,
                     "measured": sum(1 for r in rows if r.ours is not None),
                     "rows": [r.to_dict() for r in rows], "sentence": sentence(report, rows),
-                    "table": lay_out(report, results, guests)})
+                    "table": lay_out(report, results, guests, skipped)})
     return out
 

@@ -180,4 +180,7 @@ def _own_table(t: dict) -> list[str]:
     head = [""] + [f"{side} {c}" for c in t["columns"] for side in ("theirs", "here")]
     rows = [[r["name"]] + [table_text(cell, side) for cell in r["cells"]
                            for side in ("theirs", "ours")] for r in t["rows"]]
+    if any(r.get("why_not") for r in t["rows"]):
+        head.append("none here, because")
+        rows = [row + [r.get("why_not") or ""] for row, r in zip(rows, t["rows"])]
     return [f"{t['what']} ({t['unit']}{vs}):", ""] + _table(head, rows) + [""]

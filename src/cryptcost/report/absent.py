@@ -1,0 +1,54 @@
+"""Why a field report's row has no figure in a run: what the run's record says it left out.
+
+A stack it could not run, or a cut of the report's own part (its label among the part's) to fit
+``--time-budget``, in this host's share or a guest's (``suite.budget``): the whole part, every
+stack of a kind, or one value of a table's dimension (``storage workloads bonnie``).
+"""
+
+from __future__ import annotations
+
+import re
+
+# a budget's cut of a table's values ("storage workloads bonnie"): the cell dimension it cuts
+_CUT_DIMS = {"workloads": "workload", "accel": "accel", "cpus": "cpus", "threads": "threads",
+             "sizes": "buffer_bytes"}
+
+
+def _cut_names(what: str, want: dict) -> bool:
+    """Whether a budget's cut ``what`` (the whole part, every stack of a kind, or one value of
+    a table's dimension) takes away a cell with ``want``'s dimensions."""
+    if what == "the whole part":
+        return True
+    words = what.split()
+    if what.startswith("every ") and len(words) == 3:           # every network stack
+        return want.get("kind") in (None, words[1])
+    if len(words) != 3 or words[1] not in _CUT_DIMS:
+        return False
+    kind, dim, value = words[0], _CUT_DIMS[words[1]], words[2]
+    if kind != want.get("kind", kind) or dim not in want:
+        return False
+    got = want[dim]
+    return (got is (value == "on")) if dim == "accel" else str(got) == value
+
+
+def _names_stack(what: str, stack: str) -> bool:
+    """Whether what a run could not run (``luks``, ``esp:*``, ``nfs:v3``) is ``stack``."""
+    name = stack.split(":")[0]
+    return what == stack or what.removesuffix(":*") == name or what == name
+
+
+
+def left_out(label: str, wants: list[dict], skipped: list[dict]) -> str | None:
+    """Why the run has no result for ``wants``, where its record says: a stack it could not run
+    (here or in its guest), or a cut of the report's own part (``label`` among its part's
+    labels) to fit its time budget."""
+    for s in skipped:
+        what = str(s.get("stack") or s.get("what") or "")
+        ours = label in re.findall(r"\bR\d\b", str(s.get("part") or ""))
+        for want in wants:
+            stack = want.get("stack")
+            if stack and not s.get("budget") and _names_stack(what, str(stack)):
+                return f"{what}: {s['reason']}"
+            if s.get("budget") and (ours or what.startswith("samples")) and _cut_names(what, want):
+                return f"{s.get('part')}: {what}: {s['reason']}"
+    return None
