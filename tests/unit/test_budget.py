@@ -90,6 +90,12 @@ def test_calibration_is_the_median_of_earlier_runs_of_the_suite_here():
             run(4, "standard", 999, 1), run(5, "quick", 999, 1, host="other"),
             run(6, "quick", 999, 1, status="interrupted")]
     assert calibration(runs, "quick", "h") == (1.5, 3)
+    # a budget that shortened a run leaves it out: past its deadline, or with a cut
+    budgeted = [run(7, "quick", 999, 1), run(8, "quick", 999, 1), run(9, "quick", 600, 200)]
+    budgeted[0].extra["time_budget"] = 1000                       # 999 s: past 85 % of it
+    budgeted[1].extra.update(time_budget=9000, skipped=[{"budget": "left out to fit"}])
+    budgeted[2].extra["time_budget"] = 9000                       # never near its deadline
+    assert calibration(runs + budgeted, "quick", "h") == (statistics.median([3, 1.5, 1.3, 2]), 4)
     assert calibration([], "quick", "h") == (1.0, 0)
     # a guest's share: its own plan's guest runs, else any guest run's
     assert guest_calibration(runs, "quick", "h") == (1.5, 3)

@@ -44,18 +44,27 @@ def calibration(runs, suite: str, hostname: str | None,
                 any_suite: bool = False) -> tuple[float, int]:
     """(factor, how many runs it comes from): median of wall / estimate over the
     last complete runs of ``suite`` (``any_suite``: of any suite) on this host; (1.0, 0)
-    without any. Runs fitted to a budget are left out: their deadline shortens them."""
+    without any. A run its budget shortened is left out: one that reached its deadline, or
+    left anything out to fit."""
     ratios = []
     for run in sorted(runs, key=lambda r: r.id, reverse=True):
         extra = run.extra
         if (run.command == "run" and run.status == "complete"
                 and (any_suite or extra.get("suite") == suite)
                 and extra.get("estimate_seconds") and extra.get("wall_seconds")
-                and run.host.get("hostname") == hostname and not extra.get("time_budget")):
+                and run.host.get("hostname") == hostname and not _shortened(extra)):
             ratios.append(extra["wall_seconds"] / extra["estimate_seconds"])
         if len(ratios) == HISTORY:
             break
     return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
+
+
+def _shortened(extra: dict) -> bool:
+    """Whether a run's budget made it shorter than its plan: it ran past the deadline (after
+    which no series takes more than its minimum), or something was left out to fit."""
+    budget = extra.get("time_budget")
+    return bool(budget) and (extra["wall_seconds"] >= DEADLINE_SHARE * budget
+                             or any(s.get("budget") for s in extra.get("skipped") or []))
 
 
 def guest_calibration(runs, suite: str, hostname: str) -> tuple[float, int]:
