@@ -24,6 +24,11 @@ def test_the_guest_runs_the_command_quoted_with_its_own_store_and_the_emulation_
     assert emulated["accel"] == "tcg" and "never ranked against" in emulated["why"]
     # the exit code is written last, after the store is copied out
     assert script.index("cp \"$f\"") < script.index("mv /cc-xchg/rc.tmp /cc-xchg/rc")
+    # the guest imports the very code this process runs, not whatever its interpreter finds
+    import cryptcost
+    code = next(l for l in script.splitlines() if l.startswith("export PYTHONPATH="))
+    assert Path(shlex.split(code.split("=", 1)[1])[0], "cryptcost", "__init__.py") == \
+        Path(cryptcost.__file__).resolve()
 
 
 def test_qemu_shares_the_root_read_only_and_blacklists_modules_on_the_kernel_line(tmp_path):

@@ -155,14 +155,23 @@ def _backup_seconds() -> float:
         return BACKUP_SECONDS
 
 
+def _code_root() -> str:
+    """Where this cryptcost is imported from: the guest imports the same code, whatever the
+    interpreter's own path holds (a checkout beside an editable install)."""
+    import cryptcost
+    return str(Path(cryptcost.__file__).resolve().parents[1])
+
+
 def guest_script(argv: list[str], cwd: str, emulated: dict, body: str | None = None) -> str:
     """The guest's PID 1 after switch_root: private /run, modules, then the command and its
-    store; or ``body`` instead of the command (``vm --peer``: the network and sshd)."""
+    store, run with this cryptcost's code; or ``body`` instead of the command (``vm --peer``:
+    the network and sshd)."""
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "cryptcost", "--db", GUEST_DB,
                                             *argv])
     prelude = f"""#!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 TERM=dumb COLUMNS=120
+export PYTHONPATH={shlex.quote(_code_root())}
 export CRYPTCOST_EMULATED={shlex.quote(json.dumps(emulated))}
 export {tools.KNOWN}={XCHG}/tools.json
 mount -t tmpfs -o mode=0755 tmpfs /run
