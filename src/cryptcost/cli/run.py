@@ -255,18 +255,18 @@ def run(args) -> int:
 
 
 def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
-                outcome: suite.SuiteOutcome) -> list[int]:
+                so_far: suite.SuiteOutcome) -> list[int]:
     """Each guest share in its own boot, after this host's run: its runs imported as emulated
     and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
-    ``outcome.failed`` (and in the run's record); what it measured before is kept. What a
-    guest's budget left out as it ran joins ``outcome.skipped``."""
+    ``so_far.failed`` (and in the run's record); what it measured before is kept. What a
+    guest's budget left out as it ran joins ``so_far.skipped``."""
     from cryptcost.cli.vm import import_guest_runs, keep_killed
     from cryptcost.guest import XCHG, GuestCut, VmOptions, run_guest
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
     from cryptcost.suite.budget import GUEST_BOOT_SECONDS
     linked: list[int] = []
-    failed = outcome.failed
+    failed = so_far.failed
     for gp in prepared.guest:
         share = gp.share
         timeout = args.vm_timeout or max(1800.0, gp.seconds * (3 if gp.factor[1] else 1)
@@ -299,11 +299,10 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
                               f"are kept in run(s) {', '.join(map(str, ids)) or 'none'})")
         finally:
             for rid in linked:
-                outcome.skipped += [s for s in store.run(str(rid)).extra.get("skipped", [])
-                                    if s.get("budget") and s not in outcome.skipped]
+                so_far.skipped += [s for s in store.run(str(rid)).extra.get("skipped", [])
+                                  if s.get("budget") and s not in so_far.skipped]
             # linked as each guest ends: a run stopped in a later guest keeps the earlier ones
-            store.update_extra(run_id, guest_runs=linked, failed=failed,
-                               skipped=outcome.skipped)
+            store.update_extra(run_id, guest_runs=linked, failed=failed, skipped=so_far.skipped)
     return linked
 
 
