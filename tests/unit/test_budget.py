@@ -212,11 +212,12 @@ def test_with_the_guests_the_budget_is_shared_in_proportion_and_each_share_fitte
     tenfold = lambda p: 10 * _estimate(p)                                    # noqa: E731
     # whole: 760 s here and 7600 + boot there; the budget fits it all: nothing is cut
     whole = 760 + 7600 + GUEST_BOOT_SECONDS
-    fitted, [(g, given)] = split(host, [guest], whole + 1, _estimate, [tenfold])
-    assert fitted == host and g == guest and given == 7600 + GUEST_BOOT_SECONDS
-    fitted, [(g, given)] = split(host, [guest], whole / 2, _estimate, [tenfold])
-    assert given == pytest.approx((7600 + GUEST_BOOT_SECONDS) / 2)
-    assert _estimate(fitted) <= 380 and tenfold(g) <= given - GUEST_BOOT_SECONDS
+    (fitted, mine), [(g, given)] = split(host, [guest], whole * 2, _estimate, [tenfold])
+    assert fitted == host and g == guest and mine == 760 * 2
+    assert given == pytest.approx((7600 + GUEST_BOOT_SECONDS) * 2)
+    (fitted, mine), [(g, given)] = split(host, [guest], whole / 2, _estimate, [tenfold])
+    assert mine + given == pytest.approx(whole / 2)
+    assert _estimate(fitted) <= mine and tenfold(g) <= given - GUEST_BOOT_SECONDS
     assert fitted.cannot_run and g.cannot_run
     assert all("this host's" in c["reason"] and "--time-budget" in c["reason"]
                for c in fitted.cannot_run)
@@ -226,6 +227,17 @@ def test_with_the_guests_the_budget_is_shared_in_proportion_and_each_share_fitte
     assert none is None and given == 4000 and tenfold(g) <= 4000 - GUEST_BOOT_SECONDS
     with pytest.raises(UserError, match="does not cover its boot"):
         split(host, [guest], 100, _estimate, [tenfold])
+    # parts go whole, so a cut share leaves some of its part unused; that goes to the others:
+    # this host's two parts of 500 s in 1500 × 1000 / 2120 = 708 s run one, leaving 208 s; the
+    # guest's ten of 100 s in 792 s less its boot fit six, leaving 72 s; with the 280 s, eight
+    def parts(n):
+        return RunPlan("p", parts=[Part(f"p{i}", ciphers={"sizes": [4096]}) for i in range(n)],
+                       policy={"min_samples": 2, "max_samples": 2})
+    (fitted, mine), [(g, given)] = split(
+        parts(2), [parts(10)], 1500, lambda p: 500.0 * len(p.parts),
+        [lambda p: 100.0 * len(p.parts)])
+    assert len(fitted.parts) == 1 and len(g.parts) == 8
+    assert 500 + 800 + GUEST_BOOT_SECONDS <= 1500 and given >= 800 + GUEST_BOOT_SECONDS
 
 
 def test_no_part_begins_once_the_budget_is_spent(tmp_path):

@@ -158,9 +158,9 @@ def test_a_dry_run_prints_the_plan_and_both_shares_as_json(tmp_path):
     assert all(g["planned_scale"] == 10 for g in budgeted["guest"]) and all(given)
     assert budgeted["host_budget_seconds"] + sum(given) == pytest.approx(1200)
     whole = got["estimate_seconds"] + sum(g["estimate_seconds"] * 10 + 120 for g in got["guest"])
-    if whole <= 1200:
+    if whole <= 1200:                 # nothing cut, and each share has room to run late
         assert budgeted["guest"][0]["parts"] == got["guest"][0]["parts"]
-        assert given == [g["estimate_seconds"] * 10 + 120 for g in got["guest"]]
+        assert all(b >= g["estimate_seconds"] * 10 + 120 for g, b in zip(got["guest"], given))
     else:
         assert all(g["estimate_seconds"] * 10 + 120 <= b * 1.001
                    for g, b in zip(budgeted["guest"], given))

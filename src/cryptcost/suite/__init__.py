@@ -131,12 +131,10 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     guest = [GuestPlan(g, s, calibrate(g.plan.name, guest=True)) for g, s in shares]
     host_budget_s = budget_s
     if budget_s and vm and guest:
-        fitted, fitted_guests = budget.split(
+        (plan, host_budget_s), fitted_guests = budget.split(
             plan, [gp.share.plan for gp in guest], budget_s,
             lambda p: estimate(p) * factor[0],
             [lambda p, k=gp.scale: estimate(p, here=False) * k for gp in guest])
-        plan = fitted
-        host_budget_s = budget_s - sum(given for _, given in fitted_guests)
         guest = [GuestPlan(replace(gp.share, plan=p), estimate(p, here=False), gp.factor, given)
                  for gp, (p, given) in zip(guest, fitted_guests)]
     elif budget_s:

@@ -194,29 +194,43 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
 def split(host: RunPlan | None, guests: list[RunPlan], budget: float,
           host_estimate: Callable[[RunPlan], float],
           guest_estimates: list[Callable[[RunPlan], float]]
-          ) -> tuple[RunPlan | None, list[tuple[RunPlan, float]]]:
+          ) -> tuple[tuple[RunPlan, float] | None, list[tuple[RunPlan, float]]]:
     """``budget`` seconds shared between this host's plan (None: nothing runs here) and the
     guests' shares, in proportion to their whole estimates (each guest's with its boot,
-    :data:`GUEST_BOOT_SECONDS`); each is fitted to its own part (:func:`fit`). Returns the
-    host's fitted plan and each guest's fitted plan with its part of the budget in seconds
-    (its boot included). A share even its smallest plan does not fit in is refused (exit 2)."""
-    wholes = ([host_estimate(host)] if host is not None else []) + \
-        [est(g) + GUEST_BOOT_SECONDS for g, est in zip(guests, guest_estimates)]
+    :data:`GUEST_BOOT_SECONDS`), also where they all fit (each then has room to run late);
+    each is fitted to its own part (:func:`fit`), and what the cut ones leave unused is offered
+    to each in turn, largest first (the estimates together still fit the budget). Returns
+    each plan, fitted, with its part of the budget in seconds (a guest's with its boot): what
+    no part may begin after. A share even its smallest plan does not fit in is refused
+    (exit 2)."""
+    items = ([(host, host_estimate, 0.0, "this host's")] if host is not None else []) + \
+        [(g, est, GUEST_BOOT_SECONDS, "the guest's") for g, est in zip(guests, guest_estimates)]
+    wholes = [est(p) + boot for p, est, boot, _ in items]
     total = sum(wholes)
-    shares = [budget * w / total for w in wholes] if total > budget else wholes
-    fitted_host = None
-    if host is not None:
-        fitted_host, _ = fit(host, shares.pop(0), host_estimate,
-                             *(("this host's", budget) if guests else ()))
-    out = []
-    for g, est, given in zip(guests, guest_estimates, shares):
-        if given <= GUEST_BOOT_SECONDS:
-            raise UserError(f"--time-budget {units.duration(budget)} is too short: the guest's "
-                            f"share ({units.duration(given)}) does not cover its boot "
-                            f"(about {units.duration(GUEST_BOOT_SECONDS)})")
-        fitted = g
-        if total > budget:
-            fitted, _ = fit(g, given - GUEST_BOOT_SECONDS, est, whose="the guest's",
-                            of=budget)
-        out.append((fitted, given))
-    return fitted_host, out
+    given = [budget * w / total for w in wholes]
+
+    def fitted(i: int, seconds: float) -> tuple[RunPlan, float]:
+        plan, est, boot, whose = items[i]
+        if wholes[i] <= seconds:
+            return plan, wholes[i]
+        if seconds <= boot:
+            raise UserError(f"--time-budget {units.duration(budget)} is too short: {whose} "
+                            f"share ({units.duration(seconds)}) does not cover its boot "
+                            f"(about {units.duration(boot)})")
+        got, used = fit(plan, seconds - boot, est,
+                        *((whose, budget) if len(items) > 1 else ()))
+        return got, used + boot
+    done = [fitted(i, g) for i, g in enumerate(given)]
+    # a cut share rarely uses all of its part (a part goes whole): what is left over goes to the
+    # cut shares in turn, the largest first, each taking what it can use of it
+    slack = budget - sum(used for _, used in done)
+    for i in sorted(range(len(items)), key=lambda i: -wholes[i]):
+        if slack <= 0 or done[i][1] >= wholes[i]:
+            continue
+        more = fitted(i, done[i][1] + slack)
+        if more[1] > done[i][1]:
+            slack -= more[1] - done[i][1]
+            done[i] = more
+            given[i] = max(given[i], more[1])
+    out = [(p, g) for (p, _), g in zip(done, given)]
+    return (out.pop(0) if host is not None else None), out
