@@ -7,8 +7,7 @@ import pytest
 
 from cryptcost.errors import UserError
 from cryptcost.model import Run
-from cryptcost.suite.budget import (UNCALIBRATED_GUEST, calibration, fit, guest_calibration,
-                                     guest_scale)
+from cryptcost.suite.budget import UNCALIBRATED_GUEST, calibration, fit, guest_scale
 from cryptcost.workloads.plan import Part, RunPlan
 from tests.conftest import assert_bad_input
 
@@ -97,10 +96,7 @@ def test_calibration_is_the_median_of_earlier_runs_of_the_suite_here():
     budgeted[2].extra["time_budget"] = 9000                       # never near its deadline
     assert calibration(runs + budgeted, "quick", "h") == (statistics.median([3, 1.5, 1.3, 2]), 4)
     assert calibration([], "quick", "h") == (1.0, 0)
-    # a guest's share: its own plan's guest runs, else any guest run's
-    assert guest_calibration(runs, "quick", "h") == (1.5, 3)
-    assert guest_calibration(runs, "seeds (guest)", "h") == calibration(runs, "", "h", True)
-    assert calibration(runs, "", "h", True) == (statistics.median([1.5, 1.3, 2, 999]), 4)
+    # a guest's share with no earlier run of its plan is planned at the emulation's slowdown
     assert guest_scale((1.0, 0)) == UNCALIBRATED_GUEST and guest_scale((3.2, 2)) == 3.2
 
 
@@ -240,30 +236,44 @@ def test_with_the_guests_the_budget_is_shared_in_proportion_and_each_share_fitte
     assert 500 + 800 + GUEST_BOOT_SECONDS <= 1500 and given >= 800 + GUEST_BOOT_SECONDS
 
 
-def test_no_part_begins_once_the_budget_is_spent(tmp_path):
-    """At run time, a part that would begin after the budget is spent is left out, and the
-    run says so; the parts before it ran."""
+def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
+    """At run time, a part whose estimate (× the planned slowdown) the budget's time left cannot
+    hold is left out, and the run says so; a later, shorter part that fits still runs."""
     import time
 
     from cryptcost import suite
     from cryptcost.runner.ciphers.executor import FakeExecutor
     from cryptcost.runner.core.scheduler import Progress
     from cryptcost.runner.core.sink import Sink
-    part = {"algorithms": ["aes-256-gcm"], "sizes": [4096]}
-    plan = RunPlan("custom", parts=[Part("first", ciphers=part), Part("second", ciphers=part)],
-                   policy={"min_samples": 3, "max_samples": 3, "warmup": 0,
-                           "spent": time.monotonic() + 3600})
+    from cryptcost.suite import estimate
+    long = Part("long", ciphers={"engines": ["openssl"],
+                                 "algorithms": ["aes-256-gcm", "aes-128-gcm"],
+                                 "sizes": [16, 4096, 65536]})
+    short = Part("short", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
+                                   "sizes": [4096]})
+    policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
+
+    class Timed(FakeExecutor):
+        """A fake whose jobs say they take a second each, as real ones say their time."""
+        def cipher_jobs(self, engine, cells, seconds):
+            return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells,
+                                                                             seconds)]
+    fake = Timed()
+    a, b = (estimate(RunPlan("custom", parts=[x], policy=policy), fake) for x in (long, short))
+    assert a > 2 * b
     host = {"cpu": {"flags": ["aes"], "cores": 2}}
 
-    def progress(what):
-        return Progress()
-    ran = suite.run_plan(plan, sink=Sink(), host=host, progress_factory=progress,
-                         executor=FakeExecutor())
-    assert set(ran.part_seconds) == {"first", "second"} and not ran.skipped
-    spent = replace(plan, policy={**plan.policy, "spent": time.monotonic() - 1})
-    out = suite.run_plan(spent, sink=Sink(), host=host, progress_factory=progress,
-                         executor=FakeExecutor())
-    assert not out.results and set(out.part_seconds) == set()
-    assert [(s["part"], s["stack"]) for s in out.skipped] == [("first", "the whole part"),
-                                                              ("second", "the whole part")]
-    assert all("--time-budget was spent" in s["reason"] for s in out.skipped)
+    def run(left: float, scale: float = 1.0):
+        plan = RunPlan("custom", parts=[long, short],
+                       policy={**policy, "spent": time.monotonic() + left, "scale": scale})
+        return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
+                              executor=Timed())
+    whole = run(3600)
+    assert set(whole.part_seconds) == {"long", "short"} and not whole.skipped
+    some = run((a + b) / 2)
+    assert set(some.part_seconds) == {"short"}
+    [why] = some.skipped
+    assert why["part"] == "long" and why["stack"] == "the whole part"
+    assert "could not hold its estimate" in why["reason"] and why["budget"] == why["reason"]
+    none = run((a + b) / 2, scale=10)                 # planned ten times slower: neither fits
+    assert not none.results and [s["part"] for s in none.skipped] == ["long", "short"]

@@ -11,6 +11,7 @@ import pytest
 from cryptcost.errors import Unavailable, UserError
 from cryptcost.stacks.fs import MIN_MEDIUM
 from cryptcost.suite import guest
+from cryptcost.suite.budget import UNCALIBRATED_GUEST
 from cryptcost.units import parse_size
 from cryptcost.workloads.plan import load
 
@@ -106,6 +107,7 @@ def test_the_share_reaches_the_guest_whole_and_a_bad_one_is_refused(kernel_lacks
     (["--parts", "/nonexistent.json"], "cannot read plan /nonexistent.json"),
     (["--parts", "x.json", "--suite", "quick"], "--parts is the guest's share"),
     (["--vm-timeout", "60"], "--vm-timeout goes with --vm"),
+    (["--budget-scale", "2"], "--budget-scale goes with --parts and --time-budget"),
 ])
 def test_bad_guest_options_are_one_line_and_exit_2(argv, said, tmp_path):
     done = subprocess.run([sys.executable, "-m", "cryptcost", "--db", str(tmp_path / "r.db"),
@@ -146,8 +148,8 @@ def test_a_dry_run_prints_the_plan_and_both_shares_as_json(tmp_path):
     assert not list(tmp_path.glob("*.db"))                  # a dry run records nothing
     if not got["guest"]:
         return
-    # --time-budget covers the guest's shares: each planned at ten times the model (no guest run
-    # here to calibrate from) with its boot, the budget shared in proportion
+    # --time-budget covers the guest's shares: each planned at the emulation's slowdown (no guest
+    # run here to calibrate from) with its boot, the budget shared in proportion
     done = subprocess.run([sys.executable, "-m", "cryptcost", "--db", str(tmp_path / "r.db"),
                            "run", "--plan", str(plan), "--vm", "--dry-run", "--json",
                            "--time-budget", "20m"],
@@ -155,12 +157,13 @@ def test_a_dry_run_prints_the_plan_and_both_shares_as_json(tmp_path):
     assert done.returncode == 0, done.stderr
     budgeted = json.loads(done.stdout)
     given = [g["budget_seconds"] for g in budgeted["guest"]]
-    assert all(g["planned_scale"] == 10 for g in budgeted["guest"]) and all(given)
+    assert all(g["planned_scale"] == UNCALIBRATED_GUEST for g in budgeted["guest"]) and all(given)
     assert budgeted["host_budget_seconds"] + sum(given) == pytest.approx(1200)
-    whole = got["estimate_seconds"] + sum(g["estimate_seconds"] * 10 + 120 for g in got["guest"])
+    k = UNCALIBRATED_GUEST
+    whole = got["estimate_seconds"] + sum(g["estimate_seconds"] * k + 120 for g in got["guest"])
     if whole <= 1200:                 # nothing cut, and each share has room to run late
         assert budgeted["guest"][0]["parts"] == got["guest"][0]["parts"]
-        assert all(b >= g["estimate_seconds"] * 10 + 120 for g, b in zip(got["guest"], given))
+        assert all(b >= g["estimate_seconds"] * k + 120 for g, b in zip(got["guest"], given))
     else:
-        assert all(g["estimate_seconds"] * 10 + 120 <= b * 1.001
+        assert all(g["estimate_seconds"] * k + 120 <= b * 1.001
                    for g, b in zip(budgeted["guest"], given))

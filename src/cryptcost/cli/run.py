@@ -64,6 +64,8 @@ def add_parser(sub, common) -> None:
                         "took against theirs; at least 1800)")
     # the guest's share, as the host's run --vm writes it (cryptcost.suite.guest)
     p.add_argument("--parts", metavar="FILE.json", help=argparse.SUPPRESS)
+    # with --parts and --time-budget: the slowdown the host planned the guest's share at
+    p.add_argument("--budget-scale", type=float, help=argparse.SUPPRESS)
     add_host_options(p)
     p.set_defaults(func=run)
 
@@ -145,11 +147,11 @@ def announce(prepared: suite.Prepared) -> None:
                   f"{gp.seconds / 60:.1f} min × {gscale:.1f}, what the last {gruns} guest run(s) "
                   "took against theirs)" if gruns else
                   f"  estimated time: {gp.seconds / 60:.1f} min at this host's speed; planned at "
-                  f"{gp.scale:g} times that under TCG (software CPU emulation), as no guest run "
-                  "here has calibrated it yet")
+                  f"{gp.scale:g} times that under TCG (software CPU emulation), as no guest run of "
+                  "this plan here has calibrated it yet")
         if gp.budget_s:
             err.print(f"  its part of --time-budget: {gp.budget_s / 60:.0f} min, its boot "
-                      "included; no part begins after it")
+                      "included; no part begins that the rest of it cannot hold")
 
 
 def _parts_json(parts) -> list[dict]:
@@ -186,6 +188,9 @@ def run(args) -> int:
     if args.parts and (args.suite or args.plan or args.vm):
         raise UserError("--parts is the guest's share of a run --vm: it takes no --suite, "
                         "--plan or --vm")
+    if args.budget_scale is not None and not (args.parts and args.time_budget
+                                              and args.budget_scale > 0):
+        raise UserError("--budget-scale goes with --parts and --time-budget, and is positive")
     if args.vm_timeout is not None and not args.vm:
         raise UserError("--vm-timeout goes with --vm")
     if args.vm and os.geteuid() != 0:
@@ -195,7 +200,7 @@ def run(args) -> int:
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
                              profile=args.profile, vm=args.vm, parts=args.parts,
                              link=args.link, delay_ms=args.delay,
-                             time_budget=args.time_budget,
+                             time_budget=args.time_budget, budget_scale=args.budget_scale,
                              peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
                                    "peer_command": args.peer_command},
                              calibrate=lambda name, guest=False: _calibration(args, name, guest))
@@ -264,13 +269,13 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
     from cryptcost.guest import XCHG, GuestCut, VmOptions, run_guest
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
-    from cryptcost.suite.budget import GUEST_BOOT_SECONDS
+    from cryptcost.suite.budget import GUEST_BOOT_SECONDS, GUEST_TIMEOUT
     linked: list[int] = []
     failed = so_far.failed
     for gp in prepared.guest:
         share = gp.share
-        timeout = args.vm_timeout or max(1800.0, gp.seconds * (3 if gp.factor[1] else 1)
-                                         * gp.scale)
+        timeout = args.vm_timeout or max(1800.0, gp.seconds * (
+            3 * gp.scale if gp.factor[1] else GUEST_TIMEOUT))
         what = f"guest ({share.kernel_said}, emulated)"
         err.print(f"— {what}: {'; '.join(p.label for p in share.plan.parts)} "
                   f"(killed after {timeout / 60:.0f} min)")
@@ -278,7 +283,8 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
                          memory_mib=_guest_memory_mib())
         command = ["run", "--parts", f"{XCHG}/parts.json", "--no-report"]
         if gp.budget_s:
-            command += ["--time-budget", f"{max(60.0, gp.budget_s - GUEST_BOOT_SECONDS):.0f}s"]
+            command += ["--time-budget", f"{max(60.0, gp.budget_s - GUEST_BOOT_SECONDS):.0f}s",
+                        "--budget-scale", f"{gp.scale:.3f}"]
         try:
             with run_lock(["run", "--vm"]), Resources() as res:
                 outcome = run_guest(res, command, opts, Path(store.path).parent / "vm-logs",
@@ -314,17 +320,16 @@ def _guest_memory_mib() -> int:
 
 
 def _calibration(args, suite_name: str, guest: bool = False) -> tuple[float, int]:
-    """How far earlier runs of this suite here (or in the guest: ``guest``, of any plan where
-    none of this one) were from their estimate (see suite.budget)."""
+    """How far earlier runs of this suite here (or in the guest: ``guest``) were from their
+    estimate (see suite.budget)."""
     from cryptcost.guest import GUEST_HOSTNAME
     from cryptcost.store.db import default_path
     if not Path(args.db or default_path()).is_file():
         return 1.0, 0                            # nothing to learn from, and nothing is created
     store = open_store(args, create=False)
     try:
-        if guest:
-            return budget.guest_calibration(store.runs(), suite_name, GUEST_HOSTNAME)
-        return budget.calibration(store.runs(), suite_name, socket.gethostname())
+        return budget.calibration(store.runs(), suite_name,
+                                  GUEST_HOSTNAME if guest else socket.gethostname())
     finally:
         store.close()
 

@@ -67,23 +67,24 @@ class Prepared:
     vm: bool = False
     most_seconds: float = 0.0             # the model's, if every series takes its maximum
     host_budget_s: float | None = None    # this host's part of the budget (all without guests)
+    scale: float = 1.0                    # what the model's estimates are multiplied by here
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
         number of samples after :data:`budget.DEADLINE_SHARE` of this host's part of it, and no
-        part begins after all of it."""
+        part begins that what is left of it cannot hold by its estimate (× ``scale``)."""
         if not self.budget_s:
             return self.plan
         now = time.monotonic()
         part = self.host_budget_s or self.budget_s
         return replace(self.plan, policy={**self.plan.policy,
                                           "deadline": now + budget.DEADLINE_SHARE * part,
-                                          "spent": now + part})
+                                          "spent": now + part, "scale": self.scale})
 
 
 def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
             link: str | None = None, peer: dict | None = None, delay_ms: float | None = None,
-            time_budget: str | None = None,
+            time_budget: str | None = None, budget_scale: float | None = None,
             profile: bool = False, vm: bool = False, parts: str | None = None,
             calibrate: Callable[..., tuple[float, int]] = lambda name, guest=False: (1.0, 0)
             ) -> Prepared:
@@ -124,6 +125,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     validate_plan(plan)
     budget_s = units.parse_duration(time_budget, "--time-budget") if time_budget else None
     factor = calibrate(plan.name)
+    # a guest's share is told the slowdown its host planned it at (its own store has no runs)
+    scale = budget_scale or factor[0]
     # the shortest share first, and in each the shortest part first: a guest killed at its
     # timeout loses the least
     shares = sorted(((_shortest_first(g), estimate(g.plan, here=False)) for g in guests),
@@ -133,14 +136,15 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     if budget_s and vm and guest:
         (plan, host_budget_s), fitted_guests = budget.split(
             plan, [gp.share.plan for gp in guest], budget_s,
-            lambda p: estimate(p) * factor[0],
+            lambda p: estimate(p) * scale,
             [lambda p, k=gp.scale: estimate(p, here=False) * k for gp in guest])
         guest = [GuestPlan(replace(gp.share, plan=p), estimate(p, here=False), gp.factor, given)
                  for gp, (p, given) in zip(guest, fitted_guests)]
     elif budget_s:
-        plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * factor[0])
+        plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * scale)
     return Prepared(plan, model, estimate(plan), factor, budget_s, tuple(guest), vm,
-                    most_seconds=estimate(plan, most=True), host_budget_s=host_budget_s)
+                    most_seconds=estimate(plan, most=True), host_budget_s=host_budget_s,
+                    scale=scale)
 
 
 def _shortest_first(g: GuestShare) -> GuestShare:
@@ -257,7 +261,8 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
              on_part: Callable[[SuiteOutcome], None] = lambda outcome: None) -> SuiteOutcome:
     """Run every part; a part that fails is recorded and the next one runs; ``on_part`` is
     called with the outcome so far after each part (the run's record of its parts' times).
-    With a budget (the policy's ``spent``, a ``time.monotonic()``), no part begins after it.
+    With a budget (the policy's ``spent``, a ``time.monotonic()``), no part begins that the
+    time left cannot hold by its estimate (× the policy's ``scale``); a later, shorter one may.
     The first cipher table also measures what the storage stacks need for
     their ceilings; without one, a table of just those cells runs first."""
     executor = executor or RealExecutor()
@@ -272,11 +277,16 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"],
                                  "install": c.get("install"),
                                  "part": c["part"]} for c in plan.cannot_run])
-    spent = plan.policy.get("spent")
+    spent, scale = plan.policy.get("spent"), plan.policy.get("scale", 1.0)
     for part in plan.parts:
         began = time.monotonic()
-        if spent is not None and began >= spent and part.label != "cipher ceilings":
-            why = "left out at run time: the --time-budget was spent before it began"
+        need = (estimate(replace(plan, parts=[part]), executor) * scale
+                if spent is not None and part.label != "cipher ceilings" else 0.0)
+        if need and began + need > spent:
+            left = max(0.0, spent - began)
+            why = ("left out at run time: what was left of the --time-budget "
+                   f"({units.duration(left)}) could not hold its estimate "
+                   f"({units.duration(need)})")
             out.skipped.append({"part": part.label, "stack": "the whole part", "budget": why,
                                 "reason": why})
             continue
