@@ -338,6 +338,13 @@ def test_a_row_without_figures_says_why_from_the_runs_record_of_what_it_left_out
     assert all("the --time-budget was spent" in x["why_not"] for x in blocks["R5"]["rows"])
     r1 = {r["name"]: r["why_not"] for r in blocks["R1"]["table"]["rows"]}
     assert r1["ZFS, encryption=aes-256-gcm"] == "zfs: the ZFS kernel module is not loaded"
+    # every reason the record gives, once: a stack this host cannot run, and its guest's cut
+    both = fr.left_out("R2", [{"kind": "storage", "stack": "luks:aes-ecb", "workload": "bonnie"}],
+                       [{"part": "R2 x", "stack": "luks:aes-ecb", "reason": "no dm-crypt"},
+                        {"part": "R2 y", "stack": "luks:aes-ecb", "reason": "no dm-crypt"},
+                        {"part": "R2 x", "stack": "the whole part", "budget": "b",
+                         "reason": "left out to fit the guest's"}])
+    assert both == "luks:aes-ecb: no dm-crypt; R2 x: the whole part: left out to fit the guest's"
     assert r1["gocryptfs"].startswith("no result for gocryptfs")
     assert all(x["why_not"].startswith("no result for") and "cut" not in x["why_not"]
                for x in blocks["R4"]["rows"])

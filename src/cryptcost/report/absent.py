@@ -39,16 +39,22 @@ def _names_stack(what: str, stack: str) -> bool:
 
 
 def left_out(label: str, wants: list[dict], skipped: list[dict]) -> str | None:
-    """Why the run has no result for ``wants``, where its record says: a stack it could not run
-    (here or in its guest), or a cut of the report's own part (``label`` among its part's
-    labels) to fit its time budget."""
+    """Why the run has no result for ``wants``, where its record says, every reason once: a
+    stack it could not run (here, or in its guest), and a cut of the report's own part
+    (``label`` among its part's labels) to fit its time budget, here or in a guest's share."""
+    said: list[str] = []
     for s in skipped:
         what = str(s.get("stack") or s.get("what") or "")
         ours = label in re.findall(r"\bR\d\b", str(s.get("part") or ""))
         for want in wants:
             stack = want.get("stack")
             if stack and not s.get("budget") and _names_stack(what, str(stack)):
-                return f"{what}: {s['reason']}"
-            if s.get("budget") and (ours or what.startswith("samples")) and _cut_names(what, want):
-                return f"{s.get('part')}: {what}: {s['reason']}"
-    return None
+                why = f"{what}: {s['reason']}"
+            elif s.get("budget") and (ours or what.startswith("samples")) \
+                    and _cut_names(what, want):
+                why = f"{s.get('part')}: {what}: {s['reason']}"
+            else:
+                continue
+            if why not in said:
+                said.append(why)
+    return "; ".join(said) or None
