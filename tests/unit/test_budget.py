@@ -277,3 +277,11 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
     assert "could not hold its estimate" in why["reason"] and why["budget"] == why["reason"]
     none = run((a + b) / 2, scale=10)                 # planned ten times slower: neither fits
     assert not none.results and [s["part"] for s in none.skipped] == ["long", "short"]
+    # what the plan's fitting left out stays marked as the budget's in the run's record
+    cut = {"part": "third", "what": "the whole part", "budget": "left out to fit", "detail": "",
+           "reason": "left out to fit"}
+    plan = RunPlan("custom", parts=[short], policy=policy, cannot_run=[cut])
+    told = suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
+                          executor=Timed())
+    assert told.skipped == [{"stack": "the whole part", "reason": "left out to fit",
+                             "install": None, "part": "third", "budget": "left out to fit"}]

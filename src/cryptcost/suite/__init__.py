@@ -275,8 +275,9 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                                                   "sizes": [], "threads": [1]})]
                        + list(plan.parts))
     out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"],
-                                 "install": c.get("install"),
-                                 "part": c["part"]} for c in plan.cannot_run])
+                                 "install": c.get("install"), "part": c["part"],
+                                 **({"budget": c["budget"]} if c.get("budget") else {})}
+                                for c in plan.cannot_run])
     spent, scale = plan.policy.get("spent"), plan.policy.get("scale", 1.0)
     for part in plan.parts:
         began = time.monotonic()
