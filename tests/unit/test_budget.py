@@ -44,6 +44,10 @@ def test_the_fitted_plan_fits_and_says_what_was_left_out():
     assert seconds <= 500 and seconds == _estimate(plan)
     left = [(c["part"], c["what"]) for c in plan.cannot_run]
     assert ("two", "the whole part") in left
+    # a whole part's cut says what it measured: its cipher table, its cells' workloads
+    [two] = [c for c in plan.cannot_run if c["part"] == "two"]
+    assert two["ciphers"] is False and [w.startswith("bigfile-") for w in two["workloads"]] == \
+        [True] * 3
     assert all(
         "--time-budget 8.3 min" in c["reason"] and "whole plan: about 12.7 min" in c["reason"]
         for c in plan.cannot_run
@@ -285,3 +289,6 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
                           executor=Timed())
     assert told.skipped == [{"stack": "the whole part", "reason": "left out to fit",
                              "install": None, "part": "third", "budget": "left out to fit"}]
+    # a part left out at run time says what it measures, for the report to tell its rows
+    assert some.skipped[0]["ciphers"] is True and some.skipped[0]["workloads"] == []
+

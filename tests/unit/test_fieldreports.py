@@ -348,6 +348,14 @@ def test_a_row_without_figures_says_why_from_the_runs_record_of_what_it_left_out
     assert r1["gocryptfs"].startswith("no result for gocryptfs")
     assert all(x["why_not"].startswith("no result for") and "cut" not in x["why_not"]
                for x in blocks["R4"]["rows"])
+    # a whole part's cut that says what it measured takes only those rows
+    smallfiles = {"part": "R3 and R4 small files", "stack": "the whole part", "budget": "b",
+                  "reason": "cut", "ciphers": False, "workloads": ["smallfiles", "mixed"]}
+    assert fr.left_out("R3", [{"kind": "storage", "workload": "seq", "block_bytes": 512}],
+                       [smallfiles]) is None
+    assert fr.left_out("R3", [{"kind": "cipher", "engine": "openssl"}], [smallfiles]) is None
+    assert fr.left_out("R3", [{"kind": "storage", "workload": "mixed"}], [smallfiles]) == \
+        "R3 and R4 small files: the whole part: cut"
     # a cut of one value takes only the cells with it
     assert fr.left_out("R3", [{"kind": "storage", "accel": True}],
                        [{"part": "R3 x", "stack": "storage accel off", "budget": "b",

@@ -14,11 +14,14 @@ _CUT_DIMS = {"workloads": "workload", "accel": "accel", "cpus": "cpus", "threads
              "sizes": "buffer_bytes"}
 
 
-def _cut_names(what: str, want: dict) -> bool:
-    """Whether a budget's cut ``what`` (the whole part, every stack of a kind, or one value of
-    a table's dimension) takes away a cell with ``want``'s dimensions."""
-    if what == "the whole part":
-        return True
+def _cut_names(cut: dict, what: str, want: dict) -> bool:
+    """Whether a budget's ``cut`` of ``what`` (the whole part, every stack of a kind, or one
+    value of a table's dimension) takes away a cell with ``want``'s dimensions."""
+    if what == "the whole part":       # where the cut says what the part measured, by that
+        if want.get("kind") == "cipher" or "engine" in want:
+            return bool(cut.get("ciphers", True))
+        return "workload" not in want or want["workload"] in cut.get("workloads",
+                                                                     [want["workload"]])
     words = what.split()
     if what.startswith("every ") and len(words) == 3:           # every network stack
         return want.get("kind") in (None, words[1])
@@ -51,7 +54,7 @@ def left_out(label: str, wants: list[dict], skipped: list[dict]) -> str | None:
             if stack and not s.get("budget") and _names_stack(what, str(stack)):
                 why = f"{what}: {s['reason']}"
             elif s.get("budget") and (ours or what.startswith("samples")) \
-                    and _cut_names(what, want):
+                    and _cut_names(s, what, want):
                 why = f"{s.get('part')}: {what}: {s['reason']}"
             else:
                 continue

@@ -276,7 +276,8 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                        + list(plan.parts))
     out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"],
                                  "install": c.get("install"), "part": c["part"],
-                                 **({"budget": c["budget"]} if c.get("budget") else {})}
+                                 **{k: c[k] for k in ("budget", "ciphers", "workloads")
+                                    if c.get(k) is not None}}
                                 for c in plan.cannot_run])
     spent, scale = plan.policy.get("spent"), plan.policy.get("scale", 1.0)
     for part in plan.parts:
@@ -289,7 +290,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                    f"({units.duration(left)}) could not hold its estimate "
                    f"({units.duration(need)})")
             out.skipped.append({"part": part.label, "stack": "the whole part", "budget": why,
-                                "reason": why})
+                                "reason": why, **budget.measures(part)})
             continue
         if part.ciphers is not None:
             cp = replace(cipher_plan(part.ciphers), extra_cells=needed)

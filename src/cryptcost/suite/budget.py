@@ -30,7 +30,10 @@ from typing import Callable
 
 from cryptcost import units
 from cryptcost.errors import UserError
-from cryptcost.workloads.plan import DEFAULT_POLICY, RunPlan
+from cryptcost.suite.tables import storage_plans
+from cryptcost.workloads import network as netwl
+from cryptcost.workloads import storage as wl
+from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan
 
 HISTORY = 5          # the last N comparable runs calibrate the estimate
 DEADLINE_SHARE = 0.85  # after this share of the budget, no series takes more than its minimum
@@ -110,6 +113,15 @@ def _drop_kind(label: str, kind: str) -> Callable[[RunPlan], RunPlan]:
     return cut
 
 
+def measures(part: Part) -> dict:
+    """What a part's cells are, for a report to tell which of its rows a part's cut took:
+    whether it has a cipher table, and its cells' workloads."""
+    names = {op.workload for sp in (storage_plans(part.storage) if part.storage else [])
+             for step in wl.steps(sp.workloads, sp.sizes, False) for op in step.ops}
+    names |= set(netwl.expand(part.network.get("workloads", ["quick"]))) if part.network else set()
+    return {"ciphers": part.ciphers is not None, "workloads": sorted(names)}
+
+
 def _cuts(plan: RunPlan) -> list[Cut]:
     """Every reduction, gentlest first: samples beyond the minimum, later parts, then the
     first part's acceleration-off copies, workloads, CPU counts, threads and block sizes;
@@ -122,7 +134,8 @@ def _cuts(plan: RunPlan) -> list[Cut]:
                      {"part": plan.name, "what": "samples beyond the minimum",
                       "detail": f"each series stops at {pol['min_samples']} samples, "
                                 "stable or not"}))
-    cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": ""})
+    cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": "",
+                                    **measures(p)})
              for p in reversed(plan.parts[1:])]
     first = plan.parts[0]
     for kind, key in (("network", "accel"), ("network", "workloads"), ("network", "cpus"),
@@ -181,7 +194,7 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
            f"{units.duration(whole)})" if of is None else
            f"left out to fit {whose} {units.duration(budget)} of --time-budget "
            f"{units.duration(of)} ({whose} whole plan: about {units.duration(whole)})")
-    cannot = [{"part": c["part"], "what": c["what"], "budget": why, "detail": c["detail"],
+    cannot = [{**c, "budget": why,
                "reason": why + (f": {c['detail']}" if c["detail"] else "")} for _, c in taken]
     return replace(fitted, cannot_run=plan.cannot_run + cannot), estimate(fitted)
 
