@@ -292,3 +292,24 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
     # a part left out at run time says what it measures, for the report to tell its rows
     assert some.skipped[0]["ciphers"] is True and some.skipped[0]["workloads"] == []
 
+
+def test_a_guests_share_fitted_by_its_host_is_not_fitted_again(tmp_path):
+    """The guest runs its share as the host fitted it: told the slowdown it was planned at, it
+    only holds the parts to the budget as they run (its own estimate, under its own kernel,
+    may differ by seconds, which once cut a whole part); without it, a plan is fitted."""
+    from cryptcost import suite
+    from cryptcost.suite import guest
+    plan = RunPlan("custom (guest)", parts=[
+        Part("one", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
+                             "sizes": [4096]}),
+        Part("two", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
+                             "sizes": [4096]})], policy={"min_samples": 3, "max_samples": 3})
+    parts = tmp_path / "parts.json"
+    parts.write_text(guest.to_json(plan))
+    whole = suite.prepare(None, None, parts=str(parts)).seconds
+    told = suite.prepare(None, None, parts=str(parts), time_budget=f"{whole * 3:.0f}s",
+                         budget_scale=6.0)
+    assert [p.label for p in told.plan.parts] == ["one", "two"] and told.scale == 6.0
+    assert told.from_now().policy["scale"] == 6.0
+    fitted = suite.prepare(None, None, parts=str(parts), time_budget=f"{whole * 0.6:.0f}s")
+    assert [p.label for p in fitted.plan.parts] == ["one"]

@@ -140,7 +140,9 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
             [lambda p, k=gp.scale: estimate(p, here=False) * k for gp in guest])
         guest = [GuestPlan(replace(gp.share, plan=p), estimate(p, here=False), gp.factor, given)
                  for gp, (p, given) in zip(guest, fitted_guests)]
-    elif budget_s:
+    elif budget_s and not budget_scale:
+        # (a guest's share, told its host's slowdown, was fitted there: here it is only held
+        # to the budget as it runs, lest an estimate that differs by a second cut a part)
         plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * scale)
     return Prepared(plan, model, estimate(plan), factor, budget_s, tuple(guest), vm,
                     most_seconds=estimate(plan, most=True), host_budget_s=host_budget_s,
