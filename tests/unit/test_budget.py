@@ -132,7 +132,8 @@ def test_a_run_is_prepared_once_and_its_deadline_starts_when_it_runs(tmp_path):
         return 1.5, 2
     whole = suite.prepare(None, str(plan), device_speed="3GB/s", calibrate=calibrate)
     # the guest's share of it, if any, is calibrated on the guest's runs
-    assert asked[0] == ("standard", False) and set(asked[1:]) <= {("standard (guest)", True)}
+    assert asked[0] == ("standard", False) and set(asked[1:]) <= {
+        ("standard (guest)", True), ("standard (guest, Linux 6.12)", True)}
     assert whole.factor == (1.5, 2) and whole.budget_s is None
     assert whole.model == {"device_speed": "3GB/s"} and whole.from_now() is whole.plan
     fitted = suite.prepare(None, str(plan), time_budget="10m", calibrate=calibrate)

@@ -20,7 +20,8 @@ from cryptcost.stacks.fs import MIN_MEDIUM
 from cryptcost.units import parse_size
 from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, validate
 
-# what a guest run's plan is called in the store: the suite's name and this
+# what a guest run's plan is called in the store: the suite's name and this, with the kernel
+# where it is not the stock one (each share is calibrated on its own earlier runs)
 GUEST_SUFFIX = " (guest)"
 
 # Under TCG the guest's CPU is software: its speeds say what works and roughly how stacks relate,
@@ -113,7 +114,8 @@ def share(plan: RunPlan) -> list[GuestShare]:
             parts.setdefault(need, []).append(Part(part.label, **kinds))
     policy = {**DEFAULT_POLICY, **plan.policy}
     policy["max_samples"] = policy["min_samples"]
-    return [GuestShare(need, replace(plan, name=plan.name + GUEST_SUFFIX, parts=got,
+    return [GuestShare(need, replace(plan, name=plan.name + (
+        GUEST_SUFFIX.replace(")", f", Linux {need})") if need else GUEST_SUFFIX), parts=got,
                                      cannot_run=[], policy=policy))
             for need, got in sorted(parts.items())]
 
