@@ -170,10 +170,16 @@ def verify_accel(results: list[Result]) -> list[Result]:
             continue
         cmp = stats.compare([x.value for x in with_on.samples], [x.value for x in r.samples])
         verified = bool(cmp.significant and cmp.ratio < 1)
+        if verified:
+            why = ""
+        elif cmp.ratio_ci95[1] < 1:          # slower by the interval, not by the tests: too few
+            why = (f"; slower, but not significantly with {len(with_on.samples)} and "
+                   f"{len(r.samples)} samples, so no acceleration-off figure until more show it")
+        else:
+            why = ("; the switch did not reach this stack's crypto, so this is no "
+                   "acceleration-off figure")
         note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× "
-                f"the speed with it on ({cmp.verdict})"
-                + ("" if verified else "; the switch did not reach this stack's crypto, so this "
-                                       "is no acceleration-off figure"))
+                f"the speed with it on ({cmp.verdict}){why}")
         out.append(replace(r, metrics={**r.metrics, "accel_verified": verified,
                                        "accel_speedup": 1 / cmp.ratio if cmp.ratio else None},
                            notes=r.notes + (note,)))
