@@ -34,11 +34,12 @@ def _cut_names(cut: dict, what: str, want: dict) -> bool:
     return (got is (value == "on")) if dim == "accel" else str(got) == value
 
 
-def _names_stack(what: str, stack: str) -> bool:
-    """Whether what a run could not run (``luks``, ``esp:*``, ``nfs:v3``) is ``stack``."""
-    name = stack.split(":")[0]
-    return what == stack or what.removesuffix(":*") == name or what == name
-
+def names_stack(what: str, stack: str) -> bool:
+    """Whether what a run could not run (``luks``, ``esp:*``, ``nfs:v3``) is the stack a result
+    is labelled ``stack`` (``luks:aes-xts-plain64/accel-off``): that variant, or any variant of
+    a bare name or of ``name:*``."""
+    want, label = what.removesuffix(":*"), stack.split("/")[0]
+    return label == want or (":" not in want and label.split(":")[0] == want)
 
 
 def left_out(label: str, wants: list[dict], skipped: list[dict]) -> str | None:
@@ -51,7 +52,7 @@ def left_out(label: str, wants: list[dict], skipped: list[dict]) -> str | None:
         ours = label in re.findall(r"\bR\d\b", str(s.get("part") or ""))
         for want in wants:
             stack = want.get("stack")
-            if stack and not s.get("budget") and _names_stack(what, str(stack)):
+            if stack and not s.get("budget") and names_stack(what, str(stack)):
                 why = f"{what}: {s['reason']}"
             elif s.get("budget") and (ours or what.startswith("samples")) \
                     and _cut_names(s, what, want):

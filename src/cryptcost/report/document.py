@@ -9,6 +9,7 @@ from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.model import Run
 from cryptcost.record import Host, Skipped, Stored, Wire, read
 from cryptcost.report import fieldreports
+from cryptcost.report.absent import names_stack
 from cryptcost import units
 from cryptcost.units import target_of
 
@@ -149,12 +150,7 @@ def _measured_by(skipped: Skipped, results: list[Stored]) -> bool:
     of ``name:*``), or its cipher engine."""
     if skipped.engine and not skipped.stack:
         return any(r.cell.engine == skipped.engine for r in results)
-    want = (skipped.stack or "").removesuffix(":*")
-    for r in results:
-        label = (r.cell.stack or "").split("/")[0]
-        if label == want or (":" not in want and label.split(":")[0] == want):
-            return True
-    return False
+    return any(names_stack(skipped.stack or "", r.cell.stack or "") for r in results)
 
 
 def _in_guest(skipped: Skipped, run: Run, guests: list[list[Stored]]) -> str:
