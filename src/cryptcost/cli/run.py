@@ -61,7 +61,7 @@ def add_parser(sub, common) -> None:
     p.add_argument("--vm-timeout", type=float, metavar="S",
                    help="with --vm: kill a guest after S seconds (default: ten times the "
                         "estimate at this host's speed, or three times what earlier guest runs "
-                        "took against theirs; at least 1800)")
+                        "of this plan took against theirs; at least 1800)")
     # the guest's share, as the host's run --vm writes it (cryptcost.suite.guest)
     p.add_argument("--parts", metavar="FILE.json", help=argparse.SUPPRESS)
     # with --parts and --time-budget: the slowdown the host planned the guest's share at
@@ -145,7 +145,7 @@ def announce(prepared: suite.Prepared) -> None:
         gscale, gruns = gp.factor
         err.print(f"  estimated time: about {gp.seconds * gscale / 60:.0f} min (the model's "
                   f"{gp.seconds / 60:.1f} min × {gscale:.1f}, what the last {gruns} guest run(s) "
-                  "took against theirs)" if gruns else
+                  "of this plan took against theirs)" if gruns else
                   f"  estimated time: {gp.seconds / 60:.1f} min at this host's speed; planned at "
                   f"{gp.scale:g} times that under TCG (software CPU emulation), as no guest run of "
                   "this plan here has calibrated it yet")

@@ -11,14 +11,16 @@ workloads, CPU counts, threads and block sizes, then the third sample, and
 last whole kinds (network, then storage), re-estimating after each cut.
 Everything left out goes to the run's "not measured" list with the
 reason, so the report says so. At run time, after 85 % of the budget, no
-series takes more samples than its minimum, and once the budget is spent
-no part begins (each is listed as left out).
+series takes more samples than its minimum, and no part begins that what
+is left of the budget cannot hold by its estimate (each is listed as left
+out at run time).
 
 With ``--vm`` the budget covers the guest's shares too (:func:`split`):
-each share's estimate is scaled by what earlier guest runs took against
-theirs (TCG runs the guest's CPU in software), or by
+each share's estimate is scaled by what earlier guest runs of its plan took
+against theirs (TCG runs the guest's CPU in software), or by
 :data:`UNCALIBRATED_GUEST` without any, plus a boot; the budget is shared
-in proportion, and each share is fitted to its own part of it.
+in proportion, each share is fitted to its own part of it, and what the cut
+shares leave unused (parts go whole) is offered to each in turn.
 """
 
 from __future__ import annotations
