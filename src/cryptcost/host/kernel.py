@@ -4,6 +4,7 @@ WireGuard, NFS)."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import platform
@@ -56,17 +57,28 @@ def crypto_drivers(text: str | None = None) -> dict[str, dict]:
     return dict(sorted(best.items()))
 
 
+@functools.lru_cache(maxsize=None)
+def _running_kernels(listing: str) -> str | None:
+    """A file that only a new kernel changes, read once a process (planning asks the kernel's
+    features thousands of times): /lib/modules' ``modules.builtin`` or ``modules.dep`` of the
+    running kernel, or its config (``config.gz``, from /proc); None where it is missing."""
+    try:
+        if listing == "config.gz":
+            with gzip.open("/proc/config.gz", "rt") as fh:
+                return fh.read()
+        return Path("/lib/modules", platform.release(), listing).read_text()
+    except OSError:
+        return None
+
+
 def _module_present(*names: str) -> bool:
     """Built in or loaded (/sys/module), or loadable from /lib/modules."""
     for name in names:
         if Path("/sys/module", name.replace("-", "_")).exists():
             return True
-    release = platform.release()
     for listing in ("modules.builtin", "modules.dep"):
-        path = Path("/lib/modules", release, listing)
-        try:
-            text = path.read_text()
-        except OSError:
+        text = _running_kernels(listing)
+        if text is None:
             continue
         for name in names:
             for variant in {name, name.replace("_", "-"), name.replace("-", "_")}:
@@ -75,8 +87,10 @@ def _module_present(*names: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=None)
 def stock_version() -> str | None:
-    """The kernel Debian's ``linux-image-amd64`` stands for, if it is installed."""
+    """The kernel Debian's ``linux-image-amd64`` stands for, if it is installed (asked once a
+    process)."""
     try:
         done = proc.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"], check=False,
                         timeout=30)
@@ -86,9 +100,11 @@ def stock_version() -> str | None:
     return m.group(1) if m else None
 
 
-def bootable_with(module: str) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def bootable_with(module: str) -> tuple[str, ...]:
     """The kernels under /boot (newest first) whose modules in /lib/modules include ``module``
-    (an out-of-tree one DKMS built for them, such as zfs): a guest booted on one can load it."""
+    (an out-of-tree one DKMS built for them, such as zfs): a guest booted on one can load it.
+    Read once a process, as planning asks it for every cell."""
     out = []
     for image in Path("/boot").glob("vmlinuz-*"):
         release = image.name.removeprefix("vmlinuz-")
@@ -98,7 +114,7 @@ def bootable_with(module: str) -> list[str]:
             continue
         if re.search(rf"(^|/){re.escape(module)}\.ko(\.\w+)?:", dep, re.M):
             out.append(release)
-    return sorted(out, key=_release_key, reverse=True)
+    return tuple(sorted(out, key=_release_key, reverse=True))
 
 
 def _release_key(release: str) -> tuple:
@@ -135,17 +151,10 @@ def af_alg() -> bool:
 def _builtin(name: str, config: str) -> bool:
     """Built into the running kernel: modules.builtin lists it, or the
     kernel's own config (/proc/config.gz) says ``config=y``."""
-    try:
-        text = Path(f"/lib/modules/{platform.release()}/modules.builtin").read_text()
-        if any(line.rsplit("/", 1)[-1] == f"{name}.ko" for line in text.splitlines()):
-            return True
-    except OSError:
-        pass
-    try:
-        with gzip.open("/proc/config.gz", "rt") as fh:
-            return f"{config}=y\n" in fh.read()
-    except OSError:
-        return False
+    text = _running_kernels("modules.builtin") or ""
+    if any(line.rsplit("/", 1)[-1] == f"{name}.ko" for line in text.splitlines()):
+        return True
+    return f"{config}=y\n" in (_running_kernels("config.gz") or "")
 
 
 def features() -> dict[str, dict]:
