@@ -55,15 +55,24 @@ def test_the_fitted_plan_fits_and_says_what_was_left_out():
     assert [p.label for p in plan.parts] == ["one"]
 
 
-def test_a_cut_that_was_not_needed_is_given_back():
-    """760 s into 560: part two (100 s) and the smallfiles workload (100 s) go; the cut taken
-    first, no extra samples beyond the minimum, does not change the estimate and is given back."""
+def test_every_part_is_thinned_before_a_later_part_goes_whole_and_unneeded_cuts_come_back():
+    """760 s into 560: part one's last two workloads (100 s each) go, and part two keeps its
+    cells (a suite's part is often one report's table: a thinner table rather than none); the
+    cut taken first, no extra samples beyond the minimum, does not change the estimate and is
+    given back."""
     plan, seconds = fit(_plan(), 560, _estimate)
-    assert [c["what"] for c in plan.cannot_run] == [
-        "the whole part",
-        "storage workloads smallfiles",
+    assert [(c["part"], c["what"]) for c in plan.cannot_run] == [
+        ("one", "storage workloads smallfiles"),
+        ("one", "storage workloads rand4k"),
     ]
+    assert [p.label for p in plan.parts] == ["one", "two"]
     assert plan.policy == {"min_samples": 3, "max_samples": 6} and seconds == pytest.approx(560)
+    # each part is thinned in turn, the latest first, one dimension at a time
+    two = replace(_plan(), parts=[_plan().parts[0], replace(_plan().parts[1], storage={
+        "stacks": ["all"], "workloads": ["bigfile", "seq-quick"]})])
+    plan, _ = fit(two, 760, _estimate)
+    assert [(c["part"], c["what"]) for c in plan.cannot_run] == [
+        ("two", "storage workloads seq-quick")]
 
 
 def test_two_samples_only_after_every_cell_that_can_go_has_gone():

@@ -45,8 +45,9 @@ def add_parser(sub, common) -> None:
                    help=f"HTML report to write (default: {DEFAULT_REPORT})")
     p.add_argument("--no-report", action="store_true", help="write no HTML report")
     p.add_argument("--time-budget", metavar="DURATION",
-                   help="plan the run to fit, e.g. 10m: fewer samples, "
-                   "parts, block sizes or workloads; the report lists what was left out")
+                   help="plan the run to fit, e.g. 10m: fewer samples, then every part "
+                   "thinned (block sizes, workloads, CPU counts), then whole later parts; the "
+                   "report lists what was left out")
     p.add_argument("--dry-run", action="store_true",
                    help="print what would run and the estimate, then stop")
     p.add_argument("--json", action="store_true",

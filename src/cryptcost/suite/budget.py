@@ -6,9 +6,11 @@ suite on this host say how far off it was: their measured wall time over
 their estimate is the factor the next estimate is multiplied by.
 
 ``run --time-budget`` then plans the run so that it fits: it takes out
-extra samples first, then whole parts, then the acceleration-off copies,
-workloads, CPU counts, threads and block sizes, then the third sample, and
-last whole kinds (network, then storage), re-estimating after each cut.
+extra samples first; then it thins every part (the acceleration-off copies,
+workloads, CPU counts, threads and block sizes beyond each list's first,
+one dimension at a time across the parts), so each part keeps some cells;
+then whole later parts, then the third sample, and last whole kinds
+(network, then storage), re-estimating after each cut.
 Everything left out goes to the run's "not measured" list with the
 reason, so the report says so. At run time, after 85 % of the budget, no
 series takes more samples than its minimum, and no part begins that what
@@ -125,10 +127,13 @@ def measures(part: Part) -> dict:
 
 
 def _cuts(plan: RunPlan) -> list[Cut]:
-    """Every reduction, gentlest first: samples beyond the minimum, later parts, then the
-    first part's acceleration-off copies, workloads, CPU counts, threads and block sizes;
-    only then two samples per series (a 95 % interval from two samples is about ten
-    times wider than from three: fewer cells rather than noisier ones), then whole kinds."""
+    """Every reduction, gentlest first: samples beyond the minimum; then every part thinned,
+    one dimension at a time across all parts (the latest part first): the acceleration-off
+    copies, workloads, CPU counts, threads and block sizes beyond each list's first, so that
+    each part keeps some of its cells (a suite's part is often one report's table, and a thin
+    table says more than none); then the later parts whole; only then two samples per series
+    (a 95 % interval from two samples is about ten times wider than from three: fewer cells
+    rather than noisier ones); then the first part's whole kinds."""
     pol = {**DEFAULT_POLICY, **plan.policy}
     cuts: list[Cut] = []
     if pol["max_samples"] > pol["min_samples"]:
@@ -136,19 +141,20 @@ def _cuts(plan: RunPlan) -> list[Cut]:
                      {"part": plan.name, "what": "samples beyond the minimum",
                       "detail": f"each series stops at {pol['min_samples']} samples, "
                                 "stable or not"}))
-    cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": "",
-                                    **measures(p)})
-             for p in reversed(plan.parts[1:])]
-    first = plan.parts[0]
     for kind, key in (("network", "accel"), ("network", "workloads"), ("network", "cpus"),
                       ("storage", "cpus"),
                       ("storage", "accel"), ("storage", "workloads"), ("ciphers", "accel"),
                       ("ciphers", "threads"), ("ciphers", "sizes")):
-        values = (getattr(first, kind) or {}).get(key)
-        if isinstance(values, list):
-            cuts += [(_drop_value(first.label, kind, key, v),
-                      {"part": first.label, "what": f"{kind} {key} {v}",
-                       "detail": ""}) for v in reversed(values[1:])]
+        for part in reversed(plan.parts):
+            values = (getattr(part, kind) or {}).get(key)
+            if isinstance(values, list):
+                cuts += [(_drop_value(part.label, kind, key, v),
+                          {"part": part.label, "what": f"{kind} {key} {v}",
+                           "detail": ""}) for v in reversed(values[1:])]
+    cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": "",
+                                    **measures(p)})
+             for p in reversed(plan.parts[1:])]
+    first = plan.parts[0]
     if pol["min_samples"] > 2:
         cuts.append((_policy(min_samples=2, max_samples=2),
                      {"part": plan.name, "what": "samples beyond two",
