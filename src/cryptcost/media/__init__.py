@@ -89,8 +89,8 @@ class RamMedium(Medium):
         avail = cpu.memory()["available"]
         need = size * count
         if need > avail * RAM_HEADROOM:
-            raise UserError(f"the ram medium needs {need / 2**30:.1f} GiB ({count} × "
-                            f"{size / 2**20:.0f} MiB) but only {avail * RAM_HEADROOM / 2**30:.1f} "
+            raise UserError(f"the ram medium needs {need / 2**30:.2f} GiB ({count} × "
+                            f"{size / 2**20:.0f} MiB) but only {avail * RAM_HEADROOM / 2**30:.2f} "
                             "GiB (half the available memory) may be used: pass a smaller --size")
 
     def image(self, res: Resources, size: int) -> Path:
