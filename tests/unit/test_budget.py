@@ -75,6 +75,25 @@ def test_every_part_is_thinned_before_a_later_part_goes_whole_and_unneeded_cuts_
         ("two", "storage workloads seq-quick")]
 
 
+def test_what_a_part_keeps_is_thinned_after_every_other_dimension_and_reaches_the_guest():
+    """R5's directions are its table's columns: a part that keeps its workloads loses its
+    second CPU count first, though CPU counts are otherwise thinned after workloads; the guest's
+    share carries what it keeps."""
+    from cryptcost.suite.guest import from_json, to_json
+    both = Part("five", network={"stacks": ["tls"], "workloads": ["send", "receive"],
+                                 "cpus": [1, 2]})
+    plan = RunPlan("p", parts=[both], policy={"min_samples": 3, "max_samples": 3})
+
+    def cells(p: RunPlan) -> float:
+        return sum(len(x.network["workloads"]) * len(x.network["cpus"]) for x in p.parts)
+    fitted, _ = fit(plan, 2, cells)
+    assert [c["what"] for c in fitted.cannot_run] == ["network workloads receive"]
+    kept = replace(plan, parts=[replace(both, keep=("network.workloads",))])
+    fitted, _ = fit(kept, 2, cells)
+    assert [c["what"] for c in fitted.cannot_run] == ["network cpus 2"]
+    assert from_json(to_json(kept), "parts.json").parts[0].keep == ("network.workloads",)
+
+
 def test_two_samples_only_after_every_cell_that_can_go_has_gone():
     """A 95 % interval from two samples is about ten times wider than from three: a budget the
     plan fits with fewer cells keeps three samples (410 s with every value cut); below that,

@@ -24,6 +24,8 @@ PLANS = {
     "ci target too big": ("[policy]\nci_target = 150.0\n", "policy.ci_target"),
     "not toml": ("[storage\nstacks = \n", "not valid TOML"),
     "unknown suite": ("[run]\nsuite = 'huge'\n", "run.suite has 'huge'; allowed: quick"),
+    "unknown dimension to keep": ("[run]\nkeep = ['storage.stacks']\n",
+                                  "run.keep has 'storage.stacks'; allowed: ciphers.sizes"),
     "zero threads": ("[ciphers]\nthreads = [0]\n", "thread and cpu counts"),
     "network zero cpus": ("[network]\nstacks = ['tcp']\ncpus = [0]\n", "thread and cpu counts"),
     "storage more cpus than this machine": (

@@ -6,9 +6,10 @@ suite on this host say how far off it was: their measured wall time over
 their estimate is the factor the next estimate is multiplied by.
 
 ``run --time-budget`` then plans the run so that it fits: it takes out
-extra samples first; then it thins every part (the acceleration-off copies,
-workloads, CPU counts, threads and block sizes beyond each list's first,
-one dimension at a time across the parts), so each part keeps some cells;
+extra samples first; then it thins every part (block sizes, threads,
+workloads, CPU counts and last the acceleration-off copies, beyond each
+list's first, one dimension at a time across the parts), so each part
+keeps some cells;
 then whole later parts, then the third sample, and last whole kinds
 (network, then storage), re-estimating after each cut.
 Everything left out goes to the run's "not measured" list with the
@@ -37,7 +38,7 @@ from cryptcost.errors import UserError
 from cryptcost.suite.tables import storage_plans
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan
+from cryptcost.workloads.plan import DEFAULT_POLICY, THINNED, Part, RunPlan
 
 HISTORY = 5          # the last N comparable runs calibrate the estimate
 DEADLINE_SHARE = 0.85  # after this share of the budget, no series takes more than its minimum
@@ -128,12 +129,13 @@ def measures(part: Part) -> dict:
 
 def _cuts(plan: RunPlan) -> list[Cut]:
     """Every reduction, gentlest first: samples beyond the minimum; then every part thinned,
-    one dimension at a time across all parts (the latest part first): the acceleration-off
-    copies, workloads, CPU counts, threads and block sizes beyond each list's first, so that
-    each part keeps some of its cells (a suite's part is often one report's table, and a thin
-    table says more than none); then the later parts whole; only then two samples per series
-    (a 95 % interval from two samples is about ten times wider than from three: fewer cells
-    rather than noisier ones); then the first part's whole kinds."""
+    one dimension at a time across all parts (the latest part first; ``THINNED``'s order:
+    block sizes, threads, workloads, dbench's client counts, CPU counts and last the
+    acceleration-off copies, each beyond its list's first; what a part keeps, such as R5's
+    directions, last), so that each part keeps some of its cells (a suite's part is often one
+    report's table, and a thin table says more than none); then the later parts whole; only then
+    two samples per series (a 95 % interval from two samples is about ten times wider than
+    from three: fewer cells rather than noisier ones); then the first part's whole kinds."""
     pol = {**DEFAULT_POLICY, **plan.policy}
     cuts: list[Cut] = []
     if pol["max_samples"] > pol["min_samples"]:
@@ -141,16 +143,16 @@ def _cuts(plan: RunPlan) -> list[Cut]:
                      {"part": plan.name, "what": "samples beyond the minimum",
                       "detail": f"each series stops at {pol['min_samples']} samples, "
                                 "stable or not"}))
-    for kind, key in (("network", "accel"), ("network", "workloads"), ("network", "cpus"),
-                      ("storage", "cpus"),
-                      ("storage", "accel"), ("storage", "workloads"), ("ciphers", "accel"),
-                      ("ciphers", "threads"), ("ciphers", "sizes")):
-        for part in reversed(plan.parts):
-            values = (getattr(part, kind) or {}).get(key)
-            if isinstance(values, list):
-                cuts += [(_drop_value(part.label, kind, key, v),
-                          {"part": part.label, "what": f"{kind} {key} {v}",
-                           "detail": ""}) for v in reversed(values[1:])]
+
+    def thinned(kept: bool) -> list[Cut]:
+        return [(_drop_value(part.label, kind, key, v),
+                 {"part": part.label, "what": f"{kind} {key} {v}", "detail": ""})
+                for dim in THINNED for kind, key in [dim.split(".")]
+                for part in reversed(plan.parts)
+                if (dim in part.keep) is kept
+                and isinstance(values := (getattr(part, kind) or {}).get(key), list)
+                for v in reversed(values[1:])]
+    cuts += thinned(False) + thinned(True)
     cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": "",
                                     **measures(p)})
              for p in reversed(plan.parts[1:])]
@@ -177,9 +179,9 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
     ``whose`` and ``of``: the plan is a share (``whose``, e.g. "the guest's") of a budget of
     ``of`` seconds, as what was left out says.
 
-    Cuts are taken gentlest first until the plan fits; then each cut but the last is
-    given back if the plan still fits without it (the last cut may have freed more time
-    than needed). Refuses (exit 2) when even the smallest plan does not fit."""
+    Cuts are taken gentlest first until the plan fits; then each cut is given back if the
+    plan still fits without it, the latest taken first (the last cut may have freed more time
+    than needed, and a part left out whole may come back thinned). Refuses (exit 2) when even the smallest plan does not fit."""
     whole = estimate(plan)
     if whole <= budget:
         return plan, whole
@@ -193,7 +195,8 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
     else:
         raise UserError(f"--time-budget {units.duration(budget)} is too short: even the smallest "
                         f"part of this plan takes about {units.duration(seconds)} here")
-    for cut in list(reversed(taken[:-1])):
+    # what the plan fits without is given back, the latest taken (the most kept) first
+    for cut in list(reversed(taken)):
         without = [c for c in taken if c is not cut]
         if estimate(_apply(plan, without)) <= budget:
             taken = without

@@ -111,7 +111,7 @@ def share(plan: RunPlan) -> list[GuestShare]:
         if ciphers:
             tables.setdefault("", {})["ciphers"] = ciphers
         for need, kinds in tables.items():
-            parts.setdefault(need, []).append(Part(part.label, **kinds))
+            parts.setdefault(need, []).append(Part(part.label, **kinds, keep=part.keep))
     policy = {**DEFAULT_POLICY, **plan.policy}
     policy["max_samples"] = policy["min_samples"]
     return [GuestShare(need, replace(plan, name=plan.name + (
@@ -132,7 +132,8 @@ def to_json(plan: RunPlan) -> str:
     return json.dumps({"name": plan.name, "label": plan.label, "policy": plan.policy,
                        "model": plan.model, "cannot_run": plan.cannot_run,
                        "parts": [{"label": p.label, "ciphers": p.ciphers, "storage": p.storage,
-                                  "network": p.network} for p in plan.parts]}, indent=1)
+                                  "network": p.network, "keep": list(p.keep)}
+                                 for p in plan.parts]}, indent=1)
 
 
 def from_json(text: str, where: str) -> RunPlan:
@@ -147,9 +148,10 @@ def from_json(text: str, where: str) -> RunPlan:
     out = []
     for i, p in enumerate(parts):
         tables = {k: p.get(k) for k in ("ciphers", "storage", "network") if p.get(k) is not None}
-        validate({**tables, "policy": data.get("policy") or {}, "model": data.get("model") or {}},
-                 f"{where}: part {i + 1}")
-        out.append(Part(str(p.get("label") or name), **tables))
+        keep = p.get("keep") or []
+        validate({**tables, "policy": data.get("policy") or {}, "model": data.get("model") or {},
+                  **({"run": {"keep": keep}} if keep else {})}, f"{where}: part {i + 1}")
+        out.append(Part(str(p.get("label") or name), **tables, keep=tuple(keep)))
     if not out:
         raise UserError(f"{where}: no parts to run")
     cannot = data.get("cannot_run") or []

@@ -37,9 +37,16 @@ from cryptcost.workloads.storage import SETS, WORKLOADS
 SUITES = ("quick", "standard", "seeds", "full")
 _ALGOS = sorted({a for e in CIPHER_ENGINES.values() for a in e.algorithms})
 
+# What --time-budget thins in each part, in this order (suite.budget): more rows before
+# comparisons, as a ratio (acceleration on against off, two CPUs against one) is what carries
+# across hardware. A part's [run] keep names what it thins last of all (R5's directions).
+THINNED = ("ciphers.sizes", "ciphers.threads", "network.workloads", "storage.workloads",
+           "network.clients", "network.cpus", "storage.cpus", "ciphers.accel", "network.accel",
+           "storage.accel")
+
 # key → (type, allowed values or None). Types: str, int, float, bool, list[str], list[int], size.
 SCHEMA: dict[str, dict[str, tuple]] = {
-    "run": {"label": ("str", None), "suite": ("str", SUITES)},
+    "run": {"label": ("str", None), "suite": ("str", SUITES), "keep": ("list[str]", THINNED)},
     "ciphers": {"engines": ("list[str]", tuple(CIPHER_ENGINES)),
                 "algorithms": ("list[str]", tuple(_ALGOS)),
                 "sizes": ("list[int]", None), "threads": ("list[int]", None),
@@ -79,6 +86,7 @@ class Part:
     ciphers: dict | None = None
     storage: dict | None = None
     network: dict | None = None
+    keep: tuple[str, ...] = ()            # what a time budget thins last (THINNED's names)
 
     def empty(self) -> bool:
         return self.ciphers is None and self.storage is None and self.network is None
@@ -281,13 +289,16 @@ def seeds_plans() -> list[dict]:
                    "ciphers": False, "network": False,
                    "storage": {"stacks": ["all"], "workloads": ["smallfiles", "mixed"],
                                "size": "512M"}}
-    r4 = {"run": {"label": "R4 NFS 3, and NFS 4.2 with Kerberos: sec=sys, krb5, krb5i, krb5p"},
+    # R4's and R5's columns are workloads (read and write, each direction): a time budget thins
+    # those last
+    r4 = {"run": {"label": "R4 NFS 3, and NFS 4.2 with Kerberos: sec=sys, krb5, krb5i, krb5p",
+                  "keep": ["network.workloads"]},
           "ciphers": False, "storage": False,
           "network": {"stacks": ["nfs:*"], "workloads": ["put", "get", "smallfiles"]}}
     # R4 warned that a testbed on one host changes the picture: the same shares with a WAN's
     # round trip added (where the kernel has netem: cryptcost vm's guest).
     r4_wan = {"run": {"label": "R4 over a WAN: NFS 4.2 sec=sys and krb5p, 20 ms more per round "
-                               "trip"},
+                               "trip", "keep": ["network.workloads"]},
               "ciphers": False, "storage": False,
               "network": {"stacks": ["nfs:sys", "nfs:krb5p"], "workloads": ["put", "get"],
                           "delay_ms": 20}}
@@ -297,12 +308,14 @@ def seeds_plans() -> list[dict]:
                  "ciphers": False, "storage": False,
                  "network": {"stacks": ["nfs:v3", "nfs:sys", "nfs:krb5p"], "workloads": ["dbench"],
                              "clients": list(netwl.CLIENTS)}}
-    r5 = {"run": {"label": "R5 IPsec cipher/auth matrix, both directions"},
+    r5 = {"run": {"label": "R5 IPsec cipher/auth matrix, both directions",
+                  "keep": ["network.workloads"]},
           "ciphers": False, "storage": False,
           "network": {"stacks": ["ipsec:*", "esp:*"], "workloads": ["send", "receive"]}}
     # R5 wanted IPComp's effect and gave up (its benchmark sent zeros): ESP with IPComp against
     # the same proposal without, on random and on compressible data
-    r5_ipcomp = {"run": {"label": "R5 IPComp before ESP, random and compressible data"},
+    r5_ipcomp = {"run": {"label": "R5 IPComp before ESP, random and compressible data",
+                         "keep": ["network.workloads"]},
                  "ciphers": False, "storage": False,
                  "network": {"stacks": ["ipsec:aes128-sha1-ipcomp"],
                              "workloads": ["send", "compressible"]}}
@@ -327,7 +340,8 @@ def _part(data: dict, label: str) -> Part:
             if spec != "all":
                 parse_spec(spec, kind)
     ciphers = None if data.get("ciphers") is False else data.get("ciphers")
-    return Part(label=label, ciphers=ciphers, storage=storage, network=network)
+    return Part(label=label, ciphers=ciphers, storage=storage, network=network,
+                keep=tuple((data.get("run") or {}).get("keep") or ()))
 
 
 def load(suite: str | None, plan_file: str | None) -> RunPlan:
