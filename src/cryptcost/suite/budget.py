@@ -181,7 +181,8 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
 
     Cuts are taken gentlest first until the plan fits; then each cut is given back if the
     plan still fits without it, the latest taken first (the last cut may have freed more time
-    than needed, and a part left out whole may come back thinned). Refuses (exit 2) when even the smallest plan does not fit."""
+    than needed, and a part left out whole may come back thinned). Refuses (exit 2) when even
+    the smallest plan does not fit."""
     whole = estimate(plan)
     if whole <= budget:
         return plan, whole
