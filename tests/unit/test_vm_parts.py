@@ -5,6 +5,8 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
+
 from cryptcost.guest import GUEST_DB, VmOptions, emulation, failure_cause, guest_script, qemu_argv
 from cryptcost.guest.image import INIT, GuestKernel
 
@@ -133,3 +135,59 @@ def test_the_guest_reads_the_hosts_tool_versions_instead_of_asking_again(tmp_pat
             cache.cache_clear()
     assert not any("fio" in a for a in asked)
     assert sum(a[:1] == ["dpkg-query"] for a in asked) == 1 and ["tar", "--version"] in asked
+
+
+def test_a_kernel_that_dies_while_booting_is_booted_again_once_and_said(tmp_path, monkeypatch,
+                                                                        state_dir):
+    """A guest kernel that panics before the guest's command began (TCG has killed a 6.12 boot
+    in its own code patching) is booted once more, its first console kept and named; a panic
+    after the command began is the run's failure, as is a second one while booting."""
+    import io
+
+    import cryptcost.guest as guest
+    from cryptcost.lifecycle.resources import Resources
+
+    kernel = GuestKernel("6.12.0-amd64", Path("/boot/vmlinuz-6.12.0-amd64"))
+
+    def fake(boots: list[str]):
+        """A qemu that writes each boot's console in turn, and the exit code where it says."""
+        work = tmp_path / f"work{len(list(tmp_path.glob('work*')))}"
+
+        def prepare(res, opts, log_dir):
+            (work / "xchg").mkdir(parents=True)
+            log_dir.mkdir(parents=True, exist_ok=True)
+            counter = work / "boots"
+            counter.write_text("0")
+            script = work / "qemu.sh"
+            cases = "\n".join(f"  {i}) printf '%s\\n' {shlex.quote(text)} > {work}/console.log; "
+                              + (f"echo 0 > {work}/xchg/rc;; " if "rc" in text else ";; ")
+                              for i, text in enumerate(boots))
+            script.write_text(f"#!/bin/sh\nn=$(cat {counter}); echo $((n + 1)) > {counter}\n"
+                              f"case $n in\n{cases}\nesac\n")
+            script.chmod(0o755)
+            boot = guest.Boot(opts, kernel, work / "i.gz", work, work / "xchg", work / "s.img",
+                              work / "console.log", log_dir / "vm-1.log", {"accel": "tcg"})
+            monkeypatch.setattr(boot, "qemu", lambda tap=None: [str(script)])
+            return boot
+        monkeypatch.setattr(guest, "prepare", prepare)
+        return work / "boots"
+
+    panic = "[ 1.6] Oops: int3\n[ 1.7] Kernel panic - not syncing: Fatal exception in interrupt"
+    boots = fake([panic, "cc-guest: running\nrc"])
+    err = io.BytesIO()
+    with Resources() as res:
+        done = guest.run_guest(res, ["ciphers"], VmOptions(timeout=30), tmp_path / "logs",
+                               stdout=io.BytesIO(), stderr=err)
+    assert done.returncode == 0 and boots.read_text().strip() == "2"
+    said = err.getvalue().decode()
+    assert "died while booting" in said and "Kernel panic - not syncing" in said, said
+    first = tmp_path / "logs" / "vm-1-boot1.log"
+    assert "Oops: int3" in first.read_text() and str(first) in said
+    assert "Oops" not in done.console.read_text()
+
+    for twice in ([panic, panic], ["cc-guest: running\n" + panic]):
+        boots = fake(twice)
+        with Resources() as res, pytest.raises(guest.GuestCut, match="Kernel panic"):
+            guest.run_guest(res, ["ciphers"], VmOptions(timeout=30), tmp_path / "logs",
+                            stdout=io.BytesIO(), stderr=io.BytesIO())
+        assert boots.read_text().strip() == str(len(twice))
