@@ -266,7 +266,31 @@ def test_with_the_guests_the_budget_is_shared_in_proportion_and_each_share_fitte
         parts(2), [parts(10)], 1500, lambda p: 500.0 * len(p.parts),
         [lambda p: 100.0 * len(p.parts)])
     assert len(fitted.parts) == 1 and len(g.parts) == 8
+    assert mine + given <= 1500 + 1e-6 and mine >= 500        # what one handed on is not its own
     assert 500 + 800 + GUEST_BOOT_SECONDS <= 1500 and given >= 800 + GUEST_BOOT_SECONDS
+
+
+def test_a_share_smaller_than_its_smallest_plan_gets_that_much_and_the_others_the_rest():
+    """In proportion, this host's share of 3000 s would be less than its smallest plan (one part
+    of one workload, two samples: 67 s). It gets at least that, the guest the rest; a budget
+    below both smallest plans is refused, naming the share and the budget."""
+    from cryptcost.suite.budget import GUEST_BOOT_SECONDS, smallest, split
+    host = RunPlan("p", parts=[Part("a", storage={"stacks": ["all"],
+                                                  "workloads": ["seq-quick", "rand4k"]}),
+                               Part("b", storage={"stacks": ["all"], "workloads": ["seq-quick"]})],
+                   policy={"min_samples": 3, "max_samples": 3})
+    guest = _plan()
+    floor = smallest(host, _estimate)
+    assert floor == pytest.approx(100 * 2 / 3)
+    tenfold = lambda p: 25 * _estimate(p)                                    # noqa: E731
+    whole = _estimate(host) + tenfold(guest) + GUEST_BOOT_SECONDS
+    assert _estimate(host) / whole * 3000 < floor
+    (fitted, mine), [(g, given)] = split(host, [guest], 3000, _estimate, [tenfold])
+    assert mine >= floor - 1e-3 and mine + given == pytest.approx(3000)
+    assert _estimate(fitted) <= mine and tenfold(g) <= given - GUEST_BOOT_SECONDS
+    with pytest.raises(UserError, match=r"--time-budget 40 s \(this host's share: \d+ s\) is "
+                                        "too short"):
+        split(host, [guest], 40, _estimate, [lambda p: 0.001 * _estimate(p)])
 
 
 def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):

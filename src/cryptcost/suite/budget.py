@@ -194,8 +194,11 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
         if seconds <= budget:
             break
     else:
-        raise UserError(f"--time-budget {units.duration(budget)} is too short: even the smallest "
-                        f"part of this plan takes about {units.duration(seconds)} here")
+        given = (f"--time-budget {units.duration(budget)}" if of is None else
+                 f"--time-budget {units.duration(of)} ({whose} share: {units.duration(budget)})")
+        raise UserError(f"{given} is too short: even the smallest part of "
+                        f"{'this plan' if of is None else whose + ' plan'} takes about "
+                        f"{units.duration(seconds)} here")
     # what the plan fits without is given back, the latest taken (the most kept) first
     for cut in list(reversed(taken)):
         without = [c for c in taken if c is not cut]
@@ -211,23 +214,46 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
     return replace(fitted, cannot_run=plan.cannot_run + cannot), estimate(fitted)
 
 
+def smallest(plan: RunPlan, estimate: Callable[[RunPlan], float]) -> float:
+    """The estimate of ``plan`` with every cut :func:`fit` may take."""
+    return estimate(_apply(plan, _cuts(plan)))
+
+
+def _shares(budget: float, wholes: list[float], floors: list[float]) -> list[float]:
+    """``budget`` shared in proportion to ``wholes``, but none below its floor (the smallest
+    its plan can be cut to): a share whose part would be smaller gets its floor, and the rest
+    is shared among the others, again in proportion. Where the floors are more than the
+    budget, their proportional parts (the fit then refuses the one that does not hold)."""
+    fixed: dict[int, float] = {}
+    while True:
+        rest = budget - sum(fixed.values())
+        free = [i for i in range(len(wholes)) if i not in fixed]
+        weight = sum(wholes[i] for i in free)
+        given = [fixed.get(i) or rest * wholes[i] / weight for i in range(len(wholes))]
+        short = [i for i in free if given[i] < floors[i]]
+        if not short or sum(floors) > budget:
+            return given if sum(floors) <= budget else [budget * w / sum(wholes) for w in wholes]
+        fixed.update({i: floors[i] for i in short})
+
+
 def split(host: RunPlan | None, guests: list[RunPlan], budget: float,
           host_estimate: Callable[[RunPlan], float],
           guest_estimates: list[Callable[[RunPlan], float]]
           ) -> tuple[tuple[RunPlan, float] | None, list[tuple[RunPlan, float]]]:
     """``budget`` seconds shared between this host's plan (None: nothing runs here) and the
     guests' shares, in proportion to their whole estimates (each guest's with its boot,
-    :data:`GUEST_BOOT_SECONDS`), also where they all fit (each then has room to run late);
-    each is fitted to its own part (:func:`fit`), and what the cut ones leave unused is offered
-    to each in turn, largest first (the estimates together still fit the budget). Returns
-    each plan, fitted, with its part of the budget in seconds (a guest's with its boot): what
-    no part may begin after. A share even its smallest plan does not fit in is refused
-    (exit 2)."""
+    :data:`GUEST_BOOT_SECONDS`), also where they all fit (each then has room to run late), but
+    none below what its smallest plan takes (:func:`_shares`); each is fitted to its own part
+    (:func:`fit`), and what the cut ones leave unused is offered to each in turn, largest
+    first, the parts together staying within the budget. Returns each plan, fitted, with its
+    part of the budget in seconds (a guest's with its boot): what no part may begin after. A
+    share even its smallest plan does not fit in is refused (exit 2)."""
     items = ([(host, host_estimate, 0.0, "this host's")] if host is not None else []) + \
         [(g, est, GUEST_BOOT_SECONDS, "the guest's") for g, est in zip(guests, guest_estimates)]
     wholes = [est(p) + boot for p, est, boot, _ in items]
-    total = sum(wholes)
-    given = [budget * w / total for w in wholes]
+    floors = [min(whole, smallest(p, est) + boot + 1e-6)
+              for (p, est, boot, _), whole in zip(items, wholes)]
+    given = _shares(budget, wholes, floors)
 
     def fitted(i: int, seconds: float) -> tuple[RunPlan, float]:
         plan, est, boot, whose = items[i]
@@ -252,5 +278,12 @@ def split(host: RunPlan | None, guests: list[RunPlan], budget: float,
             slack -= more[1] - done[i][1]
             done[i] = more
             given[i] = max(given[i], more[1])
+    # what a share handed on is no longer its own: the parts together stay within the budget
+    excess = sum(given) - budget
+    for i in sorted(range(len(items)), key=lambda i: done[i][1] - given[i]):
+        take = min(max(excess, 0.0), given[i] - done[i][1])
+        if take > 0:
+            given[i] -= take
+            excess -= take
     out = [(p, g) for (p, _), g in zip(done, given)]
     return (out.pop(0) if host is not None else None), out
