@@ -293,6 +293,35 @@ def test_a_share_smaller_than_its_smallest_plan_gets_that_much_and_the_others_th
         split(host, [guest], 40, _estimate, [lambda p: 0.001 * _estimate(p)])
 
 
+def test_each_part_is_planned_at_what_earlier_runs_of_that_part_took_against_its_estimate():
+    """Under TCG one guest share's parts ran at 1.2 and at 7 times their estimates: each part's
+    slowdown is the median of its own last runs' (time over estimate, where both were
+    recorded), a part never timed takes the share's; the guest is told each."""
+    from cryptcost.suite.budget import part_factors, scaled, with_scales
+    from cryptcost.suite.guest import from_json, to_json
+
+    def run(i, took, est, suite="seeds (guest)", host="cc-guest"):
+        return Run(id=i, started="", command="run", host={"hostname": host}, status="complete",
+                   extra={"suite": suite, "part_seconds": took, "part_estimates": est})
+    runs = [run(1, {"wan": 380, "ipcomp": 110}, {"wan": 54, "ipcomp": 95}),
+            run(2, {"wan": 350}, {"wan": 50}),
+            run(3, {"wan": 999}, {}),                          # no estimate: not a guide
+            run(4, {"wan": 1}, {"wan": 100}, suite="quick"),
+            run(5, {"wan": 1}, {"wan": 100}, host="elsewhere")]
+    factors = part_factors(runs, "seeds (guest)", "cc-guest")
+    assert factors == {"wan": pytest.approx(statistics.median([380 / 54, 7.0])),
+                       "ipcomp": pytest.approx(110 / 95)}
+    plan = with_scales(RunPlan("seeds (guest)", parts=[Part("wan"), Part("ipcomp"), Part("new")]),
+                       factors, 6.0)
+    assert [p.scale for p in plan.parts] == [factors["wan"], factors["ipcomp"], 6.0]
+    assert scaled(lambda p: 100.0 * len(p.parts))(plan) == pytest.approx(
+        100 * (factors["wan"] + factors["ipcomp"] + 6))
+    back = from_json(to_json(plan), "parts.json")
+    assert [p.scale for p in back.parts] == [p.scale for p in plan.parts]
+    with pytest.raises(UserError, match="scale must be a positive number"):
+        from_json(to_json(plan).replace('"scale": 6.0', '"scale": -1'), "parts.json")
+
+
 def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
     """At run time, a part whose estimate (× the planned slowdown) the budget's time left cannot
     hold is left out, and the run says so; a later, shorter part that fits still runs."""
@@ -334,6 +363,12 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
     assert "could not hold its estimate" in why["reason"] and why["budget"] == why["reason"]
     none = run((a + b) / 2, scale=10)                 # planned ten times slower: neither fits
     assert not none.results and [s["part"] for s in none.skipped] == ["long", "short"]
+    # each part's estimate is recorded beside its time, for the next plan's per-part slowdown
+    assert whole.part_estimates == {"long": round(a, 1), "short": round(b, 1)}
+    # a part's own slowdown wins over the run's: the long part planned at a tenth runs
+    long = replace(long, scale=0.1)
+    mine = run((a + b) / 2, scale=10)
+    assert set(mine.part_seconds) == {"long"}, mine.skipped
     # what the plan's fitting left out stays marked as the budget's in the run's record
     cut = {"part": "third", "what": "the whole part", "budget": "left out to fit", "detail": "",
            "reason": "left out to fit"}

@@ -119,10 +119,13 @@ def announce(prepared: suite.Prepared) -> None:
             err.print(f"    {c['part']}: {c['what']}"
                       + (f" ({c['detail']})" if c["detail"] else ""))
     scale, runs = factor
-    if runs:
-        err.print(f"estimated time: about {seconds * scale / 60:.1f} min (the model's "
-                  f"{seconds / 60:.1f} min × {scale:.2f}, what the last {runs} run(s) of this "
-                  "suite took here against theirs)")
+    timed = sum(p.scale != scale for p in plan.parts)
+    if runs or timed:
+        err.print(f"estimated time: about {prepared.planned_s / 60:.1f} min (the model's "
+                  f"{seconds / 60:.1f} min × {scale:.2f}, what the last {runs} complete run(s) "
+                  "of this suite took here against theirs" + (
+                      f"; {timed} of its {len(plan.parts)} parts each at what earlier runs of "
+                      "that part took against its estimate" if timed else "") + ")")
     else:
         err.print(f"estimated time: about {seconds / 60:.1f} min if every series is stable at its "
                   f"minimum number of samples, up to {prepared.most_seconds / 60:.0f} min if "
@@ -143,13 +146,16 @@ def announce(prepared: suite.Prepared) -> None:
             for c in cut:
                 err.print(f"    {c['part']}: {c['what']}"
                           + (f" ({c['detail']})" if c["detail"] else ""))
-        gscale, gruns = gp.factor
-        err.print(f"  estimated time: about {gp.seconds * gscale / 60:.0f} min (the model's "
-                  f"{gp.seconds / 60:.1f} min × {gscale:.1f}, what the last {gruns} guest run(s) "
-                  "of this plan took against theirs)" if gruns else
+        gruns = gp.factor[1]
+        timed = [p.label for p in gp.share.plan.parts if p.scale != gp.scale]
+        by_part = (f"; {len(timed)} of its {len(gp.share.plan.parts)} parts each at what earlier "
+                   "guest runs of that part took against its estimate" if timed else "")
+        err.print(f"  estimated time: about {gp.planned / 60:.0f} min (the model's "
+                  f"{gp.seconds / 60:.1f} min at this host's speed × {gp.scale:.1f}, what the last "
+                  f"{gruns} guest run(s) of this plan took against theirs{by_part})" if gruns else
                   f"  estimated time: {gp.seconds / 60:.1f} min at this host's speed; planned at "
                   f"{gp.scale:g} times that under TCG (software CPU emulation), as no guest run of "
-                  "this plan here has calibrated it yet")
+                  f"this plan here has calibrated it yet{by_part}")
         if gp.budget_s:
             err.print(f"  its part of --time-budget: {gp.budget_s / 60:.0f} min, its boot "
                       "included; no part begins that the rest of it cannot hold")
@@ -157,7 +163,8 @@ def announce(prepared: suite.Prepared) -> None:
 
 def _parts_json(parts) -> list[dict]:
     return [{"label": p.label, "said": _table_said(p), "ciphers": p.ciphers,
-             "storage": p.storage, "network": p.network} for p in parts]
+             "storage": p.storage, "network": p.network, "planned_scale": p.scale}
+            for p in parts]
 
 
 def planned(prepared: suite.Prepared) -> dict:
@@ -172,13 +179,15 @@ def planned(prepared: suite.Prepared) -> dict:
     plan = prepared.plan
     return {"suite": plan.name, "label": plan.label, "parts": _parts_json(plan.parts),
             **estimate(prepared.seconds, prepared.factor),
+            "planned_seconds": round(prepared.planned_s, 1),
             "most_seconds": round(prepared.most_seconds, 1),
             "time_budget_seconds": prepared.budget_s,
             "cannot_run": plan.cannot_run,
             "host_budget_seconds": prepared.host_budget_s,
             "guest": [{"kernel": gp.share.kernel or "stock", "kernel_said": gp.share.kernel_said,
                        "runs_with_vm": prepared.vm, "parts": _parts_json(gp.share.plan.parts),
-                       "planned_scale": gp.scale, "budget_seconds": gp.budget_s,
+                       "planned_scale": gp.scale, "planned_seconds": round(gp.planned, 1),
+                       "budget_seconds": gp.budget_s,
                        "cannot_run": gp.share.plan.cannot_run,
                        **estimate(gp.seconds, gp.factor)}
                       for gp in prepared.guest]}
@@ -204,7 +213,9 @@ def run(args) -> int:
                              time_budget=args.time_budget, budget_scale=args.budget_scale,
                              peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
                                    "peer_command": args.peer_command},
-                             calibrate=lambda name, guest=False: _calibration(args, name, guest))
+                             calibrate=lambda name, guest=False: _calibration(args, name, guest),
+                             part_factors=lambda name, guest=False: _calibration(
+                                 args, name, guest, budget.part_factors))
     announce(prepared)
     if args.dry_run:
         if args.json:
@@ -229,11 +240,13 @@ def run(args) -> int:
         outcome = suite.run_plan(plan, sink=sink, host=host,
                                  progress_factory=lambda what: _progress(what),
                                  on_part=lambda so_far: store.update_extra(
-                                     run_id, part_seconds=so_far.part_seconds))
+                                     run_id, part_seconds=so_far.part_seconds,
+                                     part_estimates=so_far.part_estimates))
         outcome.skipped += guest_cut
         store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,
                            wall_seconds=round(time.monotonic() - started, 1),
-                           part_seconds=outcome.part_seconds)
+                           part_seconds=outcome.part_seconds,
+                           part_estimates=outcome.part_estimates)
     guest_runs: list[int] = []
     if prepared.vm and prepared.guest:
         guest_runs = _run_guests(args, prepared, store, run_id, outcome)
@@ -320,17 +333,16 @@ def _guest_memory_mib() -> int:
     return int(min(8192, max(2048, psutil.virtual_memory().available / 2**20 / 2)))
 
 
-def _calibration(args, suite_name: str, guest: bool = False) -> tuple[float, int]:
+def _calibration(args, suite_name: str, guest: bool = False, how=budget.calibration):
     """How far earlier runs of this suite here (or in the guest: ``guest``) were from their
-    estimate (see suite.budget)."""
+    estimate (see suite.budget): ``how`` reads them, the whole run's factor by default."""
     from cryptcost.guest import GUEST_HOSTNAME
     from cryptcost.store.db import default_path
     if not Path(args.db or default_path()).is_file():
-        return 1.0, 0                            # nothing to learn from, and nothing is created
+        return how([], suite_name, None)         # nothing to learn from, and nothing is created
     store = open_store(args, create=False)
     try:
-        return budget.calibration(store.runs(), suite_name,
-                                  GUEST_HOSTNAME if guest else socket.gethostname())
+        return how(store.runs(), suite_name, GUEST_HOSTNAME if guest else socket.gethostname())
     finally:
         store.close()
 

@@ -49,8 +49,14 @@ class GuestPlan:
 
     @property
     def scale(self) -> float:
-        """What the model's estimate is multiplied by for the time it takes (TCG)."""
+        """What the model's estimate is multiplied by for the time it takes (TCG), for a part
+        no earlier guest run timed (each part carries its own ``scale``)."""
         return budget.guest_scale(self.factor)
+
+    @property
+    def planned(self) -> float:
+        """The seconds it is planned to take: each part's estimate × its slowdown."""
+        return budget.scaled(lambda p: estimate(p, here=False))(self.share.plan)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,7 @@ class Prepared:
     most_seconds: float = 0.0             # the model's, if every series takes its maximum
     host_budget_s: float | None = None    # this host's part of the budget (all without guests)
     scale: float = 1.0                    # what the model's estimates are multiplied by here
+    planned_s: float = 0.0                # the plan's seconds: each part's × its own slowdown
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
@@ -86,7 +93,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
             link: str | None = None, peer: dict | None = None, delay_ms: float | None = None,
             time_budget: str | None = None, budget_scale: float | None = None,
             profile: bool = False, vm: bool = False, parts: str | None = None,
-            calibrate: Callable[..., tuple[float, int]] = lambda name, guest=False: (1.0, 0)
+            calibrate: Callable[..., tuple[float, int]] = lambda name, guest=False: (1.0, 0),
+            part_factors: Callable[..., dict[str, float]] = lambda name, guest=False: {}
             ) -> Prepared:
     """Everything bad input can break, before anything is created or recorded: the plan
     loaded and cut to this host, the model's rate, the plan's tables, the budget. ``profile``
@@ -125,28 +133,36 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     validate_plan(plan)
     budget_s = units.parse_duration(time_budget, "--time-budget") if time_budget else None
     factor = calibrate(plan.name)
-    # a guest's share is told the slowdown its host planned it at (its own store has no runs)
+    # a guest's share is told the slowdown its host planned it at (its own store has no runs),
+    # and each of its parts carries its own
     scale = budget_scale or factor[0]
+    if not budget_scale:
+        plan = budget.with_scales(plan, part_factors(plan.name), scale)
     # the shortest share first, and in each the shortest part first: a guest killed at its
     # timeout loses the least
     shares = sorted(((_shortest_first(g), estimate(g.plan, here=False)) for g in guests),
                     key=lambda x: x[1])
-    guest = [GuestPlan(g, s, calibrate(g.plan.name, guest=True)) for g, s in shares]
+    guest = []
+    for g, seconds in shares:
+        factor_g = calibrate(g.plan.name, guest=True)
+        scaled_plan = budget.with_scales(g.plan, part_factors(g.plan.name, guest=True),
+                                         budget.guest_scale(factor_g))
+        guest.append(GuestPlan(replace(g, plan=scaled_plan), seconds, factor_g))
     host_budget_s = budget_s
+    here = budget.scaled(estimate)
     if budget_s and vm and guest:
         (plan, host_budget_s), fitted_guests = budget.split(
-            plan, [gp.share.plan for gp in guest], budget_s,
-            lambda p: estimate(p) * scale,
-            [lambda p, k=gp.scale: estimate(p, here=False) * k for gp in guest])
+            plan, [gp.share.plan for gp in guest], budget_s, here,
+            [budget.scaled(lambda p: estimate(p, here=False))] * len(guest))
         guest = [GuestPlan(replace(gp.share, plan=p), estimate(p, here=False), gp.factor, given)
                  for gp, (p, given) in zip(guest, fitted_guests)]
     elif budget_s and not budget_scale:
         # (a guest's share, told its host's slowdown, was fitted there: here it is only held
         # to the budget as it runs, lest an estimate that differs by a second cut a part)
-        plan, _ = budget.fit(plan, budget_s, lambda p: estimate(p) * scale)
+        plan, _ = budget.fit(plan, budget_s, here)
     return Prepared(plan, model, estimate(plan), factor, budget_s, tuple(guest), vm,
                     most_seconds=estimate(plan, most=True), host_budget_s=host_budget_s,
-                    scale=scale)
+                    scale=scale, planned_s=here(plan))
 
 
 def _shortest_first(g: GuestShare) -> GuestShare:
@@ -182,6 +198,8 @@ class SuiteOutcome:
     failed: list[str] = field(default_factory=list)
     # wall-clock seconds each part took (set-up, measuring and teardown), by its label
     part_seconds: dict[str, float] = field(default_factory=dict)
+    # the model's estimate of each part, by its label: what its time is calibrated against
+    part_estimates: dict[str, float] = field(default_factory=dict)
 
     def took(self, label: str, since: float) -> None:
         self.part_seconds[label] = round(self.part_seconds.get(label, 0.0)
@@ -264,7 +282,8 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     """Run every part; a part that fails is recorded and the next one runs; ``on_part`` is
     called with the outcome so far after each part (the run's record of its parts' times).
     With a budget (the policy's ``spent``, a ``time.monotonic()``), no part begins that the
-    time left cannot hold by its estimate (× the policy's ``scale``); a later, shorter one may.
+    time left cannot hold by its estimate (× the part's ``scale``, else the policy's); a later,
+    shorter one may.
     The first cipher table also measures what the storage stacks need for
     their ceilings; without one, a table of just those cells runs first."""
     executor = executor or RealExecutor()
@@ -284,8 +303,11 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     spent, scale = plan.policy.get("spent"), plan.policy.get("scale", 1.0)
     for part in plan.parts:
         began = time.monotonic()
-        need = (estimate(replace(plan, parts=[part]), executor) * scale
-                if spent is not None and part.label != "cipher ceilings" else 0.0)
+        model = (estimate(replace(plan, parts=[part]), executor)
+                 if part.label != "cipher ceilings" else 0.0)
+        if model:
+            out.part_estimates[part.label] = round(model, 1)
+        need = model * (part.scale or scale) if spent is not None else 0.0
         if need and began + need > spent:
             left = max(0.0, spent - began)
             why = ("left out at run time: what was left of the --time-budget "

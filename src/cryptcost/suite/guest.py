@@ -132,7 +132,8 @@ def to_json(plan: RunPlan) -> str:
     return json.dumps({"name": plan.name, "label": plan.label, "policy": plan.policy,
                        "model": plan.model, "cannot_run": plan.cannot_run,
                        "parts": [{"label": p.label, "ciphers": p.ciphers, "storage": p.storage,
-                                  "network": p.network, "keep": list(p.keep)}
+                                  "network": p.network, "keep": list(p.keep),
+                                  "scale": p.scale}
                                  for p in plan.parts]}, indent=1)
 
 
@@ -151,7 +152,13 @@ def from_json(text: str, where: str) -> RunPlan:
         keep = p.get("keep") or []
         validate({**tables, "policy": data.get("policy") or {}, "model": data.get("model") or {},
                   **({"run": {"keep": keep}} if keep else {})}, f"{where}: part {i + 1}")
-        out.append(Part(str(p.get("label") or name), **tables, keep=tuple(keep)))
+        scale = p.get("scale")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                                  or scale <= 0):
+            raise UserError(f"{where}: part {i + 1}: scale must be a positive number, "
+                            f"not {scale!r}")
+        out.append(Part(str(p.get("label") or name), **tables, keep=tuple(keep),
+                        scale=float(scale) if scale is not None else None))
     if not out:
         raise UserError(f"{where}: no parts to run")
     cannot = data.get("cannot_run") or []

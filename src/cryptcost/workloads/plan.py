@@ -87,6 +87,9 @@ class Part:
     storage: dict | None = None
     network: dict | None = None
     keep: tuple[str, ...] = ()            # what a time budget thins last (THINNED's names)
+    # what the model's estimate of this part is multiplied by for the time it takes here (earlier
+    # runs' measured/estimated for this part; None: the run's own factor)
+    scale: float | None = None
 
     def empty(self) -> bool:
         return self.ciphers is None and self.storage is None and self.network is None
