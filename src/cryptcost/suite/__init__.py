@@ -29,6 +29,8 @@ from cryptcost.stacks.base import cipher_threads
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
 from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
+from cryptcost.suite import ceilings, timing
+from cryptcost.suite.ceilings import ceiling_cells, light_host
 from cryptcost.suite.timing import estimate
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
@@ -43,9 +45,10 @@ class GuestPlan:
     --time-budget its part of the budget in seconds, its boot included."""
 
     share: GuestShare
-    seconds: float
+    seconds: float                        # the model's, at this host's speed, ceilings included
     factor: tuple[float, int] = (1.0, 0)
     budget_s: float | None = None
+    ceilings_s: float = 0.0               # its cipher ceilings' seconds as planned (× slowdown)
 
     @property
     def scale(self) -> float:
@@ -56,7 +59,7 @@ class GuestPlan:
     @property
     def planned(self) -> float:
         """The seconds it is planned to take: each part's estimate × its slowdown."""
-        return budget.scaled(lambda p: estimate(p, here=False))(self.share.plan)
+        return budget.scaled(lambda p: estimate(p, here=False), self.ceilings_s)(self.share.plan)
 
 
 @dataclass(frozen=True)
@@ -136,8 +139,15 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     # a guest's share is told the slowdown its host planned it at (its own store has no runs),
     # and each of its parts carries its own
     scale = budget_scale or factor[0]
+    # the cipher ceilings run first whatever a budget cuts: their time is planned whole
+    light = light_host()
+    ceil = timing.ceilings(plan, light)
     if not budget_scale:
-        plan = budget.with_scales(plan, part_factors(plan.name), scale)
+        factors = part_factors(plan.name)
+        plan = budget.with_scales(plan, factors, scale)
+        ceil_planned = ceil * factors.get(ceilings.LABEL, scale)
+    else:
+        ceil_planned = ceil * scale
     # the shortest share first, and in each the shortest part first: a guest killed at its
     # timeout loses the least
     shares = sorted(((_shortest_first(g), estimate(g.plan, here=False)) for g in guests),
@@ -145,23 +155,28 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     guest = []
     for g, seconds in shares:
         factor_g = calibrate(g.plan.name, guest=True)
-        scaled_plan = budget.with_scales(g.plan, part_factors(g.plan.name, guest=True),
-                                         budget.guest_scale(factor_g))
-        guest.append(GuestPlan(replace(g, plan=scaled_plan), seconds, factor_g))
+        factors_g = part_factors(g.plan.name, guest=True)
+        scale_g = budget.guest_scale(factor_g)
+        ceil_g = timing.ceilings(g.plan, light, here=False)
+        guest.append(GuestPlan(replace(g, plan=budget.with_scales(g.plan, factors_g, scale_g)),
+                               seconds + ceil_g, factor_g,
+                               ceilings_s=ceil_g * factors_g.get(ceilings.LABEL, scale_g)))
     host_budget_s = budget_s
-    here = budget.scaled(estimate)
+    here = budget.scaled(estimate, ceil_planned)
     if budget_s and vm and guest:
         (plan, host_budget_s), fitted_guests = budget.split(
             plan, [gp.share.plan for gp in guest], budget_s, here,
-            [budget.scaled(lambda p: estimate(p, here=False))] * len(guest))
-        guest = [GuestPlan(replace(gp.share, plan=p), estimate(p, here=False), gp.factor, given)
+            [budget.scaled(lambda p: estimate(p, here=False), gp.ceilings_s) for gp in guest])
+        guest = [replace(gp, share=replace(gp.share, plan=p),
+                         seconds=estimate(p, here=False) + gp.seconds - estimate(
+                             gp.share.plan, here=False), budget_s=given)
                  for gp, (p, given) in zip(guest, fitted_guests)]
     elif budget_s and not budget_scale:
         # (a guest's share, told its host's slowdown, was fitted there: here it is only held
         # to the budget as it runs, lest an estimate that differs by a second cut a part)
         plan, _ = budget.fit(plan, budget_s, here)
-    return Prepared(plan, model, estimate(plan), factor, budget_s, tuple(guest), vm,
-                    most_seconds=estimate(plan, most=True), host_budget_s=host_budget_s,
+    return Prepared(plan, model, estimate(plan) + ceil, factor, budget_s, tuple(guest), vm,
+                    most_seconds=estimate(plan, most=True) + ceil, host_budget_s=host_budget_s,
                     scale=scale, planned_s=here(plan))
 
 
@@ -206,63 +221,6 @@ class SuiteOutcome:
                                          + time.monotonic() - since, 1)
 
 
-def ceiling_cells(plan: RunPlan, host: dict) -> tuple[Cell, ...]:
-    """The cipher cells the plan's stacks need for their cipher ceilings
-    (rule 8): each stack's algorithm at its own unit, in the engine that
-    runs it (OpenSSL stands in for the kernel and for other userspace
-    libraries), without acceleration where the kernel's AES is software,
-    and with as many threads as the stack runs its cipher with
-    (:func:`cipher_threads`). An engine that runs one thread only (Go's)
-    gets OpenSSL's cells at 1 and N threads beside it, for the measured gain."""
-    soft_kernel_aes = any(d.get("implementation") == "software" for name, d in
-                          host.get("crypto_drivers", {}).items() if name in ("aes", "xts(aes)"))
-    usable = host.get("cpu", {}).get("cores_usable") or host.get("cpu", {}).get("cores") or 1
-    cells = set()
-    for stack, cpus, uses in _stacks_and_uses(plan):
-        ref = stack.cipher_ref()
-        if not ref or not 16 <= ref["unit"] <= 64 << 20:
-            continue
-        engine = "go" if ref["where"] == "go" else "openssl"
-        if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
-            engine = "openssl"                  # the nearest: OpenSSL's implementation
-        if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
-            continue
-        accels = {stack.accel} | ({False} if ref["where"] == "kernel" and soft_kernel_aes
-                                  and ref["algorithm"].startswith("aes") else set())
-        threads = {cipher_threads(ref.get("threads"), op, size, depth,
-                                  cpus or usable) for op, size, depth in uses} | {1}
-        cap = CIPHER_ENGINES[engine].max_threads
-        # else the gain is said as assumed
-        gain = ref["algorithm"] in CIPHER_ENGINES["openssl"].algorithms
-        for accel in accels:
-            for n in threads:
-                if cap is None or n <= cap:
-                    cells.add(Cell.cipher(engine, ref["algorithm"], ref["unit"], n, accel))
-                    continue
-                cells.add(Cell.cipher(engine, ref["algorithm"], ref["unit"], cap, accel))
-                if gain:
-                    cells |= {Cell.cipher("openssl", ref["algorithm"], ref["unit"], k,
-                                          accel) for k in (1, n)}
-    return tuple(sorted(cells, key=Cell.sort_key))
-
-
-def _stacks_and_uses(plan: RunPlan):
-    """(stack, CPUs, {(op, request bytes, requests in flight)}) for every
-    storage and network stack of the plan."""
-    for part in plan.parts:
-        for sp in storage_plans(part.storage) if part.storage else []:
-            steps = wl.steps(sp.workloads, sp.sizes or wl.Sizes(medium=sp.size or 1 << 30), False)
-            uses = {(op.op, op.block_bytes, op.iodepth) for step in steps for op in step.ops}
-            for stack, _ in resolve(sp.stacks, sp.fs, sp.accel)[0]:
-                yield stack, sp.cpus, uses
-        for np_ in network_plans(part.network) if part.network else []:
-            for stack, _ in netrun.resolve(np_.stacks, np_.link, np_.accel)[0]:
-                ops = netwl.ops(np_.workloads, stack.traffic, streams=np_.streams,
-                                clients=np_.clients)
-                yield stack, np_.cpus, {(op.op, None,
-                                         op.streams) for op in ops} or {("stream", None, 1)}
-
-
 def _comparisons(part: Part, policy: stats.Policy, sink: Sink, progress_factory):
     """(what, measure(res)) for each stack comparison of a part: storage once per CPU count, then
     network."""
@@ -291,7 +249,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     needed = ceiling_cells(plan, host)
     if needed and not any(p.ciphers is not None for p in plan.parts):
         algorithms = sorted({c.algorithm for c in needed})
-        plan = replace(plan, parts=[Part("cipher ceilings",
+        plan = replace(plan, parts=[Part(ceilings.LABEL,
                                          ciphers={"algorithms": algorithms,
                                                   "sizes": [], "threads": [1]})]
                        + list(plan.parts))
@@ -303,11 +261,12 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     spent, scale = plan.policy.get("spent"), plan.policy.get("scale", 1.0)
     for part in plan.parts:
         began = time.monotonic()
-        model = (estimate(replace(plan, parts=[part]), executor)
-                 if part.label != "cipher ceilings" else 0.0)
+        ceiling = part.label == ceilings.LABEL           # runs first, whatever the budget
+        model = (timing.ceilings(plan, host, executor) if ceiling
+                 else estimate(replace(plan, parts=[part]), executor))
         if model:
             out.part_estimates[part.label] = round(model, 1)
-        need = model * (part.scale or scale) if spent is not None else 0.0
+        need = model * (part.scale or scale) if spent is not None and not ceiling else 0.0
         if need and began + need > spent:
             left = max(0.0, spent - began)
             why = ("left out at run time: what was left of the --time-budget "

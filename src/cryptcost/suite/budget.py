@@ -93,10 +93,12 @@ def with_scales(plan: RunPlan, factors: dict[str, float], default: float) -> Run
                                 for p in plan.parts])
 
 
-def scaled(estimate: Callable[[RunPlan], float]) -> Callable[[RunPlan], float]:
-    """An estimate of a plan as long as it will take: each part's by its ``scale``."""
-    return lambda plan: sum(estimate(replace(plan, parts=[p])) * (p.scale or 1.0)
-                            for p in plan.parts)
+def scaled(estimate: Callable[[RunPlan], float], fixed: float = 0.0
+           ) -> Callable[[RunPlan], float]:
+    """An estimate of a plan as long as it will take: each part's by its ``scale``, plus
+    ``fixed`` seconds (the cipher ceilings, which any cut of the plan still measures first)."""
+    return lambda plan: fixed + sum(estimate(replace(plan, parts=[p])) * (p.scale or 1.0)
+                                    for p in plan.parts)
 
 
 def _shortened(extra: dict) -> bool:

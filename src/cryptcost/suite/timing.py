@@ -12,6 +12,7 @@ from cryptcost.runner.core import quiet
 from cryptcost.runner.network import NetworkPlan
 from cryptcost.runner.storage import resolve
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
+from cryptcost.suite.ceilings import ceiling_cells
 from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
@@ -64,6 +65,22 @@ def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True,
                 ops = netrun.wl.ops(names, stack.traffic, clients=np_.clients)
                 total += (rounds + extra(np_)) * sum(_net_op_seconds(op, np_) for op in ops)
     return total
+
+
+def ceilings(plan: RunPlan, host: dict, executor: Executor | None = None,
+             here: bool = True) -> float:
+    """Seconds the cipher ceilings of the plan's stacks take (``suite.run_plan`` measures them
+    before the first part, or beside its first cipher table) at the plan's minimum number of
+    samples; ``host`` as :func:`~cryptcost.suite.ceilings.ceiling_cells` reads it."""
+    executor = executor or RealExecutor()
+    cells = ceiling_cells(plan, host, here)
+    pol = policy_of(plan)
+    seconds = cipher_plan({"algorithms": sorted({c.algorithm for c in cells}) or ["aes-256-xts"],
+                           "sizes": [], "threads": [1]}).seconds
+    return sum(j.est_seconds * (j.warmups(pol.warmup) + pol.min_samples)
+               for engine in sorted({c.engine for c in cells})
+               for j in executor.cipher_jobs(engine, [c for c in cells if c.engine == engine],
+                                             seconds))
 
 
 # one dbench run: its warm-up (a fifth of its time), its run, start-up and clean-up
