@@ -401,3 +401,27 @@ def test_a_guests_share_fitted_by_its_host_is_not_fitted_again(tmp_path):
     assert told.from_now().policy["scale"] == 6.0
     fitted = suite.prepare(None, None, parts=str(parts), time_budget=f"{whole * 0.6:.0f}s")
     assert [p.label for p in fitted.plan.parts] == ["one"]
+
+
+def test_the_cipher_ceilings_are_planned_whatever_a_budget_cuts(tmp_path):
+    """The stacks' cipher ceilings run before the first part (rule 8), so a budget plans their
+    time whole: a host share of 7.1 min once lost its only part at run time to the ceilings'
+    two minutes. A guest's share plans its own kernel's."""
+    from cryptcost import suite
+    from cryptcost.suite import budget, timing
+    from cryptcost.suite.ceilings import light_host
+    plan_file = tmp_path / "p.toml"
+    plan_file.write_text('[storage]\nstacks = ["gocryptfs"]\nworkloads = ["seq-quick"]\n'
+                         'size = "64M"\n')
+    prepared = suite.prepare(None, str(plan_file))
+    ceil = timing.ceilings(prepared.plan, light_host())
+    assert ceil > 0
+    assert prepared.seconds == pytest.approx(suite.estimate(prepared.plan) + ceil)
+    assert prepared.planned_s == pytest.approx(prepared.seconds)
+    # a budget that would hold the smallest plan without the ceilings is not taken for one that
+    # fits it
+    smallest = budget.smallest(prepared.plan, suite.estimate)
+    short = smallest + ceil / 2
+    assert short > 10 and suite.estimate(prepared.plan) > short
+    with pytest.raises(UserError, match="too short"):
+        suite.prepare(None, str(plan_file), time_budget=f"{short:.0f}s")

@@ -15,25 +15,22 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from cryptcost import stats, units
-from cryptcost.engines import CIPHER_ENGINES, perf
+from cryptcost.engines import perf
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.model import Cell, Result
+from cryptcost.model import Result
 from cryptcost.runner import network as netrun
 from cryptcost.runner.ciphers import run_ciphers
 from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.runner.core.sink import Sink
 from cryptcost.runner.network import run_network
-from cryptcost.runner.storage import resolve, run_storage, validate
-from cryptcost.stacks.base import cipher_threads
+from cryptcost.runner.storage import run_storage, validate
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
 from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
 from cryptcost.suite import ceilings, timing
 from cryptcost.suite.ceilings import ceiling_cells, light_host
 from cryptcost.suite.timing import estimate
-from cryptcost.workloads import network as netwl
-from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import Part, RunPlan, load, read_text
 from cryptcost.suite.here import for_this_host
 
