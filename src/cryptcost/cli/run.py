@@ -17,7 +17,7 @@ from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
-from cryptcost import suite
+from cryptcost import suite, units
 from cryptcost.suite import budget
 from cryptcost.suite import guest as guest_share
 from cryptcost.workloads.plan import SUITES
@@ -127,11 +127,11 @@ def announce(prepared: suite.Prepared) -> None:
                       f"; {timed} of its {len(plan.parts)} parts each at what earlier runs of "
                       "that part took against its estimate" if timed else "") + ")")
     else:
-        err.print(f"estimated time: about {seconds / 60:.1f} min if every series is stable at its "
-                  f"minimum number of samples, up to {prepared.most_seconds / 60:.0f} min if "
-                  "every series takes its maximum (a step's series sample together, so one noisy "
-                  "series keeps its step going); no earlier run of this suite here to calibrate "
-                  "from")
+        most = units.duration(prepared.most_seconds)
+        err.print(f"estimated time: about {units.duration(seconds)} if every series is stable at "
+                  f"its minimum number of samples, up to {most} if every series takes its "
+                  "maximum (a step's series sample together, so one noisy series keeps its step "
+                  "going); no earlier run of this suite here to calibrate from")
     lacks = sorted({c["reason"] for c in plan.cannot_run if c.get("guest") is not None})
     if prepared.guest and lacks:
         err.print(f"this host's kernel lacks what follows: {'; '.join(lacks)}")
