@@ -121,9 +121,10 @@ def announce(prepared: suite.Prepared) -> None:
     scale, runs = factor
     timed = sum(p.scale != scale for p in plan.parts)
     if runs or timed:
+        whole = (f" × {scale:.2f}, what the last {runs} complete run(s) of this suite took here "
+                 "against theirs" if runs else "")
         err.print(f"estimated time: about {prepared.planned_s / 60:.1f} min (the model's "
-                  f"{seconds / 60:.1f} min × {scale:.2f}, what the last {runs} complete run(s) "
-                  "of this suite took here against theirs" + (
+                  f"{seconds / 60:.1f} min{whole}" + (
                       f"; {timed} of its {len(plan.parts)} parts each at what earlier runs of "
                       "that part took against its estimate" if timed else "") + ")")
     else:
