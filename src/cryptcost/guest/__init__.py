@@ -324,8 +324,8 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
                                                 boot.kernel, boot.emulated)
     (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))
     console = boot.console
-    relays = [_Relay(xchg / "stdout", stdout or sys.stdout.buffer),
-              _Relay(xchg / "stderr", stderr or sys.stderr.buffer)]
+    said = stderr or sys.stderr.buffer
+    relays = [_Relay(xchg / "stdout", stdout or sys.stdout.buffer), _Relay(xchg / "stderr", said)]
     rc = xchg / "rc"
     for attempt in range(1, BOOTS + 1):
         start = time.monotonic()
@@ -348,10 +348,9 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
         os.replace(kept, first)
         for log in (console, work / "qemu.log"):
             log.unlink(missing_ok=True)
-        relays[1].stream.write(f"cryptcost vm: the guest's kernel died while booting, before "
-                               f"cryptcost began ({panic}; console log: {first}): booting it "
-                               "again\n".encode())
-        relays[1].stream.flush()
+        said.write(f"cryptcost vm: the guest's kernel died while booting, before cryptcost "
+                   f"began ({panic}; console log: {first}): booting it again\n".encode())
+        said.flush()
     seconds = time.monotonic() - start
     if timed_out or not rc.exists():
         partial = xchg / PARTIAL

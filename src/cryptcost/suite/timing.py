@@ -74,8 +74,10 @@ def ceilings(plan: RunPlan, host: dict, executor: Executor | None = None,
     samples; ``host`` as :func:`~cryptcost.suite.ceilings.ceiling_cells` reads it."""
     executor = executor or RealExecutor()
     cells = ceiling_cells(plan, host, here)
+    if not cells:
+        return 0.0
     pol = policy_of(plan)
-    seconds = cipher_plan({"algorithms": sorted({c.algorithm for c in cells}) or ["aes-256-xts"],
+    seconds = cipher_plan({"algorithms": sorted({c.algorithm for c in cells}),
                            "sizes": [], "threads": [1]}).seconds
     return sum(j.est_seconds * (j.warmups(pol.warmup) + pol.min_samples)
                for engine in sorted({c.engine for c in cells})
