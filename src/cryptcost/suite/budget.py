@@ -5,13 +5,17 @@ samples, so alone it is a lower bound. Earlier complete runs of the same
 suite on this host say how far off it was: their measured wall time over
 their estimate is the factor the next estimate is multiplied by.
 
+Each run also records each part's estimate beside its time, and a part
+earlier runs timed is planned at its own factor (:func:`part_factors`:
+``Part.scale``); the cipher ceilings, measured first whatever is cut, are
+planned whole.
+
 ``run --time-budget`` then plans the run so that it fits: it takes out
 extra samples first; then it thins every part (block sizes, threads,
 workloads, CPU counts and last the acceleration-off copies, beyond each
 list's first, one dimension at a time across the parts), so each part
-keeps some cells;
-then whole later parts, then the third sample, and last whole kinds
-(network, then storage), re-estimating after each cut.
+keeps some cells; then whole later parts, then the third sample, and last
+whole kinds (network, then storage), re-estimating after each cut.
 Everything left out goes to the run's "not measured" list with the
 reason, so the report says so. At run time, after 85 % of the budget, no
 series takes more samples than its minimum, and no part begins that what
@@ -22,8 +26,9 @@ With ``--vm`` the budget covers the guest's shares too (:func:`split`):
 each share's estimate is scaled by what earlier guest runs of its plan took
 against theirs (TCG runs the guest's CPU in software), or by
 :data:`UNCALIBRATED_GUEST` without any, plus a boot; the budget is shared
-in proportion, each share is fitted to its own part of it, and what the cut
-shares leave unused (parts go whole) is offered to each in turn.
+in proportion (none below its smallest plan), each share is fitted to its
+own part of it, and what the cut shares leave unused is offered to each in
+turn.
 """
 
 from __future__ import annotations
@@ -256,15 +261,18 @@ def _shares(budget: float, wholes: list[float], floors: list[float]) -> list[flo
     its plan can be cut to): a share whose part would be smaller gets its floor, and the rest
     is shared among the others, again in proportion. Where the floors are more than the
     budget, their proportional parts (the fit then refuses the one that does not hold)."""
+    if sum(floors) > budget:
+        return [budget * w / sum(wholes) for w in wholes]
     fixed: dict[int, float] = {}
     while True:
         rest = budget - sum(fixed.values())
         free = [i for i in range(len(wholes)) if i not in fixed]
         weight = sum(wholes[i] for i in free)
-        given = [fixed.get(i) or rest * wholes[i] / weight for i in range(len(wholes))]
+        given = [fixed[i] if i in fixed else rest * wholes[i] / weight
+                 for i in range(len(wholes))]
         short = [i for i in free if given[i] < floors[i]]
-        if not short or sum(floors) > budget:
-            return given if sum(floors) <= budget else [budget * w / sum(wholes) for w in wholes]
+        if not short:
+            return given
         fixed.update({i: floors[i] for i in short})
 
 

@@ -39,7 +39,8 @@ _ALGOS = sorted({a for e in CIPHER_ENGINES.values() for a in e.algorithms})
 
 # What --time-budget thins in each part, in this order (suite.budget): more rows before
 # comparisons, as a ratio (acceleration on against off, two CPUs against one) is what carries
-# across hardware. A part's [run] keep names what it thins last of all (R5's directions).
+# across hardware. A part's [run] keep names what it thins after all the others (R5's
+# directions), though still before a later part goes whole.
 THINNED = ("ciphers.sizes", "ciphers.threads", "network.workloads", "storage.workloads",
            "network.clients", "network.cpus", "storage.cpus", "ciphers.accel", "network.accel",
            "storage.accel")
