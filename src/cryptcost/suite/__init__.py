@@ -149,12 +149,13 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     # timeout loses the least
     shares = sorted(((_shortest_first(g), estimate(g.plan, here=False)) for g in guests),
                     key=lambda x: x[1])
-    guest = []
+    guest, guest_ceilings = [], []
     for g, seconds in shares:
         factor_g = calibrate(g.plan.name, guest=True)
         factors_g = part_factors(g.plan.name, guest=True)
         scale_g = budget.guest_scale(factor_g)
         ceil_g = timing.ceilings(g.plan, light, here=False)
+        guest_ceilings.append(ceil_g)
         guest.append(GuestPlan(replace(g, plan=budget.with_scales(g.plan, factors_g, scale_g)),
                                seconds + ceil_g, factor_g,
                                ceilings_s=ceil_g * factors_g.get(ceilings.LABEL, scale_g)))
@@ -165,9 +166,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
             plan, [gp.share.plan for gp in guest], budget_s, here,
             [budget.scaled(lambda p: estimate(p, here=False), gp.ceilings_s) for gp in guest])
         guest = [replace(gp, share=replace(gp.share, plan=p),
-                         seconds=estimate(p, here=False) + gp.seconds - estimate(
-                             gp.share.plan, here=False), budget_s=given)
-                 for gp, (p, given) in zip(guest, fitted_guests)]
+                         seconds=estimate(p, here=False) + ceil_g, budget_s=given)
+                 for gp, (p, given), ceil_g in zip(guest, fitted_guests, guest_ceilings)]
     elif budget_s and not budget_scale:
         # (a guest's share, told its host's slowdown, was fitted there: here it is only held
         # to the budget as it runs, lest an estimate that differs by a second cut a part)
