@@ -3,6 +3,7 @@ time, the bytes-moved check for a pass cut at its time, and an upload that
 stalls."""
 
 import os
+import shutil
 
 import pytest
 
@@ -14,13 +15,14 @@ from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.model import Job, Sample
 from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.storage import programs
-from cryptcost.runner.storage.passes import first_pass
+from cryptcost.runner.storage.passes import first_pass, verify_moved
 from cryptcost.runner.storage.steps import (
     FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
 )
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
 from cryptcost.workloads import storage as wl
+from tests.conftest import skip_or_fail
 
 MiB = 1 << 20
 
@@ -337,17 +339,53 @@ def test_a_pass_cut_at_its_time_moved_whole_blocks_and_only_then(tmp_path):
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
     job = runner.job(inst, read, step)
-    StepRunner.verify_moved(inst, read, job.size, _outcome(job.size, 0.3), job)  # the whole file
-    StepRunner.verify_moved(inst, read, 50 * MiB, _outcome(50 * MiB, 1.0), job)      # cut at 1 s
+    verify_moved(inst.label, read, job.size, _outcome(job.size, 0.3), job)  # the whole file
+    verify_moved(inst.label, read, 50 * MiB, _outcome(50 * MiB, 1.0), job)      # cut at 1 s
     with pytest.raises(DataIntegrityError):
-        StepRunner.verify_moved(
-            inst, read, 50 * MiB, _outcome(50 * MiB, 0.5), job
+        verify_moved(inst.label, read, 50 * MiB, _outcome(50 * MiB, 0.5), job
         )  # short, in time
     wjob = runner.job(inst, write, step)
     with pytest.raises(DataIntegrityError):
-        StepRunner.verify_moved(
-            inst, write, 50 * MiB, _outcome(50 * MiB, 1.0), wjob
+        verify_moved(inst.label, write, 50 * MiB, _outcome(50 * MiB, 1.0), wjob
         )  # writes are never cut
+
+
+def test_a_direct_read_is_one_fio_process_reading_its_file_over_for_the_samples_time(tmp_path):
+    """With O_DIRECT no cache sits between passes, so a sample's read is one fio process
+    (time-based) over the file the write left, not one process a pass; a random read too.
+    A re-read is whole blocks, for all of its time."""
+    step = wl.seq_steps(wl.Sizes(medium=512 * MiB), (MiB,), direct=True)[0]
+    inst = Instance(stack=_Stack(), label="x", role="measured", workdir=tmp_path)
+    runner = StepRunner(res=None, archive=None, direct=True)
+    write, read = step.ops
+    (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"\0" * (3 * MiB + 5))
+    job = runner.job(inst, read, step)
+    assert (job.runtime, job.cap, job.size) == (1.0, None, 3 * MiB)
+    assert "--time_based=1" in job.argv(tmp_path, "n") and "--runtime=1000ms" in job.argv(
+        tmp_path, "n")
+    assert runner.job(inst, read, step, 0.25).runtime == 0.25         # what the sample still needs
+    assert runner.job(inst, write, step).runtime is None               # a write: fresh files
+    verify_moved(inst.label, read, 40 * MiB, _outcome(40 * MiB, 1.0), job)  # 13 times over
+    verify_moved(inst.label, read, MiB, _outcome(MiB, 1.0), job)   # a slow stack: part of it
+    for moved, seconds in ((40 * MiB, 0.5), (40 * MiB + 512, 1.0), (0, 1.0)):
+        with pytest.raises(DataIntegrityError):
+            verify_moved(inst.label, read, moved, _outcome(moved, seconds), job)
+    rand = wl.steps(["rand4k"], wl.Sizes(medium=512 * MiB), direct=True)[0]
+    rread = next(op for op in rand.ops if op.op == "randread")
+    assert runner.job(inst, rread, rand).runtime == 1.0
+    assert not StepRunner(res=None, archive=None, direct=False).rereads(read)   # buffered: resets
+
+
+def test_a_re_read_for_real_reads_its_file_over_in_one_process(tmp_path):
+    """For real, with O_DIRECT: fio's time-based read of a 4-MiB file moves it many times over
+    in its 0.3 s, in whole blocks."""
+    if shutil.which("fio") is None:
+        skip_or_fail("plain", "fio is not installed (apt-get install fio)")
+    fio.run(fio.FioJob("write", MiB, 4 * MiB, direct=True), tmp_path, "again")
+    outcome, _ = fio.run(fio.FioJob("read", MiB, 4 * MiB, direct=True, runtime=0.3), tmp_path,
+                         "again")
+    assert outcome.io_bytes > 2 * 4 * MiB and outcome.io_bytes % MiB == 0, outcome
+    assert 0.29 <= outcome.runtime_s <= 0.4, outcome
 
 
 def test_an_rclone_upload_that_stops_fails_the_sample_quickly(tmp_path):

@@ -53,7 +53,7 @@ class FioJob:
     iodepth: int = 1
     direct: bool = False
     end_fsync: bool = False
-    runtime: float | None = None   # time-based when set
+    runtime: float | None = None   # seconds, time-based when set: the file read over and over
     cap: float | None = None       # stop issuing I/O after this many seconds (not time-based)
     nrfiles: int = 1
     filesize: str | None = None    # e.g. "4k:64k" for many small files
@@ -81,7 +81,7 @@ class FioJob:
         else:
             argv += [f"--filename={name}.dat", f"--size={self.size}"]
         if self.runtime:
-            argv += [f"--runtime={self.runtime:g}", "--time_based=1"]
+            argv += [f"--runtime={max(1, round(self.runtime * 1000))}ms", "--time_based=1"]
         elif self.cap:
             argv += [f"--runtime={max(1, round(self.cap * 1000))}ms"]
         if self.rwmixread is not None:

@@ -305,6 +305,8 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         metrics["cpu_unmeasured"] = unmeasured[0]
         notes.append(f"CPU not counted: {unmeasured[0]} (a longer sample counts it)")
     metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
+    if any("file_reads" in x.metrics for x in samples):       # a re-read (steps.StepRunner.reread)
+        metrics["file_reads"] = median(samples, "file_reads")
     short = statistics.median(x.seconds for x in samples)
     if short < SHORT_SAMPLE:
         after.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "

@@ -1,6 +1,6 @@
 """One sample made of passes: how large its passes are, the passes summed
-into one sample, and the CPU per byte and per operation a sample (or a
-pass) may claim.
+into one sample, the CPU per byte and per operation a sample (or a
+pass) may claim, and whether a pass moved what it was meant to (rule 5).
 
 CPU comes from ``/proc/stat``, which counts in ticks (``CLK_TCK`` a
 second): a window of a few ticks counts whole ticks, not percent. A pass
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import statistics
 
+from cryptcost.engines import fio
+from cryptcost.errors import DataIntegrityError
 from cryptcost.host import cpu
 from cryptcost.model import CpuSplit, Sample
 from cryptcost.workloads import storage as wl
@@ -82,3 +84,28 @@ def cpu_per_unit(metrics: dict, split: CpuSplit, moved: int, count: int) -> None
         metrics["cpu_s_per_gib"] = split.busy / (moved / GiB)
     if count:
         metrics["cpu_us_per_op"] = split.busy / count * 1e6
+
+
+def verify_moved(label: str, op: wl.Op, moved: int, outcome: fio.FioOutcome,
+                 job: fio.FioJob | None = None) -> None:
+    """Rule 5: the bytes moved are the bytes intended — or, for a pass
+    cut at its time, whole blocks of them, and only once the time is up."""
+    if op.fio and op.fio.rw not in fio.FILE_OPS and outcome.total_ios * op.block_bytes < moved:
+        raise DataIntegrityError(f"{label} {op.op}: fio's bytes and requests disagree")
+    if job is not None and job.runtime:
+        # a re-read for the sample's time: whole blocks, for all of it
+        if moved <= 0 or moved % job.bs or outcome.runtime_s < job.runtime * 0.99:
+            raise DataIntegrityError(
+                f"{label} {op.workload} {op.op}: {moved} bytes in "
+                f"{outcome.runtime_s:.3f} s of a read meant to last {job.runtime:.3f} s")
+        return
+    if op.intended_bytes is None:
+        return
+    intended = job.size if job is not None and (job.size < op.intended_bytes or op.by_time) \
+        else op.intended_bytes
+    cut = job is not None and job.cap and outcome.runtime_s >= job.cap * 0.99 \
+        and 0 < moved < intended and moved % job.bs == 0
+    if moved != intended and not cut:
+        raise DataIntegrityError(f"{label} {op.workload} {op.op}: moved {moved} bytes "
+                                 f"of the {intended} intended")
+
