@@ -30,7 +30,6 @@ from tests.conftest import skip_or_fail
 from tests.system.test_vm import _by, _vm_ready
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
-FAST = ["--min-samples", "2", "--max-samples", "2", "--warmup", "0"]
 ONCE = [
     "--min-samples", "1", "--max-samples", "1", "--warmup", "0",
 ]  # what works, not how fast: one sample
@@ -256,7 +255,7 @@ def test_r4_nfs_3_and_nfs_4_with_kerberos_every_sec_mode(cli, tmp_path):
     _vm_ready()
     _guest_6_12()
     out, done = _guest(cli, "--kernel", "6.12", "--", "network", "--stacks", "nfs:*",
-                       "--workloads", "put,get,smallfiles", "--file-size", "64M", *FAST, "--json")
+                       "--workloads", "put,get,smallfiles", "--file-size", "64M", *ONCE, "--json")
     assert "kernel 6.12" in done.stderr, done.stderr[-500:]
     results = {(r["stack"], r["workload"]): r for r in _by(out["results"], "network")}
     assert set(results) == {
@@ -428,7 +427,7 @@ def test_zfs_with_native_encryption_runs_in_the_guest_on_the_kernel_its_module_w
         skip_or_fail("vm-zfs", "no zfs module built for a guest kernel, or no zfsutils-linux "
                                "(make zfs builds them: packaging/zfs-for-the-guest)")
     out, done = _guest(cli, "--", "storage", "--stacks", "zfs:aes-256-gcm", "--workloads",
-                       "seq-1m", "--size", "256M", *FAST, "--json")
+                       "seq-1m", "--size", "256M", *ONCE, "--json")
     results = {(r["stack"], r["op"]): r for r in _by(out["results"], "storage")}
     for op in ("write", "read"):
         r = results[("zfs:aes-256-gcm", op)]
