@@ -356,6 +356,16 @@ def test_a_row_without_figures_says_why_from_the_runs_record_of_what_it_left_out
     assert fr.left_out("R3", [{"kind": "cipher", "engine": "openssl"}], [smallfiles]) is None
     assert fr.left_out("R3", [{"kind": "storage", "workload": "mixed"}], [smallfiles]) == \
         "R3 and R4 small files: the whole part: cut"
+    # a guest's whole share of a part takes only the rows of the stacks it would have measured
+    guests = {"part": "R1 large files", "stack": "the whole part", "budget": "b", "reason": "cut",
+              "ciphers": False, "workloads": ["bigfile"], "stacks": ["luks:aes-xts-plain64", "zfs"]}
+    for stack in ("plain", "fscrypt:aes-256-xts"):
+        assert fr.left_out("R1", [{"kind": "storage", "stack": stack}], [guests]) is None, stack
+    for stack in ("luks:aes-xts-plain64", "zfs:aes-256-gcm"):
+        assert fr.left_out("R1", [{"kind": "storage", "stack": stack}], [guests]) == \
+            "R1 large files: the whole part: cut", stack
+    assert fr.left_out("R1", [{"kind": "storage", "stack": "plain"}],
+                       [{**guests, "stacks": ["all"]}]) == "R1 large files: the whole part: cut"
     # a cut of one value takes only the cells with it
     assert fr.left_out("R3", [{"kind": "storage", "accel": True}],
                        [{"part": "R3 x", "stack": "storage accel off", "budget": "b",

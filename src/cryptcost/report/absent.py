@@ -1,8 +1,9 @@
 """Why a field report's row has no figure in a run: what the run's record says it left out.
 
 A stack it could not run, or a cut of the report's own part (its label among the part's) to fit
-``--time-budget``, in this host's share or a guest's (``suite.budget``): the whole part, every
-stack of a kind, or one value of a table's dimension (``storage workloads bonnie``).
+``--time-budget``, in this host's share or a guest's (``suite.budget``): the whole part (only
+the rows of the stacks it names: a guest's share of a part measures this host's missing ones),
+every stack of a kind, or one value of a table's dimension (``storage workloads bonnie``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ def _cut_names(cut: dict, what: str, want: dict) -> bool:
     if what == "the whole part":       # where the cut says what the part measured, by that
         if want.get("kind") == "cipher" or "engine" in want:
             return bool(cut.get("ciphers", True))
+        stacks = cut.get("stacks") or ["all"]
+        if want.get("stack") and "all" not in stacks and \
+                not any(names_stack(s, str(want["stack"])) for s in stacks):
+            return False
         return "workload" not in want or want["workload"] in cut.get("workloads",
                                                                      [want["workload"]])
     words = what.split()
