@@ -34,13 +34,19 @@ def openssl_speed(alg: str, size: int, threads: int, seconds: int) -> float:
     return float(row.split()[-1].rstrip("k")) * 1000
 
 
-def fio_job(directory: Path, rw: str, bs: int, size: int, name: str = "byhand.dat") -> float:
-    """Bytes/s of one bare fio job on ``directory``, from its JSON."""
-    if rw == "read":
+def fio_job(directory: Path, rw: str, bs: int, size: int, name: str = "byhand.dat",
+            direct: bool = False, seconds: float | None = None) -> float:
+    """Bytes/s of one bare fio job on ``directory``, from its JSON; with ``direct``, O_DIRECT
+    (no cache to drop before a read, nor to flush after a write); with ``seconds``, the file
+    read over and over for that long (``time_based``)."""
+    if rw == "read" and not direct:
         subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
     argv = ["fio", "--name=byhand", f"--filename={directory}/{name}", f"--rw={rw}", f"--bs={bs}",
-            f"--size={size}", "--ioengine=psync", *SAME_AS_CRYPTCOST, "--output-format=json"]
-    if rw == "write":
+            f"--size={size}", "--ioengine=psync", *SAME_AS_CRYPTCOST, "--output-format=json",
+            f"--direct={int(direct)}"]
+    if rw == "write" and not direct:
         argv.append("--end_fsync=1")
+    if seconds:
+        argv += [f"--runtime={round(seconds * 1000)}ms", "--time_based=1"]
     out = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
     return out["jobs"][0][rw]["bw_bytes"]
