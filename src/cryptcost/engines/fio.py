@@ -5,9 +5,10 @@ Every job writes incompressible data (``refill_buffers=1`` with
 fallocate (FUSE stacks such as rclone refuse it) and opens them on first
 I/O (``create_on_open=1``), identically for a stack and its baseline.
 fio times with ``clock_gettime`` (the kernel's monotonic clock, as the rest
-of cryptcost): its default TSC source is calibrated at every start, which
-costs each run tens of milliseconds, and a virtual machine's TSC is not
-always trustworthy.
+of cryptcost): a virtual machine's TSC is not always trustworthy. (fio 3.33
+still calibrates the TSC at every start, about 64 ms, and waits 100 ms for
+its job to start: a run costs about 0.2 s before its first I/O here, 0.7 s
+in an emulated guest.)
 
 With ``stat_dir``, fio itself reads ``/proc/stat`` just before its job's
 first I/O (``exec_prerun``; fio saves the command's output as
