@@ -587,3 +587,28 @@ def test_ipsec_with_ipcomp_is_a_variant_only_the_kernels_esp_runs(monkeypatch):
                         lambda: {"esp": {"present": True}, "xfrm": {"present": True},
                                  "netem": {"present": True}})
     assert ipsec.variant_unavailable("aes128-sha1-ipcomp") is None
+
+
+def test_a_daemons_socket_is_looked_for_without_a_process_where_the_end_is_this_hosts(tmp_path):
+    """A namespace end's files are this host's: charon's control socket is a stat here, not a
+    `test -S` through `ip netns exec` (two process starts a poll, dear in an emulated guest);
+    an end on another machine still asks it."""
+    import socket
+
+    from cryptcost.links.ends import LocalEnd
+    ran: list[list[str]] = []
+    local = LocalEnd(res=None, wrap=lambda argv: ran.append(argv) or argv)
+    path = tmp_path / "charon.vici"
+    assert not local.is_socket(path)
+    path.write_bytes(b"")
+    assert not local.is_socket(path)                     # a file, not a socket
+    path.unlink()
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        assert local.is_socket(path)
+    assert ran == []
+
+    class Elsewhere(LocalEnd):
+        local = False
+    remote = Elsewhere(res=None, wrap=lambda argv: ran.append(argv) or ["false"])
+    assert not remote.is_socket(path) and ran == [["test", "-S", str(path)]]

@@ -16,6 +16,7 @@ keep a secret, or count its processes' CPU:
 from __future__ import annotations
 
 import os
+import stat
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable
@@ -119,6 +120,15 @@ class End(ABC):
 
     def read_text(self, path: Path) -> str:
         return self.read(path).decode(errors="replace")
+
+    def is_socket(self, path: Path) -> bool:
+        """Whether a Unix socket is at ``path`` at this end (a daemon's control socket)."""
+        if self.local:        # this host's files: no process to start (dear in an emulated guest)
+            try:
+                return stat.S_ISSOCK(os.stat(path).st_mode)
+            except OSError:
+                return False
+        return self.run(["test", "-S", str(path)], check=False, timeout=10).returncode == 0
 
 
 class LocalEnd(End):

@@ -171,8 +171,7 @@ class Ipsec(NetworkStack):
             before = _tuns(at)
             daemon = self.start(res, end, ["charon-systemd"], name=f"charon-{end}", env=env,
                                 logdir=d)
-            proc.wait_for(lambda at=at, d=d: at.run(["test", "-S", f"{d}/charon.vici"],
-                                                    check=False, timeout=10).returncode == 0,
+            proc.wait_for(lambda at=at, d=d: at.is_socket(d / "charon.vici"),
                           timeout=30, daemon=daemon, what="charon's VICI socket")
             dev = "lo"
             if not kernel[end]:
