@@ -373,10 +373,8 @@ class StepRunner:
                left: float | None = None) -> fio.FioJob:
         """The sample's read as one fio process (``time_based``): the file the write before it
         left (a random read: its layout), from its start again each time fio reaches its end,
-        until ``left`` seconds (by default the sample's minimum) are up. Passes of whole files,
-        each a process, cost one fio start-up each: 0.2 s on this host's fio 3.33 (its 100-ms
-        wait for the job to start, and the clock's calibration), about 0.7 s in an emulated
-        guest, where a sample of a fast stack took twenty of them."""
+        until ``left`` seconds (by default the sample's minimum) are up: one fio start-up a
+        sample (:mod:`cryptcost.engines.fio` says what one costs), not one a pass."""
         job = replace(op.fio, cap=None, runtime=max(0.05, self.min_seconds if left is None
                                                     else left))
         path = inst.workdir / f"{self.stem(inst, op, step)}.dat"
