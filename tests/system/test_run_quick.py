@@ -130,9 +130,12 @@ def _profiles_are_whole(out: dict, html: str, cli) -> None:
         assert p["rows"] and all(0 < x["share"] <= 1 for x in p["rows"]), r["stack"]
         # every process perf saw has its name, a FUSE daemon remounted between passes included
         # (that bug put 70 % of a read's samples in ":pid" rows); the long tail may hold a process
-        # too short-lived for perf to see its name: a sample or two, not the work
+        # too short-lived for perf to see its name (perf's ":-1", a sample with no thread): a
+        # sample or two, not the work. A short profile has few samples (49 for a 0.5-s read), so
+        # one such sample alone may be 2 % of it
         unnamed = [x for x in p["rows"] if x["comm"].startswith(":")]
-        assert sum(x["share"] for x in unnamed) < 0.02, (r["stack"], r["op"], unnamed)
+        few = sum(x["samples"] for x in unnamed) <= 2
+        assert few or sum(x["share"] for x in unnamed) < 0.02, (r["stack"], r["op"], unnamed)
         # the profiled run's own speed, beside the median: perf's weight on the work it watched.
         # A warm-up run of a fast cell is one pass of some tens of milliseconds (a write's first
         # pass moves 64 MiB), where an fsync or a journal commit weighs more than perf does: its
