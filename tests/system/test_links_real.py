@@ -62,6 +62,51 @@ def test_tcp_over_a_netns_link_carries_iperf3_traffic_and_leaves_nothing(state_d
 
 
 @pytest.mark.root
+def test_a_thread_joined_to_an_end_sees_what_ss_sees_there_and_times_its_round_trip(state_dir):
+    """host.netns, which spares a namespace's polls and its round-trip probe a process start:
+    its answers are ss's in the same namespace (TCP and UDP, listening or not), its sockets
+    are the namespace's, and an unknown namespace is an error, not this host's answer."""
+    import socket
+
+    from cryptcost.host import netns
+    _need_tcp()
+    with Resources() as res:
+        link = NetnsLink(mtu=1500)
+        link.setup(res)
+        a, b = link.at("a"), link.at("b")
+        assert 0 < link.rtt_ms < 50
+        # a listener that accepts every connect and keeps listening (iperf3's server closes and
+        # reopens its socket after a connection that brings no test: a connect then is refused)
+        tcp = res.daemon(link.argv("b", [sys.executable, "-c",
+                                          "import socket; s = socket.create_server(('', 5333)); "
+                                          "[s.accept()[0].close() for _ in iter(int, 1)]"]))
+        udp = res.daemon(link.argv("b", [sys.executable, "-c",
+                                          "import socket, time; s = socket.socket(socket.AF_INET, "
+                                          "socket.SOCK_DGRAM); s.bind(('0.0.0.0', 5334)); "
+                                          "time.sleep(60)"]))
+        proc.wait_for(lambda: b.listening(5333) and b.listening(5334, udp=True), timeout=20,
+                      daemon=tcp, what="a TCP and a UDP socket at end b")
+
+        def ss(end, port, udp=False):
+            argv = ["ss", "-Hl" + ("u" if udp else "t") + "n", f"sport = :{port}"]
+            return bool(proc.run(link.argv(end, argv), timeout=10).stdout.strip())
+
+        for end in ("a", "b"):
+            for port, is_udp in ((5333, False), (5334, True), (5333, True), (5334, False)):
+                assert link.at(end).listening(port, udp=is_udp) == ss(end, port, is_udp), (
+                    end, port, is_udp)
+        assert not a.listening(5333) and b.listening(5333)
+        # a connect from end a's namespace reaches b's server, which accepts it
+        assert netns.joined(link.ns["a"], lambda: netns.round_trip(link.b_addr, 5333,
+                                                                   accepted=True)) is not None
+        assert netns.joined(link.ns["a"], lambda: netns.round_trip(link.b_addr, 5333)) is None
+        with pytest.raises(OSError):
+            netns.joined("cc-no-such-namespace", lambda: socket.gethostname())
+        res.stop(udp)
+        res.stop(tcp)
+
+
+@pytest.mark.root
 def test_cleanup_removes_the_namespaces_of_a_killed_run(tmp_path, state_dir):
     _need_tcp()
     before = _namespaces()

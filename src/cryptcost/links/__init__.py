@@ -23,12 +23,12 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import sys
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from cryptcost import proc
 from cryptcost.errors import CryptcostError, UserError
+from cryptcost.host import netns
 from cryptcost.lifecycle.release import releaser
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links.ends import End, LocalEnd
@@ -38,23 +38,6 @@ MAX_DELAY_MS = 1000.0
 # netem's queue, in packets: deep enough that no packet the delay holds back is dropped (TCP's
 # windows bound what is in flight, not this limit).
 NETEM_LIMIT = 100_000
-# One round trip from end a: a TCP connect to a port where nothing listens, answered at once by
-# a reset. The median of five, in milliseconds.
-_RTT_PROBE = """
-import socket, statistics, sys, time
-times = []
-for _ in range(5):
-    s = socket.socket()
-    s.settimeout(5)
-    start = time.perf_counter()
-    try:
-        s.connect((sys.argv[1], int(sys.argv[2])))
-    except ConnectionRefusedError:
-        times.append((time.perf_counter() - start) * 1e3)
-    finally:
-        s.close()
-print(round(statistics.median(times), 3) if len(times) == 5 else "")
-"""
 
 
 @releaser("netns")
@@ -62,7 +45,6 @@ def release_netns(data: dict) -> None:
     """Delete our namespace (its veth end goes with it, and its peer too)."""
     name = data["name"]
     if os.path.exists(f"/run/netns/{name}"):
-        proc.run(["ip", "netns", "pids", name], check=False, timeout=30)
         proc.run(["ip", "netns", "delete", name], check=False, timeout=30)
 
 
@@ -92,6 +74,7 @@ class Link(ABC):
         self.used_ports: set[int] = set()
         self.res: Resources | None = None
         self._ends: dict[str, End] = {}
+        self._offloads: dict[str, dict[str, str]] = {}
 
     def setup(self, res: Resources) -> None:
         """Create the link's ends, journalled in ``res``."""
@@ -105,11 +88,16 @@ class Link(ABC):
     def at(self, end: str) -> End:
         """End ``a`` or ``b`` (after :meth:`setup`)."""
         if end not in self._ends:
-            self._ends[end] = LocalEnd(self.res, lambda argv, end=end: self.argv(end, argv))
+            self._ends[end] = LocalEnd(self.res, lambda argv, end=end: self.argv(end, argv),
+                                       netns=self.namespace(end))
         return self._ends[end]
 
     # why end b's speeds are not real hardware's (a peer that is cryptcost vm's guest), or None
     emulated_peer: str | None = None
+
+    def namespace(self, end: str) -> str | None:
+        """The network namespace (``ip netns``'s name) a local end is in; None: this process's."""
+        return None
 
     @abstractmethod
     def argv(self, end: str, argv: list[str]) -> list[str]:
@@ -152,7 +140,13 @@ class Link(ABC):
                                 timeout=10).returncode == 0
 
     def offloads(self, end: str) -> dict[str, str]:
-        """GSO/GRO/TSO state of an end's interface (ethtool -k), where ethtool is installed."""
+        """GSO/GRO/TSO state of an end's interface (ethtool -k), where ethtool is installed: read
+        once an end (every result of the link describes it)."""
+        if end not in self._offloads:
+            self._offloads[end] = self._read_offloads(end)
+        return self._offloads[end]
+
+    def _read_offloads(self, end: str) -> dict[str, str]:
         if not proc.which("ethtool"):
             return {}
         try:
@@ -191,14 +185,15 @@ class NetnsLink(Link):
         self.veth = {"a": veth_a, "b": veth_b}
         # The pair lives in namespace a from birth; deleting a namespace deletes its end and the
         # peer.
-        proc.run(["ip", "-n", self.ns["a"], "link", "add", veth_a, "mtu", str(self.mtu), "type",
-                  "veth",
-                  "peer", "name", veth_b, "netns", self.ns["b"], "mtu", str(self.mtu)], timeout=30)
+        # Each namespace's commands as one ip -batch: a process start each, not four (a second
+        # in an emulated guest).
+        first = [f"link add {veth_a} mtu {self.mtu} type veth peer name {veth_b} netns "
+                 f"{self.ns['b']} mtu {self.mtu}"]
         for end, addr in (("a", self.a_addr), ("b", self.b_addr)):
             ns, dev = self.ns[end], self.veth[end]
-            proc.run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev], timeout=30)
-            proc.run(["ip", "-n", ns, "link", "set", dev, "up"], timeout=30)
-            proc.run(["ip", "-n", ns, "link", "set", "lo", "up"], timeout=30)
+            lines = (first if end == "a" else []) + [
+                f"addr add {addr}/30 dev {dev}", f"link set {dev} up", "link set lo up"]
+            proc.run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n", timeout=30)
             if self.delay_ms:
                 # the qdisc lives on the veth end, and goes with the journalled namespace
                 proc.run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "netem", "delay",
@@ -207,16 +202,15 @@ class NetnsLink(Link):
 
     def round_trip(self) -> float | None:
         """One round trip from end a to end b, in ms (the median of five TCP connects that b
-        refuses at once), or None where no connect was refused."""
-        done = proc.run(self.argv("a", [sys.executable, "-c", _RTT_PROBE, self.b_addr, "9"]),
-                        check=False, timeout=60)
-        try:
-            return float(done.stdout.strip())
-        except ValueError:
-            return None
+        refuses at once, made from namespace a by a thread of this process: no probe to start),
+        or None where a connect was not refused."""
+        return netns.joined(self.ns["a"], lambda: netns.round_trip(self.b_addr, 9))
 
     def argv(self, end: str, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.ns[end], *argv]
+
+    def namespace(self, end: str) -> str | None:
+        return self.ns[end]
 
     def iface(self, end: str) -> str:
         return self.veth[end]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from cryptcost import proc
-from cryptcost.host import cpu, kernel
+from cryptcost.host import cpu, kernel, netns
 from cryptcost.lifecycle.release import releaser
 from cryptcost.lifecycle.resources import Resources
 
@@ -135,8 +135,9 @@ class LocalEnd(End):
     """An end on this host: every command goes through ``wrap`` (``ip netns
     exec NS …`` for a namespace), every resource through ``res``."""
 
-    def __init__(self, res: Resources, wrap: Callable[[list[str]], list[str]] = list):
-        self.res, self.wrap = res, wrap
+    def __init__(self, res: Resources, wrap: Callable[[list[str]], list[str]] = list,
+                 netns: str | None = None):
+        self.res, self.wrap, self.netns = res, wrap, netns     # netns: None is this process's
         self.daemons: dict[int, proc.Daemon] = {}
 
     local = True
@@ -188,6 +189,12 @@ class LocalEnd(End):
 
     def kernel_features(self) -> dict[str, bool]:
         return {name: f["present"] for name, f in kernel.features().items()}
+
+    def listening(self, port: int, udp: bool = False) -> bool:
+        """Read from the end's namespace's ``/proc/thread-self/net`` by a thread of this process
+        (:mod:`cryptcost.host.netns`): ``ss`` through ``ip netns exec`` was two process starts a
+        poll."""
+        return netns.joined(self.netns, lambda: netns.listening(port, udp))
 
     def process_cpu(self, pids) -> dict[int, float]:
         return cpu.process_cpu(list(pids))

@@ -24,13 +24,13 @@ import json
 import logging
 import secrets
 import socket
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptcost import proc
 from cryptcost.errors import CryptcostError, ProcessError, UserError
+from cryptcost.host import netns
 from cryptcost.lifecycle.release import releaser
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.links import Link
@@ -307,16 +307,8 @@ class PeerLink(Link):
 
     def _rtt(self) -> float | None:
         """The median of five TCP handshakes with the peer's sshd (one round trip each)."""
-        port = int(self._ssh_config().get("port", 22))
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            try:
-                with socket.create_connection((self.b_addr, port), timeout=5):
-                    times.append((time.perf_counter() - start) * 1e3)
-            except OSError:
-                return None
-        return round(statistics.median(times), 3)
+        return netns.round_trip(self.b_addr, int(self._ssh_config().get("port", 22)),
+                                accepted=True)
 
     def unavailable(self, stack: str) -> str | None:
         """Why ``stack`` cannot hold end ``b`` on the peer (its own probe), or None."""
