@@ -168,7 +168,7 @@ class Ipsec(NetworkStack):
                                   name=f"ipsec-{end}-{secrets.token_hex(3)}.conf")
             at.write(d / "swanctl.conf", f"{conf}include {held}\n".encode())
             env = {"STRONGSWAN_CONF": str(d / "strongswan.conf")}
-            before = _tuns(at)
+            before = set() if kernel[end] else _tuns(at)      # kernel-libipsec makes a TUN device
             daemon = self.start(res, end, ["charon-systemd"], name=f"charon-{end}", env=env,
                                 logdir=d)
             proc.wait_for(lambda at=at, d=d: at.is_socket(d / "charon.vici"),
