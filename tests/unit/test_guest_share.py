@@ -168,3 +168,49 @@ def test_a_dry_run_prints_the_plan_and_both_shares_as_json(tmp_path):
     else:
         assert all(g["estimate_seconds"] * k + 120 <= b * 1.001
                    for g, b in zip(budgeted["guest"], given))
+
+
+def test_only_cuts_the_seeds_suite_to_the_parts_of_the_reports_asked_for_here_and_in_the_guest(
+        kernel_lacks):
+    """run --only R4: R4's parts alone, a part serving R3 and R4 kept (it is R4's too), what the
+    plan cannot run for R4 kept and for others dropped; the guests' shares follow."""
+    from cryptcost.workloads.plan import only_reports
+    from cryptcost.workloads.seeds import parse_only, reports_of
+    whole = load("seeds", None)
+    assert {r for p in whole.parts for r in reports_of(p.label)} == {"R1", "R2", "R3", "R4", "R5"}
+    r4 = only_reports(whole, "r4")
+    assert r4.parts and all("R4" in reports_of(p.label) for p in r4.parts)
+    assert any(reports_of(p.label) == {"R3", "R4"} for p in r4.parts)
+    assert [p.label for p in r4.parts] == [p.label for p in whole.parts
+                                           if "R4" in reports_of(p.label)]
+    assert [c["what"] for c in r4.cannot_run] == ["iozone over NFS"]
+    assert only_reports(whole, "R5").cannot_run == []
+    for share in guest.share(r4):
+        assert share.plan.parts and all("R4" in reports_of(p.label) for p in share.plan.parts)
+    both = only_reports(whole, "R2, R5")
+    assert {frozenset(reports_of(p.label)) for p in both.parts} == {frozenset({"R2"}),
+                                                                   frozenset({"R5"})}
+    assert parse_only("r5,R2,R5") == ("R2", "R5")
+    for bad in ("R9", ",", "R4;R5", "quick"):
+        with pytest.raises(UserError, match="bad --only"):
+            parse_only(bad)
+    with pytest.raises(UserError, match="--suite seeds"):
+        only_reports(load("quick", None), "R4")
+
+
+def test_run_only_says_so_in_its_plan_and_refuses_bad_input_in_one_line(tmp_path):
+    env = {"XDG_DATA_HOME": str(tmp_path), "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
+           "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "cryptcost", "run", "--suite", "seeds", "--only",
+                           "R2", "--dry-run", "--json"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the parts of R2 only (--only)" in done.stderr
+    out = json.loads(done.stdout)
+    assert out["only"] == ["R2"] and [p["label"][:2] for p in out["parts"]] == ["R2"]
+    for argv, said in ((["--suite", "seeds", "--only", "R7"], "bad --only 'R7'"),
+                       (["--only", "R4"], "not of suite quick")):
+        done = subprocess.run([sys.executable, "-m", "cryptcost", "run", *argv, "--dry-run"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and said in done.stderr, done.stderr

@@ -403,3 +403,23 @@ def test_the_report_document_crosses_every_json_boundary_as_plain_data(stored):
     assert all(isinstance(r["ranking"], list) for r in printed["recommendations"])
     exported = json.loads(render("json", run, store.results(run.id)))["analysis"]
     assert exported["recommendations"] == printed["recommendations"]
+
+
+def test_a_run_only_of_some_field_reports_shows_their_blocks_alone_and_says_so(tmp_path):
+    """run --only R2,R4 records the reports it ran; the report's field-reports section shows
+    those blocks alone, not three more whose rows would each say they were not asked for, and
+    its introduction says the run was cut so."""
+    from cryptcost.report import document, markdown
+    data = json.loads(RUN.read_text())
+    store = Store.open(tmp_path / "r.db")
+    run_id = store.import_run(data)
+    whole = document.build(store.run(run_id), store.results(run_id))
+    assert [b["label"] for b in whole["field_reports"]] == ["R1", "R2", "R3", "R4", "R5"]
+    assert "only" not in whole["field_reports_intro"]
+    store.update_extra(run_id, only=["R2", "R4"])
+    doc = document.build(store.run(run_id), store.results(run_id))
+    assert [b["label"] for b in doc["field_reports"]] == ["R2", "R4"]
+    assert doc["field_reports_intro"].endswith("the parts of R2 and R4 only (run --only).")
+    text = markdown.render(doc).split("## Field reports")[1]
+    assert "R2 and R4 only" in text and re.search(r"^### R2\b", text, re.M) and not re.search(
+        r"^### R[135]\b", text, re.M), text[:2000]

@@ -32,6 +32,9 @@ def add_parser(sub, common) -> None:
                    help="quick (default, about 5 min on 2 cores), standard, "
                    "seeds (the field reports' matrices), full")
     p.add_argument("--plan", metavar="FILE.toml", help="a plan file (see docs/plans.md)")
+    p.add_argument("--only", metavar="R4[,R5]",
+                   help="with --suite seeds: only the parts of these field reports (R1 … R5), "
+                   "here and in the guest; the report shows their blocks alone")
     p.add_argument("--device-speed", metavar="RATE",
                    help="predict throughput on a device, e.g. 3GB/s")
     p.add_argument("--link", metavar="LINK",
@@ -104,7 +107,9 @@ def _table_said(part) -> list[str]:
 
 def announce(prepared: suite.Prepared) -> None:
     plan, seconds, factor = prepared.plan, prepared.seconds, prepared.factor
-    err.print(f"suite {plan.name}" + (f" ({plan.label})" if plan.label else "") + ":")
+    err.print(f"suite {plan.name}" + (f" ({plan.label})" if plan.label else "")
+              + (f", the parts of {' and '.join(prepared.only)} only (--only)" if prepared.only
+                 else "") + ":")
     for part in plan.parts:
         err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
     for c in plan.cannot_run:
@@ -179,6 +184,7 @@ def planned(prepared: suite.Prepared) -> dict:
                 "calibrated_from_runs": runs}
     plan = prepared.plan
     return {"suite": plan.name, "label": plan.label, "parts": _parts_json(plan.parts),
+            "only": list(prepared.only),
             **estimate(prepared.seconds, prepared.factor),
             "planned_seconds": round(prepared.planned_s, 1),
             "most_seconds": round(prepared.most_seconds, 1),
@@ -196,9 +202,9 @@ def planned(prepared: suite.Prepared) -> dict:
 
 def run(args) -> int:
     # bad input fails before anything is recorded
-    if args.parts and (args.suite or args.plan or args.vm):
+    if args.parts and (args.suite or args.plan or args.vm or args.only):
         raise UserError("--parts is the guest's share of a run --vm: it takes no --suite, "
-                        "--plan or --vm")
+                        "--plan, --vm or --only")
     if args.budget_scale is not None and not (args.parts and args.time_budget
                                               and args.budget_scale > 0):
         raise UserError("--budget-scale goes with --parts and --time-budget, and is positive")
@@ -210,6 +216,7 @@ def run(args) -> int:
         validate_writable(args.report)
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
                              profile=args.profile, vm=args.vm, parts=args.parts,
+                             only=args.only,
                              link=args.link, delay_ms=args.delay,
                              time_budget=args.time_budget, budget_scale=args.budget_scale,
                              peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
@@ -234,6 +241,7 @@ def run(args) -> int:
         guest_cut = [{**c, "stack": c["what"]} for gp in prepared.guest if prepared.vm
                      for c in gp.share.plan.cannot_run]
         store.update_extra(run_id, suite=plan.name, model=model,
+                           only=list(prepared.only) or None,
                            estimate_seconds=round(prepared.seconds, 1),
                            time_budget=prepared.budget_s,
                            skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run]

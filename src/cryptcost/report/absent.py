@@ -8,7 +8,7 @@ every stack of a kind, or one value of a table's dimension (``storage workloads 
 
 from __future__ import annotations
 
-import re
+from cryptcost.workloads.seeds import reports_of
 
 # a budget's cut of a table's values ("storage workloads bonnie"): the cell dimension it cuts
 _CUT_DIMS = {"workloads": "workload", "accel": "accel", "cpus": "cpus", "threads": "threads",
@@ -54,7 +54,7 @@ def left_out(label: str, wants: list[dict], skipped: list[dict]) -> str | None:
     said: list[str] = []
     for s in skipped:
         what = str(s.get("stack") or s.get("what") or "")
-        ours = label in re.findall(r"\bR\d\b", str(s.get("part") or ""))
+        ours = label in reports_of(str(s.get("part") or ""))
         for want in wants:
             stack = want.get("stack")
             if stack and not s.get("budget") and names_stack(what, str(stack)):

@@ -134,9 +134,13 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
         "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
         # what a linked guest measured instead is no reason for a row's absence
-        "field_reports": fieldreports.section(
-            results, guests, [s for s in skipped if not _in_guest(Skipped.of(s), run, guests)]),
-        "field_reports_intro": FIELD_REPORTS_INTRO,
+        # run --only R4: the blocks of the reports it was asked for, no other
+        "field_reports": [b for b in fieldreports.section(
+            results, guests, [s for s in skipped if not _in_guest(Skipped.of(s), run, guests)])
+            if not run.extra.get("only") or b["label"] in run.extra["only"]],
+        "field_reports_intro": FIELD_REPORTS_INTRO + (
+            f" This run measured the parts of {' and '.join(run.extra['only'])} only (run --only)."
+            if run.extra.get("only") else ""),
         "not_measured": [{"what": s.what, "why": s.reason + _in_guest(s, run, guests),
                           "install": s.install or ""} for s in map(Skipped.of, skipped)],
         "environment": _environment(host),

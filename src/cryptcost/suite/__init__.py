@@ -31,7 +31,8 @@ from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storag
 from cryptcost.suite import ceilings, timing
 from cryptcost.suite.ceilings import ceiling_cells, light_host
 from cryptcost.suite.timing import estimate
-from cryptcost.workloads.plan import Part, RunPlan, load, read_text
+from cryptcost.workloads.plan import Part, RunPlan, load, only_reports, read_text
+from cryptcost.workloads.seeds import parse_only
 from cryptcost.suite.here import for_this_host
 
 
@@ -75,6 +76,7 @@ class Prepared:
     host_budget_s: float | None = None    # this host's part of the budget (all without guests)
     scale: float = 1.0                    # what the model's estimates are multiplied by here
     planned_s: float = 0.0                # the plan's seconds: each part's × its own slowdown
+    only: tuple[str, ...] = ()            # run --only: the field reports whose parts it runs
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
@@ -93,6 +95,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
             link: str | None = None, peer: dict | None = None, delay_ms: float | None = None,
             time_budget: str | None = None, budget_scale: float | None = None,
             profile: bool = False, vm: bool = False, parts: str | None = None,
+            only: str | None = None,
             calibrate: Callable[..., tuple[float, int]] = lambda name, guest=False: (1.0, 0),
             part_factors: Callable[..., dict[str, float]] = lambda name, guest=False: {}
             ) -> Prepared:
@@ -105,8 +108,11 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     ``vm``: what this host's kernel cannot run and Debian's stock kernel can is run in
     cryptcost vm's guest too (:mod:`cryptcost.suite.guest`), so a plan with nothing for this
     host is not refused when the guest has a share. ``parts``: a file of a guest's share as
-    :func:`cryptcost.suite.guest.to_json` writes it, instead of a suite or plan file."""
+    :func:`cryptcost.suite.guest.to_json` writes it, instead of a suite or plan file. ``only``
+    (``run --only R4``): the seeds suite's parts of those field reports alone."""
     plan = load(suite, plan_file) if parts is None else from_json(read_text(parts), parts)
+    if only is not None:
+        plan = only_reports(plan, only)
     guests = share(plan)
     if delay_ms is not None:
         guests = [GuestShare(g.kernel, _delayed(g.plan, delay_ms)) for g in guests]
@@ -174,7 +180,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
         plan, _ = budget.fit(plan, budget_s, here)
     return Prepared(plan, model, estimate(plan) + ceil, factor, budget_s, tuple(guest), vm,
                     most_seconds=estimate(plan, most=True) + ceil, host_budget_s=host_budget_s,
-                    scale=scale, planned_s=here(plan))
+                    scale=scale, planned_s=here(plan),
+                    only=parse_only(only) if only else ())
 
 
 def _shortest_first(g: GuestShare) -> GuestShare:
