@@ -20,9 +20,10 @@ References
   permutation distribution (Mann & Whitney, 1947) without ties and with at
   most 20 samples a side; otherwise the normal approximation with tie and
   continuity corrections, its p clipped to 1.
-* Ratio of medians: percentile bootstrap (Efron & Tibshirani, *An
-  Introduction to the Bootstrap*, 1993, ch. 13), 2000 resamples of each
-  side, seeded, so the same samples always give the same interval.
+* Ratio of medians: percentile bootstrap (``scipy.stats.bootstrap``;
+  Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13),
+  2000 resamples of each side, seeded, so the same samples always give the
+  same interval.
 
 One sample set describes a result: its median (the headline), its
 interval and its overhead are all computed from every sample. Outliers
@@ -32,7 +33,6 @@ interval and its overhead are all computed from every sample. Outliers
 from __future__ import annotations
 
 import math
-import random
 import statistics
 import time
 import warnings
@@ -213,20 +213,30 @@ def mann_whitney_p(a: list[float], b: list[float]) -> float:
 
 def median_ratio_ci(a: list[float], b: list[float], confidence: float = 0.95,
                     resamples: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float, float]:
-    """median(b)/median(a) and its percentile-bootstrap CI (seeded)."""
+    """median(b)/median(a) and its percentile-bootstrap CI (``scipy.stats.bootstrap``, each
+    side resampled on its own, seeded). A side of one sample is its own median in every
+    resample; both such sides: the ratio alone, and scipy.stats is not imported."""
     ma, mb = statistics.median(a), statistics.median(b)
     if ma <= 0 or mb <= 0:
         return (math.nan, math.nan, math.nan)
     ratio = mb / ma
     if len(set(a)) < 2 and len(set(b)) < 2:
         return (ratio, ratio, ratio)
-    rng = random.Random(seed)
-    ratios = sorted(statistics.median(rng.choices(b, k=len(b)))
-                    / statistics.median(rng.choices(a, k=len(a)))
-                    for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    lo = ratios[int(math.floor(tail * (resamples - 1)))]
-    hi = ratios[int(math.ceil((1 - tail) * (resamples - 1)))]
+    import numpy as np
+
+    def median(x, axis):
+        return np.median(x, axis=axis)
+    # scipy resamples a side of two or more samples; a side of one stays its median
+    if len(a) >= 2 and len(b) >= 2:
+        data, stat = (b, a), (lambda x, y, axis: median(x, axis) / median(y, axis))
+    elif len(b) >= 2:
+        data, stat = (b,), (lambda x, axis: median(x, axis) / ma)
+    else:
+        data, stat = (a,), (lambda y, axis: mb / median(y, axis))
+    got = _scipy().bootstrap(data, stat, n_resamples=resamples, confidence_level=confidence,
+                             method="percentile", vectorized=True,
+                             rng=np.random.default_rng(seed))
+    lo, hi = (float(x) for x in got.confidence_interval)
     return (ratio, min(lo, ratio), max(hi, ratio))
 
 
@@ -267,12 +277,19 @@ def compare(a: list[float], b: list[float], alpha: float = ALPHA) -> Comparison:
     alone it would rank noise. Otherwise the honest answer is "no
     significant difference".
     """
-    ratio, lo, hi = median_ratio_ci(a, b)
+    return _compare(tuple(a), tuple(b), alpha)
+
+
+@lru_cache(maxsize=1024)
+def _compare(a: tuple[float, ...], b: tuple[float, ...], alpha: float) -> Comparison:
+    """:func:`compare`, once for each pair of sample sets (a report's analysis compares many
+    series more than once: its ranking, its findings and its recommendation)."""
+    ratio, lo, hi = median_ratio_ci(list(a), list(b))
     if min(len(a), len(b)) < 2:
         # one sample a side: nothing to test, and no test runs (nor is scipy.stats, seconds to
         # import in an emulated guest, loaded)
         return Comparison(ratio, (lo, hi), None, None, None, UNTESTED)
-    pw, pm = log_welch_p(a, b), mann_whitney_p(a, b)
+    pw, pm = log_welch_p(list(a), list(b)), mann_whitney_p(list(a), list(b))
     excludes_one = not (lo <= 1.0 <= hi)
     test_ok = pm <= alpha if min(len(a), len(b)) >= 4 else pw <= alpha
     significant = bool(excludes_one and test_ok and not math.isnan(ratio))
