@@ -223,16 +223,13 @@ def median_ratio_ci(a: list[float], b: list[float], confidence: float = 0.95,
     if len(set(a)) < 2 and len(set(b)) < 2:
         return (ratio, ratio, ratio)
     import numpy as np
-
-    def median(x, axis):
-        return np.median(x, axis=axis)
     # scipy resamples a side of two or more samples; a side of one stays its median
     if len(a) >= 2 and len(b) >= 2:
-        data, stat = (b, a), (lambda x, y, axis: median(x, axis) / median(y, axis))
+        data, stat = (b, a), (lambda x, y, axis: np.median(x, axis=axis) / np.median(y, axis=axis))
     elif len(b) >= 2:
-        data, stat = (b,), (lambda x, axis: median(x, axis) / ma)
+        data, stat = (b,), (lambda x, axis: np.median(x, axis=axis) / ma)
     else:
-        data, stat = (a,), (lambda y, axis: mb / median(y, axis))
+        data, stat = (a,), (lambda y, axis: mb / np.median(y, axis=axis))
     got = _scipy().bootstrap(data, stat, n_resamples=resamples, confidence_level=confidence,
                              method="percentile", vectorized=True,
                              rng=np.random.default_rng(seed))
@@ -286,8 +283,8 @@ def _compare(a: tuple[float, ...], b: tuple[float, ...], alpha: float) -> Compar
     series more than once: its ranking, its findings and its recommendation)."""
     ratio, lo, hi = median_ratio_ci(list(a), list(b))
     if min(len(a), len(b)) < 2:
-        # one sample a side: nothing to test, and no test runs (nor is scipy.stats, seconds to
-        # import in an emulated guest, loaded)
+        # one sample on a side: nothing to test, and no test runs (with one a side, nor is
+        # scipy.stats, seconds to import in an emulated guest, loaded)
         return Comparison(ratio, (lo, hi), None, None, None, UNTESTED)
     pw, pm = log_welch_p(list(a), list(b)), mann_whitney_p(list(a), list(b))
     excludes_one = not (lo <= 1.0 <= hi)

@@ -178,16 +178,16 @@ def test_only_cuts_the_seeds_suite_to_the_parts_of_the_reports_asked_for_here_an
     from cryptcost.workloads.seeds import parse_only, reports_of
     whole = load("seeds", None)
     assert {r for p in whole.parts for r in reports_of(p.label)} == {"R1", "R2", "R3", "R4", "R5"}
-    r4 = only_reports(whole, "r4")
+    r4 = only_reports(whole, parse_only("r4"))
     assert r4.parts and all("R4" in reports_of(p.label) for p in r4.parts)
     assert any(reports_of(p.label) == {"R3", "R4"} for p in r4.parts)
     assert [p.label for p in r4.parts] == [p.label for p in whole.parts
                                            if "R4" in reports_of(p.label)]
     assert [c["what"] for c in r4.cannot_run] == ["iozone over NFS"]
-    assert only_reports(whole, "R5").cannot_run == []
+    assert only_reports(whole, ("R5",)).cannot_run == []
     for share in guest.share(r4):
         assert share.plan.parts and all("R4" in reports_of(p.label) for p in share.plan.parts)
-    both = only_reports(whole, "R2, R5")
+    both = only_reports(whole, parse_only("R2, R5"))
     assert {frozenset(reports_of(p.label)) for p in both.parts} == {frozenset({"R2"}),
                                                                    frozenset({"R5"})}
     assert parse_only("r5,R2,R5") == ("R2", "R5")
@@ -195,7 +195,7 @@ def test_only_cuts_the_seeds_suite_to_the_parts_of_the_reports_asked_for_here_an
         with pytest.raises(UserError, match="bad --only"):
             parse_only(bad)
     with pytest.raises(UserError, match="--suite seeds"):
-        only_reports(load("quick", None), "R4")
+        only_reports(load("quick", None), ("R4",))
 
 
 def test_run_only_says_so_in_its_plan_and_refuses_bad_input_in_one_line(tmp_path):

@@ -93,6 +93,7 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
     model = model if model is not None else run.extra.get("model", {})
     target, label = target_of(model or {})
     skipped = run.extra.get("skipped", [])
+    only = run.extra.get("only") or []          # run --only: the field reports it ran
     a: Analysis = analyze(results, run.host, skipped, target=target, target_label=label)
     storage_rows, cipher_rows, network_rows = [], [], []
     for i, r in enumerate(results):
@@ -137,10 +138,10 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         # run --only R4: the blocks of the reports it was asked for, no other
         "field_reports": [b for b in fieldreports.section(
             results, guests, [s for s in skipped if not _in_guest(Skipped.of(s), run, guests)])
-            if not run.extra.get("only") or b["label"] in run.extra["only"]],
+            if not only or b["label"] in only],
         "field_reports_intro": FIELD_REPORTS_INTRO + (
-            f" This run measured the parts of {' and '.join(run.extra['only'])} only (run --only)."
-            if run.extra.get("only") else ""),
+            f" This run measured the parts of {' and '.join(only)} only (run --only)."
+            if only else ""),
         "not_measured": [{"what": s.what, "why": s.reason + _in_guest(s, run, guests),
                           "install": s.install or ""} for s in map(Skipped.of, skipped)],
         "environment": _environment(host),

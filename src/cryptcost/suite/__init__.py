@@ -111,8 +111,9 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     :func:`cryptcost.suite.guest.to_json` writes it, instead of a suite or plan file. ``only``
     (``run --only R4``): the seeds suite's parts of those field reports alone."""
     plan = load(suite, plan_file) if parts is None else from_json(read_text(parts), parts)
-    if only is not None:
-        plan = only_reports(plan, only)
+    asked = parse_only(only) if only is not None else ()
+    if asked:
+        plan = only_reports(plan, asked)
     guests = share(plan)
     if delay_ms is not None:
         guests = [GuestShare(g.kernel, _delayed(g.plan, delay_ms)) for g in guests]
@@ -181,7 +182,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     return Prepared(plan, model, estimate(plan) + ceil, factor, budget_s, tuple(guest), vm,
                     most_seconds=estimate(plan, most=True) + ceil, host_budget_s=host_budget_s,
                     scale=scale, planned_s=here(plan),
-                    only=parse_only(only) if only else ())
+                    only=asked)
 
 
 def _shortest_first(g: GuestShare) -> GuestShare:

@@ -32,7 +32,7 @@ from cryptcost.engines.base import ALL_SIZES
 from cryptcost.stacks import in_suite, parse_spec
 from cryptcost.stacks.fs import FILESYSTEMS
 from cryptcost.workloads import network as netwl
-from cryptcost.workloads.seeds import ACCEL_CORES, parse_only, reports_of, seeds_plans
+from cryptcost.workloads.seeds import ACCEL_CORES, reports_of, seeds_plans
 from cryptcost.workloads.storage import SETS, WORKLOADS
 
 SUITES = ("quick", "standard", "seeds", "full")
@@ -276,11 +276,11 @@ def _part(data: dict, label: str) -> Part:
                 keep=tuple((data.get("run") or {}).get("keep") or ()))
 
 
-def only_reports(plan: RunPlan, only: str) -> RunPlan:
-    """The seeds suite cut to the parts of the field reports ``only`` names (``R4`` or
-    ``R2,R3``): a part that serves two reports stays if either is asked for, and so does what
-    the plan says it cannot run for them."""
-    keep = set(parse_only(only))
+def only_reports(plan: RunPlan, reports: tuple[str, ...]) -> RunPlan:
+    """The seeds suite cut to the parts of ``reports`` (``run --only``, :func:`parse_only`'s):
+    a part that serves two reports stays if either is asked for, and so does what the plan
+    says it cannot run for them."""
+    keep = set(reports)
     if plan.name != "seeds":
         raise UserError(f"--only picks field reports' parts of --suite seeds, not of "
                         f"{'a plan file' if plan.name == 'custom' else 'suite ' + plan.name}")
