@@ -46,7 +46,7 @@ R2_PLAN = (
     'network = false\n[ciphers]\nengines = ["kernel"]\nalgorithms = ["aes-256-xts"]\nsizes = '
     '[65536]\n'
     '[storage]\nstacks = ["luks:*", "tcrypt:*", "dm-null"]\nworkloads = ["seq-1m"]\nsize = "64M"\n'
-    '[policy]\nmin_samples = 2\nmax_samples = 2\nwarmup = 0\n'
+    '[policy]\nmin_samples = 1\nmax_samples = 1\nwarmup = 0\n'
 )
 
 
@@ -129,9 +129,12 @@ def test_r2_dm_crypt_matrix_and_every_perf_flag(r2_run):
             assert (seen["cipher"], seen["key_size"], seen["sector_size"]) == \
                    (p["cipher"], p["key_size"], p["sector_size"]), r["stack"]
             assert {f.removeprefix("--perf-") for f in p["perf"]} <= set(seen["flags"]), r["stack"]
-    tuning = " ".join(report["analysis"]["tuning"])
-    for flag in ("no-read-wq", "no-write-wq", "same-cpu", "submit-from-crypt-cpus"):
-        assert f"luks:aes-xts-plain64-4k-{flag}" in tuning, tuning
+    # one sample each (the matrix, not its tuning, is what this boot is for): the report says
+    # its variants were not compared, rather than ranking them (tuning's comparisons: unit tests)
+    tuning = report["analysis"]["tuning"]
+    for op in ("write", "read"):
+        assert (f"luks seq {op} 1 MiB: {len(variants)} of its {len(variants)} variants measured "
+                "once, not compared") in " ".join(tuning), tuning
 
 
 def test_aesni_blacklisted_in_the_guest_changes_the_kernel_driver(r2_run, cli, tmp_path):

@@ -324,3 +324,28 @@ def test_a_bonnie_run_cut_short_is_stopped_and_a_failed_finish_loses_only_its_ow
     assert b.end("s") is None and run.stopped and "own figures" in caplog.text
     with pytest.raises(CryptcostError, match="without its write"):
         b.phase(inst, ops["read"], step)
+
+
+def test_tuning_compares_variants_with_two_samples_or_more_and_says_what_it_could_not():
+    """A stack's variants on one 1 MiB cell: the fastest against each other one with at least
+    two samples (a difference where the interval says so, none where it does not); variants
+    measured once are counted in one line, never ranked."""
+    from cryptcost.analysis import tuning
+
+    def r(stack, values, bs=1 << 20):
+        return Stored.of({"kind": "storage", "stack": stack, "workload": "seq", "op": "write",
+                          "block_bytes": bs, "values": values, "iodepth": 1,
+                          "median_bytes_per_s": sorted(values)[len(values) // 2]})
+
+    rs = [r("luks:a", [100e6, 101e6, 99e6]), r("luks:b", [80e6, 81e6, 79e6]),
+          r("luks:c", [99e6, 102e6, 100.5e6]), r("luks:d", [90e6]), r("luks:e", [120e6]),
+          r("luks:a", [1e6, 1e6], bs=4096), r("luks:b", [2e6, 2e6], bs=4096), r("plain", [5e9])]
+    assert tuning(rs) == [
+        "luks seq write 1 MiB: 2 of its 5 variants measured once, not compared "
+        "(a comparison needs 2 samples of each)",
+        "luks seq write 1 MiB: luks:c vs luks:a: no significant difference",
+        "luks seq write 1 MiB: luks:c is +26 % vs luks:b on this host",
+    ]
+    assert tuning([r("luks:a", [1e6]), r("luks:b", [2e6])]) == [
+        "luks seq write 1 MiB: 2 of its 2 variants measured once, not compared "
+        "(a comparison needs 2 samples of each)"]

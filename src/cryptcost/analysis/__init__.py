@@ -333,16 +333,18 @@ def tuning(storage: list[Stored]) -> list[str]:
         name, workload, op, bs = key.stack, key.workload, key.op, key.block_bytes
         if len(rs) < 2 or bs != 1 << 20:
             continue
-        rs = sorted(rs, key=lambda r: -(r.bytes_per_s or 0))
-        top = rs[0]
+        head = f"{name} {workload} {op} {size(bs)}"
+        once = sum(len(r.values) < 2 for r in rs)
+        if once:
+            # a variant's one sample has no spread to test a difference against: said, not ranked
+            out.append(f"{head}: {once} of its {len(rs)} variants measured once, not compared "
+                       "(a comparison needs 2 samples of each)")
+        rs = sorted((r for r in rs if len(r.values) >= 2), key=lambda r: -(r.bytes_per_s or 0))
         for other in rs[1:]:
-            if len(top.values) < 2 or len(other.values) < 2:
-                continue
-            cmp = stats.compare(other.values, top.values)
+            cmp = stats.compare(other.values, rs[0].values)
             if cmp.significant:
-                out.append(f"{name} {workload} {op} {size(bs)}: {top.stack} is "
-                           f"{(cmp.ratio - 1) * 100:+.0f} % vs {other.stack} on this host")
+                out.append(f"{head}: {rs[0].stack} is {(cmp.ratio - 1) * 100:+.0f} % vs "
+                           f"{other.stack} on this host")
             else:
-                out.append(f"{name} {workload} {op} {size(bs)}: {top.stack} vs {other.stack}: "
-                           "no significant difference")
+                out.append(f"{head}: {rs[0].stack} vs {other.stack}: no significant difference")
     return out
