@@ -57,6 +57,38 @@ def test_iperf3_argv():
     assert argv[argv.index("-P") + 1] == "4" and argv[argv.index("-t") + 1] == "2"
 
 
+def test_a_namespace_ends_ip_commands_name_it_themselves_and_their_release_too(tmp_path):
+    """At a namespace's end an ``ip`` or ``tc`` command runs as ``ip -n NS`` (one process start;
+    ``ip netns exec NS ip`` is two), anything else through ``ip netns exec``; an address or an
+    interface an end adds journals the command that removes it, in the same namespace."""
+    from cryptcost.host.netns import inside
+    from cryptcost.links import NetnsLink
+    from cryptcost.links.ends import LocalEnd
+
+    assert inside("cc-x-a", ["ip", "xfrm", "state", "flush"]) == \
+        ["ip", "-n", "cc-x-a", "xfrm", "state", "flush"]
+    assert inside("cc-x-a", ["tc", "qdisc", "show"]) == ["tc", "-n", "cc-x-a", "qdisc", "show"]
+    assert inside("cc-x-a", ["iperf3", "-s"]) == ["ip", "netns", "exec", "cc-x-a", "iperf3", "-s"]
+    link = NetnsLink.__new__(NetnsLink)
+    link.ns = {"a": "cc-x-a", "b": "cc-x-b"}
+    assert link.argv("b", ["ip", "addr"]) == ["ip", "-n", "cc-x-b", "addr"]
+
+    tracked = []
+
+    class Res:
+        def track(self, type_, create, **data):
+            tracked.append((type_, data))
+    ran = []
+    end = LocalEnd(Res(), wrap=lambda argv: link.argv("a", argv), netns="cc-x-a")
+    end.run = lambda argv, **kw: ran.append(argv)
+    end.address("10.205.0.1/32", "lo")
+    end.interface("wg0", ["ip", "link", "add", "wg0", "type", "wireguard"])
+    assert tracked == [
+        ("address", {"cidr": "10.205.0.1/32", "dev": "lo",
+                     "undo": ["ip", "-n", "cc-x-a", "addr", "del", "10.205.0.1/32", "dev", "lo"]}),
+        ("iface", {"dev": "wg0", "undo": ["ip", "-n", "cc-x-a", "link", "delete", "wg0"]})]
+
+
 # --- pcap ---------------------------------------------------------------------------------
 
 def _pcap(frames: list[bytes], order: str = "<") -> bytes:

@@ -109,7 +109,8 @@ def serve_peer(res: Resources, opts: VmOptions, peer: GuestPeer, log_dir: Path,
         _wait(lambda: Path("/sys/class/net", peer.tap).exists(), qemu, 60, "its tap device")
         res.track("address", lambda e: proc.run(["ip", "addr", "add", peer.host_address, "dev",
                                                  peer.tap], timeout=30),
-                  cidr=peer.host_address, dev=peer.tap, prefix=[])
+                  cidr=peer.host_address, dev=peer.tap,
+                  undo=["ip", "addr", "del", peer.host_address, "dev", peer.tap])
         proc.run(["ip", "link", "set", peer.tap, "up"], timeout=30)
         _wait(lambda: (xchg / "ready").exists(), qemu, PEER_BOOT_SECONDS, "its sshd")
         ip = ipaddress.ip_interface(peer.address).ip

@@ -25,6 +25,14 @@ NETNS_DIR = "/run/netns"           # where ip netns add binds a namespace
 _LISTEN, _UNCONN = "0A", "07"      # /proc/net/tcp's and /proc/net/udp's st column
 
 
+def inside(name: str, argv: list[str]) -> list[str]:
+    """``argv`` run in network namespace ``name``: an ``ip`` or ``tc`` command names it itself
+    (``ip -n NS …``, one process start), any other through ``ip netns exec NS …`` (two)."""
+    if argv[:1] in (["ip"], ["tc"]):
+        return [argv[0], "-n", name, *argv[1:]]
+    return ["ip", "netns", "exec", name, *argv]
+
+
 def joined(name: str | None, fn: Callable[[], T]) -> T:
     """``fn()`` inside network namespace ``name`` (``ip netns``'s name; None: this process's
     own namespace, called here)."""

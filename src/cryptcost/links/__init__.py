@@ -207,7 +207,7 @@ class NetnsLink(Link):
         return netns.joined(self.ns["a"], lambda: netns.round_trip(self.b_addr, 9))
 
     def argv(self, end: str, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.ns[end], *argv]
+        return netns.inside(self.ns[end], argv)
 
     def namespace(self, end: str) -> str | None:
         return self.ns[end]

@@ -29,16 +29,15 @@ from cryptcost.lifecycle.resources import Resources
 
 @releaser("address")
 def release_address(data: dict) -> None:
-    """Remove an address an end added (where its interface and namespace still exist)."""
-    proc.run([*data.get("prefix", []), "ip", "addr", "del", data["cidr"], "dev", data["dev"]],
-             check=False, timeout=30)
+    """Remove an address an end added (where its interface and namespace still exist): the
+    journalled ``undo`` command, which names the end's namespace."""
+    proc.run(data["undo"], check=False, timeout=30)
 
 
 @releaser("iface")
 def release_iface(data: dict) -> None:
     """Delete a network interface an end created (in its namespace, where that still exists)."""
-    proc.run([*data.get("prefix", []), "ip", "link", "delete", data["dev"]], check=False,
-             timeout=30)
+    proc.run(data["undo"], check=False, timeout=30)
 
 
 class End(ABC):
@@ -180,12 +179,12 @@ class LocalEnd(End):
 
     def interface(self, dev: str, argv: list[str]) -> None:
         self.res.track("iface", lambda e: self.run(argv, timeout=30), dev=dev,
-                       prefix=self.wrap([]))
+                       undo=self.wrap(["ip", "link", "delete", dev]))
 
     def address(self, cidr: str, dev: str) -> None:
         self.res.track("address", lambda e: self.run(["ip", "addr", "add", cidr, "dev", dev],
                                                       timeout=30),
-                       cidr=cidr, dev=dev, prefix=self.wrap([]))
+                       cidr=cidr, dev=dev, undo=self.wrap(["ip", "addr", "del", cidr, "dev", dev]))
 
     def kernel_features(self) -> dict[str, bool]:
         return {name: f["present"] for name, f in kernel.features().items()}

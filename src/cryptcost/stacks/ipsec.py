@@ -179,7 +179,8 @@ class Ipsec(NetworkStack):
                               what="kernel-libipsec's TUN device")
                 dev = min(_tuns(at) - before)
             at.address(f"{inner[end]}/32", dev)
-            at.run(["ip", "link", "set", dev, "up"], timeout=30)
+            if dev != "lo":                         # lo is up at every end
+                at.run(["ip", "link", "set", dev, "up"], timeout=30)
             swanctl = ["env", f"STRONGSWAN_CONF={d}/strongswan.conf", "swanctl"]
             at.run(swanctl + ["--load-all", "--noprompt", "--file", str(d / "swanctl.conf"),
                               "--uri", self.vici[end]], timeout=60)
