@@ -52,6 +52,27 @@ def _keydir_is_private(keydir: str, pid: str = "self") -> bool:
     return stat.S_IMODE(mode) == 0o700 and mounted
 
 
+def _settled_private(keydir: str, name: str, whos: list[str], wait: float = 2.0) -> bool | None:
+    """Whether key directory ``name`` (found at ``keydir``) is a private tmpfs in the namespace
+    of any of ``whos`` (the one that mounted it), None if it is gone. A run makes its key
+    directory, then mounts the tmpfs on it (and unmounts before removing it): a scan between the
+    two sees a bare directory, so one not private yet is looked at again for ``wait`` seconds
+    before it counts as not private."""
+    deadline = time.monotonic() + wait
+    while True:
+        for who in whos:
+            try:
+                if _keydir_is_private(name, who):
+                    return True
+            except OSError:
+                pass                                        # that process ended meanwhile
+        if not os.path.exists(keydir):
+            return None
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
 def _keydirs(pids) -> dict[str, str]:
     """Every key tmpfs these processes (and this one) see: path as read from here → pid."""
     found = {}
@@ -118,12 +139,9 @@ def scan_debug_run(tmp_path, args: list[str], prefix: list[str] = (), states: li
                     name = keydir.split("/root", 1)[1] if keydir.startswith("/proc/") else keydir
                     if name in others:
                         continue
-                    private = False
-                    for who in ["self", str(child.pid), *run_pids]:  # the namespace that mounted it
-                        try:
-                            private = private or _keydir_is_private(name, who)
-                        except OSError:
-                            pass                            # that process ended meanwhile
+                    private = _settled_private(keydir, name, ["self", str(child.pid), *run_pids])
+                    if private is None:
+                        continue                            # released meanwhile: no keys to read
                     assert private, f"{keydir} is not a private 0700 tmpfs"
                     keydirs.add(keydir)
                     for path in glob.glob(f"{keydir}/*"):

@@ -189,3 +189,29 @@ def test_cleanup_ends_processes_whose_pid_never_reached_the_journal(tmp_path):
         timeout=120,
     )
     assert again.returncode == 0 and "nothing to clean up" in again.stdout
+
+
+@pytest.mark.root
+def test_the_key_scan_waits_for_a_key_directory_being_mounted_and_fails_a_bare_one(tmp_path):
+    """The key scan of the debug-run tests (keyscan.py) may meet a run's key directory between
+    its mkdir and its tmpfs mount: it looks again until the tmpfs is there, and still fails a
+    directory that never gets one; one removed meanwhile is not scanned."""
+    import threading
+
+    from tests.system.keyscan import _settled_private
+    need_root()
+    bare = tmp_path / "cryptcost-keys-bare"
+    bare.mkdir(mode=0o700)
+    assert _settled_private(str(bare), str(bare), ["self"], wait=0.3) is False
+    gone = str(tmp_path / "cryptcost-keys-gone")
+    assert _settled_private(gone, gone, ["self"], wait=0.3) is None
+    later = tmp_path / "cryptcost-keys-later"
+    later.mkdir(mode=0o700)
+    mount = threading.Timer(0.3, subprocess.run, [["mount", "-t", "tmpfs", "-o",
+                                                   "size=1m,mode=0700", "tmpfs", str(later)]])
+    mount.start()
+    try:
+        assert _settled_private(str(later), str(later), ["self"], wait=5) is True
+    finally:
+        mount.join()
+        subprocess.run(["umount", str(later)], check=False)
