@@ -644,3 +644,20 @@ def test_a_daemons_socket_is_looked_for_without_a_process_where_the_end_is_this_
         local = False
     remote = Elsewhere(res=None, wrap=lambda argv: ran.append(argv) or ["false"])
     assert not remote.is_socket(path) and ran == [["test", "-S", str(path)]]
+
+
+def test_an_address_or_interface_journalled_before_undo_is_still_released(monkeypatch):
+    """A crashed run's journal from before ``undo`` names its namespace's ``prefix``: ``cleanup``
+    still removes its address and interface there."""
+    from cryptcost.links import ends
+
+    ran = []
+    monkeypatch.setattr(ends.proc, "run", lambda argv, **kw: ran.append(argv))
+    prefix = ["ip", "netns", "exec", "cc-x-a"]
+    ends.release_address({"cidr": "10.205.0.1/32", "dev": "lo", "prefix": prefix})
+    ends.release_iface({"dev": "wg0", "prefix": prefix})
+    ends.release_address({"cidr": "10.0.0.1/24", "dev": "tap0",
+                          "undo": ["ip", "addr", "del", "10.0.0.1/24", "dev", "tap0"]})
+    assert ran == [[*prefix, "ip", "addr", "del", "10.205.0.1/32", "dev", "lo"],
+                   [*prefix, "ip", "link", "delete", "wg0"],
+                   ["ip", "addr", "del", "10.0.0.1/24", "dev", "tap0"]]

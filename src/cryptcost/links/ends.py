@@ -30,14 +30,17 @@ from cryptcost.lifecycle.resources import Resources
 @releaser("address")
 def release_address(data: dict) -> None:
     """Remove an address an end added (where its interface and namespace still exist): the
-    journalled ``undo`` command, which names the end's namespace."""
-    proc.run(data["undo"], check=False, timeout=30)
+    journalled ``undo`` command, which names the end's namespace (a journal written before there
+    was one has the namespace's ``prefix``, for a crashed run's ``cleanup``)."""
+    proc.run(data.get("undo") or [*data.get("prefix", []), "ip", "addr", "del", data["cidr"],
+                                  "dev", data["dev"]], check=False, timeout=30)
 
 
 @releaser("iface")
 def release_iface(data: dict) -> None:
     """Delete a network interface an end created (in its namespace, where that still exists)."""
-    proc.run(data["undo"], check=False, timeout=30)
+    proc.run(data.get("undo") or [*data.get("prefix", []), "ip", "link", "delete", data["dev"]],
+             check=False, timeout=30)
 
 
 class End(ABC):
