@@ -351,7 +351,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
                 r.pump()
             keep_log(kept, console, work / "qemu.log")
         again = None if timed_out or rc.exists() else boot_again(
-            kept.read_text(errors="replace"), emulated.get("accel", opts.accel))
+            kept.read_text(errors="replace"), emulated["accel"])
         if again is None or attempt == BOOTS:
             break
         first = kept.with_name(f"{kept.stem}-boot{attempt}.log")
