@@ -256,3 +256,44 @@ def test_a_setting_is_journalled_with_its_old_value_and_restored_and_only_known_
     assert mask.read_text() == "3"
     release.release_setting({"path": "/etc/passwd", "old": "x"})  # refused: not a known setting
     assert open("/etc/passwd").read() != "x"
+
+
+class _Session:
+    """A peer session whose ``ssh`` is still running while its worker is gone
+    (``gone``: its output has ended), or one whose worker answers."""
+
+    def __init__(self, gone: bool):
+        self.gone, self.sent, self.closed = gone, [], False
+
+    def alive(self):
+        return True
+
+    def send(self, line):
+        self.sent.append(line)
+
+    def recv(self, timeout):
+        return None if self.gone else '{"id": 1, "ok": true, "result": null}'
+
+    def output(self):
+        return "Connection to cc-peer closed."
+
+    def close_input(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("gone", [True, False])
+def test_a_peer_entry_is_released_whether_its_worker_answers_or_its_session_has_ended(
+        state_dir, gone):
+    """A worker killed with SIGKILL ends its session, but ``ssh`` may not have
+    exited when the run releases the link: asking the worker to release then
+    meets the end of the session. The entry is released all the same (the
+    peer's own journal holds what the worker held), and no journal is left."""
+    from cryptcost.links import peer
+
+    session = _Session(gone)
+    peer._SESSIONS["t1"] = peer.RemoteEnd(session, "cc-peer")
+    with Resources() as res:
+        res.track("peer", host="cc-peer", token="t1")
+    assert res.failures == []
+    assert journals() == []
+    assert session.closed and '"op": "release"' in session.sent[0]

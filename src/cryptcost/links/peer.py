@@ -69,6 +69,11 @@ def ssh_argv(host: str, opts: PeerOptions) -> list[str]:
     return argv + [host, remote]
 
 
+class SessionGone(CryptcostError):
+    """The session to the peer ended: its worker is gone, and with it the
+    resources it releases itself (or ``cryptcost cleanup`` on the peer does)."""
+
+
 class RemoteDaemon:
     """A daemon the worker started at end ``b``, asked about through it."""
 
@@ -115,12 +120,12 @@ class RemoteEnd(End):
             self.session.send(json.dumps({"id": self.seq, "op": op, **args}))
             line = self.session.recv(wait + ANSWER)
         except (BrokenPipeError, ValueError, OSError):
-            raise CryptcostError(self._gone()) from None
+            raise SessionGone(self._gone()) from None
         except TimeoutError:
             raise CryptcostError(f"the worker on {self.host} did not answer {op} within "
                                  f"{wait + ANSWER:g} s") from None
         if line is None:
-            raise CryptcostError(self._gone())
+            raise SessionGone(self._gone())
         answer = json.loads(line)
         if not answer.get("ok"):
             raise CryptcostError(f"on {self.host}: {answer.get('error')}")
@@ -193,10 +198,16 @@ class RemoteEnd(End):
 def release_peer(data: dict) -> None:
     """In the run that opened it: the worker releases end ``b``, then the
     session ends. After a crash there is nothing to do here: the session's
-    ``ssh`` is a journalled daemon, and its end makes the worker release."""
+    ``ssh`` is a journalled daemon, and its end makes the worker release.
+    A session that ends while asked (its worker was killed, and ``ssh`` has
+    not exited yet) is released too: what the worker held is the peer's
+    journal's to release, by ``cryptcost cleanup`` there."""
     end = _SESSIONS.pop(data.get("token", ""), None)
     if end is not None and end.session.alive():
-        end.release()
+        try:
+            end.release()
+        except SessionGone as exc:
+            log.warning("%s", exc)
 
 
 def _route(end: End, addr: str) -> dict:
