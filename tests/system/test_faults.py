@@ -4,7 +4,7 @@ to the whole process group as timeout(1) and Ctrl-C send it, a stack's daemon
 killed under load, two runs at once. After each, the run's own release — or
 `cleanup` after SIGKILL — leaves no mount, loop device, daemon, key file,
 temporary directory or journal entry, and what was measured before the signal
-is still in the store. Every cryptcost started here runs from the test's own
+is still in the store: its samples, and each sampled series as an incomplete result. Every cryptcost started here runs from the test's own
 directory, which holds a file that must survive."""
 
 from __future__ import annotations
@@ -135,6 +135,13 @@ def test_a_signal_at_any_point_leaves_nothing_and_keeps_the_results(tmp_path, wo
     shown = json.loads(_cryptcost(tmp_path, "show", "latest", "--json", "--samples").stdout)
     assert len(shown["samples"]) >= kept, shown["run"]
     assert shown["run"]["status"] == ("killed" if sig == signal.SIGKILL else "interrupted")
+    if sig != signal.SIGKILL and point in ("measure", "between", "store"):
+        # cut in the middle of its comparison: each series it sampled is kept as a result too,
+        # marked incomplete (never ranked), not as bare samples only
+        sampled = {(x["series"]["stack"], x["series"].get("op")) for x in shown["samples"]}
+        assert {(r["stack"], r.get("op")) for r in shown["results"]} == sampled, shown["results"]
+        assert all(r["incomplete"].startswith("the run ended before this series did (")
+                   and r["stop_reason"] == "interrupted" for r in shown["results"])
 
 
 @pytest.mark.root

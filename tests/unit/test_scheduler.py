@@ -1,6 +1,9 @@
 """Scheduling, warm-up and stopping, with the fake executor."""
 
+import pytest
+
 from cryptcost.errors import CryptcostError
+from cryptcost.lifecycle.resources import Terminated
 from cryptcost.model import Sample
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers
 from cryptcost.runner.ciphers.executor import FakeExecutor
@@ -297,3 +300,120 @@ def test_the_hosts_cpu_speed_is_timed_before_every_sample_and_a_move_is_named():
         "CPU speed move" in f
         for f in analyze([{**moved, "host_drift": 0.04}], {"cpu": {}}).findings
     )
+
+
+class _Kept(Sink):
+    def __init__(self):
+        self.samples, self.results = [], []
+
+    def sample(self, cell, index, sample):
+        self.samples.append(cell)
+
+    def result(self, result):
+        self.results.append(result)
+
+
+@pytest.mark.parametrize("signal_", [KeyboardInterrupt, Terminated])
+def test_a_comparison_cut_by_a_signal_stores_each_series_it_sampled_as_an_incomplete_result(
+        monkeypatch, signal_):
+    """Ctrl-C or SIGTERM in the middle of a comparison (a guest stopped at its timeout is
+    one): each series with samples becomes a result, never ranked (``incomplete`` says why
+    and after how many samples), set against its baselines' samples so far; a series with
+    no sample gets none. The signal still ends the run."""
+    from types import SimpleNamespace
+
+    from cryptcost.model import Cell
+    from cryptcost.runner.core import flow
+    from cryptcost.stacks import get
+
+    monkeypatch.setattr("cryptcost.host.cpu.yardstick_speed", lambda: 1.0)
+    insts = [SimpleNamespace(label=n, stack=get(n))
+             for n in ("gocryptfs", "plain", "gofuse-passthrough")]
+    op = SimpleNamespace(key="w", workload="seq-write")
+    cell = {(i.label, "w"): Cell(kind="storage", stack=i.label, workload="seq-write", accel=True)
+            for i in insts}
+    values = {"gocryptfs": iter([50.0]), "plain": iter([100.0, 101.0]),
+              "gofuse-passthrough": iter([90.0, 92.0])}
+    calls = []
+
+    def runner(inst, step):
+        calls.append(inst.label)
+        if len(calls) == 6:                       # round 2 goes plain, passthrough, gocryptfs
+            raise signal_("SIGTERM")
+        return {(inst.label, "w"): Sample(next(values[inst.label]), 1.0)}
+
+    def result(inst, op_, s, series):
+        return flow.summarise(inst.stack, cell[(inst.label, "w")], s, series, target=0.03,
+                              metrics={}, attrs={}, cause=lambda cv: "noise")
+    sink = _Kept()
+    outcome = flow.Outcome()
+    with pytest.raises(signal_):
+        flow.compare([(i, "step") for i in insts], lambda step: (op,), cell, runner, result,
+                     job=lambda step: {"label": "seq", "group": "seq", "est_seconds": 1.0},
+                     kind="storage", outcome=outcome, policy=Policy(min_samples=3,
+                     max_samples=3, warmup=0), res=None, sink=sink, progress=None, profile=False)
+    assert outcome.results == []                  # the run's own list: it ended before them
+    got = {r.cell.stack: r for r in sink.results}
+    assert sorted(got) == ["gocryptfs", "gofuse-passthrough", "plain"]
+    cause = "interrupted" if signal_ is KeyboardInterrupt else "stopped by a signal (SIGTERM)"
+    assert got["gocryptfs"].metrics["incomplete"] == (
+        f"the run ended before this series did ({cause}), after 1 sample(s)")
+    assert got["plain"].metrics["incomplete"].endswith("after 2 sample(s)")
+    assert all(r.stop_reason == "interrupted" for r in sink.results)
+    assert got["plain"].summary.n == 2
+    assert got["gocryptfs"].metrics["vs"]["plain"]["overhead"] == pytest.approx(1 - 50 / 100.5)
+    assert got["gocryptfs"].metrics["vs"]["gofuse-passthrough"]["overhead"] == \
+        pytest.approx(1 - 50 / 91)
+    assert len(sink.samples) == 5
+
+
+def test_a_comparison_that_ends_stores_no_incomplete_result(monkeypatch):
+    from types import SimpleNamespace
+
+    from cryptcost.model import Cell
+    from cryptcost.runner.core import flow
+    from cryptcost.stacks import get
+
+    monkeypatch.setattr("cryptcost.host.cpu.yardstick_speed", lambda: 1.0)
+    inst = SimpleNamespace(label="plain", stack=get("plain"))
+    op = SimpleNamespace(key="w", workload="seq-write")
+    cell = {("plain", "w"): Cell(kind="storage", stack="plain", workload="seq-write", accel=True)}
+    sink, outcome = _Kept(), flow.Outcome()
+    flow.compare([(inst, "step")], lambda step: (op,), cell,
+                 lambda i, s: {("plain", "w"): Sample(100.0, 1.0)},
+                 lambda i, o, s, series: flow.summarise(i.stack, cell[("plain", "w")], s, series,
+                                                        target=0.03, metrics={}, attrs={},
+                                                        cause=lambda cv: "noise"),
+                 job=lambda step: {"label": "seq", "group": "seq", "est_seconds": 1.0},
+                 kind="storage", outcome=outcome, policy=Policy(min_samples=2, max_samples=2,
+                 warmup=0), res=None, sink=sink, progress=None, profile=False)
+    assert [r.stop_reason for r in sink.results] == ["ci_target_met"]
+    assert "incomplete" not in sink.results[0].metrics and outcome.results == sink.results
+
+
+def test_a_cipher_table_cut_by_a_signal_keeps_each_sampled_cell_as_an_incomplete_result():
+    """As a storage or network comparison does: Ctrl-C in the middle of a cipher table stores
+    every cell with samples as an incomplete result, and the signal still ends the run."""
+    fake = FakeExecutor()
+    jobs_of = fake.cipher_jobs
+    calls = []
+
+    def cut_jobs(engine, cells, seconds):
+        jobs = jobs_of(engine, cells, seconds)
+        for job in jobs:
+            def measure(m=job.measure):
+                calls.append(1)
+                if len(calls) == 4:
+                    raise KeyboardInterrupt
+                return m()
+            job.measure = measure
+        return jobs
+    fake.cipher_jobs = cut_jobs
+    sink = _Kept()
+    plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-xts", "chacha20-poly1305"))
+    with pytest.raises(KeyboardInterrupt):
+        run_ciphers(plan, fake, Policy(3, 5, 0.03, 0), sink=sink, cpu_flags={"aes": True})
+    assert sink.samples and {r.cell for r in sink.results} == set(sink.samples)
+    assert all(r.metrics["incomplete"].startswith("the run ended before this series did "
+                                                  "(interrupted), after ")
+               and r.stop_reason == "interrupted" for r in sink.results)

@@ -44,8 +44,9 @@ _deferring = False
 
 
 @contextmanager
-def signals_deferred(pending: int):
-    """SIGINT, SIGTERM and SIGHUP wait while resources are released, then act.
+def signals_deferred(pending: int, doing: str | None = None):
+    """SIGINT, SIGTERM and SIGHUP wait while resources are released (or what ``doing``
+    says is done), then act.
 
     A run is often signalled twice: ``timeout(1)`` signals its child and then
     the child's whole process group, and Ctrl-C reaches every process of the
@@ -61,7 +62,8 @@ def signals_deferred(pending: int):
 
     def hold(signum, frame):
         if not held:
-            log.warning("%s: releasing %d resource(s) first", signal.Signals(signum).name, pending)
+            log.warning("%s: %s first", signal.Signals(signum).name,
+                        doing or f"releasing {pending} resource(s)")
         held.append(signum)
     watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     before = {sig: signal.signal(sig, hold) for sig in watched}

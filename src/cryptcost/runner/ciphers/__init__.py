@@ -8,6 +8,7 @@ slowed the hardware-accelerated algorithms down (METHODOLOGY rule 14).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Hashable
 
@@ -18,8 +19,12 @@ from cryptcost.errors import Unavailable, UserError
 from cryptcost.host import cpu
 from cryptcost.model import Result
 from cryptcost.runner.ciphers.executor import Executor
+from cryptcost.lifecycle.resources import signals_deferred
+from cryptcost.runner.core.flow import cut_cause
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause, mark_unstable, schedule
 from cryptcost.runner.core.sink import Sink
+
+log = logging.getLogger("cryptcost.ciphers")
 
 DEFAULT_SIZES = (4096,)
 MIN_SLOWDOWN = 1.2          # accel-off must be ≥ 20 % slower, significantly, to count
@@ -130,8 +135,17 @@ def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
     def done(key: Hashable, series: Series) -> None:
         all_series[key] = series
 
-    schedule(jobs, policy, on_sample=lambda job, key, i, s: sink.sample(key, i, s),
-             on_done=done, progress=progress)
+    seen: dict[Hashable, Series] = {}
+
+    def sampled(job, key: Hashable, index: int, sample) -> None:
+        sink.sample(key, index, sample)
+        seen.setdefault(key, Series()).samples.append(sample)
+    try:
+        schedule(jobs, policy, on_sample=sampled, on_done=done, progress=progress)
+    except BaseException as exc:
+        with signals_deferred(0, "storing the results measured so far"):
+            _keep_cut(cells, seen, cpu_flags or {}, policy.target, sink, cut_cause(exc))
+        raise
     outcome = CipherOutcome(skipped=skipped)
     for cell in cells:
         series = all_series[cell]
@@ -142,6 +156,24 @@ def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
         sink.result(result)
         outcome.results.append(result)
     return outcome
+
+
+def _keep_cut(cells: list[Cell], seen: dict, cpu_flags: dict[str, bool], target: float,
+              sink: Sink, cause: str) -> None:
+    """A cipher table cut before its series ended (see :func:`flow.keep_cut`): each sampled
+    cell is stored as an incomplete result, never ranked."""
+    for cell in cells:
+        s = seen.get(cell)
+        if s is None or not s.samples:
+            continue
+        why = f"the run ended before this series did ({cause}), after {len(s.samples)} sample(s)"
+        cut = Series(samples=list(s.samples), stop_reason="interrupted", error=why)
+        try:
+            r = _result(cell, cut, seen, cpu_flags, target)
+            sink.result(replace(r, metrics={**r.metrics, "incomplete": why}))
+        except Exception as exc:                          # noqa: BLE001 -- the cut's cause wins
+            log.error("%s: its samples are stored, its result could not be made: %s",
+                      cell.algorithm, exc)
 
 
 def _result(cell: Cell, series: Series, all_series: dict, cpu_flags: dict[str, bool],

@@ -21,12 +21,14 @@ from typing import Any, Callable, Mapping, Sequence
 from cryptcost import stats
 from cryptcost.errors import CryptcostError, Unavailable
 from cryptcost.host import cpu
-from cryptcost.lifecycle.resources import Resources
+from cryptcost.lifecycle.resources import Resources, Terminated, signals_deferred
 from cryptcost.model import Cell, Job, Result, Sample
 from cryptcost.runner.core import pairing
 from cryptcost.runner.core.profile import AFTER, IN_WARMUP, Profiler, attach, profile_round
 from cryptcost.runner.core.scheduler import Progress, Series, host_drift, mark_unstable, schedule
 from cryptcost.runner.core.sink import Sink
+
+log = logging.getLogger("cryptcost.flow")
 
 
 @dataclass
@@ -87,12 +89,33 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
                         group=spec["group"], est_seconds=spec["est_seconds"]))
     # with a warm-up round, its last run of each job is profiled: no pass of its own
     watch = (lambda j: profiler.watching()) if profiler and policy.warmup else None
-    series = schedule(jobs, policy, progress=progress, yardstick=cpu.yardstick_speed,
-                      on_sample=lambda job, key, i, s: sink.sample(key, i, s), watch=watch)
-    profiles = {}
-    if profiler:
-        profiles = (profiler.finish() if watch else
-                    profile_round(profiler, list(pairs), progress))
+    seen: dict[Cell, Series] = {}
+
+    def sampled(job: Job, key: Cell, index: int, sample: Sample) -> None:
+        sink.sample(key, index, sample)
+        seen.setdefault(key, Series()).samples.append(sample)
+    series = None
+    try:
+        series = schedule(jobs, policy, progress=progress, yardstick=cpu.yardstick_speed,
+                          on_sample=sampled, watch=watch)
+        profiles = {}
+        if profiler:
+            profiles = (profiler.finish() if watch else
+                        profile_round(profiler, list(pairs), progress))
+    except BaseException as exc:
+        with signals_deferred(0, "storing the results measured so far"):
+            if series is None:
+                keep_cut(pairs, ops, cell, result, seen, sink, cut_cause(exc))
+            else:                               # cut in the profiled round: the series ended
+                _finish(pairs, ops, cell, result, series, {}, kind, outcome, sink)
+        raise
+    _finish(pairs, ops, cell, result, series, profiles, kind, outcome, sink)
+
+
+def _finish(pairs, ops, cell, result, series: Mapping[Cell, Series], profiles: dict, kind: str,
+            outcome: Outcome, sink: Sink) -> None:
+    """Each ended series as a result, instance by instance, with its profile; acceleration-off
+    copies verified; all handed to the sink and added to ``outcome``."""
     results = []
     instances: list = []
     for inst, _ in pairs:                                              # each instance, in order
@@ -108,6 +131,44 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
                     continue
                 results.append(attach(result(inst, op, s, series), profiles))
     outcome.results += pairing.store_results(results, sink)
+
+
+def cut_cause(exc: BaseException) -> str:
+    """Why a comparison ended before its series did, in a few words."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, Terminated):
+        return f"stopped by a signal ({exc})" if str(exc) else "stopped by a signal"
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, CryptcostError) else str(exc)
+
+
+def keep_cut(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]],
+             cell: Mapping[tuple, Cell], result: Callable[[Any, Any, Series, dict], Result],
+             seen: Mapping[Cell, Series], sink: Sink, cause: str) -> None:
+    """A comparison cut before its series ended (Ctrl-C, SIGTERM, a guest stopped at its
+    timeout): every series with samples is handed to the sink as an incomplete result (never
+    ranked), summarised and set against its baselines' samples so far, so that the run keeps
+    what it measured as results and not only as samples. Nothing here may hide the cause:
+    a result that cannot be made is logged and left out."""
+    results = []
+    cut = {key: Series(samples=list(s.samples), stop_reason="interrupted",
+                       error=f"the run ended before this series did ({cause}), after "
+                             f"{len(s.samples)} sample(s)")
+           for key, s in seen.items() if s.samples}
+    for inst, step in pairs:
+        for op in ops(step):
+            s = cut.get(cell[(inst.label, op.key)])
+            if s is None:
+                continue
+            try:
+                results.append(result(inst, op, s, cut))
+            except Exception as exc:                      # noqa: BLE001 -- the cut's cause wins
+                log.error("%s %s: its samples are stored, its result could not be made: %s",
+                          inst.label, op.workload, exc)
+    try:
+        pairing.store_results(results, sink)
+    except Exception as exc:                              # noqa: BLE001
+        log.error("the cut comparison's results could not all be stored: %s", exc)
 
 
 def summarise(stack: Any, cell: Cell, s: Series, series: Mapping[Cell, Series], *, target: float,
