@@ -4,8 +4,9 @@ to the whole process group as timeout(1) and Ctrl-C send it, a stack's daemon
 killed under load, two runs at once. After each, the run's own release — or
 `cleanup` after SIGKILL — leaves no mount, loop device, daemon, key file,
 temporary directory or journal entry, and what was measured before the signal
-is still in the store: its samples, and each sampled series as an incomplete result. Every cryptcost started here runs from the test's own
-directory, which holds a file that must survive."""
+is still in the store: its samples, and each sampled series as an incomplete
+result. Every cryptcost started here runs from the test's own directory,
+which holds a file that must survive."""
 
 from __future__ import annotations
 

@@ -376,10 +376,12 @@ def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
     assert layers["luks:aes-xts-plain64"].get("cipher", 0) > 0, layers
 
 
-def test_a_guest_killed_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
-    """The guest copies its store out as it runs: a guest killed at --timeout leaves the parts
-    it finished imported, the run said killed, not lost with the guest. Two parts, as run --vm
-    hands a guest its share: LUKS (done in seconds), then a cipher table that outlives it."""
+def test_a_guest_stopped_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
+    """At --timeout the guest's command is stopped (SIGTERM through the share), stores the
+    series it was measuring as incomplete results and hands its whole store back: the parts
+    it finished and the one it was in are imported, the run said interrupted, not lost with
+    the guest. Two parts, as run --vm hands a guest its share: LUKS (done in seconds), then a
+    cipher table that outlives it."""
     _vm_ready()
     parts = tmp_path / "parts.json"
     parts.write_text(json.dumps({
@@ -393,12 +395,19 @@ def test_a_guest_killed_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
                env={"CRYPTCOST_GUEST_BACKUP_SECONDS": "5"}, timeout=300)
     assert done.returncode == 1, done.stderr[-2000:]
     line = done.stderr.strip().splitlines()[-1]
-    assert "did not finish within 90 s" in line and "imported as emulated run(s)" in line, line
+    assert ("did not finish within 90 s: its command was stopped (SIGTERM), and stored what "
+            "it had measured") in line and "imported as emulated run(s)" in line, line
     listed = json.loads(cli("list", "--json").stdout)
-    assert len(listed) == 1 and listed[0]["emulated"] and listed[0]["status"] == "killed", listed
+    assert len(listed) == 1 and listed[0]["emulated"] and listed[0]["status"] == "interrupted", \
+        listed
     shown = json.loads(cli("show", str(listed[0]["id"]), "--json").stdout)
     assert {r.get("stack") for r in shown["results"]} >= {"luks:aes-xts-plain64", "plain"}
-    assert not any(r["kind"] == "cipher" for r in shown["results"])    # the part it never ended
+    assert not any(r.get("incomplete") for r in shown["results"] if r["kind"] == "storage")
+    # the part it was in: the cipher cells it sampled, kept as incomplete results
+    cut = [r for r in shown["results"] if r["kind"] == "cipher"]
+    assert cut and all(r["samples"] >= 1 and r["stop_reason"] == "interrupted" and
+                       r["incomplete"] == "the run ended before this series did (stopped by a "
+                       f"signal (SIGTERM)), after {r['samples']} sample(s)" for r in cut), cut
 
 
 def test_ipcomp_before_esp_compresses_a_compressible_stream_in_the_guests_kernel(cli, tmp_path):

@@ -2,7 +2,9 @@
 runs, qemu's command line, and the one line a failed boot is reduced to."""
 
 import json
+import os
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -205,3 +207,52 @@ def test_a_kernel_that_dies_while_booting_or_of_tcgs_int3_race_is_booted_again_o
             guest.run_guest(res, ["ciphers"], VmOptions(timeout=30), tmp_path / "logs",
                             stdout=io.BytesIO(), stderr=io.BytesIO())
         assert boots.read_text().strip() == str(len(twice))
+
+
+@pytest.mark.parametrize("guest_does", ["stops", "ignores", "boots"])
+def test_a_guest_at_its_timeout_is_asked_to_stop_its_command_and_keeps_its_whole_store(
+        tmp_path, monkeypatch, state_dir, guest_does):
+    """At --timeout a guest whose command began is asked to stop it (a file in the share; the
+    guest's script sends the command SIGTERM): one that ends in the grace time hands back its
+    whole store, which is what the cut keeps; one that does not is killed at the grace's end
+    and keeps its last periodic copy; one still booting is killed at once."""
+    import io
+
+    import cryptcost.guest as guest
+    from cryptcost.lifecycle.resources import Resources
+
+    kernel = GuestKernel("6.12.0-amd64", Path("/boot/vmlinuz-6.12.0-amd64"))
+    work = tmp_path / "work"
+    (work / "xchg").mkdir(parents=True)
+    xchg = work / "xchg"
+    db = os.path.basename(GUEST_DB)
+    begin = "" if guest_does == "boots" else "echo 'cc-guest: running' > console.log; "
+    on_stop = {"stops": f"echo 143 > xchg/rc; echo whole > xchg/{db}; exit 0",
+               "ignores": "sleep 60", "boots": "sleep 60"}[guest_does]
+    script = work / "qemu.sh"
+    script.write_text(f"#!/bin/sh\ncd {work}\n{begin}echo partial > xchg/{guest.PARTIAL}\n"
+                      f"while [ ! -e xchg/{guest.STOP} ]; do sleep 0.1; done\n{on_stop}\n")
+    script.chmod(0o755)
+
+    def prepare(res, opts, log_dir):
+        log_dir.mkdir(parents=True, exist_ok=True)
+        boot = guest.Boot(opts, kernel, work / "i.gz", work, xchg, work / "s.img",
+                          work / "console.log", log_dir / "vm-1.log", {"accel": "tcg"})
+        monkeypatch.setattr(boot, "qemu", lambda tap=None: [str(script)])
+        return boot
+    monkeypatch.setattr(guest, "prepare", prepare)
+    monkeypatch.setattr(guest, "STOP_GRACE", 3.0)
+    started = time.monotonic()
+    with Resources() as res, pytest.raises(guest.GuestCut) as cut:
+        guest.run_guest(res, ["run"], VmOptions(timeout=1), tmp_path / "logs",
+                        stdout=io.BytesIO(), stderr=io.BytesIO())
+    took = time.monotonic() - started
+    said, kept = str(cut.value), cut.value.partial
+    if guest_does == "stops":
+        assert "its command was stopped (SIGTERM), and stored what it had measured" in said
+        assert kept.read_text().strip() == "whole" and took < 3
+    else:
+        assert "did not finish within 1 s and was killed" in said, said
+        assert kept.read_text().strip() == "partial"
+        assert (took >= 3) == (guest_does == "ignores"), took
+    assert (xchg / guest.STOP).exists() == (guest_does != "boots")

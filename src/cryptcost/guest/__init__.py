@@ -12,8 +12,9 @@ What comes back, through a second (writable) 9p share:
 - its result store, whose runs the caller imports marked ``emulated``.
 
 The console log is kept next to the host's store whatever happens; a
-guest that fails to boot, or hangs past its timeout, is killed and named
-in one line.
+guest that fails to boot is named in one line; one that runs past its
+timeout has its command stopped (SIGTERM, through the share), and is
+killed if it does not end in :data:`STOP_GRACE` s.
 """
 
 from __future__ import annotations
@@ -33,21 +34,29 @@ from cryptcost.host import tools
 from cryptcost.host.probe import EMULATED_FILE
 from cryptcost.stacks import stack_tools
 from cryptcost.lifecycle.resources import Resources
+from cryptcost.guest.console import (BOOTS, RUNNING, Relay, boot_again, failure_cause,
+                                     keep_log)
 from cryptcost.guest.image import CACHE, GuestKernel, build_initrd, find_kernel
 
 GUEST_DB = "/var/lib/cryptcost-guest/results.db"
 XCHG = "/cc-xchg"                     # the writable share, inside the guest
 GUEST_HOSTNAME = "cc-guest"           # the guest's hostname, as its runs record it
 # how often the guest copies its store out while the command runs (a consistent SQLite backup,
-# at the lowest priority), so that a guest killed at its timeout keeps what it measured; the
+# at the lowest priority), so that a guest killed (or crashed) keeps what it measured; the
 # environment's CRYPTCOST_GUEST_BACKUP_SECONDS, where set, instead
 BACKUP_SECONDS = 120
 PARTIAL = "partial.db"
+# at its --timeout, a guest whose command began is asked to stop it (the host writes this file
+# in the share; the command gets SIGTERM, stores each series it was measuring as an incomplete
+# result and releases what it holds), and is killed only if it has not ended STOP_GRACE s later
+STOP = "stop"
+STOP_GRACE = 300.0
 
 
 class GuestCut(CryptcostError):
-    """The guest ended before its command did: killed at its timeout, or gone without an exit
-    code (its qemu stopped or crashed); ``partial`` is its store as last copied out (every
+    """The guest ended before its command did: stopped at its timeout, or gone without an exit
+    code (killed, its qemu stopped or crashed); ``partial`` is its store, whole where its
+    command was stopped in time (the run ``interrupted``), else as last copied out (every
     result measured until then, the run left ``running``), or None; ``emulated`` what its
     results carry (:func:`emulation`)."""
 
@@ -188,15 +197,22 @@ mkdir -p {os.path.dirname(GUEST_DB)}
         "nice", "-n", "19", sys.executable, "-c",
         "import sqlite3, sys; s = sqlite3.connect(sys.argv[1]); d = sqlite3.connect(sys.argv[2]); "
         "s.backup(d); d.close(); s.close()", GUEST_DB, f"{XCHG}/{PARTIAL}.tmp"])
-    return prelude + f"""echo "cc-guest: running" > /dev/console
+    return prelude + f"""echo "{RUNNING}" > /dev/console
 cd {shlex.quote(cwd)} 2>/dev/null || cd /
 (while sleep {_backup_seconds():g}; do
   [ -e {GUEST_DB} ] && {backup} 2>/dev/null && mv {XCHG}/{PARTIAL}.tmp {XCHG}/{PARTIAL}
 done) &
 copier=$!
-{cmd} > {XCHG}/stdout 2> {XCHG}/stderr
+{cmd} > {XCHG}/stdout 2> {XCHG}/stderr &
+command=$!
+(while kill -0 $command 2>/dev/null; do
+  [ -e {XCHG}/{STOP} ] && kill -TERM $command && break
+  sleep 1
+done) &
+stopper=$!
+wait $command
 echo $? > {XCHG}/rc.tmp
-kill $copier 2>/dev/null
+kill $copier $stopper 2>/dev/null
 for f in {GUEST_DB} {GUEST_DB}-wal {GUEST_DB}-shm; do [ -e "$f" ] && cp "$f" {XCHG}/; done
 mv {XCHG}/rc.tmp {XCHG}/rc
 sync
@@ -223,59 +239,6 @@ def qemu_argv(opts: VmOptions, kernel: GuestKernel, initrd: Path, scratch: Path,
             "-virtfs", f"local,path={xchg},mount_tag=xchg,security_model=none",
             *(["-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
                "-device", "virtio-net-pci,netdev=n0"] if tap else [])]
-
-
-class _Relay:
-    """Copies what a guest file gained since the last look to a host stream."""
-
-    def __init__(self, path: Path, stream):
-        self.path, self.stream, self.offset = path, stream, 0
-
-    def pump(self) -> None:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return
-        if data:
-            self.offset += len(data)
-            self.stream.write(data)
-            self.stream.flush()
-
-
-# boots of a guest whose kernel dies of something that is not the run's: under TCG a 6.12 kernel
-# has died patching its own code ("Oops: int3": a CPU ran the int3 of a static key's live patch
-# after the patch ended), at boot in sched_clock_cpu and, once in CI, in the first TCP connect
-# of a run (the key of the TCP sequence secret's one-time set-up), so the guest boots again
-BOOTS = 2
-
-
-def boot_again(console: str, accel: str) -> str | None:
-    """Why a guest whose kernel died should boot again, or None (its death is the run's): it
-    died before the guest's command began (no "cc-guest: running" line), or, under TCG, of an
-    "Oops: int3", the emulator's race with the kernel patching its own code, whenever."""
-    panic = re.search(r"Kernel panic[^\n]*", console)
-    if panic is None:
-        return None
-    if "cc-guest: running" not in console:
-        return (f"the guest's kernel died while booting, before cryptcost began "
-                f"({panic.group(0).strip()})")
-    if accel == "tcg" and re.search(r"Oops: int3\b", console):
-        return ("the guest's kernel died of \"Oops: int3\" after cryptcost began (a CPU ran an "
-                "int3 of the kernel's live patching of its own code after the patch ended: "
-                "TCG's emulation races it); what it measured is dropped")
-    return None
-
-
-def failure_cause(console: str) -> str:
-    """The first line of a guest's console that names why it failed."""
-    for pattern in (r"cc-init: FAILED[^\n]*", r"Kernel panic[^\n]*", r"qemu-system-x86_64: [^\n]*",
-                    r"BUG: [^\n]*"):
-        m = re.search(pattern, console)
-        if m:
-            return m.group(0).strip()
-    return "the guest stopped without reporting an exit code"
 
 
 @dataclass
@@ -334,7 +297,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     (xchg / "guest.sh").write_text(guest_script(argv, os.getcwd(), emulated))
     console = boot.console
     said = stderr or sys.stderr.buffer
-    relays = [_Relay(xchg / "stdout", stdout or sys.stdout.buffer), _Relay(xchg / "stderr", said)]
+    relays = [Relay(xchg / "stdout", stdout or sys.stdout.buffer), Relay(xchg / "stderr", said)]
     rc = xchg / "rc"
     for attempt in range(1, BOOTS + 1):
         start = time.monotonic()
@@ -345,6 +308,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
                     r.pump()
                 time.sleep(0.2)
             timed_out = qemu.alive()
+            stopped = timed_out and _stop_command(qemu, xchg, console, relays)
             res.stop(qemu, timeout=5)
         finally:
             for r in relays:
@@ -364,12 +328,22 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
         said.flush()
     seconds = time.monotonic() - start
     if timed_out or not rc.exists():
-        partial = xchg / PARTIAL
+        # a command stopped in time copied its whole store out; else the last periodic copy
+        whole = xchg / os.path.basename(GUEST_DB)
+        partial = whole if stopped and rc.exists() and whole.exists() else xchg / PARTIAL
         kept_partial = log_dir / f"{kept.stem}-partial.db"
         if partial.exists():
+            for suffix in ("-wal", "-shm"):
+                if Path(f"{partial}{suffix}").exists():
+                    os.replace(f"{partial}{suffix}", f"{kept_partial}{suffix}")
             os.replace(partial, kept_partial)
-        why = (f"the guest did not finish within {opts.timeout:g} s and was killed" if timed_out
-               else f"the guest failed: {failure_cause(kept.read_text(errors='replace'))}")
+        if timed_out and stopped and rc.exists():
+            why = (f"the guest did not finish within {opts.timeout:g} s: its command was "
+                   "stopped (SIGTERM), and stored what it had measured")
+        elif timed_out:
+            why = f"the guest did not finish within {opts.timeout:g} s and was killed"
+        else:
+            why = f"the guest failed: {failure_cause(kept.read_text(errors='replace'))}"
         raise GuestCut(f"{why} (console log: {kept})",
                        kept_partial if kept_partial.exists() else None, emulated)
     store = xchg / os.path.basename(GUEST_DB)
@@ -384,11 +358,20 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
                         emulated)
 
 
-def keep_log(kept: Path, *paths: Path) -> None:
-    parts = []
-    for path in paths:
-        try:
-            parts.append(path.read_text(errors="replace"))
-        except OSError:
-            pass
-    kept.write_text("\n".join(parts))
+def _stop_command(qemu, xchg: Path, console: Path, relays: list[Relay]) -> bool:
+    """At the timeout: ask a guest whose command began to stop it, and wait up to
+    :data:`STOP_GRACE` s for the guest to end. Whether it was asked (a guest still booting is
+    not: it is killed at once)."""
+    try:
+        began = RUNNING in console.read_text(errors="replace")
+    except OSError:
+        began = False
+    if not began:
+        return False
+    (xchg / STOP).write_text("")
+    deadline = time.monotonic() + STOP_GRACE
+    while qemu.alive() and time.monotonic() < deadline:
+        for r in relays:
+            r.pump()
+        time.sleep(0.2)
+    return True
