@@ -207,7 +207,7 @@ copier=$!
 command=$!
 (while kill -0 $command 2>/dev/null; do
   [ -e {XCHG}/{STOP} ] && kill -TERM $command && break
-  sleep 1
+  sleep 5
 done) &
 stopper=$!
 wait $command
