@@ -141,7 +141,7 @@ def test_a_signal_at_any_point_leaves_nothing_and_keeps_the_results(tmp_path, wo
         # marked incomplete (never ranked), not as bare samples only
         sampled = {(x["series"]["stack"], x["series"].get("op")) for x in shown["samples"]}
         assert {(r["stack"], r.get("op")) for r in shown["results"]} == sampled, shown["results"]
-        assert all(r["incomplete"].startswith("the run ended before this series did (")
+        assert all(r["incomplete"].startswith("the run ended before this series did: ")
                    and r["stop_reason"] == "interrupted" for r in shown["results"])
 
 

@@ -406,8 +406,8 @@ def test_a_guest_stopped_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
     # the part it was in: the cipher cells it sampled, kept as incomplete results
     cut = [r for r in shown["results"] if r["kind"] == "cipher"]
     assert cut and all(r["samples"] >= 1 and r["stop_reason"] == "interrupted" and
-                       r["incomplete"] == "the run ended before this series did (stopped by a "
-                       f"signal (SIGTERM)), after {r['samples']} sample(s)" for r in cut), cut
+                       r["incomplete"] == "the run ended before this series did: stopped by a "
+                       "signal (SIGTERM)" for r in cut), cut
 
 
 def test_ipcomp_before_esp_compresses_a_compressible_stream_in_the_guests_kernel(cli, tmp_path):

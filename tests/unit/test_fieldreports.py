@@ -132,6 +132,27 @@ def test_an_overhead_is_against_the_stacks_matched_baseline_and_the_one_the_run_
     assert write["ours_cells"][1].startswith("qemu-raw") and write["ours"] == 0.52
 
 
+def test_a_series_cut_short_is_read_only_without_a_whole_one_and_is_said_incomplete():
+    """A run stopped in the middle of a comparison keeps each series it sampled as an incomplete
+    result: a figure reads it where nothing whole has the cell, and says so, in the sentence
+    and in the report's own table."""
+    cut = "the run ended before this series did (interrupted)"
+    whole = [_r("nfs:sys", 100e6, workload="put"), _r("nfs:krb5p", 30e6, workload="put")]
+    cut_short = [_r("nfs:sys", 50e6, workload="put", incomplete=cut, part="R4 other"),
+                 _r("nfs:krb5p", 45e6, workload="put", incomplete=cut, part="R4 other")]
+    blocks = {b["label"]: b for b in fr.section(read(cut_short + whole))}
+    [put] = [x for x in blocks["R4"]["rows"] if x["ours"] is not None]
+    assert round(put["ours"], 2) == 0.7 and not put["incomplete"]
+    blocks = {b["label"]: b for b in fr.section(read(cut_short))}
+    [put] = [x for x in blocks["R4"]["rows"] if x["ours"] is not None]
+    assert round(put["ours"], 2) == 0.1 and put["incomplete"]
+    assert put["here"] == "10 % slower (incomplete: a series cut short)"
+    assert "10 % slower (incomplete: a series cut short) here" in blocks["R4"]["sentence"]
+    cell = {"ours": 2.0, "ours_vs": 0.5, "ours_vs_stack": "tcp", "emulated": True,
+            "incomplete": True}
+    assert fr.table_text(cell, "ours") == "2.0 (0.50× tcp) emulated incomplete"
+
+
 def test_a_wan_run_of_a_reports_cells_is_not_taken_for_its_own():
     """R4 over a WAN measures R4's cells again with a delay on the link, under a label that
     also starts with R4: the block takes the cells without the delay, as the report measured."""

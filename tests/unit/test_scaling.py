@@ -276,8 +276,8 @@ def test_a_series_that_failed_part_way_is_shown_but_never_ranked():
         for op in ("write", "read")
     ]
     assert [x.stack for x in ranking(read(rs))] == ["gocryptfs:aes-gcm"]
-    said = [f for f in findings(read(rs), []) if "series failed" in f]
+    said = [f for f in findings(read(rs), []) if "series stopped" in f]
     assert (
         len(said) == 2
-        and "cryfs:aes-256-gcm write 1 MiB: its series failed after 3 sample(s)" in said[0]
+        and "cryfs:aes-256-gcm write 1 MiB: its series stopped after 3 sample(s)" in said[0]
     )

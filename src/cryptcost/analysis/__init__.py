@@ -261,7 +261,7 @@ def findings(storage: list[Stored], ciphers: list[Stored]) -> list[str]:
                    "on/off comparison for it is void")
     for r in storage:
         if r.incomplete:
-            out.append(f"{_short(r)}: its series failed after {r.n} sample(s) ({r.incomplete}); "
+            out.append(f"{_short(r)}: its series stopped after {r.n} sample(s) ({r.incomplete}); "
                        "they are kept and shown, but the stack is not ranked or "
                        "recommended on them")
     out += first_samples_low(storage)

@@ -169,9 +169,10 @@ def _held(r: Stored, want: dict) -> list[str]:
 
 def _find(results: list[Stored], want: dict, label: str) -> Stored | None:
     """The result whose cell has every dimension ``want`` names, and no condition it does not
-    name: its own part's first, then the plainest (the fewest dimensions set beyond those)."""
+    name: a whole series before one cut short (``incomplete``), its own part's first, then the
+    plainest (the fewest dimensions set beyond those)."""
     hits = [r for r in results if _has(r, want) and not _held(r, want)]
-    hits.sort(key=lambda r: (not (r.cell.part or "").startswith(label),
+    hits.sort(key=lambda r: (bool(r.incomplete), not (r.cell.part or "").startswith(label),
                              sum(v is not None for v in r.cell.fields().values()),
                              r.cell.cpus or 0))
     return hits[0] if hits else None
@@ -186,12 +187,18 @@ class Row:
     why: str = ""
     emulated: bool = False                # both sides from a guest run linked to the run
 
+    @property
+    def incomplete(self) -> bool:
+        """A side's series was cut short (its run ended first): shown, and said so."""
+        return any(x is not None and x.incomplete for x in (self.a, self.b))
+
     def to_dict(self) -> dict:
         f = self.figure
         return {"what": f.what, "compare": f.compare, "theirs": f.theirs,
                 "theirs_said": f.theirs_said, "theirs_shown": there(f), "ours": self.ours,
                 "here": _here(self), "ours_cells": [x.cell.label() for x in (self.a, self.b) if x],
-                "emulated": self.emulated, "why_not": self.why, "note": f.note}
+                "emulated": self.emulated, "incomplete": self.incomplete, "why_not": self.why,
+                "note": f.note}
 
 
 def _fmt(compare: str, value: float) -> str:
@@ -210,7 +217,8 @@ def there(f: Figure) -> str:
 def _here(row: Row) -> str:
     if row.ours is None:
         return f"not in this run: {row.why}"
-    return _fmt(row.figure.compare, row.ours) + (" (emulated)" if row.emulated else "")
+    return (_fmt(row.figure.compare, row.ours) + (" (emulated)" if row.emulated else "")
+            + (" (incomplete: a series cut short)" if row.incomplete else ""))
 
 
 def _pair(shared: dict, a: dict, b: dict | None, pool: list[Stored], label: str,
@@ -310,7 +318,7 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
         for j, column in enumerate(t.cells):
             theirs = row.theirs[j]
             cell = {"theirs": theirs, "theirs_vs": None, "ours": None, "ours_vs": None,
-                    "ours_vs_stack": None, "emulated": False}
+                    "ours_vs_stack": None, "emulated": False, "incomplete": False}
             if ref and theirs and ref.theirs[j]:
                 cell["theirs_vs"] = theirs / ref.theirs[j]
             for pool in [results, *guests] if row.cell is not None else []:
@@ -322,7 +330,8 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
                 held = base is not None and bool(base.median)
                 cell.update(ours=got.median / UNITS[t.unit], emulated=pool is not results,
                             ours_vs=got.median / base.median if held else None,
-                            ours_vs_stack=base.stack if held else None)
+                            ours_vs_stack=base.stack if held else None,
+                            incomplete=bool(got.incomplete or held and base.incomplete))
                 break
             cells.append(cell)
         why = None
@@ -338,14 +347,16 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
 
 def table_text(cell: dict, side: str) -> str:
     """One side of a table's cell: ``259.4 (0.28×)``; ours with the stack it is held against,
-    ``1.2 (0.95× tcp) emulated``; ``—`` where there is none."""
+    ``1.2 (0.95× tcp) emulated``, ``incomplete`` where a series was cut short; ``—`` where
+    there is none."""
     value, vs = cell[side], cell[f"{side}_vs"]
     if value is None:
         return "—"
     # ours names the stack it is held against: a row's candidates each have their own
     against = f" {cell['ours_vs_stack']}" if side == "ours" and cell.get("ours_vs_stack") else ""
     out = f"{value:.1f}" + (f" ({vs:.2f}×{against})" if vs is not None else "")
-    return out + (" emulated" if side == "ours" and cell["emulated"] else "")
+    return (out + (" emulated" if side == "ours" and cell["emulated"] else "")
+            + (" incomplete" if side == "ours" and cell.get("incomplete") else ""))
 
 
 def section(results: list[Stored], guests: list[list[Stored]] = (),

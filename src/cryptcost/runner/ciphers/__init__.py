@@ -20,7 +20,7 @@ from cryptcost.host import cpu
 from cryptcost.model import Result
 from cryptcost.runner.ciphers.executor import Executor
 from cryptcost.lifecycle.resources import signals_deferred
-from cryptcost.runner.core.flow import cut_cause
+from cryptcost.runner.core.flow import cut_cause, cut_short
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause, mark_unstable, schedule
 from cryptcost.runner.core.sink import Sink
 
@@ -166,7 +166,7 @@ def _keep_cut(cells: list[Cell], seen: dict, cpu_flags: dict[str, bool], target:
         s = seen.get(cell)
         if s is None or not s.samples:
             continue
-        why = f"the run ended before this series did ({cause}), after {len(s.samples)} sample(s)"
+        why = cut_short(cause)
         cut = Series(samples=list(s.samples), stop_reason="interrupted", error=why)
         try:
             r = _result(cell, cut, seen, cpu_flags, target)

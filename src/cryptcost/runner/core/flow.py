@@ -142,6 +142,11 @@ def cut_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if not isinstance(exc, CryptcostError) else str(exc)
 
 
+def cut_short(cause: str) -> str:
+    """What a series cut short says, as its ``incomplete``."""
+    return f"the run ended before this series did: {cause}"
+
+
 def keep_cut(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]],
              cell: Mapping[tuple, Cell], result: Callable[[Any, Any, Series, dict], Result],
              seen: Mapping[Cell, Series], sink: Sink, cause: str) -> None:
@@ -151,9 +156,8 @@ def keep_cut(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any
     what it measured as results and not only as samples. Nothing here may hide the cause:
     a result that cannot be made is logged and left out."""
     results = []
-    cut = {key: Series(samples=list(s.samples), stop_reason="interrupted",
-                       error=f"the run ended before this series did ({cause}), after "
-                             f"{len(s.samples)} sample(s)")
+    why = cut_short(cause)
+    cut = {key: Series(samples=list(s.samples), stop_reason="interrupted", error=why)
            for key, s in seen.items() if s.samples}
     for inst, step in pairs:
         for op in ops(step):
