@@ -209,13 +209,14 @@ def test_a_kernel_that_dies_while_booting_or_of_tcgs_int3_race_is_booted_again_o
         assert boots.read_text().strip() == str(len(twice))
 
 
-@pytest.mark.parametrize("guest_does", ["stops", "ignores", "boots"])
+@pytest.mark.parametrize("guest_does", ["stops", "ignores", "boots", "interrupted"])
 def test_a_guest_at_its_timeout_is_asked_to_stop_its_command_and_keeps_its_whole_store(
         tmp_path, monkeypatch, state_dir, guest_does):
     """At --timeout a guest whose command began is asked to stop it (a file in the share; the
     guest's script sends the command SIGTERM): one that ends in the grace time hands back its
     whole store, which is what the cut keeps; one that does not is killed at the grace's end
-    and keeps its last periodic copy; one still booting is killed at once."""
+    and keeps its last periodic copy; one still booting is killed at once. Ctrl-C here stops
+    the command the same way, and the cut carries the interrupt for the caller to raise."""
     import io
 
     import cryptcost.guest as guest
@@ -227,7 +228,8 @@ def test_a_guest_at_its_timeout_is_asked_to_stop_its_command_and_keeps_its_whole
     xchg = work / "xchg"
     db = os.path.basename(GUEST_DB)
     begin = "" if guest_does == "boots" else "echo 'cc-guest: running' > console.log; "
-    on_stop = {"stops": f"echo 143 > xchg/rc; echo whole > xchg/{db}; exit 0",
+    stops = f"echo 143 > xchg/rc; echo whole > xchg/{db}; exit 0"
+    on_stop = {"stops": stops, "interrupted": stops,
                "ignores": "sleep 60", "boots": "sleep 60"}[guest_does]
     script = work / "qemu.sh"
     script.write_text(f"#!/bin/sh\ncd {work}\n{begin}echo partial > xchg/{guest.PARTIAL}\n"
@@ -242,13 +244,28 @@ def test_a_guest_at_its_timeout_is_asked_to_stop_its_command_and_keeps_its_whole
         return boot
     monkeypatch.setattr(guest, "prepare", prepare)
     monkeypatch.setattr(guest, "STOP_GRACE", 3.0)
+    timeout = 1
+    if guest_does == "interrupted":           # Ctrl-C on this host, long before the timeout
+        timeout, sleeps, sleep = 60, [], time.sleep
+
+        def interrupted(seconds):
+            sleeps.append(seconds)
+            if len(sleeps) == 5:
+                raise KeyboardInterrupt
+            sleep(seconds)
+        monkeypatch.setattr(time, "sleep", interrupted)
     started = time.monotonic()
     with Resources() as res, pytest.raises(guest.GuestCut) as cut:
-        guest.run_guest(res, ["run"], VmOptions(timeout=1), tmp_path / "logs",
+        guest.run_guest(res, ["run"], VmOptions(timeout=timeout), tmp_path / "logs",
                         stdout=io.BytesIO(), stderr=io.BytesIO())
     took = time.monotonic() - started
     said, kept = str(cut.value), cut.value.partial
-    if guest_does == "stops":
+    assert isinstance(cut.value.interrupt, KeyboardInterrupt) == (guest_does == "interrupted")
+    if guest_does == "interrupted":
+        assert said.startswith("interrupted: the guest's command was stopped, and stored what "
+                               "it had measured (console log: ")
+        assert kept.read_text().strip() == "whole" and took < 3
+    elif guest_does == "stops":
         assert "its command was stopped (SIGTERM), and stored what it had measured" in said
         assert kept.read_text().strip() == "whole" and took < 3
     else:
@@ -256,3 +273,42 @@ def test_a_guest_at_its_timeout_is_asked_to_stop_its_command_and_keeps_its_whole
         assert kept.read_text().strip() == "partial"
         assert (took >= 3) == (guest_does == "ignores"), took
     assert (xchg / guest.STOP).exists() == (guest_does != "boots")
+
+
+def test_ctrl_c_during_a_guest_imports_what_it_stored_then_ends_as_interrupted(
+        tmp_path, monkeypatch, state_dir, capsys):
+    """`cryptcost vm` interrupted: the guest's store (its command stopped and stored what it
+    measured) is imported as an emulated run, said on stderr, and the command then ends as
+    every interrupted one does: exit 130, everything released."""
+    import signal
+
+    import cryptcost.cli.vm as vm
+    from cryptcost.cli import main
+    from cryptcost.guest import GuestCut
+    from cryptcost.store.db import Store
+
+    guest_db = tmp_path / "guest.db"
+    guest = Store.open(guest_db)
+    run_id = guest.begin_run("run", {"hostname": "cc-guest"})
+    guest.finish_run(run_id, "interrupted")
+    guest.close()
+
+    def cut(res, argv, opts, log_dir, **kw):
+        raise GuestCut("interrupted: the guest's command was stopped, and stored what it had "
+                       "measured (console log: x.log)", guest_db, {"accel": "tcg"},
+                       KeyboardInterrupt())
+    monkeypatch.setattr(vm, "run_guest", cut)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        rc = main(["--db", str(tmp_path / "host.db"), "vm", "--", "probe"])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 130 and err[-1].startswith("error: interrupted; "), err
+    assert err[-2] == ("vm: interrupted: the guest's command was stopped, and stored what it had "
+                       "measured (console log: x.log); what it measured until then is imported "
+                       "as emulated run(s) 1"), err
+    host = Store.open(tmp_path / "host.db", create=False)
+    [imported] = host.runs()
+    assert imported.status == "interrupted" and imported.host["emulated"] == {"accel": "tcg"}

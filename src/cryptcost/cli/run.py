@@ -301,7 +301,7 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
             3 * gp.scale if gp.factor[1] else GUEST_TIMEOUT))
         what = f"guest ({share.kernel_said}, emulated)"
         err.print(f"— {what}: {'; '.join(p.label for p in share.plan.parts)} "
-                  f"(killed after {timeout / 60:.0f} min)")
+                  f"(stopped after {timeout / 60:.0f} min)")
         opts = VmOptions(timeout=timeout, kernel=share.kernel or None,
                          memory_mib=_guest_memory_mib())
         command = ["run", "--parts", f"{XCHG}/parts.json", "--no-report"]
@@ -317,6 +317,9 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
             ids, said = keep_killed(store, exc)
             linked += ids
             failed.append(f"{what}: {said}")
+            if exc.interrupt is not None:       # imported and linked (below); the run ends
+                err.print(f"{what}: {said}")
+                raise exc.interrupt from None
         except CryptcostError as exc:
             failed.append(f"{what}: {exc}")
         else:

@@ -108,6 +108,9 @@ def run(args) -> int:
             outcome = run_guest(res, argv, opts, Path(store.path).parent / "vm-logs")
         except GuestCut as exc:
             ids, said = keep_killed(store, exc)
+            if exc.interrupt is not None:       # said, then the interrupt ends it as any other
+                print(f"vm: {said}", file=sys.stderr, flush=True)
+                raise exc.interrupt from None
             if ids:
                 raise CryptcostError(said) from None
             raise

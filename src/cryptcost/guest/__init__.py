@@ -33,7 +33,7 @@ from cryptcost.errors import CryptcostError, ProcessError, UserError
 from cryptcost.host import tools
 from cryptcost.host.probe import EMULATED_FILE
 from cryptcost.stacks import stack_tools
-from cryptcost.lifecycle.resources import Resources
+from cryptcost.lifecycle.resources import Resources, Terminated
 from cryptcost.guest.console import (BOOTS, RUNNING, Relay, boot_again, failure_cause,
                                      keep_log)
 from cryptcost.guest.image import CACHE, GuestKernel, build_initrd, find_kernel
@@ -58,11 +58,13 @@ class GuestCut(CryptcostError):
     code (killed, its qemu stopped or crashed); ``partial`` is its store, whole where its
     command was stopped in time (the run ``interrupted``), else as last copied out (every
     result measured until then, the run left ``running``), or None; ``emulated`` what its
-    results carry (:func:`emulation`)."""
+    results carry (:func:`emulation`); ``interrupt``, the Ctrl-C or SIGTERM that stopped it,
+    for the caller to raise again once it has imported the store."""
 
-    def __init__(self, message: str, partial: Path | None, emulated: dict):
+    def __init__(self, message: str, partial: Path | None, emulated: dict,
+                 interrupt: BaseException | None = None):
         super().__init__(message)
-        self.partial, self.emulated = partial, emulated
+        self.partial, self.emulated, self.interrupt = partial, emulated, interrupt
 
 
 @dataclass
@@ -299,22 +301,32 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
     said = stderr or sys.stderr.buffer
     relays = [Relay(xchg / "stdout", stdout or sys.stdout.buffer), Relay(xchg / "stderr", said)]
     rc = xchg / "rc"
+    interrupt: BaseException | None = None
     for attempt in range(1, BOOTS + 1):
         start = time.monotonic()
         qemu = res.daemon(boot.qemu(), logfile=str(work / "qemu.log"))
         try:
-            while qemu.alive() and time.monotonic() - start < opts.timeout:
-                for r in relays:
-                    r.pump()
-                time.sleep(0.2)
-            timed_out = qemu.alive()
-            stopped = timed_out and _stop_command(qemu, xchg, console, relays)
+            try:
+                while qemu.alive() and time.monotonic() - start < opts.timeout:
+                    for r in relays:
+                        r.pump()
+                    time.sleep(0.2)
+                timed_out = qemu.alive()
+                stopped = timed_out and _stop_command(qemu, xchg, console, relays)
+            except (KeyboardInterrupt, Terminated) as exc:
+                # stopped as at the timeout, so that the series it was in are kept; a second
+                # signal while it stops ends it at once (the daemon's release kills qemu)
+                interrupt, timed_out = exc, False
+                said.write(b"cryptcost vm: stopping the guest's command, which stores what it "
+                           b"measured (a second Ctrl-C kills the guest)\n")
+                said.flush()
+                stopped = _stop_command(qemu, xchg, console, relays)
             res.stop(qemu, timeout=5)
         finally:
             for r in relays:
                 r.pump()
             keep_log(kept, console, work / "qemu.log")
-        again = None if timed_out or rc.exists() else boot_again(
+        again = None if interrupt or timed_out or rc.exists() else boot_again(
             kept.read_text(errors="replace"), emulated["accel"])
         if again is None or attempt == BOOTS:
             break
@@ -327,7 +339,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
         said.write(f"cryptcost vm: {again} (console log: {first}): booting it again\n".encode())
         said.flush()
     seconds = time.monotonic() - start
-    if timed_out or not rc.exists():
+    if interrupt or timed_out or not rc.exists():
         # a command stopped in time copied its whole store out; else the last periodic copy
         whole = xchg / os.path.basename(GUEST_DB)
         partial = whole if stopped and rc.exists() and whole.exists() else xchg / PARTIAL
@@ -337,7 +349,10 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
                 if Path(f"{partial}{suffix}").exists():
                     os.replace(f"{partial}{suffix}", f"{kept_partial}{suffix}")
             os.replace(partial, kept_partial)
-        if timed_out and stopped and rc.exists():
+        if interrupt:
+            why = ("interrupted: the guest's command was stopped, and stored what it had "
+                   "measured" if stopped and rc.exists() else "interrupted: the guest was killed")
+        elif timed_out and stopped and rc.exists():
             why = (f"the guest did not finish within {opts.timeout:g} s: its command was "
                    "stopped (SIGTERM), and stored what it had measured")
         elif timed_out:
@@ -345,7 +360,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
         else:
             why = f"the guest failed: {failure_cause(kept.read_text(errors='replace'))}"
         raise GuestCut(f"{why} (console log: {kept})",
-                       kept_partial if kept_partial.exists() else None, emulated)
+                       kept_partial if kept_partial.exists() else None, emulated, interrupt)
     store = xchg / os.path.basename(GUEST_DB)
     keep_store = None
     if store.exists():
