@@ -343,12 +343,7 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
         # a command stopped in time copied its whole store out; else the last periodic copy
         whole = xchg / os.path.basename(GUEST_DB)
         partial = whole if stopped and rc.exists() and whole.exists() else xchg / PARTIAL
-        kept_partial = log_dir / f"{kept.stem}-partial.db"
-        if partial.exists():
-            for suffix in ("-wal", "-shm"):
-                if Path(f"{partial}{suffix}").exists():
-                    os.replace(f"{partial}{suffix}", f"{kept_partial}{suffix}")
-            os.replace(partial, kept_partial)
+        kept_partial = _move_store(partial, log_dir / f"{kept.stem}-partial.db")
         if interrupt:
             why = ("interrupted: the guest's command was stopped, and stored what it had "
                    "measured" if stopped and rc.exists() else "interrupted: the guest was killed")
@@ -359,18 +354,22 @@ def run_guest(res: Resources, argv: list[str], opts: VmOptions, log_dir: Path,
             why = f"the guest did not finish within {opts.timeout:g} s and was killed"
         else:
             why = f"the guest failed: {failure_cause(kept.read_text(errors='replace'))}"
-        raise GuestCut(f"{why} (console log: {kept})",
-                       kept_partial if kept_partial.exists() else None, emulated, interrupt)
+        raise GuestCut(f"{why} (console log: {kept})", kept_partial, emulated, interrupt)
     store = xchg / os.path.basename(GUEST_DB)
-    keep_store = None
-    if store.exists():
-        keep_store = log_dir / f"{kept.stem}.db"
-        for suffix in ("", "-wal", "-shm"):
-            src = Path(f"{store}{suffix}")
-            if src.exists():
-                os.replace(src, f"{keep_store}{suffix}")
+    keep_store = _move_store(store, log_dir / f"{kept.stem}.db")
     return GuestOutcome(int(rc.read_text().strip() or 1), kernel, kept, keep_store, seconds,
                         emulated)
+
+
+def _move_store(store: Path, to: Path) -> Path | None:
+    """Move a SQLite store the guest copied out, with its -wal and -shm files, to ``to``;
+    ``to``, or None where there is no store."""
+    if not store.exists():
+        return None
+    for suffix in ("-wal", "-shm", ""):
+        if Path(f"{store}{suffix}").exists():
+            os.replace(f"{store}{suffix}", f"{to}{suffix}")
+    return to
 
 
 def _stop_command(qemu, xchg: Path, console: Path, relays: list[Relay]) -> bool:

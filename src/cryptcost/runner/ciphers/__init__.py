@@ -22,7 +22,7 @@ from cryptcost.runner.ciphers.executor import Executor
 from cryptcost.lifecycle.resources import signals_deferred
 from cryptcost.runner.core.flow import cut_cause, cut_short
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause, mark_unstable, schedule
-from cryptcost.runner.core.sink import Sink
+from cryptcost.runner.core.sink import Seen, Sink
 
 log = logging.getLogger("cryptcost.ciphers")
 
@@ -135,16 +135,13 @@ def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
     def done(key: Hashable, series: Series) -> None:
         all_series[key] = series
 
-    seen: dict[Hashable, Series] = {}
-
-    def sampled(job, key: Hashable, index: int, sample) -> None:
-        sink.sample(key, index, sample)
-        seen.setdefault(key, Series()).samples.append(sample)
+    seen = Seen(sink)
     try:
-        schedule(jobs, policy, on_sample=sampled, on_done=done, progress=progress)
+        schedule(jobs, policy, on_sample=lambda job, key, i, s: seen.sample(key, i, s),
+                 on_done=done, progress=progress)
     except BaseException as exc:
         with signals_deferred(0, "storing the results measured so far"):
-            _keep_cut(cells, seen, cpu_flags or {}, policy.target, sink, cut_cause(exc))
+            _keep_cut(cells, seen.series, cpu_flags or {}, policy.target, sink, cut_cause(exc))
         raise
     outcome = CipherOutcome(skipped=skipped)
     for cell in cells:

@@ -26,7 +26,7 @@ from cryptcost.model import Cell, Job, Result, Sample
 from cryptcost.runner.core import pairing
 from cryptcost.runner.core.profile import AFTER, IN_WARMUP, Profiler, attach, profile_round
 from cryptcost.runner.core.scheduler import Progress, Series, host_drift, mark_unstable, schedule
-from cryptcost.runner.core.sink import Sink
+from cryptcost.runner.core.sink import Seen, Sink
 
 log = logging.getLogger("cryptcost.flow")
 
@@ -89,15 +89,11 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
                         group=spec["group"], est_seconds=spec["est_seconds"]))
     # with a warm-up round, its last run of each job is profiled: no pass of its own
     watch = (lambda j: profiler.watching()) if profiler and policy.warmup else None
-    seen: dict[Cell, Series] = {}
-
-    def sampled(job: Job, key: Cell, index: int, sample: Sample) -> None:
-        sink.sample(key, index, sample)
-        seen.setdefault(key, Series()).samples.append(sample)
+    seen = Seen(sink)
     series = None
     try:
         series = schedule(jobs, policy, progress=progress, yardstick=cpu.yardstick_speed,
-                          on_sample=sampled, watch=watch)
+                          on_sample=lambda job, key, i, s: seen.sample(key, i, s), watch=watch)
         profiles = {}
         if profiler:
             profiles = (profiler.finish() if watch else
@@ -105,7 +101,7 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
     except BaseException as exc:
         with signals_deferred(0, "storing the results measured so far"):
             if series is None:
-                keep_cut(pairs, ops, cell, result, seen, sink, cut_cause(exc))
+                keep_cut(pairs, ops, cell, result, seen.series, sink, cut_cause(exc))
             else:                               # cut in the profiled round: the series ended
                 _finish(pairs, ops, cell, result, series, {}, kind, outcome, sink)
         raise
@@ -139,7 +135,9 @@ def cut_cause(exc: BaseException) -> str:
         return "interrupted"
     if isinstance(exc, Terminated):
         return f"stopped by a signal ({exc})" if str(exc) else "stopped by a signal"
-    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, CryptcostError) else str(exc)
+    if isinstance(exc, CryptcostError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def cut_short(cause: str) -> str:

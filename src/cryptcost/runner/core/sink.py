@@ -7,6 +7,7 @@ store, so that a run that fails later keeps everything measured before.
 from __future__ import annotations
 
 from cryptcost.model import Cell, Result, Sample
+from cryptcost.runner.core.scheduler import Series
 
 
 class Sink:
@@ -29,3 +30,16 @@ class StoreSink(Sink):
 
     def result(self, result: Result) -> None:
         self.store.add_result(self.run_id, result)
+
+
+class Seen(Sink):
+    """Hands every sample on to ``sink`` and keeps it by series (``series``): what a
+    comparison cut short still has to make its results from."""
+
+    def __init__(self, sink: Sink):
+        self.sink = sink
+        self.series: dict[Cell, Series] = {}
+
+    def sample(self, cell: Cell, index: int, sample: Sample) -> None:
+        self.sink.sample(cell, index, sample)
+        self.series.setdefault(cell, Series()).samples.append(sample)
