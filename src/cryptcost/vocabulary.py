@@ -27,6 +27,8 @@ TERMS: dict[str, str] = {
     "part": "one block of a plan: the ciphers, storage or network with their settings",
     "plan": "what a run measures: parts and a sampling policy, from a TOML file or a suite",
     "suite": "a plan built in (quick, standard, seeds, full)",
+    "sitting": "one invocation of cryptcost run measuring into a run; a run resumed with "
+               "--resume has several, each measuring the parts the run does not hold whole",
     # what is compared
     "stack": "an encrypted storage or network configuration, or a plaintext one to compare "
              "it with; a plugin in stacks/",

@@ -126,15 +126,20 @@ def open_store(args, *, create: bool = True) -> Store:
 
 
 @contextmanager
-def recorded_run(args, command: str, host: dict):
+def recorded_run(args, command: str, host: dict, resume: int | None = None):
     """A run in the store: ``running`` while measuring, then ``complete``,
     ``failed`` or ``interrupted``, on a host quieted for it (:func:`quiet_host`,
-    undone when the run ends). Yields (store, run_id, sink)."""
+    undone when the run ends); ``resume``: that run, running again (``run --resume``). Yields
+    (store, run_id, sink)."""
     store = open_store(args)                     # a bad --db is refused before the lock exists
     install_signal_handlers()                    # SIGTERM unwinds, so the host's settings come back
     with run_lock(sys.argv[1:]), Resources() as res:
         quiet_host(res, host, getattr(args, "page_reporting", "hold"))
-        run_id = store.begin_run(command, host)
+        if resume is None:
+            run_id = store.begin_run(command, host)
+        else:
+            run_id = resume
+            store.resume_run(run_id)
         status = "failed"
         try:
             yield store, run_id, StoreSink(store, run_id)

@@ -18,8 +18,9 @@ from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
 from cryptcost import suite, units
-from cryptcost.suite import budget
+from cryptcost.suite import budget, ceilings
 from cryptcost.suite import guest as guest_share
+from cryptcost.suite.resume import Resume, Sitting, merged
 from cryptcost.workloads.plan import SUITES
 
 DEFAULT_REPORT = "cryptcost-report.html"
@@ -32,6 +33,10 @@ def add_parser(sub, common) -> None:
                    help="quick (default, about 5 min on 2 cores), standard, "
                    "seeds (the field reports' matrices), full")
     p.add_argument("--plan", metavar="FILE.toml", help="a plan file (see docs/plans.md)")
+    p.add_argument("--resume", metavar="RUN",
+                   help="measure into RUN (cut short, or cut to a budget) the parts of its plan "
+                        "it does not hold whole, with the same --suite or --plan; on the host "
+                        "that measured the rest")
     p.add_argument("--only", metavar="R4[,R5]",
                    help="with --suite seeds: only the parts of these field reports (R1 … R5), "
                    "here and in the guest; the report shows their blocks alone")
@@ -182,9 +187,13 @@ def planned(prepared: suite.Prepared) -> dict:
         return {"estimate_seconds": round(seconds, 1),
                 "calibrated_seconds": round(seconds * scale, 1) if runs else None,
                 "calibrated_from_runs": runs}
-    plan = prepared.plan
+    plan, r = prepared.plan, prepared.resume
     return {"suite": plan.name, "label": plan.label, "parts": _parts_json(plan.parts),
             "only": list(prepared.only),
+            "resume": r and {"run": r.run_id, "whole": sorted(r.done),
+                             "cipher_cells_held": len(r.have),
+                             "guest_whole": {gp.share.plan.name: sorted(r.guest_done(
+                                 gp.share.plan.name)) for gp in prepared.guest}},
             **estimate(prepared.seconds, prepared.factor),
             "planned_seconds": round(prepared.planned_s, 1),
             "most_seconds": round(prepared.most_seconds, 1),
@@ -202,9 +211,9 @@ def planned(prepared: suite.Prepared) -> dict:
 
 def run(args) -> int:
     # bad input fails before anything is recorded
-    if args.parts and (args.suite or args.plan or args.vm or args.only):
+    if args.parts and (args.suite or args.plan or args.vm or args.only or args.resume):
         raise UserError("--parts is the guest's share of a run --vm: it takes no --suite, "
-                        "--plan, --vm or --only")
+                        "--plan, --vm, --only or --resume")
     if args.budget_scale is not None and not (args.parts and args.time_budget
                                               and args.budget_scale > 0):
         raise UserError("--budget-scale goes with --parts and --time-budget, and is positive")
@@ -214,9 +223,10 @@ def run(args) -> int:
         raise UserError("--vm needs root: the guest reads this host's root filesystem as root")
     if not args.no_report:
         validate_writable(args.report)
+    resume = _resumable(args)
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
                              profile=args.profile, vm=args.vm, parts=args.parts,
-                             only=args.only,
+                             only=args.only, resume=resume,
                              link=args.link, delay_ms=args.delay,
                              time_budget=args.time_budget, budget_scale=args.budget_scale,
                              peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
@@ -224,41 +234,52 @@ def run(args) -> int:
                              calibrate=lambda name, guest=False: _calibration(args, name, guest),
                              part_factors=lambda name, guest=False: _calibration(
                                  args, name, guest, budget.part_factors))
+    host = None
+    if resume is not None:                      # the host is checked before anything is said
+        host = probe_host()
+        resume.refuse_another_host(host)
     announce(prepared)
+    sitting = Sitting.of(prepared, host or {}, ceilings.LABEL)
+    for line in sitting.lines():
+        err.print(line)
     if args.dry_run:
         if args.json:
             print_json(planned(prepared))
         return 0
     plan, model = prepared.from_now(), prepared.model
-    host = probe_host()
+    host = host or probe_host()
     install_signal_handlers()
     started = time.monotonic()
-    with recorded_run(args, "run", host) as (store, run_id, sink):
+    with recorded_run(args, "run", host, resume and resume.run_id) as (store, run_id, sink):
         if not args.json:
             for note in host["notes"]:                # the host as quieted for the run
                 err.print(f"• {note}")
+        base = sitting.base()
+
+        def record(**extra) -> None:
+            store.update_extra(run_id, **merged(base, **extra))
         # what a budget left out of the guests' shares is this run's to tell
         guest_cut = [{**c, "stack": c["what"]} for gp in prepared.guest if prepared.vm
                      for c in gp.share.plan.cannot_run]
-        store.update_extra(run_id, suite=plan.name, model=model,
-                           only=list(prepared.only) or None,
-                           estimate_seconds=round(prepared.seconds, 1),
-                           time_budget=prepared.budget_s,
-                           skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run]
-                           + guest_cut)
-        outcome = suite.run_plan(plan, sink=sink, host=host,
-                                 progress_factory=lambda what: _progress(what),
-                                 on_part=lambda so_far: store.update_extra(
-                                     run_id, part_seconds=so_far.part_seconds,
-                                     part_estimates=so_far.part_estimates))
-        outcome.skipped += guest_cut
-        store.update_extra(run_id, skipped=outcome.skipped, failed=outcome.failed,
-                           wall_seconds=round(time.monotonic() - started, 1),
-                           part_seconds=outcome.part_seconds,
-                           part_estimates=outcome.part_estimates)
-    guest_runs: list[int] = []
+        record(suite=plan.name, model=model, only=sitting.only(),
+               estimate_seconds=round(prepared.seconds, 1), time_budget=prepared.budget_s,
+               skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run] + guest_cut,
+               **sitting.said())
+        try:
+            outcome = suite.run_plan(plan, sink=sink, host=host,
+                                     progress_factory=lambda what: _progress(what),
+                                     have=resume.have if resume else frozenset(),
+                                     before_part=lambda label: sitting.drop(store, run_id, label),
+                                     on_part=lambda so_far: record(**sitting.ended(so_far)))
+        finally:                                 # a run cut short keeps its time too
+            sitting.wall_seconds = round(time.monotonic() - started, 1)
+            record(wall_seconds=sitting.wall_seconds, **sitting.said())
+        outcome.skipped = merged(base, skipped=outcome.skipped + guest_cut)["skipped"]
+        outcome.failed = merged(base, failed=outcome.failed)["failed"]
+        record(skipped=outcome.skipped, failed=outcome.failed, **sitting.ended(outcome))
+    guest_runs: list[int] = list(base.get("guest_runs", []))
     if prepared.vm and prepared.guest:
-        guest_runs = _run_guests(args, prepared, store, run_id, outcome)
+        guest_runs = _run_guests(args, prepared, store, run_id, outcome, sitting)
     run_ = store.run(run_id)
     results = store.results(run_id)
     guests = linked_results(store, run_)
@@ -269,11 +290,12 @@ def run(args) -> int:
     if args.json:
         print_json({"run": run_id, "suite": plan.name, "results": results, "report": doc,
                     "skipped": outcome.skipped, "failed": outcome.failed,
-                    "guest_runs": guest_runs})
+                    "guest_runs": guest_runs, "resumed": resume is not None})
     else:
         for table in summary_tables(doc, width=out.width):
             out.print(table)
         out.print(f"run {run_id} stored in {store.path}; {time.monotonic() - started:.0f} s"
+                  + (f" (sitting {len(run_.extra['sittings'])})" if resume else "")
                   + (f"; the guest's: run(s) {', '.join(map(str, guest_runs))}, emulated"
                      if guest_runs else "")
                   + ("" if args.no_report else f"; report: {args.report}"))
@@ -282,8 +304,19 @@ def run(args) -> int:
     return 1 if outcome.failed else 0
 
 
+def _resumable(args) -> Resume | None:
+    """``--resume RUN``'s run, if it can be resumed (a UserError says why not)."""
+    if args.resume is None:
+        return None
+    store = open_store(args, create=False)
+    try:
+        return Resume.of(store, args.resume)
+    finally:
+        store.close()
+
+
 def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
-                so_far: suite.SuiteOutcome) -> list[int]:
+                so_far: suite.SuiteOutcome, sitting: Sitting) -> list[int]:
     """Each guest share in its own boot, after this host's run: its runs imported as emulated
     and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
     ``so_far.failed`` (and in the run's record); what it measured before is kept. What a
@@ -293,7 +326,7 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
     from cryptcost.suite.budget import GUEST_BOOT_SECONDS, GUEST_TIMEOUT
-    linked: list[int] = []
+    linked: list[int] = list(sitting.base().get("guest_runs", []))
     failed = so_far.failed
     for gp in prepared.guest:
         share = gp.share
@@ -308,6 +341,7 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
         if gp.budget_s:
             command += ["--time-budget", f"{max(60.0, gp.budget_s - GUEST_BOOT_SECONDS):.0f}s",
                         "--budget-scale", f"{gp.scale:.3f}"]
+        sitting.drop_guest(store, share.plan)
         try:
             with run_lock(["run", "--vm"]), Resources() as res:
                 outcome = run_guest(res, command, opts, Path(store.path).parent / "vm-logs",

@@ -224,6 +224,42 @@ class Store:
         self._write("UPDATE runs SET extra = ? WHERE id = ?",
                     (json.dumps({**current, **extra}, default=str), run_id))
 
+    def resume_run(self, run_id: int) -> None:
+        """Run ``run_id`` running again, by this process (``run --resume``)."""
+        self._write("UPDATE runs SET status = 'running', finished = NULL WHERE id = ?", (run_id,))
+        self.update_extra(run_id, owner=_owner())
+
+    def drop_part(self, run_id: int, label: str, ciphers: bool = False) -> int:
+        """Drop what run ``run_id`` holds of part ``label`` before a resumed run measures it
+        again: its results and samples (their cells name the part), and with ``ciphers`` every
+        cipher series not whole (a cipher cell names no part; a whole one is not measured
+        again). How many results were dropped."""
+        rows = self._query("SELECT id, kind, series, data FROM results WHERE run_id = ?",
+                           (run_id,))
+
+        def of_part(series: str | None) -> bool:
+            try:
+                return json.loads(series or "{}").get("part") == label
+            except ValueError:
+                return False
+
+        def cut(row) -> bool:
+            return ciphers and row["kind"] == "cipher" and bool(
+                json.loads(row["data"]).get("incomplete"))
+        drop = [r["id"] for r in rows if of_part(r["series"]) or cut(r)]
+        whole_ciphers = {r["series"] for r in rows if r["kind"] == "cipher" and r["id"] not in drop}
+        samples = [r["id"] for r in self._query(
+            "SELECT id, kind, series FROM samples WHERE run_id = ?", (run_id,))
+            if of_part(r["series"]) or (ciphers and r["kind"] == "cipher"
+                                        and r["series"] not in whole_ciphers)]
+        with self.conn:
+            for table, ids in (("results", drop), ("samples", samples)):
+                for i in range(0, len(ids), 500):
+                    chunk = ids[i:i + 500]
+                    self.conn.execute(f"DELETE FROM {table} WHERE id IN "
+                                      f"({','.join('?' * len(chunk))})", chunk)
+        return len(drop)
+
     def finish_run(self, run_id: int, status: str) -> None:
         self._write("UPDATE runs SET status = ?, finished = ? WHERE id = ?",
                     (status, now(), run_id))

@@ -18,7 +18,7 @@ from cryptcost import stats, units
 from cryptcost.engines import perf
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.model import Result
+from cryptcost.model import Cell, Result
 from cryptcost.runner import network as netrun
 from cryptcost.runner.ciphers import run_ciphers
 from cryptcost.runner.ciphers.executor import Executor, RealExecutor
@@ -27,6 +27,7 @@ from cryptcost.runner.network import run_network
 from cryptcost.runner.storage import run_storage, validate
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
+from cryptcost.suite.resume import Resume
 from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
 from cryptcost.suite import ceilings, timing
 from cryptcost.suite.ceilings import ceiling_cells, light_host
@@ -77,6 +78,7 @@ class Prepared:
     scale: float = 1.0                    # what the model's estimates are multiplied by here
     planned_s: float = 0.0                # the plan's seconds: each part's × its own slowdown
     only: tuple[str, ...] = ()            # run --only: the field reports whose parts it runs
+    resume: Resume | None = None          # run --resume: what the run holds already
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
@@ -95,7 +97,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
             link: str | None = None, peer: dict | None = None, delay_ms: float | None = None,
             time_budget: str | None = None, budget_scale: float | None = None,
             profile: bool = False, vm: bool = False, parts: str | None = None,
-            only: str | None = None,
+            only: str | None = None, resume: Resume | None = None,
             calibrate: Callable[..., tuple[float, int]] = lambda name, guest=False: (1.0, 0),
             part_factors: Callable[..., dict[str, float]] = lambda name, guest=False: {}
             ) -> Prepared:
@@ -109,12 +111,20 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     cryptcost vm's guest too (:mod:`cryptcost.suite.guest`), so a plan with nothing for this
     host is not refused when the guest has a share. ``parts``: a file of a guest's share as
     :func:`cryptcost.suite.guest.to_json` writes it, instead of a suite or plan file. ``only``
-    (``run --only R4``): the seeds suite's parts of those field reports alone."""
+    (``run --only R4``): the seeds suite's parts of those field reports alone. ``resume``
+    (``run --resume RUN``): the parts that run holds whole are left out, here and in each guest
+    share (:mod:`cryptcost.suite.resume`)."""
     plan = load(suite, plan_file) if parts is None else from_json(read_text(parts), parts)
     asked = parse_only(only) if only is not None else ()
     if asked:
         plan = only_reports(plan, asked)
     guests = share(plan)
+    if resume is not None:
+        resume.refuse_another_plan(plan)
+        plan = resume.drop(plan)
+        guests = [GuestShare(g.kernel, replace(g.plan, parts=left))
+                  for g in guests if (left := [p for p in g.plan.parts
+                                               if p.label not in resume.guest_done(g.plan.name)])]
     if delay_ms is not None:
         guests = [GuestShare(g.kernel, _delayed(g.plan, delay_ms)) for g in guests]
     if profile:
@@ -123,7 +133,11 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
                                                      for kind in ("storage", "network")
                                                      if (table := getattr(part, kind))})
                                     for part in plan.parts])
-    plan = for_this_host(plan, allow_empty=vm and bool(guests))
+    plan = for_this_host(plan, allow_empty=vm and bool(guests) or resume is not None)
+    if resume is not None and not plan.parts and not (vm and guests):
+        raise UserError(f"run {resume.run_id} holds every part of this plan whole: nothing to "
+                        "resume" + (" here; its guest's share is left (add --vm)" if guests
+                                    else ""))
     model = dict(plan.model)
     if device_speed:
         model = {"device_speed": device_speed}
@@ -145,7 +159,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     scale = budget_scale or factor[0]
     # the cipher ceilings run first whatever a budget cuts: their time is planned whole
     light = light_host()
-    ceil = timing.ceilings(plan, light)
+    have = resume.have if resume is not None else frozenset()
+    ceil = timing.ceilings(plan, light, have=have)
     if not budget_scale:
         factors = part_factors(plan.name)
         plan = budget.with_scales(plan, factors, scale)
@@ -182,7 +197,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     return Prepared(plan, model, estimate(plan) + ceil, factor, budget_s, tuple(guest), vm,
                     most_seconds=estimate(plan, most=True) + ceil, host_budget_s=host_budget_s,
                     scale=scale, planned_s=here(plan),
-                    only=asked)
+                    only=asked, resume=resume)
 
 
 def _shortest_first(g: GuestShare) -> GuestShare:
@@ -240,7 +255,8 @@ def _comparisons(part: Part, policy: stats.Policy, sink: Sink, progress_factory)
 
 
 def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
-             executor: Executor | None = None,
+             executor: Executor | None = None, have: frozenset[Cell] = frozenset(),
+             before_part: Callable[[str], None] = lambda label: None,
              on_part: Callable[[SuiteOutcome], None] = lambda outcome: None) -> SuiteOutcome:
     """Run every part; a part that fails is recorded and the next one runs; ``on_part`` is
     called with the outcome so far after each part (the run's record of its parts' times).
@@ -248,10 +264,12 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     time left cannot hold by its estimate (× the part's ``scale``, else the policy's); a later,
     shorter one may.
     The first cipher table also measures what the storage stacks need for
-    their ceilings; without one, a table of just those cells runs first."""
+    their ceilings; without one, a table of just those cells runs first. A cell in ``have`` (a
+    resumed run holds it whole) is not measured again. ``before_part`` is called with each
+    part's label before it begins (a resumed run drops what it held of it)."""
     executor = executor or RealExecutor()
     policy = policy_of(plan)
-    needed = ceiling_cells(plan, host)
+    needed = tuple(c for c in ceiling_cells(plan, host) if c not in have)
     if needed and not any(p.ciphers is not None for p in plan.parts):
         algorithms = sorted({c.algorithm for c in needed})
         plan = replace(plan, parts=[Part(ceilings.LABEL,
@@ -267,7 +285,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     for part in plan.parts:
         began = time.monotonic()
         ceiling = part.label == ceilings.LABEL           # runs first, whatever the budget
-        model = (timing.ceilings(plan, host, executor) if ceiling
+        model = (timing.ceilings(plan, host, executor, have=have) if ceiling
                  else estimate(replace(plan, parts=[part]), executor))
         if model:
             out.part_estimates[part.label] = round(model, 1)
@@ -280,8 +298,9 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
             out.skipped.append({"part": part.label, "stack": "the whole part", "budget": why,
                                 "reason": why, **budget.measures(part)})
             continue
+        before_part(part.label)
         if part.ciphers is not None:
-            cp = replace(cipher_plan(part.ciphers), extra_cells=needed)
+            cp = replace(cipher_plan(part.ciphers), extra_cells=needed, measured=have)
             needed = ()                                  # once, with the first cipher table
             try:
                 co = run_ciphers(cp, executor, policy, sink=sink,

@@ -59,7 +59,8 @@ GUEST_BOOT_SECONDS = 120.0  # a guest's boot, its image and its results' import,
 def calibration(runs, suite: str, hostname: str | None) -> tuple[float, int]:
     """(factor, how many runs it comes from): median of wall / estimate over the
     last complete runs of ``suite`` on this host; (1.0, 0) without any. A run its budget
-    shortened is left out: one that reached its deadline, or left anything out to fit. Other
+    shortened is left out: one that reached its deadline, or left anything out to fit; so is a
+    resumed one (its sittings measured different cuts of the plan). Other
     suites' runs are no guide: a guest ran a small test plan at twice its estimate, and the
     seeds suite's parts at five to six times theirs."""
     ratios = []
@@ -67,7 +68,8 @@ def calibration(runs, suite: str, hostname: str | None) -> tuple[float, int]:
         extra = run.extra
         if (run.command == "run" and run.status == "complete" and extra.get("suite") == suite
                 and extra.get("estimate_seconds") and extra.get("wall_seconds")
-                and run.host.get("hostname") == hostname and not _shortened(extra)):
+                and run.host.get("hostname") == hostname and not _shortened(extra)
+                and not extra.get("sittings")):
             ratios.append(extra["wall_seconds"] / extra["estimate_seconds"])
         if len(ratios) == HISTORY:
             break

@@ -68,12 +68,13 @@ def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True,
 
 
 def ceilings(plan: RunPlan, host: dict, executor: Executor | None = None,
-             here: bool = True) -> float:
+             here: bool = True, have: frozenset = frozenset()) -> float:
     """Seconds the cipher ceilings of the plan's stacks take (``suite.run_plan`` measures them
     before the first part, or beside its first cipher table) at the plan's minimum number of
-    samples; ``host`` as :func:`~cryptcost.suite.ceilings.ceiling_cells` reads it."""
+    samples; ``host`` as :func:`~cryptcost.suite.ceilings.ceiling_cells` reads it; the cells in
+    ``have`` (a resumed run's) are not measured again."""
     executor = executor or RealExecutor()
-    cells = ceiling_cells(plan, host, here)
+    cells = [c for c in ceiling_cells(plan, host, here) if c not in have]
     if not cells:
         return 0.0
     pol = policy_of(plan)

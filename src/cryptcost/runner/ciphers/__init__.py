@@ -44,6 +44,8 @@ class CipherPlan:
     engines_explicit: bool = False
     # single cells beyond the product (the stacks' cipher ceilings)
     extra_cells: tuple[Cell, ...] = ()
+    # cells not to measure: a resumed run holds them whole
+    measured: frozenset[Cell] = frozenset()
 
     def validate(self) -> None:
         unknown = [e for e in self.engines if e not in CIPHER_ENGINES]
@@ -93,6 +95,8 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
                 for threads in plan.threads:
                     for accel in plan.accel:
                         cell = Cell.cipher(name, alg, size, threads, accel)
+                        if cell in plan.measured:
+                            continue
                         why = executor.unsupported(cell)
                         if why:
                             skipped.append({"engine": name, "algorithm": alg, "buffer_bytes": size,
@@ -100,7 +104,8 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
                         else:
                             cells.append(cell)
     for cell in plan.extra_cells:
-        if cell not in cells and cell.engine in plan.engines and not executor.unsupported(cell):
+        if cell not in cells and cell not in plan.measured and cell.engine in plan.engines \
+                and not executor.unsupported(cell):
             try:
                 executor.require_engine(cell.engine)
             except Unavailable:
@@ -122,6 +127,8 @@ def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
     """Measure ``plan``; every sample and result goes to ``sink`` as it exists."""
     plan.validate()
     cells, skipped = build_cells(plan, executor)
+    if not cells and plan.measured:
+        return CipherOutcome(skipped=skipped)          # a resumed run holds them all
     if not cells:
         raise UserError("nothing to measure: " + "; ".join(s["reason"] for s in skipped[:3]))
     refs = _accelerated(cells)

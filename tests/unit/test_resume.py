@@ -1,0 +1,251 @@
+"""``cryptcost run --resume RUN``: a run cut short measures, in a later sitting, only the parts
+it does not hold whole, into the same run; what it held of a part measured again is dropped
+first; whole cipher cells are not measured again; a run from another host, another plan, or
+still running is refused before anything is recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cryptcost import suite
+from cryptcost.errors import UserError
+from cryptcost.model import Cell
+from cryptcost.runner.ciphers.executor import FakeExecutor, default_rate
+from cryptcost.runner.core.scheduler import Progress
+from cryptcost.runner.core.sink import StoreSink
+from cryptcost.store.db import Store
+from cryptcost.suite.resume import Resume, Sitting, merged, whole_parts
+from cryptcost.workloads.plan import Part, RunPlan
+from tests.conftest import assert_bad_input
+
+ONE = Part("one", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
+                           "sizes": [4096]})
+# two cells, both cut (the scheduler samples them in turn)
+TWO = Part("two", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
+                           "sizes": [4096, 65536]})
+POLICY = {"min_samples": 3, "max_samples": 3, "warmup": 0}
+HOST = {"hostname": "h", "cpu": {"flags": ["aes"], "cores": 2, "model": "m"},
+        "kernel": {"release": "6.1"}}
+
+
+class Cut(Exception):
+    pass
+
+
+def _cutting_rate(after: int):
+    """A fake rate that stops the run (as Ctrl-C does) at the ``after``-th sample of TWO's
+    64 KiB cell."""
+    seen = {"n": 0}
+
+    def rate(cell: Cell) -> float:
+        if cell.algorithm == "aes-128-gcm" and cell.buffer_bytes == 65536:
+            seen["n"] += 1
+            if seen["n"] == after:
+                raise KeyboardInterrupt
+        return default_rate(cell)
+    return rate
+
+
+def _sitting_one(store: Store) -> int:
+    """A run of ONE and TWO cut during TWO, recorded as ``cryptcost run`` records it."""
+    rid = store.begin_run("run", HOST)
+    store.update_extra(rid, suite="custom")
+    plan = RunPlan("custom", parts=[ONE, TWO], policy=POLICY)
+    with pytest.raises(KeyboardInterrupt):
+        suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST,
+                       progress_factory=lambda w: Progress(),
+                       executor=FakeExecutor(rate=_cutting_rate(2)),
+                       on_part=lambda so: store.update_extra(rid, part_seconds=so.part_seconds))
+    store.finish_run(rid, "interrupted")
+    return rid
+
+
+def test_a_resumed_run_measures_only_what_it_lacks_and_drops_its_cut_series(tmp_path):
+    store = Store.open(tmp_path / "r.db")
+    rid = _sitting_one(store)
+    held = store.results(rid)
+    cut = [r for r in held if r.get("incomplete")]
+    assert len(cut) == 2 and all(r["algorithm"] == "aes-128-gcm" for r in cut), held
+    resume = Resume.of(store, str(rid))
+    assert resume.done == {"one"}
+    # ONE's cell is whole; TWO's, cut, are not
+    assert resume.have == {Cell.cipher("openssl", "aes-256-gcm", 4096, 1, True)}
+    plan = resume.drop(RunPlan("custom", parts=[ONE, TWO], policy=POLICY))
+    assert [p.label for p in plan.parts] == ["two"]
+
+    store.resume_run(rid)
+    fake = FakeExecutor()
+    dropped = {}
+    suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST,
+                   progress_factory=lambda w: Progress(), executor=fake, have=resume.have,
+                   before_part=lambda label: dropped.setdefault(
+                       label, store.drop_part(rid, label, ciphers=True)))
+    store.finish_run(rid, "complete")
+    # only the cells the run lacked were measured; the cut series were dropped before
+    assert sorted(fake.calls) == ["aes-128-gcm/4096/1/True"] * 3 + ["aes-128-gcm/65536/1/True"] * 3
+    assert dropped == {"two": len(cut)}
+    after = store.results(rid)
+    assert not any(r.get("incomplete") for r in after)
+    cells = [Cell.of(r) for r in after]
+    assert len(cells) == len(set(cells)) == 3, cells         # one result a cell, none twice
+    # ONE's result is the very one the first sitting stored
+    assert [r for r in after if r["algorithm"] == "aes-256-gcm"] == \
+        [r for r in held if r["algorithm"] == "aes-256-gcm"]
+    # every series' samples are one sitting's: no index twice
+    idx = [(json.dumps(s["series"], sort_keys=True), s["index"]) for s in store.samples(rid)]
+    assert len(idx) == len(set(idx))
+
+
+def test_a_part_is_whole_when_it_ended_and_none_of_its_comparisons_failed():
+    extra = {"part_seconds": {"a": 1.0, "b": 2.0, "c": 3.0},
+             "failed": ["b: storage on 1 CPU(s): fio died", "guest (Linux 6.12): boot failed"]}
+    assert whole_parts(extra) == {"a", "c"}
+    assert whole_parts({}) == set()
+
+
+def test_what_a_sitting_keeps_of_the_runs_record_and_what_it_adds():
+    r = Resume(1, "2026-11-29T20:00:00+00:00", {
+        "suite": "seeds", "part_seconds": {"a": 10.0, "b": 5.0}, "part_estimates": {"a": 8.0},
+        "skipped": [{"part": "a", "stack": "x", "reason": "no x"},
+                    {"part": "c", "stack": "the whole part", "reason": "budget"}],
+        "failed": ["b: storage: died", "guest (Debian's stock kernel): killed"],
+        "guest_runs": [7], "wall_seconds": 20.0, "estimate_seconds": 12.0}, HOST,
+        frozenset({"a"}))
+    base = r.base({"b", "c"}, guests_run=False)
+    # what the parts measured again said is dropped; a guest's failure stays without a guest
+    assert base["skipped"] == [{"part": "a", "stack": "x", "reason": "no x"}]
+    assert base["failed"] == ["guest (Debian's stock kernel): killed"]
+    assert r.base({"b", "c"}, guests_run=True)["failed"] == []
+    assert base["part_seconds"] == {"a": 10.0}
+    [first] = base["sittings"]
+    assert first["parts_ended"] == ["a", "b"] and first["wall_seconds"] == 20.0
+    now = merged(base, part_seconds={"b": 6.0}, wall_seconds=4.0, guest_runs=[9],
+                 sittings=[{"started": "later"}], suite="seeds")
+    assert now["part_seconds"] == {"a": 10.0, "b": 6.0}
+    assert now["wall_seconds"] == 24.0 and now["guest_runs"] == [7, 9]
+    assert [s["started"] for s in now["sittings"]] == [first["started"], "later"]
+    assert now["suite"] == "seeds"
+    # merging twice adds no list entry twice
+    assert merged(base, skipped=base["skipped"])["skipped"] == base["skipped"]
+
+
+def test_only_widens_to_every_report_once_a_sitting_ran_them_all():
+    def only(was, asked):
+        r = Resume(1, "t", {"suite": "seeds", "only": was}, HOST, frozenset())
+        return Sitting(r, "now", [], {}, frozenset(), tuple(asked)).only()
+    assert only(["R5"], ["R1"]) == ["R1", "R5"]
+    assert only(["R5"], []) is None and only(None, ["R1"]) is None
+
+
+def test_a_run_is_refused_when_it_is_still_running_or_no_suites_run(tmp_path):
+    store = Store.open(tmp_path / "r.db")
+    live = store.begin_run("run", HOST)                  # this process: alive
+    store.update_extra(live, suite="custom")
+    with pytest.raises(UserError, match="still running"):
+        Resume.of(store, str(live))
+    store.finish_run(live, "complete")
+    other = store.begin_run("storage", HOST)
+    store.finish_run(other, "interrupted")
+    with pytest.raises(UserError, match="not a run of a suite"):
+        Resume.of(store, str(other))
+    r = Resume.of(store, str(live))
+    with pytest.raises(UserError, match="measured a plan file, not suite seeds"):
+        r.refuse_another_plan(RunPlan("seeds", parts=[ONE]))
+    held = Resume(live, "t", {"suite": "custom"}, HOST, frozenset({"gone"}))
+    with pytest.raises(UserError, match="parts this plan does not have"):
+        held.refuse_another_plan(RunPlan("custom", parts=[ONE]))
+    with pytest.raises(UserError, match="kernel 6.1 there, 6.12 here"):
+        r.refuse_another_host({**HOST, "kernel": {"release": "6.12"}})
+    r.refuse_another_host(dict(HOST))
+    assert r.tools_changed({**HOST, "tools": {"fio": "3.35"}}) == []
+    assert Resume(1, "t", {}, {**HOST, "tools": {"fio": "3.33"}}, frozenset()).tools_changed(
+        {**HOST, "tools": {"fio": "3.35"}}) == ["fio 3.33 → 3.35"]
+
+
+def _cryptcost(tmp_path, *args):
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
+           "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
+    return subprocess.run([sys.executable, "-m", "cryptcost", *args], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=tmp_path)
+
+
+def _seeded_store(tmp_path, host: dict, **extra) -> Store:
+    (tmp_path / "data" / "cryptcost").mkdir(parents=True, exist_ok=True)
+    store = Store.open(tmp_path / "data" / "cryptcost" / "results.db")
+    rid = store.begin_run("run", host)
+    store.update_extra(rid, **extra)
+    store.finish_run(rid, "interrupted")
+    return store
+
+
+def test_run_resume_refuses_bad_input_in_one_line(tmp_path, cli):
+    assert_bad_input(cli("run", "--resume", "1", "--dry-run"))         # no store yet
+    probe = json.loads(_cryptcost(tmp_path, "probe", "--json").stdout)
+    _seeded_store(tmp_path, {**probe, "hostname": "elsewhere"}, suite="quick")
+    _seeded_store(tmp_path, probe, suite="quick").close()
+    for argv in (["--resume", "3"], ["--resume", "x"], ["--suite", "seeds", "--resume", "2"],
+                 ["--resume", "1"], ["--parts", "p.json", "--resume", "2"]):
+        done = cli("run", *argv, "--dry-run")
+        assert_bad_input(done)
+    assert "another machine" in cli("run", "--resume", "1", "--dry-run").stderr
+    assert "suite quick, not suite seeds" in cli("run", "--suite", "seeds", "--resume", "2",
+                                                 "--dry-run").stderr
+
+
+def test_run_resume_plans_what_the_run_lacks_here_and_in_the_guest(tmp_path):
+    probe = json.loads(_cryptcost(tmp_path, "probe", "--json").stdout)
+    planned = json.loads(_cryptcost(tmp_path, "run", "--suite", "seeds", "--vm", "--dry-run",
+                                    "--json").stdout)
+    labels = [p["label"] for p in planned["parts"]]
+    stock = next(g for g in planned["guest"] if g["kernel"] == "stock")
+    r1, r2 = labels[0], labels[1]
+    store = _seeded_store(tmp_path, {**probe, "hostname": "cc-guest",
+                                     "emulated": {"why": "TCG"}},
+                          suite="seeds (guest)", part_seconds={r1: 100.0})
+    store.close()
+    store = _seeded_store(tmp_path, probe, suite="seeds",
+                          part_seconds={r1: 10.0, r2: 20.0, labels[2]: 5.0},
+                          failed=[f"{labels[2]}: storage: died"], guest_runs=[1])
+    store.close()
+    done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--vm", "--resume", "2",
+                      "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["resume"]["whole"] == sorted([r1, r2])
+    assert [p["label"] for p in got["parts"]] == [x for x in labels if x not in (r1, r2)]
+    assert got["resume"]["guest_whole"]["seeds (guest)"] == [r1]
+    guest = next(g for g in got["guest"] if g["kernel"] == "stock")
+    assert r1 not in [p["label"] for p in guest["parts"]]
+    assert len(guest["parts"]) == len(stock["parts"]) - 1
+    assert "resuming run 2" in done.stderr and f"whole there already: {r1}" in done.stderr
+    # the run's failed part is measured again; a run holding every part has nothing to resume
+    assert labels[2] in [p["label"] for p in got["parts"]]
+    store = _seeded_store(tmp_path, probe, suite="seeds",
+                          part_seconds={x: 1.0 for x in labels})
+    store.close()
+    done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--resume", "3", "--dry-run")
+    assert done.returncode == 2 and "nothing to resume here; its guest's share is left (add " \
+        "--vm)" in done.stderr, done.stderr
+
+
+def test_a_cipher_table_leaves_out_the_cells_a_resumed_run_holds_whole():
+    from cryptcost.runner.ciphers import CipherPlan, run_ciphers
+    from cryptcost.stats import Policy
+    held = Cell.cipher("openssl", "aes-256-gcm", 4096, 1, True)
+    ceiling = Cell.cipher("openssl", "aes-128-gcm", 16, 1, True)
+    plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",), sizes=(4096, 16),
+                      extra_cells=(ceiling, held), measured=frozenset({held}))
+    fake = FakeExecutor()
+    got = run_ciphers(plan, fake, Policy(3, 3, 0.03, 0))
+    assert sorted({Cell.of(r.to_dict()) for r in got.results}, key=Cell.sort_key) == sorted(
+        {held.but(buffer_bytes=16), ceiling}, key=Cell.sort_key)
+    assert not any(c == "aes-256-gcm/4096/1/True" for c in fake.calls)
+    # a table whose every cell is held measures nothing, and is no error
+    every = CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",), sizes=(4096,),
+                       measured=frozenset({held}))
+    assert run_ciphers(every, FakeExecutor(), Policy(3, 3, 0.03, 0)).results == []
