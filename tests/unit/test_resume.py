@@ -101,11 +101,17 @@ def test_a_resumed_run_measures_only_what_it_lacks_and_drops_its_cut_series(tmp_
     assert len(idx) == len(set(idx))
 
 
-def test_a_part_is_whole_when_it_ended_and_none_of_its_comparisons_failed():
+def test_a_part_is_whole_when_it_ended_uncut_and_none_of_its_comparisons_failed():
     extra = {"part_seconds": {"a": 1.0, "b": 2.0, "c": 3.0},
              "failed": ["b: storage on 1 CPU(s): fio died", "guest (Linux 6.12): boot failed"]}
     assert whole_parts(extra) == {"a", "c"}
     assert whole_parts({}) == set()
+    # a part a time budget thinned ended, and is measured again whole
+    thinned = {**extra, "skipped": [{"part": "c", "stack": "rand4k", "budget": "left out to fit"},
+                                    {"part": "a", "stack": "x", "reason": "no x"},
+                                    {"part": "a", "stack": "r", "budget": "left out to fit",
+                                     "guest_share": "seeds (guest)"}]}
+    assert whole_parts(thinned) == {"a"}
 
 
 def test_what_a_sitting_keeps_of_the_runs_record_and_what_it_adds():

@@ -13,11 +13,12 @@ from pathlib import Path
 from cryptcost.cli.common import (add_host_options, add_peer_options, add_profile_option,
                                   linked_results, open_store, probe_host, ConsoleProgress, err, out,
                                   print_json, recorded_run, validate_writable)
+from cryptcost.cli.plansaid import announce, planned
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
 from cryptcost.report.terminal import summary_tables
-from cryptcost import suite, units
+from cryptcost import suite
 from cryptcost.suite import budget, ceilings
 from cryptcost.suite import guest as guest_share
 from cryptcost.suite.resume import Resume, Sitting, merged
@@ -79,136 +80,6 @@ def add_parser(sub, common) -> None:
     p.set_defaults(func=run)
 
 
-def _extent(table: dict) -> str:
-    """A storage or network table's CPU counts, acceleration and profiled round, as the plan
-    gives them."""
-    out = f" on {table['cpus']} CPU(s)" if table.get("cpus") else ""
-    out += ", acceleration on and off" if "off" in table.get("accel", []) else ""
-    return out + (", profiled (perf)" if table.get("profile") else "")
-
-
-def _table_said(part) -> list[str]:
-    """A part's tables in a few words each."""
-    what = []
-    if part.ciphers is not None:
-        c = part.ciphers
-        what.append(f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])[:70]}…)"
-                    if c.get("algorithms") and len(', '.join(c['algorithms'])) > 70 else
-                    f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])})")
-    if part.storage:
-        s = part.storage
-        what.append(f"storage {', '.join(s.get('stacks', ['all']))} × "
-                    f"{', '.join(s.get('workloads', ['quick']))}"
-                    + _extent(s))
-    if part.network:
-        n = part.network
-        what.append(f"network {', '.join(n.get('stacks', ['all']))} × "
-                    f"{', '.join(n.get('workloads', ['quick']))} over "
-                    f"{n.get('link', 'netns')}"
-                    + (f" with {n['delay_ms']:g} ms more per round trip"
-                       if n.get("delay_ms") else "") + _extent(n))
-    return what
-
-
-def announce(prepared: suite.Prepared) -> None:
-    plan, seconds, factor = prepared.plan, prepared.seconds, prepared.factor
-    err.print(f"suite {plan.name}" + (f" ({plan.label})" if plan.label else "")
-              + (f", the parts of {' and '.join(prepared.only)} only (--only)" if prepared.only
-                 else "") + ":")
-    for part in plan.parts:
-        err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
-    for c in plan.cannot_run:
-        if c.get("budget") or (prepared.guest and c.get("guest") is not None):
-            continue
-        err.print(f"  cannot run {c['part']} {c['what']}: {c['reason']}"
-                  + (f" (install: {c['install']})" if c.get("install") else ""))
-    cut = [c for c in plan.cannot_run if c.get("budget")]
-    if cut:
-        err.print(f"  {cut[0]['budget']}:")
-        for c in cut:
-            err.print(f"    {c['part']}: {c['what']}"
-                      + (f" ({c['detail']})" if c["detail"] else ""))
-    scale, runs = factor
-    timed = sum(p.scale != scale for p in plan.parts)
-    if runs or timed:
-        whole = (f" × {scale:.2f}, what the last {runs} complete run(s) of this suite took here "
-                 "against theirs" if runs else "")
-        err.print(f"estimated time: about {prepared.planned_s / 60:.1f} min (the model's "
-                  f"{seconds / 60:.1f} min{whole}" + (
-                      f"; {timed} of its {len(plan.parts)} parts each at what earlier runs of "
-                      "that part took against its estimate" if timed else "") + ")")
-    else:
-        most = units.duration(prepared.most_seconds)
-        err.print(f"estimated time: about {units.duration(seconds)} if every series is stable at "
-                  f"its minimum number of samples, up to {most} if every series takes its "
-                  "maximum (a step's series sample together, so one noisy series keeps its step "
-                  "going); no earlier run of this suite here to calibrate from")
-    lacks = sorted({c["reason"] for c in plan.cannot_run if c.get("guest") is not None})
-    if prepared.guest and lacks:
-        err.print(f"this host's kernel lacks what follows: {'; '.join(lacks)}")
-    for gp in prepared.guest:
-        intro = "in cryptcost vm's guest" if prepared.vm else "with --vm, in cryptcost vm's guest"
-        err.print(f"{intro} ({gp.share.kernel_said}, emulated):")
-        for part in gp.share.plan.parts:
-            err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
-        cut = [c for c in gp.share.plan.cannot_run if c.get("budget")]
-        if cut:
-            err.print(f"  {cut[0]['budget']}:")
-            for c in cut:
-                err.print(f"    {c['part']}: {c['what']}"
-                          + (f" ({c['detail']})" if c["detail"] else ""))
-        gruns = gp.factor[1]
-        timed = [p.label for p in gp.share.plan.parts if p.scale != gp.scale]
-        by_part = (f"; {len(timed)} of its {len(gp.share.plan.parts)} parts each at what earlier "
-                   "guest runs of that part took against its estimate" if timed else "")
-        err.print(f"  estimated time: about {gp.planned / 60:.0f} min (the model's "
-                  f"{gp.seconds / 60:.1f} min at this host's speed × {gp.scale:.1f}, what the last "
-                  f"{gruns} guest run(s) of this plan took against theirs{by_part})" if gruns else
-                  f"  estimated time: {gp.seconds / 60:.1f} min at this host's speed; planned at "
-                  f"{gp.scale:g} times that under TCG (software CPU emulation), as no guest run of "
-                  f"this plan here has calibrated it yet{by_part}")
-        if gp.budget_s:
-            err.print(f"  its part of --time-budget: {gp.budget_s / 60:.0f} min, its boot "
-                      "included; no part begins that the rest of it cannot hold")
-
-
-def _parts_json(parts) -> list[dict]:
-    return [{"label": p.label, "said": _table_said(p), "ciphers": p.ciphers,
-             "storage": p.storage, "network": p.network, "planned_scale": p.scale}
-            for p in parts]
-
-
-def planned(prepared: suite.Prepared) -> dict:
-    """What ``run --dry-run --json`` prints: what announce says, as data. Estimates are the
-    model's seconds; ``calibrated_seconds`` multiplies them by what earlier runs took against
-    theirs, where there are any (a guest's are at this host's speed until then)."""
-    def estimate(seconds: float, factor: tuple[float, int]) -> dict:
-        scale, runs = factor
-        return {"estimate_seconds": round(seconds, 1),
-                "calibrated_seconds": round(seconds * scale, 1) if runs else None,
-                "calibrated_from_runs": runs}
-    plan, r = prepared.plan, prepared.resume
-    return {"suite": plan.name, "label": plan.label, "parts": _parts_json(plan.parts),
-            "only": list(prepared.only),
-            "resume": r and {"run": r.run_id, "whole": sorted(r.done),
-                             "cipher_cells_held": len(r.have),
-                             "guest_whole": {gp.share.plan.name: sorted(r.guest_done(
-                                 gp.share.plan.name)) for gp in prepared.guest}},
-            **estimate(prepared.seconds, prepared.factor),
-            "planned_seconds": round(prepared.planned_s, 1),
-            "most_seconds": round(prepared.most_seconds, 1),
-            "time_budget_seconds": prepared.budget_s,
-            "cannot_run": plan.cannot_run,
-            "host_budget_seconds": prepared.host_budget_s,
-            "guest": [{"kernel": gp.share.kernel or "stock", "kernel_said": gp.share.kernel_said,
-                       "runs_with_vm": prepared.vm, "parts": _parts_json(gp.share.plan.parts),
-                       "planned_scale": gp.scale, "planned_seconds": round(gp.planned, 1),
-                       "budget_seconds": gp.budget_s,
-                       "cannot_run": gp.share.plan.cannot_run,
-                       **estimate(gp.seconds, gp.factor)}
-                      for gp in prepared.guest]}
-
-
 def run(args) -> int:
     # bad input fails before anything is recorded
     if args.parts and (args.suite or args.plan or args.vm or args.only or args.resume):
@@ -259,8 +130,8 @@ def run(args) -> int:
         def record(**extra) -> None:
             store.update_extra(run_id, **merged(base, **extra))
         # what a budget left out of the guests' shares is this run's to tell
-        guest_cut = [{**c, "stack": c["what"]} for gp in prepared.guest if prepared.vm
-                     for c in gp.share.plan.cannot_run]
+        guest_cut = [{**c, "stack": c["what"], "guest_share": gp.share.plan.name}
+                     for gp in prepared.guest if prepared.vm for c in gp.share.plan.cannot_run]
         record(suite=plan.name, model=model, only=sitting.only(),
                estimate_seconds=round(prepared.seconds, 1), time_budget=prepared.budget_s,
                skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run] + guest_cut,
@@ -365,8 +236,10 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
                               f"are kept in run(s) {', '.join(map(str, ids)) or 'none'})")
         finally:
             for rid in linked:
-                so_far.skipped += [s for s in store.run(str(rid)).extra.get("skipped", [])
-                                  if s.get("budget") and s not in so_far.skipped]
+                g = store.run(str(rid)).extra
+                so_far.skipped += [t for s in g.get("skipped", []) if s.get("budget")
+                                   and (t := {**s, "guest_share": g.get("suite")})
+                                   not in so_far.skipped]
             # linked as each guest ends: a run stopped in a later guest keeps the earlier ones
             store.update_extra(run_id, guest_runs=linked, failed=failed, skipped=so_far.skipped)
     return linked

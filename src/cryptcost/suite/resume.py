@@ -3,8 +3,8 @@ plan it does not hold whole, on the host that measured the rest.
 
 A part is the unit: its stacks are set against baselines measured in the same interleaved
 rounds, so a part is measured whole in one sitting or again from its start. A part is whole
-in a run when it ended there (the run timed it, ``part_seconds``) and none of its comparisons
-failed; a part cut by a signal, left out by a budget or failed is measured again, and what the
+in a run when it ended there (the run timed it, ``part_seconds``), none of its comparisons
+failed and a time budget left nothing of it out; any other part is measured again, and what the
 run holds of it (its cut series, as incomplete results, and their samples) is dropped just
 before it begins. A cipher cell is its own series, paired with nothing: a cipher table (and the
 cipher ceilings) measures only the cells the run does not hold whole. Each
@@ -31,10 +31,14 @@ RESUMABLE = ("interrupted", "failed", "killed", "complete")
 
 def whole_parts(extra: dict) -> set[str]:
     """The labels of the parts a run (its ``extra``) measured whole: each ended (timed in
-    ``part_seconds``) with no comparison of it failed (a failure names its part first)."""
+    ``part_seconds``) with no comparison of it failed (a failure names its part first) and
+    nothing of it left out to fit a time budget (a part thinned is measured again whole)."""
     failed = extra.get("failed") or []
+    thinned = {s.get("part") for s in extra.get("skipped") or []
+               if s.get("budget") and not s.get("guest_share")}      # a guest's share's: its own
     return {label for label in extra.get("part_seconds") or {}
-            if not any(line.startswith(f"{label}: ") for line in failed)}
+            if label not in thinned
+            and not any(line.startswith(f"{label}: ") for line in failed)}
 
 
 @dataclass(frozen=True)
