@@ -231,6 +231,11 @@ def test_run_resume_plans_what_the_run_lacks_here_and_in_the_guest(tmp_path):
     assert "resuming run 2" in done.stderr and f"whole there already: {r1}" in done.stderr
     # the run's failed part is measured again; a run holding every part has nothing to resume
     assert labels[2] in [p["label"] for p in got["parts"]]
+    # another sitting may ask for other field reports: R5's parts alone, then
+    done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--only", "R5", "--resume", "2",
+                      "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [p["label"] for p in json.loads(done.stdout)["parts"]] == [labels[-1]]
     store = _seeded_store(tmp_path, probe, suite="seeds",
                           part_seconds={x: 1.0 for x in labels})
     store.close()

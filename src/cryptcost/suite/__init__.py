@@ -116,11 +116,12 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     share (:mod:`cryptcost.suite.resume`)."""
     plan = load(suite, plan_file) if parts is None else from_json(read_text(parts), parts)
     asked = parse_only(only) if only is not None else ()
+    if resume is not None:
+        resume.refuse_another_plan(plan)        # the whole plan: a sitting's --only may differ
     if asked:
         plan = only_reports(plan, asked)
     guests = share(plan)
     if resume is not None:
-        resume.refuse_another_plan(plan)
         plan = resume.drop(plan)
         guests = [GuestShare(g.kernel, replace(g.plan, parts=left))
                   for g in guests if (left := [p for p in g.plan.parts
