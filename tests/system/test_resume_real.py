@@ -1,7 +1,9 @@
 """``cryptcost run --resume``, for real and as root: a run of a real stack stopped by SIGTERM in
 the middle of its storage comparison is resumed into the same run, which ends complete with
 every series whole, its cut series dropped, its whole cipher cells not measured again, and
-nothing left behind."""
+nothing left behind. A minute of two real sittings: in CI's second step with the fault matrix
+(``make test`` holds the same mechanism to a fake executor and a real store, in
+tests/unit/test_resume.py)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ def _storage_samples(db) -> int:
 
 
 @pytest.mark.root
+@pytest.mark.fault_matrix
 def test_a_run_stopped_in_its_storage_comparison_is_resumed_whole(tmp_path):
     need_root()
     _available(STACK)
