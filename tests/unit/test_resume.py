@@ -29,7 +29,7 @@ ONE = Part("one", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"]
 TWO = Part("two", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
                            "sizes": [4096, 65536]})
 POLICY = {"min_samples": 3, "max_samples": 3, "warmup": 0}
-HOST = {"hostname": "h", "cpu": {"flags": ["aes"], "cores": 2, "model": "m"},
+HOST = {"hostname": "h", "cpu": {"flags": {"aes": True}, "cores": 2, "model": "m"},
         "kernel": {"release": "6.1"}}
 
 
@@ -99,6 +99,15 @@ def test_a_resumed_run_measures_only_what_it_lacks_and_drops_its_cut_series(tmp_
     # every series' samples are one sitting's: no index twice
     idx = [(json.dumps(s["series"], sort_keys=True), s["index"]) for s in store.samples(rid)]
     assert len(idx) == len(set(idx))
+    # the report says the run was measured in sittings, and what that leaves unmeasured
+    from cryptcost.report import document
+    store.update_extra(rid, sittings=[{"started": "2026-11-29T23:31:12+00:00"},
+                                      {"started": "2026-11-30T00:53:24+00:00",
+                                       "tools_changed": ["fio 3.33 → 3.35"]}])
+    env = dict(document.build(store.run(rid), store.results(rid), {})["environment"])
+    assert env["sittings"].startswith("2, begun 2026-11-29 23:31, 2026-11-30 00:53")
+    assert "host's speed moved between sittings is not measured" in env["sittings"]
+    assert env["sittings"].endswith("fio 3.33 → 3.35")
 
 
 def test_a_part_is_whole_when_it_ended_uncut_and_none_of_its_comparisons_failed():

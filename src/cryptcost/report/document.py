@@ -144,7 +144,7 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
             if only else ""),
         "not_measured": [{"what": s.what, "why": s.reason + _in_guest(s, run, guests),
                           "install": s.install or ""} for s in map(Skipped.of, skipped)],
-        "environment": _environment(host),
+        "environment": _environment(host) + _sittings(run),
         "notes": list(host.notes),
         "emulated": emulated_why(host),
     }
@@ -242,6 +242,22 @@ def cipher_row(r: Stored) -> dict:
             "median": units.rate(r.bytes_per_s), "ci": ci_text(r),
             "n": r.n, "warning": r.warning or "",
             "note": r.notes[-1] if not c.accel and r.notes else r.warning or ""}
+
+
+def _sittings(run: Run) -> list[tuple[str, str]]:
+    """A run resumed (run --resume): when each sitting began, and what that means for its
+    figures."""
+    sittings = run.extra.get("sittings") or []
+    if len(sittings) < 2:
+        return []
+    began = ", ".join(str(s.get("started") or "?")[:16].replace("T", " ") for s in sittings)
+    changed = sorted({t for s in sittings for t in s.get("tools_changed") or []})
+    return [("sittings", f"{len(sittings)}, begun {began} (run --resume): each part was measured "
+             "whole in one sitting, against baselines of the same rounds; parts of different "
+             "sittings, and cipher ceilings kept from an earlier one, were measured apart in "
+             "time, and how far the host's speed moved between sittings is not measured"
+             + (f"; measuring programs changed between them: {'; '.join(changed)}"
+                if changed else ""))]
 
 
 def _environment(host: Host) -> list[tuple[str, str]]:

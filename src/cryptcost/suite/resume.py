@@ -268,7 +268,7 @@ class Sitting:
                   if r.have else "")]
         if self.parts:
             out.append(f"  measured in this sitting: {', '.join(self.parts)}")
-        for name, parts in self.guest_parts.items():
+        for name in self.guest_parts:
             done = sorted(r.guest_done(name))
             if done:
                 out.append(f"  {name}: whole in guest run(s) "
