@@ -80,6 +80,25 @@ def parse_duration(text: str, what: str = "duration") -> float:
     return float(match.group(1)) * _SECONDS[unit]
 
 
+def parse_until(text: str, now: float | None = None) -> float:
+    """``run --until``'s time, as seconds since the epoch: ``HH:MM`` (this host's local time,
+    today, or tomorrow when that has passed) or a duration from ``now`` (``90m``, ``2h``)."""
+    import time as _time
+    now = _time.time() if now is None else now
+    m = re.fullmatch(r"\s*([01]?\d|2[0-3]):([0-5]\d)\s*", text)
+    if not m:
+        try:
+            return now + parse_duration(text, "--until")
+        except UserError:
+            raise UserError(f"bad --until {text!r}: use a time of day, e.g. 05:30, or a "
+                            "duration from now, e.g. 90m or 2h") from None
+    t = _time.localtime(now)
+    at = _time.mktime((t.tm_year, t.tm_mon, t.tm_mday, int(m.group(1)), int(m.group(2)), 0,
+                       0, 0, -1))
+    return at if at > now else _time.mktime((t.tm_year, t.tm_mon, t.tm_mday + 1,
+                                             int(m.group(1)), int(m.group(2)), 0, 0, 0, -1))
+
+
 LINKS = {"1gbe": 117e6, "2.5gbe": 294e6, "10gbe": 1170e6, "25gbe": 2925e6, "100gbe": 11700e6}
 _RATE_UNITS = {"b/s": 1, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "kib/s": 1024, "mib/s": 1 << 20,
           "gib/s": 1 << 30}

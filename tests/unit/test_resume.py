@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -269,3 +270,116 @@ def test_a_cipher_table_leaves_out_the_cells_a_resumed_run_holds_whole():
     every = CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",), sizes=(4096,),
                        measured=frozenset({held}))
     assert run_ciphers(every, FakeExecutor(), Policy(3, 3, 0.03, 0)).results == []
+
+
+def test_until_begins_no_part_that_would_end_later_and_thins_nothing(tmp_path):
+    """run --until: a part whose planned time does not fit before it is left out whole at run
+    time, a later shorter one still begins, no series is thinned (no deadline), and the part
+    left out is not whole, so --resume measures it."""
+    import time
+    long = Part("long", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
+                                 "sizes": [4096, 16384, 65536, 262144]})
+    short = Part("short", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
+                                   "sizes": [4096]})
+    a = suite.estimate(RunPlan("custom", parts=[long], policy=POLICY))
+    b = suite.estimate(RunPlan("custom", parts=[short], policy=POLICY))
+    assert a > 2 * b > 0
+    prepared = suite.Prepared(RunPlan("custom", parts=[long, short], policy=POLICY), {},
+                              a + b, (1.0, 0), planned_s=a + b,
+                              until=time.time() + (a + b) / 2, until_said="15:00")
+    begin, left_out = prepared.until_fits(time.time())
+    assert (begin, left_out) == (["short"], ["long"])
+    assert "deadline" not in prepared.from_now().policy
+
+    class Timed(FakeExecutor):
+        """A fake whose jobs say they take a second each, as real ones say their time."""
+        def cipher_jobs(self, engine, cells, seconds):
+            return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells,
+                                                                             seconds)]
+    fake = Timed()
+    a, b = (suite.estimate(RunPlan("custom", parts=[x], policy=POLICY), fake)
+            for x in (long, short))
+    assert a > 2 * b > 0
+    plan = replace(prepared, until=time.time() + (a + b) / 2).from_now()
+    assert "deadline" not in plan.policy and plan.policy["spent_by"].endswith("--until 15:00")
+    store = Store.open(tmp_path / "u.db")
+    rid = store.begin_run("run", HOST)
+    got = suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST,
+                         progress_factory=lambda w: Progress(), executor=fake)
+    assert set(got.part_seconds) == {"short"}
+    [why] = got.skipped
+    assert why["part"] == "long" and why["budget"] == why["reason"]
+    assert "the time left before --until 15:00" in why["reason"]
+    assert all(len(r.samples) == POLICY["max_samples"] for r in got.results)   # not thinned
+    assert whole_parts({"part_seconds": got.part_seconds, "skipped": got.skipped}) == {"short"}
+    # a run that left a part out does not calibrate later estimates
+    from cryptcost.suite.budget import _shortened
+    assert _shortened({"wall_seconds": 1.0, "skipped": got.skipped})
+    # with a budget too, the earlier of the two ends the parts
+    both = suite.Prepared(prepared.plan, {}, a + b, (1.0, 0), budget_s=1.0, planned_s=a + b,
+                          until=time.time() + 3600, until_said="16:00")
+    assert both.from_now().policy["spent_by"] == "what was left of the --time-budget"
+    store.close()
+
+
+def test_run_until_says_what_would_begin_and_refuses_a_bad_time(tmp_path, cli):
+    for bad in ("25:00", "soon", "-5m", "0"):
+        assert_bad_input(cli("run", "--until", bad, "--dry-run"))
+    assert "05:30" in cli("run", "--until", "x", "--dry-run").stderr
+    done = _cryptcost(tmp_path, "run", "--suite", "quick", "--until", "1s", "--dry-run",
+                      "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["until"] and got["until_begins"] == []
+    said = " ".join(done.stderr.split())
+    assert "--until 1s" in said and "no part of this host begins; left out quick" in said
+    done = _cryptcost(tmp_path, "run", "--suite", "quick", "--until", "30h", "--dry-run",
+                      "--json")
+    got = json.loads(done.stdout)
+    assert got["until_begins"] == [p["label"] for p in got["parts"]]
+
+
+def test_parse_until_reads_a_time_of_day_or_a_duration():
+    import time
+    from cryptcost import units
+    now = time.mktime((2026, 11, 30, 4, 0, 0, 0, 0, -1))
+    assert units.parse_until("05:30", now) - now == 5400
+    assert units.parse_until("03:30", now) - now == 23.5 * 3600     # tomorrow's
+    assert units.parse_until("90m", now) - now == 5400
+    with pytest.raises(UserError, match="05:30"):
+        units.parse_until("24:00", now)
+
+
+def test_a_guest_share_gets_what_is_left_before_until_after_its_boot():
+    """Under --until each guest share is told the time left after its boot (--until Ns in the
+    guest); a share that cannot hold even its shortest part is not booted, and each of its parts
+    is left out as a time budget's would be, naming the share (so a later --resume runs it)."""
+    import time
+    prepared = suite.prepare("seeds", None, vm=True, until="1s")
+    assert prepared.guest
+    gp = prepared.guest[0]
+    left, cut = gp.until_cut(prepared.until, "1s", time.time())
+    assert left < 0 and [c["part"] for c in cut] == [p.label for p in gp.share.plan.parts]
+    assert all(c["guest_share"] == gp.share.plan.name and c["budget"] == c["reason"]
+               and "--until 1s" in c["reason"] for c in cut)
+    left, cut = gp.until_cut(time.time() + 30 * 3600, "30h", time.time())
+    assert not cut and 29 * 3600 < left < 30 * 3600
+
+
+def test_under_until_a_part_never_timed_is_planned_at_its_maximum(tmp_path):
+    """With no run of the suite here to calibrate from, --until plans each part as if every
+    series took its maximum (the model's minimum once ran 3.4 times short); a guest's share
+    keeps the slowdown its host planned each part at."""
+    from cryptcost.suite import guest
+    plain = suite.prepare("seeds", None)
+    timed = suite.prepare("seeds", None, until="30h")
+    for p, q in zip(plain.plan.parts, timed.plan.parts):
+        one = RunPlan("seeds", parts=[p], policy=plain.plan.policy)
+        assert p.scale == 1.0
+        assert q.scale == pytest.approx(suite.estimate(one, most=True) / suite.estimate(one))
+    assert any(q.scale > 1.5 for q in timed.plan.parts)
+    # a part its host planned at 6× under TCG stays at 6× in the guest
+    share = RunPlan("custom (guest)", parts=[replace(ONE, scale=6.0)], policy=POLICY)
+    parts = tmp_path / "parts.json"
+    parts.write_text(guest.to_json(share))
+    assert suite.prepare(None, None, parts=str(parts), until="2h").plan.parts[0].scale == 6.0

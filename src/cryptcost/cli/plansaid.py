@@ -4,6 +4,8 @@ on stderr), and the same as data for ``run --dry-run --json`` (``planned``)."""
 
 from __future__ import annotations
 
+import time
+
 from cryptcost import suite, units
 from cryptcost.cli.common import err
 
@@ -99,6 +101,16 @@ def announce(prepared: suite.Prepared) -> None:
         if gp.budget_s:
             err.print(f"  its part of --time-budget: {gp.budget_s / 60:.0f} min, its boot "
                       "included; no part begins that the rest of it cannot hold")
+    if prepared.until is not None:
+        begin, left_out = prepared.until_fits(time.time())
+        err.print(f"--until {prepared.until_said} ({prepared.until_at_said()}): no part begins "
+                  "that its planned time says would end later (with no run of the suite here to "
+                  "calibrate from, a part is planned at its maximum); nothing is thinned, and a "
+                  "later run --resume measures what is left out. By the estimates above: "
+                  + (f"begins {', '.join(begin)}" if begin else "no part of this host begins")
+                  + (f"; left out {', '.join(left_out)}" if left_out else "")
+                  + ("; each guest share then gets what is left after its boot" if
+                     prepared.vm and prepared.guest else ""))
 
 
 def _parts_json(parts) -> list[dict]:
@@ -127,6 +139,8 @@ def planned(prepared: suite.Prepared) -> dict:
             "planned_seconds": round(prepared.planned_s, 1),
             "most_seconds": round(prepared.most_seconds, 1),
             "time_budget_seconds": prepared.budget_s,
+            "until": prepared.until_at_said(),
+            "until_begins": prepared.until_fits(time.time())[0] if prepared.until else None,
             "cannot_run": plan.cannot_run,
             "host_budget_seconds": prepared.host_budget_s,
             "guest": [{"kernel": gp.share.kernel or "stock", "kernel_said": gp.share.kernel_said,

@@ -57,6 +57,10 @@ def add_parser(sub, common) -> None:
                    help="plan the run to fit, e.g. 10m: fewer samples, then every part "
                    "thinned (block sizes, workloads, CPU counts), then whole later parts; the "
                    "report lists what was left out")
+    p.add_argument("--until", metavar="WHEN",
+                   help="begin no part that its estimate says would end after WHEN (05:30, "
+                        "this host's local time, or a duration from now: 2h): a sitting that "
+                        "ends on a part's boundary, nothing thinned; --resume measures the rest")
     p.add_argument("--dry-run", action="store_true",
                    help="print what would run and the estimate, then stop")
     p.add_argument("--json", action="store_true",
@@ -97,7 +101,7 @@ def run(args) -> int:
     resume = _resumable(args)
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
                              profile=args.profile, vm=args.vm, parts=args.parts,
-                             only=args.only, resume=resume,
+                             only=args.only, resume=resume, until=args.until,
                              link=args.link, delay_ms=args.delay,
                              time_budget=args.time_budget, budget_scale=args.budget_scale,
                              peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
@@ -134,6 +138,7 @@ def run(args) -> int:
                      for gp in prepared.guest if prepared.vm for c in gp.share.plan.cannot_run]
         record(suite=plan.name, model=model, only=sitting.only(),
                estimate_seconds=round(prepared.seconds, 1), time_budget=prepared.budget_s,
+               until=prepared.until_at_said(),
                skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run] + guest_cut,
                **sitting.said())
         try:
@@ -204,6 +209,14 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
         timeout = args.vm_timeout or max(1800.0, gp.seconds * (
             3 * gp.scale if gp.factor[1] else GUEST_TIMEOUT))
         what = f"guest ({share.kernel_said}, emulated)"
+        left = None
+        if prepared.until is not None:
+            left, cut = gp.until_cut(prepared.until, prepared.until_said, time.time())
+            if cut:
+                err.print(f"— {what}: {cut[0]['reason']}")
+                so_far.skipped += cut
+                store.update_extra(run_id, skipped=so_far.skipped)
+                continue
         err.print(f"— {what}: {'; '.join(p.label for p in share.plan.parts)} "
                   f"(stopped after {timeout / 60:.0f} min)")
         opts = VmOptions(timeout=timeout, kernel=share.kernel or None,
@@ -212,6 +225,8 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
         if gp.budget_s:
             command += ["--time-budget", f"{max(60.0, gp.budget_s - GUEST_BOOT_SECONDS):.0f}s",
                         "--budget-scale", f"{gp.scale:.3f}"]
+        if left is not None:
+            command += ["--until", f"{left:.0f}s"]
         sitting.drop_guest(store, share.plan)
         try:
             with run_lock(["run", "--vm"]), Resources() as res:

@@ -60,6 +60,22 @@ class GuestPlan:
         """The seconds it is planned to take: each part's estimate × its slowdown."""
         return budget.scaled(lambda p: estimate(p, here=False), self.ceilings_s)(self.share.plan)
 
+    def until_cut(self, until: float, said: str, now: float) -> tuple[float, list[dict]]:
+        """Under ``run --until`` (``until``, seconds since the epoch): the seconds its guest may
+        plan parts in after its boot, and, when that cannot hold even its shortest part, the
+        share left out whole (one skipped entry a part, as a time budget's)."""
+        left = until - now - budget.GUEST_BOOT_SECONDS
+        shortest = min(estimate(replace(self.share.plan, parts=[p]), here=False)
+                       * (p.scale or self.scale) for p in self.share.plan.parts)
+        if left >= shortest:
+            return left, []
+        why = (f"left out at run time: the time left before --until {said} after a guest's boot "
+               f"({units.duration(max(0.0, left))}) could not hold its shortest part's estimate "
+               f"({units.duration(shortest)})")
+        return left, [{"part": p.label, "stack": "the whole part", "budget": why, "reason": why,
+                       "guest_share": self.share.plan.name, **budget.measures(p)}
+                      for p in self.share.plan.parts]
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -79,25 +95,58 @@ class Prepared:
     planned_s: float = 0.0                # the plan's seconds: each part's × its own slowdown
     only: tuple[str, ...] = ()            # run --only: the field reports whose parts it runs
     resume: Resume | None = None          # run --resume: what the run holds already
+    until: float | None = None            # run --until: no part begins that would end later
+    until_said: str = ""                  # as given
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
         number of samples after :data:`budget.DEADLINE_SHARE` of this host's part of it, and no
-        part begins that what is left of it cannot hold by its estimate (× ``scale``)."""
-        if not self.budget_s:
+        part begins that what is left of it cannot hold by its estimate (× ``scale``). With
+        ``until``, no part begins that its estimate says would end after it; no series is
+        thinned for it (what it leaves out, a later ``--resume`` measures whole)."""
+        if not self.budget_s and self.until is None:
             return self.plan
         now = time.monotonic()
-        part = self.host_budget_s or self.budget_s
-        return replace(self.plan, policy={**self.plan.policy,
-                                          "deadline": now + budget.DEADLINE_SHARE * part,
-                                          "spent": now + part, "scale": self.scale})
+        policy = {**self.plan.policy, "scale": self.scale}
+        if self.budget_s:
+            part = self.host_budget_s or self.budget_s
+            policy.update(deadline=now + budget.DEADLINE_SHARE * part, spent=now + part,
+                          spent_by="what was left of the --time-budget")
+        if self.until is not None:
+            by = now + self.until - time.time()
+            if by < policy.get("spent", by + 1):
+                policy.update(spent=by,
+                              spent_by=f"the time left before --until {self.until_said}")
+        return replace(self.plan, policy=policy)
+
+    def until_fits(self, now: float) -> tuple[list[str], list[str]]:
+        """Under ``--until``: this host's parts that would begin, by their planned seconds from
+        ``now`` (seconds since the epoch), and those left out, as :func:`run_plan` decides as
+        it runs (a part that does not fit is left out, a later shorter one may begin)."""
+        parts = [(p.label, estimate(replace(self.plan, parts=[p])) * (p.scale or self.scale))
+                 for p in self.plan.parts]
+        at = now + self.planned_s - sum(s for _, s in parts)      # the cipher ceilings first
+        begin, left_out = [], []
+        for label, seconds in parts:
+            if self.until is not None and at + seconds > self.until:
+                left_out.append(label)
+            else:
+                begin.append(label)
+                at += seconds
+        return begin, left_out
+
+    def until_at_said(self) -> str | None:
+        """``until`` as the run records it (local time, with its offset), or None."""
+        if self.until is None:
+            return None
+        return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.until))
 
 
 def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
             link: str | None = None, peer: dict | None = None, delay_ms: float | None = None,
             time_budget: str | None = None, budget_scale: float | None = None,
             profile: bool = False, vm: bool = False, parts: str | None = None,
-            only: str | None = None, resume: Resume | None = None,
+            only: str | None = None, resume: Resume | None = None, until: str | None = None,
             calibrate: Callable[..., tuple[float, int]] = lambda name, guest=False: (1.0, 0),
             part_factors: Callable[..., dict[str, float]] = lambda name, guest=False: {}
             ) -> Prepared:
@@ -113,7 +162,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     :func:`cryptcost.suite.guest.to_json` writes it, instead of a suite or plan file. ``only``
     (``run --only R4``): the seeds suite's parts of those field reports alone. ``resume``
     (``run --resume RUN``): the parts that run holds whole are left out, here and in each guest
-    share (:mod:`cryptcost.suite.resume`)."""
+    share (:mod:`cryptcost.suite.resume`). ``until`` (``run --until 05:30``): the time after
+    which no part may end by its estimate (:meth:`Prepared.from_now`)."""
     plan = load(suite, plan_file) if parts is None else from_json(read_text(parts), parts)
     asked = parse_only(only) if only is not None else ()
     if resume is not None:
@@ -154,6 +204,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     units.target_of(model)                      # validates the rate
     validate_plan(plan)
     budget_s = units.parse_duration(time_budget, "--time-budget") if time_budget else None
+    until_at = units.parse_until(until) if until is not None else None
     factor = calibrate(plan.name)
     # a guest's share is told the slowdown its host planned it at (its own store has no runs),
     # and each of its parts carries its own
@@ -164,6 +215,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     ceil = timing.ceilings(plan, light, have=have)
     if not budget_scale:
         factors = part_factors(plan.name)
+        if until is not None and not factor[1]:
+            plan = _at_most(plan, factors)
         plan = budget.with_scales(plan, factors, scale)
         ceil_planned = ceil * factors.get(ceilings.LABEL, scale)
     else:
@@ -198,7 +251,20 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     return Prepared(plan, model, estimate(plan) + ceil, factor, budget_s, tuple(guest), vm,
                     most_seconds=estimate(plan, most=True) + ceil, host_budget_s=host_budget_s,
                     scale=scale, planned_s=here(plan),
-                    only=asked, resume=resume)
+                    only=asked, resume=resume, until=until_at, until_said=until or "")
+
+
+def _at_most(plan: RunPlan, factors: dict[str, float]) -> RunPlan:
+    """Under ``--until`` with no run of the suite here to calibrate from: each part no run has
+    timed (nor its host, for a guest's) planned as if every series took its maximum number of
+    samples, lest it begin and end long after (R3's block sizes once took 3.4 times the
+    model's minimum)."""
+    def most(part: Part) -> float:
+        one = replace(plan, parts=[part])
+        low = estimate(one)
+        return estimate(one, most=True) / low if low else 1.0
+    return replace(plan, parts=[p if p.label in factors or p.scale else replace(p, scale=most(p))
+                                for p in plan.parts])
 
 
 def _shortest_first(g: GuestShare) -> GuestShare:
@@ -293,7 +359,8 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
         need = model * (part.scale or scale) if spent is not None and not ceiling else 0.0
         if need and began + need > spent:
             left = max(0.0, spent - began)
-            why = ("left out at run time: what was left of the --time-budget "
+            by = plan.policy.get("spent_by", "what was left of the --time-budget")
+            why = (f"left out at run time: {by} "
                    f"({units.duration(left)}) could not hold its estimate "
                    f"({units.duration(need)})")
             out.skipped.append({"part": part.label, "stack": "the whole part", "budget": why,

@@ -95,8 +95,9 @@ def part_factors(runs, suite: str, hostname: str | None) -> dict[str, float]:
 
 
 def with_scales(plan: RunPlan, factors: dict[str, float], default: float) -> RunPlan:
-    """``plan`` with each part's slowdown: its own from ``factors``, else ``default``."""
-    return replace(plan, parts=[replace(p, scale=factors.get(p.label, default))
+    """``plan`` with each part's slowdown: its own from ``factors``, else the one it was given
+    (a guest's share, by its host), else ``default``."""
+    return replace(plan, parts=[replace(p, scale=factors.get(p.label, p.scale or default))
                                 for p in plan.parts])
 
 
@@ -110,10 +111,11 @@ def scaled(estimate: Callable[[RunPlan], float], fixed: float = 0.0
 
 def _shortened(extra: dict) -> bool:
     """Whether a run's budget made it shorter than its plan: it ran past the deadline (after
-    which no series takes more than its minimum), or something was left out to fit."""
+    which no series takes more than its minimum), or something was left out to fit (a time
+    budget, or ``--until``)."""
     budget = extra.get("time_budget")
-    return bool(budget) and (extra["wall_seconds"] >= DEADLINE_SHARE * budget
-                             or any(s.get("budget") for s in extra.get("skipped") or []))
+    return (bool(budget) and extra["wall_seconds"] >= DEADLINE_SHARE * budget) \
+        or any(s.get("budget") for s in extra.get("skipped") or [])
 
 
 def guest_scale(factor: tuple[float, int]) -> float:
