@@ -272,6 +272,32 @@ def test_a_cipher_table_leaves_out_the_cells_a_resumed_run_holds_whole():
     assert run_ciphers(every, FakeExecutor(), Policy(3, 3, 0.03, 0)).results == []
 
 
+def test_a_resumed_runs_report_measures_the_hosts_move_between_sittings():
+    """Each sitting's parts carry the yardstick timed before their samples: the report says how
+    far the host's CPU speed moved between sittings (a part measured again is the later
+    sitting's), and says it is not measured where a sitting has no such result."""
+    from cryptcost.record import Stored
+    from cryptcost.report.document import _sittings, sitting_yardsticks
+    from cryptcost.model import Run
+
+    def stored(part: str, speed: float | None) -> Stored:
+        return Stored.of({"kind": "storage", "stack": "plain", "workload": "seq-read",
+                          "op": "read", "part": part, "median_bytes_per_s": 1.0,
+                          "yardstick": speed})
+    sittings = [{"started": "2026-11-29T23:31:12", "parts_ended": ["a", "b"]},
+                {"started": "2026-11-30T00:53:24", "parts_ended": ["b", "c"]}]
+    results = [stored("a", 1.0e9), stored("a", 1.2e9), stored("b", 5.0e9),
+               stored("c", 1.21e9), stored("c", None), stored("x", 9e9)]
+    assert sitting_yardsticks(sittings, results) == [1.1e9, pytest.approx((5.0e9 + 1.21e9) / 2)]
+    run = Run(1, "2026-11-29T23:31:12", "run", {}, "complete", extra={"sittings": sittings})
+    [(key, said)] = _sittings(run, results[:2] + results[3:4])
+    assert key == "sittings" and "in sitting 1" in said and "in sitting 2" in said
+    assert "the host's CPU speed moved 10% between sittings" in said, said
+    [(_, said)] = _sittings(run, results[:2])
+    assert "how far the host's speed moved between sittings is not measured" in said
+    assert _sittings(Run(1, "s", "run", {}, "complete", extra={}), results) == []
+
+
 def test_until_begins_no_part_that_would_end_later_and_thins_nothing(tmp_path):
     """run --until: a part whose planned time does not fit before it is left out whole at run
     time, a later shorter one still begins, no series is thinned (no deadline), and the part

@@ -156,6 +156,7 @@ class Stored:
     profile: Profile | None = None
     wire: Wire | None = None
     host_drift: Any = None
+    yardstick: float | None = None      # median bytes/s of the fixed SHA-256 before its samples
     notes: tuple[str, ...] = ()
     # from the stack's parameters: what the analysis and the reports read of them
     kernel_drivers: Mapping[str, Driver] = field(default_factory=dict)   # read after set-up
@@ -189,7 +190,8 @@ class Stored:
             accel_speedup=d.get("accel_speedup"),
             warning=d.get("warning"), profile=Profile.of(d.get("profile")),
             wire=Wire.of(d.get("wire")),
-            host_drift=d.get("host_drift"), notes=tuple_of(d.get("notes")),
+            host_drift=d.get("host_drift"), yardstick=d.get("yardstick"),
+            notes=tuple_of(d.get("notes")),
             kernel_drivers=drivers_of(params.get("kernel_drivers")),
             memory_noise=MemoryNoise.of(params.get("memory_noise")),
             weakness=params.get("warning"), negotiated=params.get("negotiated") or {})

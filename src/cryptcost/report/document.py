@@ -144,7 +144,7 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
             if only else ""),
         "not_measured": [{"what": s.what, "why": s.reason + _in_guest(s, run, guests),
                           "install": s.install or ""} for s in map(Skipped.of, skipped)],
-        "environment": _environment(host) + _sittings(run),
+        "environment": _environment(host) + _sittings(run, results),
         "notes": list(host.notes),
         "emulated": emulated_why(host),
     }
@@ -244,20 +244,42 @@ def cipher_row(r: Stored) -> dict:
             "note": r.notes[-1] if not c.accel and r.notes else r.warning or ""}
 
 
-def _sittings(run: Run) -> list[tuple[str, str]]:
-    """A run resumed (run --resume): when each sitting began, and what that means for its
-    figures."""
+def _sittings(run: Run, results: list[Stored]) -> list[tuple[str, str]]:
+    """A run resumed (run --resume): when each sitting began, and how far the host's CPU speed
+    moved between them (the yardstick its parts' samples timed) where it can be told."""
     sittings = run.extra.get("sittings") or []
     if len(sittings) < 2:
         return []
     began = ", ".join(str(s.get("started") or "?")[:16].replace("T", " ") for s in sittings)
     changed = sorted({t for s in sittings for t in s.get("tools_changed") or []})
+    speeds = sitting_yardsticks(sittings, results)
+    told = [(i + 1, v) for i, v in enumerate(speeds) if v]
+    if len(told) > 1:
+        low, high = min(v for _, v in told), max(v for _, v in told)
+        moved = ("the yardstick timed before every sample (a fixed SHA-256) ran at "
+                 + ", ".join(f"{units.rate(v)} in sitting {i}" for i, v in told)
+                 + f" (medians of its parts' results): the host's CPU speed moved "
+                 f"{high / low - 1:.0%} between sittings")
+    else:
+        moved = "how far the host's speed moved between sittings is not measured"
     return [("sittings", f"{len(sittings)}, begun {began} (run --resume): each part was measured "
              "whole in one sitting, against baselines of the same rounds; parts of different "
              "sittings, and cipher ceilings kept from an earlier one, were measured apart in "
-             "time, and how far the host's speed moved between sittings is not measured"
+             f"time; {moved}"
              + (f"; measuring programs changed between them: {'; '.join(changed)}"
                 if changed else ""))]
+
+
+def sitting_yardsticks(sittings: list[dict], results: list[Stored]) -> list[float | None]:
+    """Each sitting's median yardstick (bytes/s) over the results of the parts it ended (a part
+    measured again belongs to the last sitting that ended it); None where none carries one."""
+    import statistics
+    owner = {label: i for i, s in enumerate(sittings) for label in s.get("parts_ended") or []}
+    by: list[list[float]] = [[] for _ in sittings]
+    for r in results:
+        if r.yardstick and r.cell.part in owner:
+            by[owner[r.cell.part]].append(r.yardstick)
+    return [statistics.median(v) if v else None for v in by]
 
 
 def _environment(host: Host) -> list[tuple[str, str]]:

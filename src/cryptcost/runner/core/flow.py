@@ -22,7 +22,7 @@ from cryptcost import stats
 from cryptcost.errors import CryptcostError, Unavailable
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources, Terminated, signals_deferred
-from cryptcost.model import Cell, Job, Result, Sample
+from cryptcost.model import Cell, Job, Result, Sample, metric_median
 from cryptcost.runner.core import pairing
 from cryptcost.runner.core.profile import AFTER, IN_WARMUP, Profiler, attach, profile_round
 from cryptcost.runner.core.scheduler import Progress, Series, host_drift, mark_unstable, schedule
@@ -188,6 +188,7 @@ def summarise(stack: Any, cell: Cell, s: Series, series: Mapping[Cell, Series], 
         metrics["incomplete"] = s.error
     metrics["sample_seconds"] = statistics.median(x.seconds for x in samples)
     metrics["host_drift"] = host_drift(samples)
+    metrics["yardstick"] = metric_median(samples, "cpu_ref")
     mark_unstable(metrics, said, summary, target, lambda: cause(summary.cv))
     said += after
     if stack.security:
