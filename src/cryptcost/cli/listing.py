@@ -25,7 +25,7 @@ def list_runs(args) -> int:
     if args.json:
         print_json([{"id": r.id, "started": r.started, "finished": r.finished, "command": r.command,
                      "status": r.status, "host": r.host.get("hostname"),
-                     "emulated": bool(r.host.get("emulated")),
+                     "emulated": bool(r.host.get("emulated")), "suite": r.extra.get("suite"),
                      "results": store.counts(r.id)[0]} for r in runs])
         return 0
     table = Table(title=f"Runs in {store.path}", title_justify="left")
