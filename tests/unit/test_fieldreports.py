@@ -96,6 +96,15 @@ def test_a_run_with_the_reports_cells_is_laid_beside_them():
     assert dev["ours"] == pytest.approx(3.0) and dev["ours_cells"][1].startswith(
         "luks-userspace:aes-256-xts-plain64/accel-off"
     )
+    # with qemu LUKS's 4 KiB pair (R3's block sizes here), the 4 KiB figure reads that pair
+    at_4k = read([{"kind": "storage", "stack": stack, "workload": "seq", "op": "write",
+                   "block_bytes": 4096, "median_bytes_per_s": value, "cpus": 1,
+                   **({"accel": False} if stack.endswith("accel-off") else {})}
+                  for stack, value in (("luks-userspace:aes-256-xts-plain64", 400e6),
+                                       ("luks-userspace:aes-256-xts-plain64/accel-off", 100e6))])
+    [dev4] = [x for x in {b["label"]: b for b in fr.section(results + at_4k)}["R3"]["rows"]
+              if x["what"].startswith("an encrypted block device")]
+    assert dev4["ours"] == pytest.approx(4.0) and "4 KiB" in dev4["ours_cells"][0], dev4
     [raw] = [x for x in blocks["R3"]["rows"] if x["what"].startswith("raw AES")]
     assert (
         raw["ours"] is None
@@ -377,6 +386,15 @@ def test_a_row_without_figures_says_why_from_the_runs_record_of_what_it_left_out
     assert fr.left_out("R3", [{"kind": "cipher", "engine": "openssl"}], [smallfiles]) is None
     assert fr.left_out("R3", [{"kind": "storage", "workload": "mixed"}], [smallfiles]) == \
         "R3 and R4 small files: the whole part: cut"
+    # a whole part's cut that names its block sizes takes only rows of those sizes: R3's
+    # every-stack part (1 MiB) is no reason for the block-size table's 512 B row
+    every = {"part": "R3 AES-NI and cores for every stack", "stack": "the whole part",
+             "budget": "b", "reason": "cut", "ciphers": False, "workloads": ["seq"],
+             "stacks": ["all"], "block_bytes": [1 << 20]}
+    assert fr.left_out("R3", [{"kind": "storage", "workload": "seq", "block_bytes": 512}],
+                       [every]) is None
+    assert fr.left_out("R3", [{"kind": "storage", "workload": "seq", "block_bytes": 1 << 20}],
+                       [every]) == "R3 AES-NI and cores for every stack: the whole part: cut"
     # a guest's whole share of a part takes only the rows of the stacks it would have measured
     guests = {"part": "R1 large files", "stack": "the whole part", "budget": "b", "reason": "cut",
               "ciphers": False, "workloads": ["bigfile"], "stacks": ["luks:aes-xts-plain64", "zfs"]}

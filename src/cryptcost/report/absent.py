@@ -25,6 +25,10 @@ def _cut_names(cut: dict, what: str, want: dict) -> bool:
         if want.get("stack") and "all" not in stacks and \
                 not any(names_stack(s, str(want["stack"])) for s in stacks):
             return False
+        blocks = cut.get("block_bytes")          # recorded since 2026-11-30
+        if blocks and want.get("block_bytes") is not None \
+                and want["block_bytes"] not in blocks:
+            return False
         return "workload" not in want or want["workload"] in cut.get("workloads",
                                                                      [want["workload"]])
     words = what.split()

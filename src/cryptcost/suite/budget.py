@@ -162,14 +162,16 @@ def _drop_kind(label: str, kind: str) -> Callable[[RunPlan], RunPlan]:
 def measures(part: Part) -> dict:
     """What a part's cells are, for a report to tell which of its rows a part's cut took:
     whether it has a cipher table, its cells' workloads, and the stacks it names (a guest's
-    share of a report's part measures only the stacks this host cannot)."""
-    names = {op.workload for sp in (storage_plans(part.storage) if part.storage else [])
-             for step in wl.steps(sp.workloads, sp.sizes, False) for op in step.ops}
+    share of a report's part measures only the stacks this host cannot), and its storage
+    cells' block sizes."""
+    ops = [op for sp in (storage_plans(part.storage) if part.storage else [])
+           for step in wl.steps(sp.workloads, sp.sizes, False) for op in step.ops]
+    names = {op.workload for op in ops}
     names |= set(netwl.expand(part.network.get("workloads", ["quick"]))) if part.network else set()
     stacks = {str(s) for kind in (part.storage, part.network) if kind
               for s in kind.get("stacks") or ["all"]}
     return {"ciphers": part.ciphers is not None, "workloads": sorted(names),
-            "stacks": sorted(stacks)}
+            "stacks": sorted(stacks), "block_bytes": sorted({op.block_bytes for op in ops})}
 
 
 def _cuts(plan: RunPlan) -> list[Cut]:
