@@ -212,6 +212,7 @@ def test_every_size_the_cli_accepts_works_with_every_quick_workload(cli, size, w
 
 
 @pytest.mark.root
+@pytest.mark.stack_matrix       # 133 s: make test reached 1278 s of its 20 min with it
 def test_every_workload_on_a_kernel_and_a_fuse_stack(cli):
     """Every workload on fscrypt and gocryptfs and their baselines but R1's bigfile and rsync,
     which the dir: medium test runs (fio's sequential passes, the same here as seq's); the mixed
