@@ -60,14 +60,17 @@ def announce(prepared: suite.Prepared) -> None:
             err.print(f"    {c['part']}: {c['what']}"
                       + (f" ({c['detail']})" if c["detail"] else ""))
     scale, runs = factor
-    timed = sum(p.scale != scale for p in plan.parts)
-    if runs or timed:
+    timed = len(prepared.timed)
+    most = sum(p.scale != scale and p.label not in prepared.timed for p in plan.parts)
+    if runs or timed or most:
         whole = (f" × {scale:.2f}, what the last {runs} complete run(s) of this suite took here "
                  "against theirs" if runs else "")
         err.print(f"estimated time: about {prepared.planned_s / 60:.1f} min (the model's "
                   f"{seconds / 60:.1f} min{whole}" + (
                       f"; {timed} of its {len(plan.parts)} parts each at what earlier runs of "
-                      "that part took against its estimate" if timed else "") + ")")
+                      "that part took against its estimate" if timed else "") + (
+                      f"; {most} part(s) no run here has timed at their maximum (--until)"
+                      if most else "") + ")")
     else:
         most = units.duration(prepared.most_seconds)
         err.print(f"estimated time: about {units.duration(seconds)} if every series is stable at "

@@ -97,6 +97,7 @@ class Prepared:
     resume: Resume | None = None          # run --resume: what the run holds already
     until: float | None = None            # run --until: no part begins that would end later
     until_said: str = ""                  # as given
+    timed: tuple[str, ...] = ()           # the parts earlier runs here timed (their own slowdown)
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
@@ -213,6 +214,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     light = light_host()
     have = resume.have if resume is not None else frozenset()
     ceil = timing.ceilings(plan, light, have=have)
+    factors: dict[str, float] = {}
     if not budget_scale:
         factors = part_factors(plan.name)
         if until is not None and not factor[1]:
@@ -251,7 +253,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     return Prepared(plan, model, estimate(plan) + ceil, factor, budget_s, tuple(guest), vm,
                     most_seconds=estimate(plan, most=True) + ceil, host_budget_s=host_budget_s,
                     scale=scale, planned_s=here(plan),
-                    only=asked, resume=resume, until=until_at, until_said=until or "")
+                    only=asked, resume=resume, until=until_at, until_said=until or "",
+                    timed=tuple(p.label for p in plan.parts if p.label in factors))
 
 
 def _at_most(plan: RunPlan, factors: dict[str, float]) -> RunPlan:
