@@ -72,8 +72,7 @@ class GuestPlan:
         why = (f"left out at run time: the time left before --until {said} after a guest's boot "
                f"({units.duration(max(0.0, left))}) could not hold its shortest part's estimate "
                f"({units.duration(shortest)})")
-        return left, [{"part": p.label, "stack": "the whole part", "budget": why, "reason": why,
-                       "guest_share": self.share.plan.name, **budget.measures(p)}
+        return left, [budget.left_out_whole(p, why, guest_share=self.share.plan.name)
                       for p in self.share.plan.parts]
 
 
@@ -366,8 +365,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
             why = (f"left out at run time: {by} "
                    f"({units.duration(left)}) could not hold its estimate "
                    f"({units.duration(need)})")
-            out.skipped.append({"part": part.label, "stack": "the whole part", "budget": why,
-                                "reason": why, **budget.measures(part)})
+            out.skipped.append(budget.left_out_whole(part, why))
             continue
         before_part(part.label)
         if part.ciphers is not None:

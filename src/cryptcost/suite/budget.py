@@ -159,6 +159,13 @@ def _drop_kind(label: str, kind: str) -> Callable[[RunPlan], RunPlan]:
     return cut
 
 
+def left_out_whole(part: Part, why: str, **more) -> dict:
+    """The record's ``skipped`` entry of a part a time budget (or ``--until``) left out whole
+    as the run went: the reason, and what the part measures (:func:`measures`)."""
+    return {"part": part.label, "stack": "the whole part", "budget": why, "reason": why,
+            **more, **measures(part)}
+
+
 def measures(part: Part) -> dict:
     """What a part's cells are, for a report to tell which of its rows a part's cut took:
     whether it has a cipher table, its cells' workloads, and the stacks it names (a guest's
