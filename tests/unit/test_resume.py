@@ -293,6 +293,7 @@ def test_a_resumed_runs_report_measures_the_hosts_move_between_sittings():
     [(key, said)] = _sittings(run, results[:2] + results[3:4])
     assert key == "sittings" and "in sitting 1" in said and "in sitting 2" in said
     assert "the host's CPU speed moved 10% between sittings" in said, said
+    assert "where its results' own medians spread 21%" in said, said
     [(_, said)] = _sittings(run, results[:2])
     assert "how far the host's speed moved between sittings is not measured" in said
     assert _sittings(Run(1, "s", "run", {}, "complete", extra={}), results) == []

@@ -256,10 +256,12 @@ def _sittings(run: Run, results: list[Stored]) -> list[tuple[str, str]]:
     told = [(i + 1, v) for i, v in enumerate(speeds) if v]
     if len(told) > 1:
         low, high = min(v for _, v in told), max(v for _, v in told)
+        within = [r.yardstick for r in results if r.yardstick]
         moved = ("the yardstick timed before every sample (a fixed SHA-256) ran at "
                  + ", ".join(f"{units.rate(v)} in sitting {i}" for i, v in told)
                  + f" (medians of its parts' results): the host's CPU speed moved "
-                 f"{high / low - 1:.0%} between sittings")
+                 f"{high / low - 1:.0%} between sittings, where its results' own medians "
+                 f"spread {max(within) / min(within) - 1:.0%}")
     else:
         moved = "how far the host's speed moved between sittings is not measured"
     return [("sittings", f"{len(sittings)}, begun {began} (run --resume): each part was measured "
