@@ -129,6 +129,24 @@ def assert_bad_input(proc: subprocess.CompletedProcess) -> None:
     assert getattr(proc, "created", []) == [], f"bad input created {proc.created}"
 
 
+# The memory of CI's machine (24 GiB, nearly all of it available). A plan of a suite checks its
+# media fit in half the available memory; a unit test that plans one must not pass or fail with
+# what else holds memory on the host at the time (another test's tmpfs, a build, a guest).
+CI_MEMORY = {"total": 24 << 30, "available": 23 << 30}
+# The command line in a subprocess, as ``python -m cryptcost`` but on CI_MEMORY.
+ON_CI_MEMORY = [sys.executable, "-c",
+                "import sys; from cryptcost.host import cpu; "
+                f"cpu.memory = lambda: {CI_MEMORY!r}; "
+                "from cryptcost.cli import main; raise SystemExit(main(sys.argv[1:]))"]
+
+
+@pytest.fixture
+def ci_memory(monkeypatch):
+    """In-process: the host's memory reads as CI_MEMORY."""
+    from cryptcost.host import cpu
+    monkeypatch.setattr(cpu, "memory", lambda: dict(CI_MEMORY))
+
+
 @pytest.fixture
 def state_dir(tmp_path, monkeypatch):
     d = tmp_path / "state"

@@ -14,6 +14,7 @@ from cryptcost.suite import guest
 from cryptcost.suite.budget import UNCALIBRATED_GUEST
 from cryptcost.units import parse_size
 from cryptcost.workloads.plan import load
+from tests.conftest import ON_CI_MEMORY
 
 MISSING = {"luks": "", "dm-null": "", "tcrypt": "", "ecryptfs": "", "esp": "", "nfs": "6.12"}
 
@@ -201,7 +202,7 @@ def test_only_cuts_the_seeds_suite_to_the_parts_of_the_reports_asked_for_here_an
 def test_run_only_says_so_in_its_plan_and_refuses_bad_input_in_one_line(tmp_path):
     env = {"XDG_DATA_HOME": str(tmp_path), "CRYPTCOST_STATE_DIR": str(tmp_path / "state"),
            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "cryptcost", "run", "--suite", "seeds", "--only",
+    done = subprocess.run([*ON_CI_MEMORY, "run", "--suite", "seeds", "--only",
                            "R2", "--dry-run", "--json"], capture_output=True, text=True, env=env,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -9,7 +9,6 @@ import json
 import os
 from dataclasses import replace
 import subprocess
-import sys
 
 import pytest
 
@@ -22,7 +21,7 @@ from cryptcost.runner.core.sink import StoreSink
 from cryptcost.store.db import Store
 from cryptcost.suite.resume import Resume, Sitting, merged, whole_parts
 from cryptcost.workloads.plan import Part, RunPlan
-from tests.conftest import assert_bad_input
+from tests.conftest import ON_CI_MEMORY, assert_bad_input
 
 ONE = Part("one", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
                            "sizes": [4096]})
@@ -186,7 +185,7 @@ def test_a_run_is_refused_when_it_is_still_running_or_no_suites_run(tmp_path):
 def _cryptcost(tmp_path, *args):
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
            "CRYPTCOST_STATE_DIR": str(tmp_path / "state")}
-    return subprocess.run([sys.executable, "-m", "cryptcost", *args], capture_output=True,
+    return subprocess.run([*ON_CI_MEMORY, *args], capture_output=True,
                           text=True, env=env, timeout=300, cwd=tmp_path)
 
 
@@ -377,7 +376,7 @@ def test_parse_until_reads_a_time_of_day_or_a_duration():
         units.parse_until("24:00", now)
 
 
-def test_a_guest_share_gets_what_is_left_before_until_after_its_boot():
+def test_a_guest_share_gets_what_is_left_before_until_after_its_boot(ci_memory):
     """Under --until each guest share is told the time left after its boot (--until Ns in the
     guest); a share that cannot hold even its shortest part is not booted, and each of its parts
     is left out as a time budget's would be, naming the share (so a later --resume runs it)."""
@@ -393,7 +392,7 @@ def test_a_guest_share_gets_what_is_left_before_until_after_its_boot():
     assert not cut and 29 * 3600 < left < 30 * 3600
 
 
-def test_under_until_a_part_never_timed_is_planned_at_its_maximum(tmp_path):
+def test_under_until_a_part_never_timed_is_planned_at_its_maximum(tmp_path, ci_memory):
     """With no run of the suite here to calibrate from, --until plans each part as if every
     series took its maximum (the model's minimum once ran 3.4 times short); a guest's share
     keeps the slowdown its host planned each part at."""
