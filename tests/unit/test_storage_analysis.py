@@ -120,6 +120,55 @@ def test_ram_medium_size_is_chosen_from_free_memory(monkeypatch):
         RamMedium().require_room(128 << 20, 10)  # …which does not fit: refused clearly
 
 
+def test_a_suites_own_size_is_fitted_to_a_small_host_and_said_a_named_one_refused(
+        monkeypatch, tmp_path):
+    """The main job on a host with little memory: a suite's 512 MiB media (a size no plan file
+    named) become what half the available memory gives each stack, said before the run and kept
+    in the results; a size the user's plan names is refused in one line saying how to pass a
+    smaller one."""
+    from cryptcost import suite
+    from cryptcost.errors import UserError
+    from cryptcost.host import cpu
+    from cryptcost.media import RamMedium
+    from cryptcost.runner.storage import StoragePlan, validate
+    from cryptcost.suite.tables import storage_plans
+    from cryptcost.workloads.plan import load
+    small = {"total": 8 << 30, "available": 4 << 30}
+    monkeypatch.setattr(cpu, "memory", lambda: dict(small))
+    assert RamMedium().fitted(512 << 20, 4) == 512 << 20        # 2 GiB room: 512 MiB fits
+    assert RamMedium().fitted(512 << 20, 13) == 128 << 20       # 2 GiB / 13, in 64 MiB steps
+    assert RamMedium().fitted(256 << 20, 100) == 128 << 20      # never under the floor
+    small["available"] = 6 << 30
+    assert RamMedium().fitted(512 << 20, 13) == 192 << 20
+    # the quick suite's own size is fitted; a plan file that names one keeps it
+    quick = load("quick", None).parts[0].storage
+    assert quick["fit_size"] is True and quick["size"] == "512M"
+    named = tmp_path / "named.toml"
+    named.write_text('[run]\nsuite = "quick"\n[storage]\nsize = "512M"\n')
+    assert load(None, str(named)).parts[0].storage["fit_size"] is False
+    named.write_text('[run]\nsuite = "quick"\n[storage]\nsize = "1G"\nfit_size = true\n')
+    assert load(None, str(named)).parts[0].storage["fit_size"] is True
+    plan = storage_plans(quick)[0]
+    resolved, _ = validate(plan)
+    assert plan.size == RamMedium().fitted(512 << 20, len(resolved)) < 512 << 20
+    assert plan.size_asked == 512 << 20
+    fixed = StoragePlan(stacks=plan.stacks, medium=RamMedium(), workloads=["seq-1m"],
+                        size=512 << 20)
+    with pytest.raises(UserError, match=r"smaller --size \(cryptcost storage\) or \[storage\] "
+                                        r"size \(a plan file\)"):
+        validate(fixed)
+    # the run says so before it begins, and its dry run as data
+    prepared = suite.prepare("quick", None)
+    assert [n for n in prepared.notes if n.startswith("quick: storage: "
+                                                      f"{plan.size >> 20} MiB per stack, not the "
+                                                      "512 MiB asked")], prepared.notes
+    from cryptcost.cli.plansaid import planned
+    assert planned(prepared)["notes"] == list(prepared.notes)
+    # on CI's memory nothing is fitted, and nothing said
+    small.update(total=24 << 30, available=23 << 30)
+    assert suite.prepare("quick", None).notes == ()
+
+
 def test_first_samples_that_run_low_across_the_run_are_a_finding():
     """A first sample below the rest in one cell is chance; below it in most
     cells, the warm-up left something cold — said, never dropped."""

@@ -59,6 +59,8 @@ def announce(prepared: suite.Prepared) -> None:
         for c in cut:
             err.print(f"    {c['part']}: {c['what']}"
                       + (f" ({c['detail']})" if c["detail"] else ""))
+    for note in prepared.notes:
+        err.print(f"  {note}")
     scale, runs = factor
     timed = len(prepared.timed)
     most = sum(p.scale != scale and p.label not in prepared.timed for p in plan.parts)
@@ -145,6 +147,7 @@ def planned(prepared: suite.Prepared) -> dict:
             "until": prepared.until_at_said(),
             "until_begins": prepared.until_fits(time.time())[0] if prepared.until else None,
             "cannot_run": plan.cannot_run,
+            "notes": list(prepared.notes),
             "host_budget_seconds": prepared.host_budget_s,
             "guest": [{"kernel": gp.share.kernel or "stock", "kernel_said": gp.share.kernel_said,
                        "runs_with_vm": prepared.vm, "parts": _parts_json(gp.share.plan.parts),

@@ -28,6 +28,8 @@ from cryptcost.lifecycle.resources import Resources
 
 RAM_HEADROOM = 0.5          # never take more than half the available memory
 AUTO_MIN, AUTO_MAX, AUTO_STEP = 128 << 20, 512 << 20, 64 << 20
+# how a size that does not fit is made smaller, for cryptcost storage and for a plan
+SMALLER = "pass a smaller --size (cryptcost storage) or [storage] size (a plan file)"
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,14 @@ class Medium(ABC):
     def auto_size(self, count: int) -> int:
         """The size per stack instance when the user names none: the room
         shared among ``count`` instances, 128 … 512 MiB in 64 MiB steps."""
+        return self.fitted(AUTO_MAX, count)
+
+    def fitted(self, size: int, count: int) -> int:
+        """``size``, or the room shared among ``count`` instances in 64 MiB steps if that is
+        smaller (never under 128 MiB, which :meth:`require_room` may still refuse): what a
+        suite's own size becomes on a host with less room than it was written for."""
         share = self.room() // max(count, 1) // AUTO_STEP * AUTO_STEP
-        return max(AUTO_MIN, min(AUTO_MAX, share))
+        return min(size, max(AUTO_MIN, share))
 
     def describe(self) -> dict:
         return {"medium": self.name}
@@ -91,7 +99,7 @@ class RamMedium(Medium):
         if need > avail * RAM_HEADROOM:
             raise UserError(f"the ram medium needs {need / 2**30:.2f} GiB ({count} × "
                             f"{size / 2**20:.0f} MiB) but only {avail * RAM_HEADROOM / 2**30:.2f} "
-                            "GiB (half the available memory) may be used: pass a smaller --size")
+                            "GiB (half the available memory) may be used: " + SMALLER)
 
     def image(self, res: Resources, size: int) -> Path:
         """A preallocated file of ``size`` bytes on a private tmpfs of its own."""
@@ -132,7 +140,7 @@ class DirMedium(Medium):
         avail = free.f_bavail * free.f_frsize
         if size * count > avail * 0.9:
             raise UserError(f"dir:{self.path} has {avail / 2**30:.1f} GiB free but {count} × "
-                            f"{size / 2**20:.0f} MiB are needed: pass a smaller --size")
+                            f"{size / 2**20:.0f} MiB are needed: " + SMALLER)
 
     def provide(self, res: Resources, size: int) -> Backing:
         res.base = self.path

@@ -24,7 +24,7 @@ from cryptcost.runner.ciphers import run_ciphers
 from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.runner.core.sink import Sink
 from cryptcost.runner.network import run_network
-from cryptcost.runner.storage import run_storage, validate
+from cryptcost.runner.storage import fitted_said, run_storage, validate
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
 from cryptcost.suite.resume import Resume
@@ -97,6 +97,7 @@ class Prepared:
     until: float | None = None            # run --until: no part begins that would end later
     until_said: str = ""                  # as given
     timed: tuple[str, ...] = ()           # the parts earlier runs here timed (their own slowdown)
+    notes: tuple[str, ...] = ()           # what the run is told before it begins (validate_plan)
 
     def from_now(self) -> RunPlan:
         """The plan as it runs from now: with a budget, no series takes more than its minimum
@@ -202,7 +203,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     if delay_ms is not None:
         plan = _delayed(plan, delay_ms)
     units.target_of(model)                      # validates the rate
-    validate_plan(plan)
+    notes = validate_plan(plan)
     budget_s = units.parse_duration(time_budget, "--time-budget") if time_budget else None
     until_at = units.parse_until(until) if until is not None else None
     factor = calibrate(plan.name)
@@ -253,7 +254,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
                     most_seconds=estimate(plan, most=True) + ceil, host_budget_s=host_budget_s,
                     scale=scale, planned_s=here(plan),
                     only=asked, resume=resume, until=until_at, until_said=until or "",
-                    timed=tuple(p.label for p in plan.parts if p.label in factors))
+                    timed=tuple(p.label for p in plan.parts if p.label in factors),
+                    notes=tuple(notes))
 
 
 def _at_most(plan: RunPlan, factors: dict[str, float]) -> RunPlan:
@@ -283,16 +285,22 @@ def _delayed(plan: RunPlan, delay_ms: float) -> RunPlan:
                                 if part.network else part for part in plan.parts])
 
 
-def validate_plan(plan: RunPlan) -> None:
-    """Refuse what can be refused before anything is created or recorded."""
+def validate_plan(plan: RunPlan) -> list[str]:
+    """Refuse what can be refused before anything is created or recorded; what a run should be
+    told before it begins (a storage table's media made smaller to fit) is returned."""
+    notes = []
     for part in plan.parts:
         if part.ciphers is not None:
             cipher_plan(part.ciphers).validate()
         if part.storage:
             for sp in storage_plans(part.storage):
                 validate(sp)
+                if sp.size_asked and (said := f"{part.label}: storage: {sp.size >> 20} MiB per "
+                                      f"stack{fitted_said(sp)}") not in notes:
+                    notes.append(said)
         for np_ in network_plans(part.network) if part.network else []:
             netrun.validate(np_)
+    return notes
 
 
 @dataclass

@@ -40,6 +40,7 @@ def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
     medium = parse_medium(s.get("medium", "ram"))
     return [StoragePlan(stacks=list(s.get("stacks", ["all"])), medium=medium,
                         workloads=list(s.get("workloads", ["quick"])), size=size,
+                        fit_size=s.get("fit_size", False),
                         fs=s.get("fs", "ext4"),
                         sizes=sizes, cpus=cpus, part=part,
                         accel=tuple(a == "on" for a in s.get("accel", ["on"])),

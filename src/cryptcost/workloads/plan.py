@@ -5,7 +5,7 @@ A plan has up to five tables; every key is optional::
     [run]      label = "nas-2026"                 suite = "quick"   (a base to start from)
     [ciphers]  engines, algorithms, sizes, threads, accel = ["on", "off"], seconds
     [storage]  stacks, medium, workloads, size = "512M", fs, cpus = [1, 2],
-               accel = ["on", "off"], profile
+               accel = ["on", "off"], profile, fit_size
     [network]  stacks, link = "netns" (or "peer:HOST", with ssh_config, peer_sudo,
                peer_command), mtu = 1500, delay_ms = 20 (netns), workloads, streams, seconds,
                file_size, accel, cpus, profile
@@ -58,7 +58,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
                               tuple(WORKLOADS) + tuple(SETS) + ("seq-quick", "seq-1m")),
                 "size": ("size", None), "fs": ("str", FILESYSTEMS), "cpus": ("list[int]", None),
                 "seq_cap": ("size", None), "ops_cap": ("int", None), "small_files": ("int", None),
-                "accel": ("list[str]", ("on", "off")), "profile": ("bool", None)},
+                "accel": ("list[str]", ("on", "off")), "profile": ("bool", None),
+                "fit_size": ("bool", None)},
     "network": {"stacks": ("list[str]", None), "link": ("str", None),
                 "ssh_config": ("str", None), "peer_sudo": ("bool", None),
                 "peer_command": ("str", None),
@@ -311,8 +312,12 @@ def load(suite: str | None, plan_file: str | None) -> RunPlan:
     else:
         bases = [suite_plans().get(suite, {})]
     parts, policy, model = [], {}, {}
+    named = (data.get("storage") or {}) if isinstance(data.get("storage"), dict) else {}
     for base in bases:
         merged = validate(_merge(base, data), where)
+        if isinstance(merged.get("storage"), dict) and "fit_size" not in named:
+            # a size the plan file did not name is made smaller where the medium lacks room
+            merged["storage"]["fit_size"] = "size" not in named
         label = (base.get("run") or {}).get("label") or suite
         parts.append(_part(merged, label))
         policy = {**merged.get("policy", {})}

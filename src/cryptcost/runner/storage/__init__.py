@@ -49,6 +49,10 @@ class StoragePlan:
     medium: Medium
     workloads: list[str] = field(default_factory=lambda: ["quick"])
     size: int | None = None          # per stack instance; None: chosen from the medium's room
+    # a size the plan did not name (a suite's own): made smaller where the medium cannot give
+    # every stack instance that much, the size asked kept in ``size_asked``
+    fit_size: bool = False
+    size_asked: int | None = None
     fs: str = "ext4"
     sizes: wl.Sizes | None = None
     # restrict fio and the stacks' daemons to this many CPUs (rule 15)
@@ -105,13 +109,24 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
     if plan.profile:
         perf.require()
     if plan.size is None:
-        plan.size = max(plan.medium.auto_size(len(resolved)), MIN_MEDIUM.get(plan.fs, 0))
+        plan.size = max(plan.medium.auto_size(len(resolved)), least)
+    elif plan.fit_size and (fitted := max(plan.medium.fitted(plan.size, len(resolved)),
+                                          least)) < plan.size:
+        plan.size_asked, plan.size = plan.size, fitted
     plan.medium.require_room(plan.size, len(resolved))
     for workload, program in (("smallfiles", "tar"), ("rsync", "rsync"), ("bonnie", "bonnie++")):
         if workload in names and not proc.which(program):
             raise UserError(f"the {workload} workload needs {program}: apt-get install "
                             f"{tools.tool(program).package}")
     return resolved, skipped
+
+
+def fitted_said(plan: StoragePlan) -> str:
+    """Why a plan's stacks get less than its size (after :func:`validate`), or nothing."""
+    if not plan.size_asked:
+        return ""
+    return (f", not the {plan.size_asked >> 20} MiB asked: the {plan.medium.name} medium "
+            f"cannot give each of its stacks that much")
 
 
 def describe_plan(plan: StoragePlan, resolved: list[tuple[StorageStack, str]],
@@ -127,7 +142,7 @@ def describe_plan(plan: StoragePlan, resolved: list[tuple[StorageStack, str]],
              f"workloads: {', '.join(wl.expand(plan.workloads))} — {len(steps)} steps × "
              f"{len(resolved)} stacks, each repeated until stable",
              f"medium: {plan.medium.describe()['medium']}, {plan.size >> 20} MiB per stack "
-             f"({total / GiB:.1f} GiB in all); cache mode: "
+             f"({total / GiB:.1f} GiB in all{fitted_said(plan)}); cache mode: "
              + ("O_DIRECT" if direct
                 else "buffered, fsync after writes, caches dropped before reads")]
     for s in skipped:
@@ -242,6 +257,8 @@ def _params(inst: Instance, plan: StoragePlan) -> dict:
     params = inst.stack.describe()
     if plan.cpus:
         params["affinity"] = plan.affinity
+    if plan.size_asked:
+        params["size_asked"] = plan.size_asked      # the medium gave less (fitted_said)
     if plan.warmed:
         params["memory_warmed"] = plan.warmed
     if plan.memory_noise:
