@@ -423,3 +423,19 @@ def test_a_run_only_of_some_field_reports_shows_their_blocks_alone_and_says_so(t
     text = markdown.render(doc).split("## Field reports")[1]
     assert "R2 and R4 only" in text and re.search(r"^### R2\b", text, re.M) and not re.search(
         r"^### R[135]\b", text, re.M), text[:2000]
+
+
+def test_not_measured_says_each_thing_once_for_each_reason(tmp_path):
+    """A stack skipped alike on 1 and 2 CPUs (one skip per pass) is one row of "Not measured";
+    the same stack skipped for another reason is another row."""
+    from cryptcost.report import document
+    data = json.loads(RUN.read_text())
+    store = Store.open(tmp_path / "r.db")
+    run_id = store.import_run(data)
+    twice = {"stack": "plain/accel-off", "kind": "storage", "part": "R3 x",
+             "reason": "acceleration cannot be switched off for this stack's crypto"}
+    other = {**twice, "reason": "another reason"}
+    store.update_extra(run_id, skipped=[twice, dict(twice), other])
+    rows = document.build(store.run(run_id), store.results(run_id))["not_measured"]
+    said = [(m["what"], m["why"]) for m in rows if "plain/accel-off" in m["what"]]
+    assert len(said) == 2 and len(set(said)) == 2 and said[1][1].startswith("another"), rows

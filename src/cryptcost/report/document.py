@@ -142,8 +142,10 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "field_reports_intro": FIELD_REPORTS_INTRO + (
             f" This run measured the parts of {' and '.join(only)} only (run --only)."
             if only else ""),
-        "not_measured": [{"what": s.what, "why": s.reason + _in_guest(s, run, guests),
-                          "install": s.install or ""} for s in map(Skipped.of, skipped)],
+        # one row per thing and reason: a stack skipped alike on 1 and 2 CPUs is said once
+        "not_measured": list({(m["what"], m["why"], m["install"]): m for m in (
+            {"what": s.what, "why": s.reason + _in_guest(s, run, guests),
+             "install": s.install or ""} for s in map(Skipped.of, skipped))}.values()),
         "environment": _environment(host) + _sittings(run, results),
         "notes": list(host.notes),
         "emulated": emulated_why(host),
