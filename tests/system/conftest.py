@@ -2,17 +2,13 @@
 cryptcost's may be left: mounts, loop devices, stack daemons, journals.
 
 What an earlier, killed test session left behind is released first, from its
-journals (``cryptcost cleanup``); anything else that predates the session is
-not counted against it."""
+journals (``tests/conftest.py``, before the unit tests too); anything else
+that predates the session is not counted against it."""
 
 from __future__ import annotations
 
-import glob
 import os
-import pwd
 import subprocess
-import sys
-import tempfile
 
 import pytest
 
@@ -46,29 +42,6 @@ def _ancestors() -> set[int]:
     return out
 
 
-def _release_killed_sessions() -> None:
-    """Replay ``cryptcost cleanup`` on the journals of earlier test sessions that were killed
-    (a runner stopped mid-test): their netns, key tmpfs and changed workqueue mask would
-    otherwise fail every leftover check of this session, though this code did not leave them.
-    A journal whose run is still alive is left alone by cleanup itself."""
-    if os.geteuid() != 0:
-        return
-    root = os.path.join(tempfile.gettempdir(), f"pytest-of-{pwd.getpwuid(os.getuid()).pw_name}")
-    found = glob.glob(os.path.join(root, "pytest-*", "**", "state", "journal-*"), recursive=True)
-    states = {os.path.realpath(os.path.dirname(j)) for j in found}
-    for state in sorted(states):
-        done = subprocess.run(
-            [sys.executable, "-m", "cryptcost", "cleanup"], capture_output=True, text=True,
-            env={**os.environ, "CRYPTCOST_STATE_DIR": state}, timeout=600,
-        )
-        if "nothing to clean up" not in done.stdout:
-            print(
-                f"released what a killed test session left in {state}:\n{done.stdout}{done.stderr}",
-                file=sys.stderr,
-            )
-
-
-_release_killed_sessions()
 
 from cryptcost.lifecycle.release import SETTINGS          # noqa: E402
 
