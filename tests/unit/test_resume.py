@@ -110,6 +110,55 @@ def test_a_resumed_run_measures_only_what_it_lacks_and_drops_its_cut_series(tmp_
     assert env["sittings"].endswith("fio 3.33 → 3.35")
 
 
+def test_again_measures_a_whole_part_anew_and_its_cipher_table_with_it(tmp_path):
+    """run --resume RUN --again R1: a part the run holds whole (a noisy sitting's) is measured
+    anew, its cipher cells too; what the run held of it is dropped as the sitting's first part
+    begins, so the run holds one result a cell, the new one. A report the run holds no whole
+    part of is refused."""
+    from cryptcost.suite.resume import again_cells
+    r1, r2 = replace(ONE, label="R1 one"), replace(TWO, label="R2 two")
+    store = Store.open(tmp_path / "r.db")
+    rid = store.begin_run("run", HOST)
+    store.update_extra(rid, suite="seeds")
+    plan = RunPlan("seeds", parts=[r1, r2], policy=POLICY)
+    suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST,
+                   progress_factory=lambda w: Progress(), executor=FakeExecutor(),
+                   on_part=lambda so: store.update_extra(rid, part_seconds=so.part_seconds))
+    store.finish_run(rid, "complete")
+    held = store.results(rid)
+    assert len(held) == 3
+    with pytest.raises(UserError, match="holds no part of R4 whole"):
+        Resume.of(store, str(rid)).measure_again(("R4",))
+    resume = Resume.of(store, str(rid)).measure_again(("R1",))
+    assert resume.done == {"R2 two"} and resume.again == {"R1 one"}
+    left = resume.drop(plan)
+    assert [p.label for p in left.parts] == ["R1 one"]
+    resume = resume.forget(again_cells(resume, r1))
+    assert resume.have == {Cell.cipher("openssl", "aes-128-gcm", n, 1, True)
+                           for n in (4096, 65536)}
+    assert again_cells(resume, r2) == frozenset()
+    sitting = Sitting(resume, "now", ["R1 one"], {}, frozenset({"R1 one"}),
+                      again_cells=again_cells(resume, r1))
+    store.resume_run(rid)
+    fake = FakeExecutor(rate=lambda cell: 2 * default_rate(cell))     # the host moved
+    suite.run_plan(left, sink=StoreSink(store, rid), host=HOST,
+                   progress_factory=lambda w: Progress(), executor=fake, have=resume.have,
+                   before_part=lambda label: sitting.drop(store, rid, label))
+    store.finish_run(rid, "complete")
+    assert fake.calls == ["aes-256-gcm/4096/1/True"] * 3
+    assert sitting.dropped == {"R1 one": 1} and sitting.again_cells == frozenset()
+    after = store.results(rid)
+    cells = [Cell.of(r) for r in after]
+    assert len(cells) == len(set(cells)) == 3, cells
+    new, = [r for r in after if r["algorithm"] == "aes-256-gcm"]
+    was, = [r for r in held if r["algorithm"] == "aes-256-gcm"]
+    assert new["median_bytes_per_s"] == pytest.approx(2 * was["median_bytes_per_s"], rel=0.05)
+    assert [r for r in after if r["algorithm"] != "aes-256-gcm"] == \
+        [r for r in held if r["algorithm"] != "aes-256-gcm"]
+    idx = [(json.dumps(s["series"], sort_keys=True), s["index"]) for s in store.samples(rid)]
+    assert len(idx) == len(set(idx))
+
+
 def test_a_part_is_whole_when_it_ended_uncut_and_none_of_its_comparisons_failed():
     extra = {"part_seconds": {"a": 1.0, "b": 2.0, "c": 3.0},
              "failed": ["b: storage on 1 CPU(s): fio died", "guest (Linux 6.12): boot failed"]}
@@ -204,7 +253,9 @@ def test_run_resume_refuses_bad_input_in_one_line(tmp_path, cli):
     _seeded_store(tmp_path, {**probe, "hostname": "elsewhere"}, suite="quick")
     _seeded_store(tmp_path, probe, suite="quick").close()
     for argv in (["--resume", "3"], ["--resume", "x"], ["--suite", "seeds", "--resume", "2"],
-                 ["--resume", "1"], ["--parts", "p.json", "--resume", "2"]):
+                 ["--resume", "1"], ["--parts", "p.json", "--resume", "2"], ["--again", "R1"],
+                 ["--resume", "2", "--again", "R1"],
+                 ["--suite", "seeds", "--resume", "2", "--again", "R9"]):
         done = cli("run", *argv, "--dry-run")
         assert_bad_input(done)
     assert "another machine" in cli("run", "--resume", "1", "--dry-run").stderr
@@ -245,6 +296,25 @@ def test_run_resume_plans_what_the_run_lacks_here_and_in_the_guest(tmp_path):
                       "--dry-run", "--json")
     assert done.returncode == 0, done.stderr
     assert [p["label"] for p in json.loads(done.stdout)["parts"]] == [labels[-1]]
+    # --again R1: R1's part, whole here and in the guest, is measured anew in both
+    done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--vm", "--resume", "2", "--again",
+                      "r1", "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["resume"]["again"] == [r1] and got["resume"]["whole"] == [r2]
+    assert [p["label"] for p in got["parts"]] == [x for x in labels if x != r2]
+    guest = next(g for g in got["guest"] if g["kernel"] == "stock")
+    assert len(guest["parts"]) == len(stock["parts"]) and r1 in [p["label"]
+                                                                 for p in guest["parts"]]
+    assert got["resume"]["guest_whole"]["seeds (guest)"] == []
+    assert f"measured again, what the run held of each dropped as it begins (--again): {r1}" \
+        in done.stderr
+    done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--only", "R5", "--resume", "2",
+                      "--again", "R1", "--dry-run")
+    assert done.returncode == 2 and "--again names parts this sitting leaves out" in done.stderr
+    done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--resume", "2", "--again", "R4",
+                      "--dry-run")
+    assert done.returncode == 2 and "run 2 holds no part of R4 whole" in done.stderr
     store = _seeded_store(tmp_path, probe, suite="seeds",
                           part_seconds={x: 1.0 for x in labels})
     store.close()

@@ -136,7 +136,7 @@ def planned(prepared: suite.Prepared) -> dict:
     plan, r = prepared.plan, prepared.resume
     return {"suite": plan.name, "label": plan.label, "parts": _parts_json(plan.parts),
             "only": list(prepared.only),
-            "resume": r and {"run": r.run_id, "whole": sorted(r.done),
+            "resume": r and {"run": r.run_id, "whole": sorted(r.done), "again": sorted(r.again),
                              "cipher_cells_held": len(r.have),
                              "guest_whole": {gp.share.plan.name: sorted(r.guest_done(
                                  gp.share.plan.name)) for gp in prepared.guest}},

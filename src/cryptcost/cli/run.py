@@ -23,6 +23,7 @@ from cryptcost.suite import budget, ceilings
 from cryptcost.suite import guest as guest_share
 from cryptcost.suite.resume import Resume, Sitting, merged
 from cryptcost.workloads.plan import SUITES
+from cryptcost.workloads.seeds import parse_only
 
 DEFAULT_REPORT = "cryptcost-report.html"
 
@@ -41,6 +42,10 @@ def add_parser(sub, common) -> None:
     p.add_argument("--only", metavar="R4[,R5]",
                    help="with --suite seeds: only the parts of these field reports (R1 … R5), "
                    "here and in the guest; the report shows their blocks alone")
+    p.add_argument("--again", metavar="R1[,R3]",
+                   help="with --resume and --suite seeds: measure anew the parts of these field "
+                        "reports the run holds whole (a noisy sitting's), here and in the guest; "
+                        "what it held of each is dropped as the part begins")
     p.add_argument("--device-speed", metavar="RATE",
                    help="predict throughput on a device, e.g. 3GB/s")
     p.add_argument("--link", metavar="LINK",
@@ -92,6 +97,8 @@ def run(args) -> int:
     if args.budget_scale is not None and not (args.parts and args.time_budget
                                               and args.budget_scale > 0):
         raise UserError("--budget-scale goes with --parts and --time-budget, and is positive")
+    if args.again is not None and args.resume is None:
+        raise UserError("--again goes with --resume RUN: it measures anew parts a run holds")
     if args.vm_timeout is not None and not args.vm:
         raise UserError("--vm-timeout goes with --vm")
     if args.vm and os.geteuid() != 0:
@@ -186,9 +193,15 @@ def _resumable(args) -> Resume | None:
         return None
     store = open_store(args, create=False)
     try:
-        return Resume.of(store, args.resume)
+        resume = Resume.of(store, args.resume)
     finally:
         store.close()
+    if args.again is None:
+        return resume
+    if args.suite != "seeds":
+        raise UserError("--again picks field reports' parts of --suite seeds, not of "
+                        + (f"suite {args.suite}" if args.suite else "this plan"))
+    return resume.measure_again(parse_only(args.again, "--again"))
 
 
 def _run_guests(args, prepared: suite.Prepared, store, run_id: int,

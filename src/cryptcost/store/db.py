@@ -229,11 +229,14 @@ class Store:
         self._write("UPDATE runs SET status = 'running', finished = NULL WHERE id = ?", (run_id,))
         self.update_extra(run_id, owner=_owner())
 
-    def drop_part(self, run_id: int, label: str, ciphers: bool = False) -> int:
+    def drop_part(self, run_id: int, label: str, ciphers: bool = False,
+                  cells: frozenset[Cell] = frozenset()) -> int:
         """Drop what run ``run_id`` holds of part ``label`` before a resumed run measures it
         again: its results and samples (their cells name the part), and with ``ciphers`` every
         cipher series not whole (a cipher cell names no part; a whole one is not measured
-        again). How many results were dropped."""
+        again), and the cipher series of ``cells`` whole or not (``run --again``: the part's
+        cipher table measured anew). How many results were dropped."""
+        again = {series_key(c) for c in cells}
         rows = self._query("SELECT id, kind, series, data FROM results WHERE run_id = ?",
                            (run_id,))
 
@@ -244,14 +247,14 @@ class Store:
                 return False
 
         def cut(row) -> bool:
-            return ciphers and row["kind"] == "cipher" and bool(
+            return row["series"] in again or ciphers and row["kind"] == "cipher" and bool(
                 json.loads(row["data"]).get("incomplete"))
         drop = [r["id"] for r in rows if of_part(r["series"]) or cut(r)]
         whole_ciphers = {r["series"] for r in rows if r["kind"] == "cipher" and r["id"] not in drop}
         samples = [r["id"] for r in self._query(
             "SELECT id, kind, series FROM samples WHERE run_id = ?", (run_id,))
-            if of_part(r["series"]) or (ciphers and r["kind"] == "cipher"
-                                        and r["series"] not in whole_ciphers)]
+            if of_part(r["series"]) or r["series"] in again
+            or (ciphers and r["kind"] == "cipher" and r["series"] not in whole_ciphers)]
         with self.conn:
             for table, ids in (("results", drop), ("samples", samples)):
                 for i in range(0, len(ids), 500):

@@ -27,7 +27,7 @@ from cryptcost.runner.network import run_network
 from cryptcost.runner.storage import fitted_said, run_storage, validate
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
-from cryptcost.suite.resume import Resume
+from cryptcost.suite.resume import Resume, again_cells
 from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
 from cryptcost.suite import ceilings, timing
 from cryptcost.suite.ceilings import ceiling_cells, light_host
@@ -177,6 +177,11 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
         guests = [GuestShare(g.kernel, replace(g.plan, parts=left))
                   for g in guests if (left := [p for p in g.plan.parts
                                                if p.label not in resume.guest_done(g.plan.name)])]
+        planned = {p.label for p in plan.parts} | {p.label for g in guests for p in g.plan.parts}
+        if resume.again - planned:
+            raise UserError(f"--again names parts this sitting leaves out (--only): "
+                            f"{', '.join(sorted(resume.again - planned))}")
+        resume = resume.forget(frozenset().union(*(again_cells(resume, p) for p in plan.parts)))
     if delay_ms is not None:
         guests = [GuestShare(g.kernel, _delayed(g.plan, delay_ms)) for g in guests]
     if profile:

@@ -23,7 +23,9 @@ from cryptcost.errors import UserError
 from cryptcost.model import Cell
 from cryptcost.store.db import now
 from cryptcost.record.run import Host
-from cryptcost.workloads.plan import RunPlan
+from cryptcost.suite.tables import cipher_plan
+from cryptcost.workloads.plan import Part, RunPlan
+from cryptcost.workloads.seeds import reports_of
 
 # what a run must be to be resumed: its status (``killed``: its process died unfinished)
 RESUMABLE = ("interrupted", "failed", "killed", "complete")
@@ -53,6 +55,8 @@ class Resume:
     # each linked guest run: (its id, its plan's name, its parts whole)
     guests: tuple[tuple[int, str, frozenset[str]], ...] = ()
     have: frozenset[Cell] = frozenset()           # the cipher cells it holds whole
+    # run --again: the parts it held whole that are measured anew (their cipher tables too)
+    again: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, store, run_id: str) -> "Resume":
@@ -80,6 +84,27 @@ class Resume:
                          if not r.get("incomplete"))
         return cls(run.id, run.started, extra, run.host, frozenset(whole_parts(extra)),
                    tuple(guests), have)
+
+    def measure_again(self, asked: tuple[str, ...]) -> "Resume":
+        """The run as if the parts of field reports ``asked`` (``run --again R1``) were not
+        whole, here or in its guests: each is measured anew, what the run held of it dropped
+        just before it begins (:meth:`Sitting.drop`). A report the run holds no whole part of
+        is refused: ``--resume`` alone measures what a run lacks."""
+        if not asked:
+            return self
+        theirs = {label for label in self.done | {p for _, _, d in self.guests for p in d}
+                  if reports_of(label) & set(asked)}
+        if not theirs:
+            raise UserError(f"run {self.run_id} holds no part of {' or '.join(asked)} whole: "
+                            "nothing to measure again (--resume alone measures what it lacks)")
+        return replace(self, done=self.done - theirs, again=frozenset(theirs),
+                       guests=tuple((gid, name, done - theirs)
+                                    for gid, name, done in self.guests))
+
+    def forget(self, cells: frozenset[Cell]) -> "Resume":
+        """The run as if it held none of ``cells`` whole (the cipher tables of the parts it
+        measures again)."""
+        return replace(self, have=self.have - cells)
 
     def refuse_another_plan(self, plan: RunPlan) -> None:
         """The plan must be the run's: its name, and every part the run holds among its own."""
@@ -144,6 +169,13 @@ class Resume:
                 "sittings": list(extra.get("sittings") or [_first_sitting(self.started, extra)])}
 
 
+def again_cells(resume: Resume | None, part: Part) -> frozenset[Cell]:
+    """The cells of ``part``'s cipher table when ``resume`` measures it again (``--again``)."""
+    if resume is None or part.label not in resume.again or part.ciphers is None:
+        return frozenset()
+    return cipher_plan(part.ciphers).cells()
+
+
 def merged(base: dict, **now) -> dict:
     """This sitting's record of the run (``now``) after what it adds to (``base``): lists
     joined, dicts merged, seconds added; what ``base`` lacks as given."""
@@ -186,6 +218,9 @@ class Sitting:
     only_asked: tuple[str, ...] = ()
     tools_changed: tuple[str, ...] = ()
     dropped: dict[str, int] = field(default_factory=dict)     # results dropped, by part
+    # run --again: the cipher cells of the parts measured anew, dropped as the sitting's first
+    # part begins (another part's cipher table may measure one first, as a ceiling)
+    again_cells: frozenset[Cell] = frozenset()
     parts_ended: list[str] = field(default_factory=list)     # its parts that ran to their end
     wall_seconds: float | None = None
     _base: dict | None = None
@@ -200,7 +235,9 @@ class Sitting:
                    frozenset({p.label for p in plan.parts if p.ciphers is not None}
                              | {ceilings_label}),
                    tuple(prepared.only),
-                   tuple(resume.tools_changed(host)) if resume else ())
+                   tuple(resume.tools_changed(host)) if resume else (),
+                   again_cells=frozenset().union(*(again_cells(resume, p)
+                                                   for p in plan.parts)))
 
     def base(self) -> dict:
         """What of the run's record this sitting adds to (:meth:`Resume.base`); {} for a
@@ -237,9 +274,12 @@ class Sitting:
                               "wall_seconds": self.wall_seconds}]}
 
     def drop(self, store, run_id: int, label: str) -> None:
-        """Before part ``label`` begins: drop what the run held of it (a resumed run's)."""
+        """Before part ``label`` begins: drop what the run held of it (a resumed run's), and
+        at the sitting's first part the cipher cells of the parts it measures again."""
         if self.resume is not None:
-            n = store.drop_part(run_id, label, ciphers=label in self.with_ciphers)
+            n = store.drop_part(run_id, label, ciphers=label in self.with_ciphers,
+                                cells=self.again_cells)
+            self.again_cells = frozenset()
             if n:
                 self.dropped[label] = self.dropped.get(label, 0) + n
 
@@ -250,7 +290,8 @@ class Sitting:
             return
         for gid in self.resume.guest_runs_of(plan.name):
             for p in plan.parts:
-                n = store.drop_part(gid, p.label, ciphers=p.ciphers is not None)
+                n = store.drop_part(gid, p.label, ciphers=p.ciphers is not None,
+                                    cells=again_cells(self.resume, p))
                 if n:
                     key = f"{p.label} (guest run {gid})"
                     self.dropped[key] = self.dropped.get(key, 0) + n
@@ -266,6 +307,9 @@ class Sitting:
                   else "no part whole there yet")
                + (f"; {len(r.have)} cipher cell(s) held whole are not measured again"
                   if r.have else "")]
+        if r.again:
+            out.append(f"  measured again, what the run held of each dropped as it begins "
+                       f"(--again): {', '.join(sorted(r.again))}")
         if self.parts:
             out.append(f"  measured in this sitting: {', '.join(self.parts)}")
         for name in self.guest_parts:

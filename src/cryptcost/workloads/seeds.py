@@ -94,10 +94,10 @@ def reports_of(label: str) -> set[str]:
     return set(re.findall(r"\bR[1-5]\b", label))
 
 
-def parse_only(only: str) -> tuple[str, ...]:
-    """``run --only``'s field reports, sorted (``r4, R2`` → R2, R4)."""
+def parse_only(only: str, option: str = "--only") -> tuple[str, ...]:
+    """``run --only``'s (or ``--again``'s) field reports, sorted (``r4, R2`` → R2, R4)."""
     asked = {x.strip().upper() for x in only.split(",") if x.strip()}
     if not asked or asked - set(REPORTS):
-        raise UserError(f"bad --only {only!r}: name field reports, e.g. --only R4 or "
-                        f"--only R2,R3 (choose from {', '.join(REPORTS)})")
+        raise UserError(f"bad {option} {only!r}: name field reports, e.g. {option} R4 or "
+                        f"{option} R2,R3 (choose from {', '.join(REPORTS)})")
     return tuple(sorted(asked))

@@ -47,6 +47,14 @@ class CipherPlan:
     # cells not to measure: a resumed run holds them whole
     measured: frozenset[Cell] = frozenset()
 
+    def cells(self) -> frozenset[Cell]:
+        """Every cell of the table's product (engines × their algorithms × sizes × threads ×
+        acceleration), whatever this host can measure of it; not its ``extra_cells``."""
+        return frozenset(Cell.cipher(e, a, s, t, x) for e in self.engines if e in CIPHER_ENGINES
+                         for a in (self.algorithms or CIPHER_ENGINES[e].algorithms)
+                         if a in CIPHER_ENGINES[e].algorithms
+                         for s in self.sizes for t in self.threads for x in self.accel)
+
     def validate(self) -> None:
         unknown = [e for e in self.engines if e not in CIPHER_ENGINES]
         if unknown:
