@@ -19,16 +19,16 @@ from cryptcost.engines import perf
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Cell, Result
-from cryptcost.runner import network as netrun
 from cryptcost.runner.ciphers import run_ciphers
 from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.runner.core.sink import Sink
 from cryptcost.runner.network import run_network
-from cryptcost.runner.storage import fitted_said, run_storage, validate
+from cryptcost.runner.storage import run_storage
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
 from cryptcost.suite.resume import Resume, again_cells
-from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
+from cryptcost.suite.tables import (cipher_plan, network_plans, policy_of, storage_plans,
+                                    validate_plan)
 from cryptcost.suite import ceilings, timing
 from cryptcost.suite.ceilings import ceiling_cells, light_host
 from cryptcost.suite.timing import estimate
@@ -288,24 +288,6 @@ def _delayed(plan: RunPlan, delay_ms: float) -> RunPlan:
     """``plan`` with ``delay_ms`` more on every network table's round trips."""
     return replace(plan, parts=[replace(part, network={**part.network, "delay_ms": delay_ms})
                                 if part.network else part for part in plan.parts])
-
-
-def validate_plan(plan: RunPlan) -> list[str]:
-    """Refuse what can be refused before anything is created or recorded; what a run should be
-    told before it begins (a storage table's media made smaller to fit) is returned."""
-    notes = []
-    for part in plan.parts:
-        if part.ciphers is not None:
-            cipher_plan(part.ciphers).validate()
-        if part.storage:
-            for sp in storage_plans(part.storage):
-                validate(sp)
-                if sp.size_asked and (said := f"{part.label}: storage: {sp.size >> 20} MiB per "
-                                      f"stack{fitted_said(sp)}") not in notes:
-                    notes.append(said)
-        for np_ in network_plans(part.network) if part.network else []:
-            netrun.validate(np_)
-    return notes
 
 
 @dataclass

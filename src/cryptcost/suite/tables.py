@@ -9,7 +9,8 @@ from cryptcost.links.peer import PeerOptions
 from cryptcost.media import parse_medium
 from cryptcost.runner.ciphers import CipherPlan
 from cryptcost.runner.network import NetworkPlan
-from cryptcost.runner.storage import StoragePlan
+from cryptcost.runner import network as netrun
+from cryptcost.runner.storage import StoragePlan, fitted_said, validate
 from cryptcost.units import parse_size
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
@@ -64,3 +65,21 @@ def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
                                          sudo=n.get("peer_sudo", False),
                                          command=n.get("peer_command", "cryptcost")))
             for cpus in (n.get("cpus") or [None])]
+
+
+def validate_plan(plan: RunPlan) -> list[str]:
+    """Refuse what can be refused before anything is created or recorded; what a run should be
+    told before it begins (a storage table's media made smaller to fit) is returned."""
+    notes = []
+    for part in plan.parts:
+        if part.ciphers is not None:
+            cipher_plan(part.ciphers).validate()
+        if part.storage:
+            for sp in storage_plans(part.storage):
+                validate(sp)
+                if sp.size_asked and (said := f"{part.label}: storage: {sp.size >> 20} MiB per "
+                                      f"stack{fitted_said(sp)}") not in notes:
+                    notes.append(said)
+        for np_ in network_plans(part.network) if part.network else []:
+            netrun.validate(np_)
+    return notes
