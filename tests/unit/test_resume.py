@@ -274,15 +274,17 @@ def test_run_resume_plans_what_the_run_lacks_here_and_in_the_guest(tmp_path):
                                      "emulated": {"why": "TCG"}},
                           suite="seeds (guest)", part_seconds={r1: 100.0})
     store.close()
+    # a sitting that began with the cipher ceilings' own table (no part of the plan) times it too
     store = _seeded_store(tmp_path, probe, suite="seeds",
-                          part_seconds={r1: 10.0, r2: 20.0, labels[2]: 5.0},
+                          part_seconds={"cipher ceilings": 30.0, r1: 10.0, r2: 20.0,
+                                        labels[2]: 5.0},
                           failed=[f"{labels[2]}: storage: died"], guest_runs=[1])
     store.close()
     done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--vm", "--resume", "2",
                       "--dry-run", "--json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
-    assert got["resume"]["whole"] == sorted([r1, r2])
+    assert got["resume"]["whole"] == sorted([r1, r2, "cipher ceilings"])
     assert [p["label"] for p in got["parts"]] == [x for x in labels if x not in (r1, r2)]
     assert got["resume"]["guest_whole"]["seeds (guest)"] == [r1]
     guest = next(g for g in got["guest"] if g["kernel"] == "stock")
@@ -301,7 +303,8 @@ def test_run_resume_plans_what_the_run_lacks_here_and_in_the_guest(tmp_path):
                       "r1", "--dry-run", "--json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
-    assert got["resume"]["again"] == [r1] and got["resume"]["whole"] == [r2]
+    assert got["resume"]["again"] == [r1] and got["resume"]["whole"] == sorted(
+        ["cipher ceilings", r2])
     assert [p["label"] for p in got["parts"]] == [x for x in labels if x != r2]
     guest = next(g for g in got["guest"] if g["kernel"] == "stock")
     assert len(guest["parts"]) == len(stock["parts"]) and r1 in [p["label"]

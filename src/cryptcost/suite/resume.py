@@ -23,6 +23,7 @@ from cryptcost.errors import UserError
 from cryptcost.model import Cell
 from cryptcost.store.db import now
 from cryptcost.record.run import Host
+from cryptcost.suite import ceilings
 from cryptcost.suite.tables import cipher_plan
 from cryptcost.workloads.plan import Part, RunPlan
 from cryptcost.workloads.seeds import reports_of
@@ -111,7 +112,8 @@ class Resume:
         if plan.name != self.extra.get("suite"):
             raise UserError(f"run {self.run_id} measured {_plan_said(self.extra['suite'])}, not "
                             f"{_plan_said(plan.name)}: resume it with the same --suite or --plan")
-        stray = sorted(self.done - {p.label for p in plan.parts})
+        # the cipher ceilings' own table is no part of a plan: run_plan adds it where needed
+        stray = sorted(self.done - {p.label for p in plan.parts} - {ceilings.LABEL})
         if stray:
             raise UserError(f"run {self.run_id} holds parts this plan does not have "
                             f"({', '.join(stray)}): resume it with the plan it was run with")
