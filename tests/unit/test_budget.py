@@ -425,36 +425,3 @@ def test_the_cipher_ceilings_are_planned_whatever_a_budget_cuts(tmp_path):
     assert short > 10 and suite.estimate(prepared.plan) > short
     with pytest.raises(UserError, match="too short"):
         suite.prepare(None, str(plan_file), time_budget=f"{short:.0f}s")
-
-
-def test_the_cipher_ceilings_run_before_a_first_part_without_a_cipher_table(monkeypatch):
-    """A plan whose first part has no cipher table (the seeds suite's R1) has its ceilings
-    measured in a table of their own before that part, not beside a later part's cipher table,
-    which ran after the first part, or never when --until left it out."""
-    from cryptcost import suite
-    from cryptcost.model import Cell
-    from cryptcost.runner.ciphers.executor import FakeExecutor
-    from cryptcost.runner.core.scheduler import Progress
-    from cryptcost.suite import ceilings
-    from cryptcost.workloads.plan import Part, RunPlan
-    monkeypatch.setattr(suite, "_comparisons", lambda *a, **k: iter(()))  # no stack is set up
-    host = {"hostname": "h", "cpu": {"flags": {"aes": True}, "cores": 2, "model": "m"},
-            "kernel": {"release": "6.1"}}
-    storage = Part("R1 files", storage={"stacks": ["gocryptfs"], "workloads": ["seq-quick"]})
-    table = Part("R3 sizes", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
-                                      "sizes": [4096]})
-    policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
-    needed = ceilings.ceiling_cells(RunPlan("seeds", parts=[storage, table]), host)
-    assert needed
-    for parts, first in (([storage, table], ceilings.LABEL), ([table, storage], "R3 sizes")):
-        began, at = [], {}
-        fake = FakeExecutor()
-        suite.run_plan(RunPlan("seeds", parts=parts, policy=policy), sink=None, host=host,
-                       progress_factory=lambda w: Progress(), executor=fake,
-                       before_part=lambda label: (began.append(label),
-                                                  at.setdefault(label, len(fake.calls))))
-        assert began == [ceilings.LABEL] * (first == ceilings.LABEL) + [p.label for p in parts]
-        # every ceiling cell is measured before the plan's second part begins
-        ceiling = {f"{c.algorithm}/{c.buffer_bytes}/{c.threads}/{c.accel}" for c in needed}
-        assert ceiling <= set(fake.calls[:at[parts[1].label]]), (fake.calls, at)
-    assert all(isinstance(c, Cell) for c in needed)

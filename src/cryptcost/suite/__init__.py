@@ -327,16 +327,14 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     With a budget (the policy's ``spent``, a ``time.monotonic()``), no part begins that the
     time left cannot hold by its estimate (× the part's ``scale``, else the policy's); a later,
     shorter one may.
-    A first part with a cipher table also measures what the plan's stacks need for their
-    ceilings; any other first part has a table of just those cells run before it (a later
-    part's table would measure them after the first part, or never, left out by ``--until``).
-    A cell in ``have`` (a resumed run holds it whole) is not measured again. ``before_part``
-    is called with each part's label before it begins (a resumed run drops what it held of
-    it)."""
+    The first cipher table also measures what the storage stacks need for
+    their ceilings; without one, a table of just those cells runs first. A cell in ``have`` (a
+    resumed run holds it whole) is not measured again. ``before_part`` is called with each
+    part's label before it begins (a resumed run drops what it held of it)."""
     executor = executor or RealExecutor()
     policy = policy_of(plan)
     needed = tuple(c for c in ceiling_cells(plan, host) if c not in have)
-    if needed and plan.parts and plan.parts[0].ciphers is None:
+    if needed and not any(p.ciphers is not None for p in plan.parts):
         algorithms = sorted({c.algorithm for c in needed})
         plan = replace(plan, parts=[Part(ceilings.LABEL,
                                          ciphers={"algorithms": algorithms,
