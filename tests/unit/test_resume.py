@@ -198,6 +198,25 @@ def test_what_a_sitting_keeps_of_the_runs_record_and_what_it_adds():
     assert merged(base, skipped=base["skipped"])["skipped"] == base["skipped"]
 
 
+def test_a_guest_measuring_a_part_of_the_same_label_takes_nothing_of_this_hosts_from_the_record():
+    """R1 is whole here; a --vm sitting's guest measures its own R1 (LUKS and ZFS): this host's
+    R1 keeps its time, its estimate and what it could not run, and stays whole; what a guest's
+    budget left out of its R1 before is dropped (the guest's share says it again)."""
+    r1, r3 = "R1 files", "R3 every stack"
+    here_cut = {"part": r1, "stack": "luks", "reason": "no dm-crypt"}
+    guest_cut = {"part": r1, "stack": "the whole part", "reason": "--until",
+                 "budget": "--until", "guest_share": "seeds (guest)"}
+    r = Resume(1, "2026-11-30T02:44:28+00:00", {
+        "suite": "seeds", "part_seconds": {r1: 1895.0}, "part_estimates": {r1: 555.0},
+        "skipped": [here_cut, guest_cut]}, HOST, frozenset({r1}))
+    sitting = Sitting(r, "now", [r3], {"seeds (guest)": [r1]}, frozenset())
+    base = sitting.base()
+    assert base["part_seconds"] == {r1: 1895.0} and base["part_estimates"] == {r1: 555.0}
+    assert base["skipped"] == [here_cut]
+    assert whole_parts(merged(base, part_seconds={r3: 1952.0},
+                              skipped=base["skipped"])) == {r1, r3}
+
+
 def test_only_widens_to_every_report_once_a_sitting_ran_them_all():
     def only(was, asked):
         r = Resume(1, "t", {"suite": "seeds", "only": was}, HOST, frozenset())

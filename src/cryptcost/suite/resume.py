@@ -149,17 +149,27 @@ class Resume:
     def guest_runs_of(self, plan_name: str) -> list[int]:
         return [gid for gid, name, _ in self.guests if name == plan_name]
 
-    def base(self, measuring: set[str], guests_run: bool) -> dict:
+    def base(self, measuring: set[str], guests_run: bool,
+             guest_parts: dict[str, list[str]] | None = None) -> dict:
         """What of the run's record this sitting's adds to: the times of its parts, and what
         it could not measure and what failed, for the parts this sitting does not measure again
-        (a guest's failure stays unless this sitting boots the guest again)."""
+        (a guest's failure stays unless this sitting boots the guest again). ``measuring`` is
+        this host's parts; ``guest_parts`` each guest share's (by its plan's name), whose labels
+        are often this host's too (R1's LUKS in the guest, its fscrypt here): a guest measuring
+        its R1 takes nothing of this host's R1 from the record."""
+        guest_parts = guest_parts or {}
+
         def stays(line: str) -> bool:
             if line.startswith("guest ("):
                 return not guests_run
             return not any(line.startswith(f"{m}: ") for m in measuring)
+
+        def kept(s: dict) -> bool:
+            share = s.get("guest_share")
+            return bool(s.get("part")) and s["part"] not in (
+                guest_parts.get(share, ()) if share else measuring)
         extra = self.extra
-        return {"skipped": [s for s in extra.get("skipped") or []
-                            if s.get("part") and s["part"] not in measuring],
+        return {"skipped": [s for s in extra.get("skipped") or [] if kept(s)],
                 "failed": [line for line in extra.get("failed") or [] if stays(line)],
                 "guest_runs": list(extra.get("guest_runs") or []),
                 "part_seconds": {k: v for k, v in (extra.get("part_seconds") or {}).items()
@@ -245,9 +255,8 @@ class Sitting:
         """What of the run's record this sitting adds to (:meth:`Resume.base`); {} for a
         run's first."""
         if self._base is None:
-            measuring = set(self.parts) | {p for ps in self.guest_parts.values() for p in ps}
-            self._base = (self.resume.base(measuring, bool(self.guest_parts))
-                          if self.resume else {})
+            self._base = (self.resume.base(set(self.parts), bool(self.guest_parts),
+                                           self.guest_parts) if self.resume else {})
         return self._base
 
     def only(self) -> list[str] | None:
