@@ -47,13 +47,19 @@ class CipherPlan:
     # cells not to measure: a resumed run holds them whole
     measured: frozenset[Cell] = frozenset()
 
+    def product(self, engines: tuple[str, ...] | None = None) -> list[Cell]:
+        """The table's product, in order: ``engines`` (all of the plan's by default) × their
+        algorithms × sizes × threads × acceleration, whatever this host can measure of it; not
+        its ``extra_cells``."""
+        return [Cell.cipher(e, a, s, t, x)
+                for e in (self.engines if engines is None else engines) if e in CIPHER_ENGINES
+                for a in (self.algorithms or CIPHER_ENGINES[e].algorithms)
+                if a in CIPHER_ENGINES[e].algorithms      # another engine measures it
+                for s in self.sizes for t in self.threads for x in self.accel]
+
     def cells(self) -> frozenset[Cell]:
-        """Every cell of the table's product (engines × their algorithms × sizes × threads ×
-        acceleration), whatever this host can measure of it; not its ``extra_cells``."""
-        return frozenset(Cell.cipher(e, a, s, t, x) for e in self.engines if e in CIPHER_ENGINES
-                         for a in (self.algorithms or CIPHER_ENGINES[e].algorithms)
-                         if a in CIPHER_ENGINES[e].algorithms
-                         for s in self.sizes for t in self.threads for x in self.accel)
+        """Every cell of the table's product (:meth:`product`)."""
+        return frozenset(self.product())
 
     def validate(self) -> None:
         unknown = [e for e in self.engines if e not in CIPHER_ENGINES]
@@ -95,22 +101,16 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
                 raise UserError(f"engine {name} is unavailable: {exc}") from None
             skipped.append({"engine": name, "reason": exc.reason, "install": exc.install})
             continue
-        algorithms = plan.algorithms or tuple(CIPHER_ENGINES[name].algorithms)
-        for alg in algorithms:
-            if alg not in CIPHER_ENGINES[name].algorithms:
-                continue              # another engine measures it
-            for size in plan.sizes:
-                for threads in plan.threads:
-                    for accel in plan.accel:
-                        cell = Cell.cipher(name, alg, size, threads, accel)
-                        if cell in plan.measured:
-                            continue
-                        why = executor.unsupported(cell)
-                        if why:
-                            skipped.append({"engine": name, "algorithm": alg, "buffer_bytes": size,
-                                            "threads": threads, "accel": accel, "reason": why})
-                        else:
-                            cells.append(cell)
+        for cell in plan.product((name,)):
+            if cell in plan.measured:
+                continue
+            why = executor.unsupported(cell)
+            if why:
+                skipped.append({"engine": name, "algorithm": cell.algorithm,
+                                "buffer_bytes": cell.buffer_bytes, "threads": cell.threads,
+                                "accel": cell.accel, "reason": why})
+            else:
+                cells.append(cell)
     for cell in plan.extra_cells:
         if cell not in cells and cell not in plan.measured and cell.engine in plan.engines \
                 and not executor.unsupported(cell):
