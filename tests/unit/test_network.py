@@ -661,3 +661,19 @@ def test_an_address_or_interface_journalled_before_undo_is_still_released(monkey
     assert ran == [[*prefix, "ip", "addr", "del", "10.205.0.1/32", "dev", "lo"],
                    [*prefix, "ip", "link", "delete", "wg0"],
                    ["ip", "addr", "del", "10.0.0.1/24", "dev", "tap0"]]
+
+
+def test_ipsecs_null_encryption_proposals_take_their_macs_ceiling_and_mixed_ones_are_not_exact():
+    """An authentication-only proposal's whole cost is its MAC: its ceiling is that MAC's cell
+    (AES-XCBC's, which no engine has, aes-128-cbc's: the same AES work per byte, said as the
+    nearest). A proposal with a cipher and a separate MAC has the cipher's, not exact."""
+    from cryptcost.engines import CIPHER_ENGINES
+    ipsec = get("ipsec")
+    refs = {v: ipsec(v).cipher_ref() for v in ipsec.variants}
+    assert refs["null-sha1"]["algorithm"] == "hmac-sha1" and refs["null-sha1"]["exact"]
+    assert refs["null-sha256"]["algorithm"] == "hmac-sha256" and refs["null-md5"]["exact"]
+    assert refs["null-aesxcbc"] == {**refs["null-aesxcbc"], "algorithm": "aes-128-cbc",
+                                    "exact": False}
+    assert not refs["aes128-sha1"]["exact"] and refs["aes128gcm16"]["exact"]
+    assert all(r and r["algorithm"] in CIPHER_ENGINES["openssl"].algorithms
+               for r in refs.values())
