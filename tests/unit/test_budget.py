@@ -425,3 +425,48 @@ def test_the_cipher_ceilings_are_planned_whatever_a_budget_cuts(tmp_path):
     assert short > 10 and suite.estimate(prepared.plan) > short
     with pytest.raises(UserError, match="too short"):
         suite.prepare(None, str(plan_file), time_budget=f"{short:.0f}s")
+
+
+def test_the_cipher_ceilings_run_first_in_a_table_of_their_own_and_once(monkeypatch):
+    """The stacks' ceilings are measured before the first part, whether or not a part has a
+    cipher table (as the plan's estimate counts them, rule 8): a part a budget leaves out
+    cannot take them with it. A later table whose product holds a ceiling's cell does not
+    measure it again: a cipher cell names no part, so two results of it would be one cell
+    measured twice in one run."""
+    import time
+
+    from cryptcost import suite
+    from cryptcost.model import Cell
+    from cryptcost.runner.ciphers.executor import FakeExecutor
+    from cryptcost.runner.core.scheduler import Progress
+    from cryptcost.runner.core.sink import Sink
+    from cryptcost.suite import ceilings
+    ceiling = Cell.cipher("openssl", "aes-256-gcm", 4096, 1, True)
+    monkeypatch.setattr(suite, "ceiling_cells", lambda plan, host, here=True: (ceiling,))
+    monkeypatch.setattr(suite.timing, "ceiling_cells", lambda plan, host, here=True: (ceiling,))
+    first = Part("first", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
+                                   "sizes": [4096]})
+    second = Part("second", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
+                                     "sizes": [16, 4096]})
+    policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
+    host = {"cpu": {"flags": ["aes"], "cores": 2}}
+
+    class Timed(FakeExecutor):
+        """A fake whose jobs say they take a second each, as real ones say their time."""
+        def cipher_jobs(self, engine, cells, seconds):
+            return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells,
+                                                                             seconds)]
+
+    def run(**more):
+        plan = RunPlan("custom", parts=[first, second], policy={**policy, **more})
+        return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
+                              executor=Timed())
+    whole = run()
+    assert list(whole.part_seconds) == [ceilings.LABEL, "first", "second"]
+    cells = [r.cell for r in whole.results]
+    assert cells.count(ceiling) == 1 and len(cells) == len(set(cells)) == 3
+    assert Cell.cipher("openssl", "aes-256-gcm", 16, 1, True) in cells
+    # no time left for any part: the ceilings are still measured
+    none = run(spent=time.monotonic())
+    assert [r.cell for r in none.results] == [ceiling]
+    assert [s["part"] for s in none.skipped] == ["first", "second"]
