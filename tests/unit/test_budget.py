@@ -7,6 +7,7 @@ import pytest
 
 from cryptcost.errors import UserError
 from cryptcost.model import Run
+from cryptcost.runner.ciphers.executor import FakeExecutor
 from cryptcost.suite.budget import UNCALIBRATED_GUEST, calibration, fit, guest_scale
 from cryptcost.workloads.plan import Part, RunPlan
 from tests.conftest import assert_bad_input
@@ -19,6 +20,12 @@ def _plan() -> RunPlan:
              network={"stacks": ["tls"], "workloads": ["send"]}),
         Part("two", storage={"stacks": ["all"], "workloads": ["bigfile"]})],
         policy={"min_samples": 3, "max_samples": 6})
+
+
+class _Timed(FakeExecutor):
+    """A fake whose jobs say they take a second each, as real ones say their time."""
+    def cipher_jobs(self, engine, cells, seconds):
+        return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells, seconds)]
 
 
 def _estimate(plan: RunPlan) -> float:
@@ -222,7 +229,6 @@ def test_the_estimate_has_an_upper_bound_with_every_series_at_its_cap():
     """A step's series sample together until each is stable or at the cap: the most a plan can
     take counts every series at its maximum, and equals the least when the two are one."""
     from cryptcost.suite import estimate
-    from cryptcost.runner.ciphers.executor import FakeExecutor
     part = Part("one", ciphers={"algorithms": ["aes-256-gcm"], "sizes": [4096]})
     loose = RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 10})
     tight = RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 3})
@@ -328,7 +334,6 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
     import time
 
     from cryptcost import suite
-    from cryptcost.runner.ciphers.executor import FakeExecutor
     from cryptcost.runner.core.scheduler import Progress
     from cryptcost.runner.core.sink import Sink
     from cryptcost.suite import estimate
@@ -339,12 +344,7 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
                                    "sizes": [4096]})
     policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
 
-    class Timed(FakeExecutor):
-        """A fake whose jobs say they take a second each, as real ones say their time."""
-        def cipher_jobs(self, engine, cells, seconds):
-            return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells,
-                                                                             seconds)]
-    fake = Timed()
+    fake = _Timed()
     a, b = (estimate(RunPlan("custom", parts=[x], policy=policy), fake) for x in (long, short))
     assert a > 2 * b
     host = {"cpu": {"flags": ["aes"], "cores": 2}}
@@ -353,7 +353,7 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
         plan = RunPlan("custom", parts=[long, short],
                        policy={**policy, "spent": time.monotonic() + left, "scale": scale})
         return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
-                              executor=Timed())
+                              executor=_Timed())
     whole = run(3600)
     assert set(whole.part_seconds) == {"long", "short"} and not whole.skipped
     some = run((a + b) / 2)
@@ -374,7 +374,7 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
            "reason": "left out to fit"}
     plan = RunPlan("custom", parts=[short], policy=policy, cannot_run=[cut])
     told = suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
-                          executor=Timed())
+                          executor=_Timed())
     assert told.skipped == [{"stack": "the whole part", "reason": "left out to fit",
                              "install": None, "part": "third", "budget": "left out to fit"}]
     # a part left out at run time says what it measures, for the report to tell its rows
@@ -437,7 +437,6 @@ def test_the_cipher_ceilings_run_first_in_a_table_of_their_own_and_once(monkeypa
 
     from cryptcost import suite
     from cryptcost.model import Cell
-    from cryptcost.runner.ciphers.executor import FakeExecutor
     from cryptcost.runner.core.scheduler import Progress
     from cryptcost.runner.core.sink import Sink
     from cryptcost.suite import ceilings
@@ -451,16 +450,10 @@ def test_the_cipher_ceilings_run_first_in_a_table_of_their_own_and_once(monkeypa
     policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
     host = {"cpu": {"flags": ["aes"], "cores": 2}}
 
-    class Timed(FakeExecutor):
-        """A fake whose jobs say they take a second each, as real ones say their time."""
-        def cipher_jobs(self, engine, cells, seconds):
-            return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells,
-                                                                             seconds)]
-
     def run(**more):
         plan = RunPlan("custom", parts=[first, second], policy={**policy, **more})
         return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
-                              executor=Timed())
+                              executor=_Timed())
     whole = run()
     assert list(whole.part_seconds) == [ceilings.LABEL, "first", "second"]
     cells = [r.cell for r in whole.results]
