@@ -215,6 +215,14 @@ def test_a_guest_measuring_a_part_of_the_same_label_takes_nothing_of_this_hosts_
     assert base["skipped"] == [here_cut]
     assert whole_parts(merged(base, part_seconds={r3: 1952.0},
                               skipped=base["skipped"])) == {r1, r3}
+    # the sitting's record: this host's time, then its guests' after them
+    sitting.wall_seconds = 1952.0
+    said = merged({**base, "sittings": [{"started": "then", "wall_seconds": 9.0}]},
+                  **sitting.said())["sittings"]
+    assert len(said) == 2 and "guests_seconds" not in said[1]
+    sitting.guests_seconds = 1412.0
+    last = merged(base, **sitting.said())["sittings"][-1]
+    assert last["wall_seconds"] == 1952.0 and last["guests_seconds"] == 1412.0
 
 
 def test_only_widens_to_every_report_once_a_sitting_ran_them_all():

@@ -162,7 +162,14 @@ def run(args) -> int:
         record(skipped=outcome.skipped, failed=outcome.failed, **sitting.ended(outcome))
     guest_runs: list[int] = list(base.get("guest_runs", []))
     if prepared.vm and prepared.guest:
-        guest_runs = _run_guests(args, prepared, store, run_id, outcome, sitting)
+        began = time.monotonic()
+        try:
+            guest_runs = _run_guests(args, prepared, store, run_id, outcome, sitting)
+        finally:                                  # the sitting's whole time, its guests' too
+            sitting.guests_seconds = round(time.monotonic() - began, 1)
+            if resume is not None:
+                store.update_extra(run_id, sittings=merged(sitting.base(),
+                                                           **sitting.said())["sittings"])
     run_ = store.run(run_id)
     results = store.results(run_id)
     guests = linked_results(store, run_)
