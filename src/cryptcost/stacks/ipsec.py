@@ -40,7 +40,6 @@ LOAD = ("kdf random nonce openssl aes sha1 sha2 md5 hmac xcbc cmac ctr gcm ccm c
 # variant → (ESP proposal, what swanctl shows, the cipher table's nearest algorithm or None): with
 # null encryption, its MAC; AES-XCBC-MAC, which the table has not, is a CBC-MAC of AES-128, as
 # much AES work per byte as aes-128-cbc
-
 PROPOSALS = {
     "aes128gcm16": ("aes128gcm16", "AES_GCM_16-128", "aes-128-gcm"),
     "aes256gcm16": ("aes256gcm16", "AES_GCM_16-256", "aes-256-gcm"),
@@ -60,10 +59,9 @@ PROPOSALS = {
     "null-md5": ("null-md5", "NULL/HMAC_MD5_96", "hmac-md5"),
     "null-aesxcbc": ("null-aesxcbc", "NULL/AES_XCBC_96", "aes-128-cbc"),
 }
-# the proposals whose whole cost per byte is that one algorithm: an AEAD, or a MAC alone; the
-# others' ceiling leaves out their MAC (or, for AES-XCBC alone, stands in for it), so it is not
-# exact
-EXACT = {"aes128gcm16", "aes256gcm16", "chacha20poly1305", "null-sha256", "null-sha1", "null-md5"}
+# a proposal's integrity algorithm → the cipher table's cell for it, run over the same bytes after
+# its cipher (ESP encrypts, then MACs): AES-XCBC's nearest is aes-128-cbc
+MACS = {"sha256": "hmac-sha256", "sha1": "hmac-sha1", "md5": "hmac-md5", "aesxcbc": "aes-128-cbc"}
 # variant → the proposal it runs with IPComp (DEFLATE) before ESP; its twin is that proposal
 IPCOMP = {"aes128-sha1-ipcomp": "aes128-sha1"}
 _NULL = "null encryption: authenticated, not confidential"
@@ -118,9 +116,12 @@ class Ipsec(NetworkStack):
         return WEAK[self.variant] if self.params["esp"].startswith("null") else True
 
     def cipher_ref(self) -> dict | None:
-        alg = self.params["algorithm"]
-        return ref(alg, "userspace", unit=1400, exact=self.params["esp"] in EXACT) \
-            if alg else None
+        alg, esp = self.params["algorithm"], self.params["esp"]
+        if not alg:
+            return None
+        cipher, _, integrity = esp.rpartition("-")          # AEADs have no separate integrity
+        mac = MACS.get(integrity) if cipher and cipher != "null" else None
+        return ref(alg, "userspace", unit=1400, exact="aesxcbc" not in esp, then=mac)
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
