@@ -9,7 +9,7 @@ from cryptcost.errors import UserError
 from cryptcost.model import Run
 from cryptcost.runner.ciphers.executor import FakeExecutor
 from cryptcost.suite.budget import UNCALIBRATED_GUEST, calibration, fit, guest_scale
-from cryptcost.workloads.plan import Part, RunPlan
+from cryptcost.workloads.plan import SUITES, Part, RunPlan
 from tests.conftest import assert_bad_input
 
 
@@ -202,7 +202,8 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
 
     def tables(prepared):
         return [t for p in prepared.plan.parts for t in (p.storage, p.network) if t]
-    assert all(t["profile"] for t in tables(suite.prepare("quick", None)))      # the suite's own
+    for name in SUITES:                                              # every suite's own
+        assert all(t.get("profile") for t in tables(suite.prepare(name, None))), name
     plain = suite.prepare(None, str(plan))
     profiled = suite.prepare(None, str(plan), profile=True)
     assert tables(profiled) and all(t["profile"] for t in tables(profiled))
