@@ -339,6 +339,12 @@ def test_run_resume_plans_what_the_run_lacks_here_and_in_the_guest(tmp_path):
     assert got["resume"]["guest_whole"]["seeds (guest)"] == []
     assert f"measured again, what the run held of each dropped as it begins (--again): {r1}" \
         in done.stderr
+    # R2 is whole here: a sitting of R2 alone has nothing for this host, and says so
+    done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--vm", "--only", "R2", "--resume", "2",
+                      "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "estimated time here: none: no part of this plan is left for this host (the " \
+        "guests' shares follow)" in done.stderr and "about 0 s" not in done.stderr
     done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--only", "R5", "--resume", "2",
                       "--again", "R1", "--dry-run")
     assert done.returncode == 2 and "--again names parts this sitting leaves out" in done.stderr
