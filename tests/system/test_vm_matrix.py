@@ -380,8 +380,8 @@ def test_a_guest_stopped_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
     """At --timeout the guest's command is stopped (SIGTERM through the share), stores the
     series it was measuring as incomplete results and hands its whole store back: the parts
     it finished and the one it was in are imported, the run said interrupted, not lost with
-    the guest. Two parts, as run --vm hands a guest its share: LUKS (done in seconds), then a
-    cipher table that outlives it."""
+    the guest. Two parts, as run --vm hands a guest its share: LUKS (done in seconds; its
+    cipher ceiling before it), then a cipher table that outlives it."""
     _vm_ready()
     parts = tmp_path / "parts.json"
     parts.write_text(json.dumps({
@@ -403,11 +403,14 @@ def test_a_guest_stopped_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
     shown = json.loads(cli("show", str(listed[0]["id"]), "--json").stdout)
     assert {r.get("stack") for r in shown["results"]} >= {"luks:aes-xts-plain64", "plain"}
     assert not any(r.get("incomplete") for r in shown["results"] if r["kind"] == "storage")
-    # the part it was in: the cipher cells it sampled, kept as incomplete results
-    cut = [r for r in shown["results"] if r["kind"] == "cipher"]
+    # the part it was in: the cipher cells it sampled, kept as incomplete results; the others
+    # are LUKS's cipher ceiling, measured whole before the first part
+    ciphers = [r for r in shown["results"] if r["kind"] == "cipher"]
+    cut = [r for r in ciphers if r.get("incomplete")]
     assert cut and all(r["samples"] >= 1 and r["stop_reason"] == "interrupted" and
                        r["incomplete"] == "the run ended before this series did: stopped by a "
                        "signal (SIGTERM)" for r in cut), cut
+    assert {r["algorithm"] for r in ciphers if r not in cut} <= {"aes-256-xts"}, ciphers
 
 
 def test_ipcomp_before_esp_compresses_a_compressible_stream_in_the_guests_kernel(cli, tmp_path):

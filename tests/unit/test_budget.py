@@ -7,8 +7,9 @@ import pytest
 
 from cryptcost.errors import UserError
 from cryptcost.model import Run
+from cryptcost.runner.ciphers.executor import FakeExecutor
 from cryptcost.suite.budget import UNCALIBRATED_GUEST, calibration, fit, guest_scale
-from cryptcost.workloads.plan import Part, RunPlan
+from cryptcost.workloads.plan import SUITES, Part, RunPlan
 from tests.conftest import assert_bad_input
 
 
@@ -19,6 +20,12 @@ def _plan() -> RunPlan:
              network={"stacks": ["tls"], "workloads": ["send"]}),
         Part("two", storage={"stacks": ["all"], "workloads": ["bigfile"]})],
         policy={"min_samples": 3, "max_samples": 6})
+
+
+class _Timed(FakeExecutor):
+    """A fake whose jobs say they take a second each, as real ones say their time."""
+    def cipher_jobs(self, engine, cells, seconds):
+        return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells, seconds)]
 
 
 def _estimate(plan: RunPlan) -> float:
@@ -195,7 +202,8 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
 
     def tables(prepared):
         return [t for p in prepared.plan.parts for t in (p.storage, p.network) if t]
-    assert all(t["profile"] for t in tables(suite.prepare("quick", None)))      # the suite's own
+    for name in SUITES:                                              # every suite's own
+        assert all(t.get("profile") for t in tables(suite.prepare(name, None))), name
     plain = suite.prepare(None, str(plan))
     profiled = suite.prepare(None, str(plan), profile=True)
     assert tables(profiled) and all(t["profile"] for t in tables(profiled))
@@ -222,7 +230,6 @@ def test_the_estimate_has_an_upper_bound_with_every_series_at_its_cap():
     """A step's series sample together until each is stable or at the cap: the most a plan can
     take counts every series at its maximum, and equals the least when the two are one."""
     from cryptcost.suite import estimate
-    from cryptcost.runner.ciphers.executor import FakeExecutor
     part = Part("one", ciphers={"algorithms": ["aes-256-gcm"], "sizes": [4096]})
     loose = RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 10})
     tight = RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 3})
@@ -328,7 +335,6 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
     import time
 
     from cryptcost import suite
-    from cryptcost.runner.ciphers.executor import FakeExecutor
     from cryptcost.runner.core.scheduler import Progress
     from cryptcost.runner.core.sink import Sink
     from cryptcost.suite import estimate
@@ -339,12 +345,7 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
                                    "sizes": [4096]})
     policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
 
-    class Timed(FakeExecutor):
-        """A fake whose jobs say they take a second each, as real ones say their time."""
-        def cipher_jobs(self, engine, cells, seconds):
-            return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells,
-                                                                             seconds)]
-    fake = Timed()
+    fake = _Timed()
     a, b = (estimate(RunPlan("custom", parts=[x], policy=policy), fake) for x in (long, short))
     assert a > 2 * b
     host = {"cpu": {"flags": ["aes"], "cores": 2}}
@@ -353,7 +354,7 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
         plan = RunPlan("custom", parts=[long, short],
                        policy={**policy, "spent": time.monotonic() + left, "scale": scale})
         return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
-                              executor=Timed())
+                              executor=_Timed())
     whole = run(3600)
     assert set(whole.part_seconds) == {"long", "short"} and not whole.skipped
     some = run((a + b) / 2)
@@ -374,7 +375,7 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
            "reason": "left out to fit"}
     plan = RunPlan("custom", parts=[short], policy=policy, cannot_run=[cut])
     told = suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
-                          executor=Timed())
+                          executor=_Timed())
     assert told.skipped == [{"stack": "the whole part", "reason": "left out to fit",
                              "install": None, "part": "third", "budget": "left out to fit"}]
     # a part left out at run time says what it measures, for the report to tell its rows
@@ -425,3 +426,41 @@ def test_the_cipher_ceilings_are_planned_whatever_a_budget_cuts(tmp_path):
     assert short > 10 and suite.estimate(prepared.plan) > short
     with pytest.raises(UserError, match="too short"):
         suite.prepare(None, str(plan_file), time_budget=f"{short:.0f}s")
+
+
+def test_the_cipher_ceilings_run_first_in_a_table_of_their_own_and_once(monkeypatch):
+    """The stacks' ceilings are measured before the first part, whether or not a part has a
+    cipher table (as the plan's estimate counts them, rule 8): a part a budget leaves out
+    cannot take them with it. A later table whose product holds a ceiling's cell does not
+    measure it again: a cipher cell names no part, so two results of it would be one cell
+    measured twice in one run."""
+    import time
+
+    from cryptcost import suite
+    from cryptcost.model import Cell
+    from cryptcost.runner.core.scheduler import Progress
+    from cryptcost.runner.core.sink import Sink
+    from cryptcost.suite import ceilings
+    ceiling = Cell.cipher("openssl", "aes-256-gcm", 4096, 1, True)
+    monkeypatch.setattr(suite, "ceiling_cells", lambda plan, host, here=True: (ceiling,))
+    monkeypatch.setattr(suite.timing, "ceiling_cells", lambda plan, host, here=True: (ceiling,))
+    first = Part("first", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
+                                   "sizes": [4096]})
+    second = Part("second", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
+                                     "sizes": [16, 4096]})
+    policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
+    host = {"cpu": {"flags": ["aes"], "cores": 2}}
+
+    def run(**more):
+        plan = RunPlan("custom", parts=[first, second], policy={**policy, **more})
+        return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
+                              executor=_Timed())
+    whole = run()
+    assert list(whole.part_seconds) == [ceilings.LABEL, "first", "second"]
+    cells = [r.cell for r in whole.results]
+    assert cells.count(ceiling) == 1 and len(cells) == len(set(cells)) == 3
+    assert Cell.cipher("openssl", "aes-256-gcm", 16, 1, True) in cells
+    # no time left for any part: the ceilings are still measured
+    none = run(spent=time.monotonic())
+    assert [r.cell for r in none.results] == [ceiling]
+    assert [s["part"] for s in none.skipped] == ["first", "second"]

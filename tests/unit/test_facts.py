@@ -562,3 +562,16 @@ def test_suites_select_network_stacks_by_their_declared_facts(tmp_path, monkeypa
     assert not any(
         s.startswith("tcp") for p in planned.values() for s in p
     )  # a baseline comes with its stack
+
+
+def test_a_stack_whose_mac_follows_its_cipher_has_both_in_the_cipher_table():
+    """IPsec's aes128-sha1 needs aes-128-cbc and hmac-sha1 at its packet size, for the two in
+    series; null-aesxcbc, AES-XCBC's stand-in alone."""
+    from cryptcost.model import Cell
+    from cryptcost.suite import ceiling_cells
+    from cryptcost.workloads.plan import Part, RunPlan
+    plan = RunPlan("t", parts=[Part("p", network={
+        "stacks": ["ipsec:aes128-sha1", "ipsec:null-aesxcbc"], "workloads": ["send"]})])
+    cells = set(ceiling_cells(plan, {"cpu": {"cores": 2, "cores_usable": 2}}, here=False))
+    assert cells == {Cell.cipher("openssl", a, 1400, 1, True)
+                     for a in ("aes-128-cbc", "hmac-sha1")}

@@ -215,6 +215,14 @@ def test_a_guest_measuring_a_part_of_the_same_label_takes_nothing_of_this_hosts_
     assert base["skipped"] == [here_cut]
     assert whole_parts(merged(base, part_seconds={r3: 1952.0},
                               skipped=base["skipped"])) == {r1, r3}
+    # the sitting's record: this host's time, then its guests' after them
+    sitting.wall_seconds = 1952.0
+    said = merged({**base, "sittings": [{"started": "then", "wall_seconds": 9.0}]},
+                  **sitting.said())["sittings"]
+    assert len(said) == 2 and "guests_seconds" not in said[1]
+    sitting.guests_seconds = 1412.0
+    last = merged(base, **sitting.said())["sittings"][-1]
+    assert last["wall_seconds"] == 1952.0 and last["guests_seconds"] == 1412.0
 
 
 def test_only_widens_to_every_report_once_a_sitting_ran_them_all():
@@ -331,6 +339,12 @@ def test_run_resume_plans_what_the_run_lacks_here_and_in_the_guest(tmp_path):
     assert got["resume"]["guest_whole"]["seeds (guest)"] == []
     assert f"measured again, what the run held of each dropped as it begins (--again): {r1}" \
         in done.stderr
+    # R2 is whole here: a sitting of R2 alone has nothing for this host, and says so
+    done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--vm", "--only", "R2", "--resume", "2",
+                      "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "estimated time here: none: no part of this plan is left for this host (the " \
+        "guests' shares follow)" in done.stderr and "about 0 s" not in done.stderr
     done = _cryptcost(tmp_path, "run", "--suite", "seeds", "--only", "R5", "--resume", "2",
                       "--again", "R1", "--dry-run")
     assert done.returncode == 2 and "--again names parts this sitting leaves out" in done.stderr
@@ -501,3 +515,52 @@ def test_under_until_a_part_never_timed_is_planned_at_its_maximum(tmp_path, ci_m
     parts = tmp_path / "parts.json"
     parts.write_text(guest.to_json(share))
     assert suite.prepare(None, None, parts=str(parts), until="2h").plan.parts[0].scale == 6.0
+
+
+def test_a_vm_sitting_keeps_only_its_own_guests_budget_cuts_in_the_runs_record(
+        tmp_path, monkeypatch, state_dir, ci_memory):
+    """An earlier sitting's guest left R2 out under --until; this sitting's guest measures it.
+    The run's record then no longer says R2 was left out: what a guest's budget left out is
+    taken from the guest runs of this sitting, not again from every guest run linked before
+    (which once put back each part the earlier guest had left out)."""
+    import signal
+
+    import cryptcost.guest as guest_mod
+    from cryptcost.cli import main
+    from cryptcost.guest import GuestOutcome
+    probe = json.loads(_cryptcost(tmp_path, "probe", "--json").stdout)
+    planned = json.loads(_cryptcost(tmp_path, "run", "--suite", "seeds", "--vm", "--dry-run",
+                                    "--json").stdout)
+    labels = [p["label"] for p in planned["parts"]]
+    r2 = next(x for x in labels if x.startswith("R2"))
+    cut = {"part": r2, "stack": "the whole part", "reason": "left out at run time: --until",
+           "budget": "left out at run time: --until"}
+    guest_host = {**probe, "hostname": "cc-guest", "emulated": {"why": "TCG"}}
+    _seeded_store(tmp_path, guest_host, suite="seeds (guest)", skipped=[cut]).close()
+    _seeded_store(tmp_path, probe, suite="seeds", part_seconds={x: 1.0 for x in labels},
+                  guest_runs=[1], skipped=[{**cut, "guest_share": "seeds (guest)"}]).close()
+
+    def measured_r2(res, argv, opts, log_dir, **kw):
+        db = tmp_path / "guest.db"
+        g = Store.open(db)
+        rid = g.begin_run("run", guest_host)
+        g.update_extra(rid, suite="seeds (guest)", part_seconds={r2: 5.0}, skipped=[])
+        g.finish_run(rid, "complete")
+        g.close()
+        return GuestOutcome(0, None, tmp_path / "console.log", db, 5.0, {"why": "TCG"})
+    monkeypatch.setattr(guest_mod, "run_guest", measured_r2)
+    db = tmp_path / "data" / "cryptcost" / "results.db"
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        rc = main(["--db", str(db), "run", "--suite", "seeds", "--vm", "--only", "R2",
+                   "--resume", "2", "--no-report"])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    assert rc == 0
+    store = Store.open(db, create=False)
+    extra = store.run("2").extra
+    assert extra["guest_runs"] == [1, 3]
+    assert not [s for s in extra["skipped"] if s.get("part") == r2 and s.get("budget")], \
+        extra["skipped"]
+    assert extra["sittings"][-1]["guests_seconds"] >= 0

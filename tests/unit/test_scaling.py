@@ -281,3 +281,16 @@ def test_a_series_that_failed_part_way_is_shown_but_never_ranked():
         len(said) == 2
         and "cryfs:aes-256-gcm write 1 MiB: its series stopped after 3 sample(s)" in said[0]
     )
+
+
+def test_a_stack_measured_on_the_same_cell_in_two_parts_says_each_curves_part():
+    """The seeds suite's R2 and R3 both read 1 MiB sequentially: two curves of one stack whose
+    titles would read alike each name their part; a title only one part has stays bare."""
+    rs = [{**_r("luks-userspace", "read", v, cpus=c), "part": part}
+          for part in ("R3 block sizes, cores and AES-NI", "R3 AES-NI and cores for every stack")
+          for c, v in ((1, 300e6), (2, 320e6))]
+    rs.append({**_r("luks-userspace", "write", 200e6, cpus=1), "part": "R3 block sizes, cores"})
+    rs.append({**_r("luks-userspace", "write", 210e6, cpus=2), "part": "R3 block sizes, cores"})
+    cells = sorted(c.cell for c in _curves(rs))
+    assert cells == ["seq read 1 MiB [R3 AES-NI and cores for every stack]",
+                     "seq read 1 MiB [R3 block sizes]", "seq write 1 MiB"]

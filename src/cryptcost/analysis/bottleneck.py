@@ -22,7 +22,7 @@ sets no device ceiling).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cryptcost.model import Cell
 from cryptcost.analysis.profile import Layers
@@ -67,7 +67,24 @@ def kernel_aes_is_software(host: Host, r: Stored | None = None) -> tuple[bool, s
 
 def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: Host, iodepth: int,
                    r: Stored | None = None) -> tuple[float | None, str]:
-    """(bytes/s, how it was obtained) for a stack's declared cipher: the
+    """(bytes/s, how it was obtained) for a stack's declared cipher (:func:`one_ceiling`), and
+    where it declares a MAC run after it over the same bytes (``then``), the two in series: a
+    byte costs the cipher's time and the MAC's, so the ceiling is 1 / (1/cipher + 1/MAC).
+    Without the MAC's cell, the cipher's alone, said so (an upper bound)."""
+    cipher, how = one_ceiling(ref, ciphers, host, iodepth, r)
+    nearest = "" if ref is None or ref.exact else " (nearest measured algorithm)"
+    if cipher is None or ref is None or not ref.then:
+        return cipher, how + (nearest if cipher is not None else "")
+    mac, mac_how = one_ceiling(replace(ref, algorithm=ref.then, then=None), ciphers, host,
+                               iodepth, r)
+    if mac is None:
+        return cipher, f"{how}; without its MAC ({mac_how}): an upper bound{nearest}"
+    return 1 / (1 / cipher + 1 / mac), f"{how}, then {mac_how}, in series{nearest}"
+
+
+def one_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: Host, iodepth: int,
+                r: Stored | None = None) -> tuple[float | None, str]:
+    """(bytes/s, how it was obtained) for one algorithm of a stack: the
     cipher table's cell at the stack's unit and with as many threads as the
     stack runs its cipher with (:func:`cipher_threads`: its requests in
     flight, the threads it splits one request into, at most its CPUs).
@@ -100,8 +117,6 @@ def cipher_ceiling(ref: CipherRef | None, ciphers: list[Stored], host: Host, iod
                 times, scaled = thread_gain(pool, best.buffer_bytes, parallel)
             how = (f"{engine} {ref.algorithm}{'' if accel else ' without acceleration'} at "
                    f"{best.buffer_bytes} B, {best.threads} thread(s)" + scaled)
-            if not ref.exact:
-                how += " (nearest measured algorithm)"
             if why:
                 how += "; " + why[0]
             return next(c.bytes_per_s for c in pool if c.cell == best) * times, how

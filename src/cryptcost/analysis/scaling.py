@@ -132,6 +132,11 @@ def curves(results: list[Stored], verdicts: dict[int, Verdict], host: Host,
             groups.setdefault(r.paired(stack=_name(r.stack), cpus=None), []).append((i, r))
     no_switch = {_name(s.stack): s.reason for s in skipped or []
                  if s.accel == "cannot be switched off"}
+    # a stack measured on the same cell in several parts (the seeds suite's R2 and R3 both read
+    # 1 MiB sequentially): each curve says its part, lest two rows read alike
+    titles: dict[tuple, set] = {}
+    for key in groups:
+        titles.setdefault((key.stack, key.title()), set()).add(key.part)
     out = []
     for key, members in groups.items():
         points = sorted((Point(r.cell.cpus, r.cell.accel is not False, r.bytes_per_s,
@@ -141,7 +146,10 @@ def curves(results: list[Stored], verdicts: dict[int, Verdict], host: Host,
                                r.accel_verified, r.accel_speedup)
                          for i, r in members), key=lambda p: (not p.accel, p.cpus or 0))
         first = members[0][1]
-        curve = Curve(key.stack, key.kind, key.title(), key.workload, key.op, key.block_bytes,
+        title = key.title()
+        if len(titles[(key.stack, title)]) > 1 and key.part:
+            title += f" [{key.part.split(',')[0]}]"
+        curve = Curve(key.stack, key.kind, title, key.workload, key.op, key.block_bytes,
                       points, _accel(first, points, no_switch.get(key.stack), host),
                       _scaling(points), _knee(points), _knee(points, accel=False))
         if len(points) > 1 or curve.accel.state in ("cannot be switched off", "kernel"):

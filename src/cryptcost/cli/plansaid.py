@@ -64,7 +64,10 @@ def announce(prepared: suite.Prepared) -> None:
     scale, runs = factor
     timed = len(prepared.timed)
     most = sum(p.scale != scale and p.label not in prepared.timed for p in plan.parts)
-    if runs or timed or most:
+    if not plan.parts and not seconds:
+        err.print("estimated time here: none: no part of this plan is left for this host"
+                  + (" (the guests' shares follow)" if prepared.guest else ""))
+    elif runs or timed or most:
         whole = (f" × {scale:.2f}, what the last {runs} complete run(s) of this suite took here "
                  "against theirs" if runs else "")
         err.print(f"estimated time: about {prepared.planned_s / 60:.1f} min (the model's "

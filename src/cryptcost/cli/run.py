@@ -162,7 +162,14 @@ def run(args) -> int:
         record(skipped=outcome.skipped, failed=outcome.failed, **sitting.ended(outcome))
     guest_runs: list[int] = list(base.get("guest_runs", []))
     if prepared.vm and prepared.guest:
-        guest_runs = _run_guests(args, prepared, store, run_id, outcome, sitting)
+        began = time.monotonic()
+        try:
+            guest_runs = _run_guests(args, prepared, store, run_id, outcome, sitting)
+        finally:                                  # the sitting's whole time, its guests' too
+            sitting.guests_seconds = round(time.monotonic() - began, 1)
+            if resume is not None:
+                store.update_extra(run_id, sittings=merged(sitting.base(),
+                                                           **sitting.said())["sittings"])
     run_ = store.run(run_id)
     results = store.results(run_id)
     guests = linked_results(store, run_)
@@ -208,14 +215,16 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
                 so_far: suite.SuiteOutcome, sitting: Sitting) -> list[int]:
     """Each guest share in its own boot, after this host's run: its runs imported as emulated
     and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
-    ``so_far.failed`` (and in the run's record); what it measured before is kept. What a
-    guest's budget left out as it ran joins ``so_far.skipped``."""
+    ``so_far.failed`` (and in the run's record); what it measured before is kept. What this
+    sitting's guests' budgets left out as they ran joins ``so_far.skipped`` (an earlier
+    sitting's guest runs are in the run's record already, less the parts measured since)."""
     from cryptcost.cli.vm import import_guest_runs, keep_killed
     from cryptcost.guest import XCHG, GuestCut, VmOptions, run_guest
     from cryptcost.lifecycle.lock import run_lock
     from cryptcost.lifecycle.resources import Resources
     from cryptcost.suite.budget import GUEST_BOOT_SECONDS, GUEST_TIMEOUT
     linked: list[int] = list(sitting.base().get("guest_runs", []))
+    earlier = set(linked)          # an earlier sitting's guest runs: their record is in the base
     failed = so_far.failed
     for gp in prepared.guest:
         share = gp.share
@@ -263,7 +272,7 @@ def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
                               f"{outcome.returncode} (console log {outcome.console}; its results "
                               f"are kept in run(s) {', '.join(map(str, ids)) or 'none'})")
         finally:
-            for rid in linked:
+            for rid in (r for r in linked if r not in earlier):
                 g = store.run(str(rid)).extra
                 so_far.skipped += [t for s in g.get("skipped", []) if s.get("budget")
                                    and (t := {**s, "guest_share": g.get("suite")})

@@ -44,20 +44,22 @@ class Versus:
 class CipherRef:
     """The raw cipher a stack runs, for its cipher ceiling (``stacks.base.Stack.cipher_ref``):
     ``algorithm`` as the cipher engines name it, ``where`` it runs (kernel, go or userspace),
-    ``unit`` (bytes encrypted at once), ``exact`` (False: the nearest algorithm measured)."""
+    ``unit`` (bytes encrypted at once), ``exact`` (False: the nearest algorithm measured),
+    ``then`` (a MAC run over the same bytes after it, or None)."""
 
     algorithm: str
     where: str
     unit: int
     exact: bool = True
     threads: Mapping[str, Any] = field(default_factory=dict)   # by op: (threads, from what size)
+    then: str | None = None
 
     @classmethod
     def of(cls, d: Mapping[str, Any] | None) -> "CipherRef | None":
         if not d:
             return None
         return cls(d["algorithm"], d["where"], d["unit"], d.get("exact", True),
-                   d.get("threads") or {})
+                   d.get("threads") or {}, d.get("then"))
 
 
 @dataclass(frozen=True)

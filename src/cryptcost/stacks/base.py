@@ -141,14 +141,17 @@ ACCEL_SWITCHES: dict[str, dict[str, str]] = {
 
 
 def ref(algorithm: str, where: str, unit: int = 4096, exact: bool = True,
-        threads: dict[str, tuple[int | str, int]] | None = None) -> dict:
+        threads: dict[str, tuple[int | str, int]] | None = None, then: str | None = None) -> dict:
     """A :meth:`Stack.cipher_ref` value. ``threads`` says how many threads
     the stack encrypts one request with, by operation (``"*"``: any), and
     from what request size on: ``{"write": (2, 128 << 10)}``; ``"cpus"``
-    for as many as there are CPUs. Unnamed: one."""
+    for as many as there are CPUs. Unnamed: one. ``then``: a MAC the stack runs over the same
+    bytes after the cipher (encrypt-then-MAC), whose time adds to the cipher's."""
     out = {"algorithm": algorithm, "where": where, "unit": unit, "exact": exact}
     if threads:
         out["threads"] = {op: list(v) for op, v in threads.items()}
+    if then:
+        out["then"] = then
     return out
 
 

@@ -53,8 +53,12 @@ class Ssh(NetworkStack):
 
     def cipher_ref(self) -> dict:
         # SSH packets carry up to 32 KiB; 16 KiB, as for TLS records, is the nearest cell. A
-        # separate MAC (the CTR variants) is not in the ceiling, so that ceiling is not exact.
-        return ref(self.params["aead"], "userspace", unit=16384, exact=self.params["mac"] is None)
+        # separate MAC (the CTR variants) follows the cipher over the same bytes: HMAC-SHA-256's
+        # cell is in the ceiling; UMAC, which no engine measures, is not, so that one is not exact
+        mac = self.params["mac"]
+        hmac = "hmac-sha256" if mac and mac.startswith("hmac-sha2-256") else None
+        return ref(self.params["aead"], "userspace", unit=16384, exact=mac is None or bool(hmac),
+                   then=hmac)
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link

@@ -327,14 +327,15 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     With a budget (the policy's ``spent``, a ``time.monotonic()``), no part begins that the
     time left cannot hold by its estimate (× the part's ``scale``, else the policy's); a later,
     shorter one may.
-    The first cipher table also measures what the storage stacks need for
-    their ceilings; without one, a table of just those cells runs first. A cell in ``have`` (a
-    resumed run holds it whole) is not measured again. ``before_part`` is called with each
+    What the stacks need for their cipher ceilings is measured first, in a table of just those
+    cells (rule 8: before any part a budget or ``--until`` may leave out, as the plan's estimate
+    counts them). A cell in ``have`` (a resumed run holds it whole), or that an earlier table of
+    this run measured, is not measured again. ``before_part`` is called with each
     part's label before it begins (a resumed run drops what it held of it)."""
     executor = executor or RealExecutor()
     policy = policy_of(plan)
     needed = tuple(c for c in ceiling_cells(plan, host) if c not in have)
-    if needed and not any(p.ciphers is not None for p in plan.parts):
+    if needed:
         algorithms = sorted({c.algorithm for c in needed})
         plan = replace(plan, parts=[Part(ceilings.LABEL,
                                          ciphers={"algorithms": algorithms,
@@ -346,6 +347,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                                     if c.get(k) is not None}}
                                 for c in plan.cannot_run])
     spent, scale = plan.policy.get("spent"), plan.policy.get("scale", 1.0)
+    measured = set(have)                # a later table measures no cell an earlier one did
     for part in plan.parts:
         began = time.monotonic()
         ceiling = part.label == ceilings.LABEL           # runs first, whatever the budget
@@ -364,12 +366,13 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
             continue
         before_part(part.label)
         if part.ciphers is not None:
-            cp = replace(cipher_plan(part.ciphers), extra_cells=needed, measured=have)
-            needed = ()                                  # once, with the first cipher table
+            cp = replace(cipher_plan(part.ciphers), extra_cells=needed if ceiling else (),
+                         measured=frozenset(measured))
             try:
                 co = run_ciphers(cp, executor, policy, sink=sink,
                                  progress=progress_factory(f"{part.label}: ciphers"),
                                  cpu_flags=host["cpu"]["flags"])
+                measured |= {r.cell for r in co.results}
                 out.results += co.results
                 out.skipped += [{**s, "part": part.label} for s in co.skipped]
             except UserError as exc:

@@ -46,28 +46,36 @@ def ceiling_cells(plan: RunPlan, host: dict, here: bool = True) -> tuple[Cell, .
         ref = stack.cipher_ref()
         if not ref or not 16 <= ref["unit"] <= 64 << 20:
             continue
-        engine = "go" if ref["where"] == "go" else "openssl"
-        if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
-            engine = "openssl"                  # the nearest: OpenSSL's implementation
-        if ref["algorithm"] not in CIPHER_ENGINES[engine].algorithms:
-            continue
-        accels = {stack.accel} | ({False} if ref["where"] == "kernel" and soft_kernel_aes
-                                  and ref["algorithm"].startswith("aes") else set())
         threads = {cipher_threads(ref.get("threads"), op, size, depth,
                                   cpus or usable) for op, size, depth in uses} | {1}
-        cap = CIPHER_ENGINES[engine].max_threads
-        # else the gain is said as assumed
-        gain = ref["algorithm"] in CIPHER_ENGINES["openssl"].algorithms
-        for accel in accels:
-            for n in threads:
-                if cap is None or n <= cap:
-                    cells.add(Cell.cipher(engine, ref["algorithm"], ref["unit"], n, accel))
-                    continue
-                cells.add(Cell.cipher(engine, ref["algorithm"], ref["unit"], cap, accel))
-                if gain:
-                    cells |= {Cell.cipher("openssl", ref["algorithm"], ref["unit"], k,
-                                          accel) for k in (1, n)}
+        for algorithm in [ref["algorithm"]] + ([ref["then"]] if ref.get("then") else []):
+            accels = {stack.accel} | ({False} if ref["where"] == "kernel" and soft_kernel_aes
+                                      and algorithm.startswith("aes") else set())
+            cells |= _cells(algorithm, ref, accels, threads)
     return tuple(sorted(cells, key=Cell.sort_key))
+
+
+def _cells(algorithm: str, ref: dict, accels: set[bool], threads: set[int]) -> set[Cell]:
+    """One algorithm's ceiling cells, at ``ref``'s unit: in its engine (OpenSSL's where that
+    engine lacks it), at each thread count, with OpenSSL's 1 and N beside an engine's cap."""
+    engine = "go" if ref["where"] == "go" else "openssl"
+    if algorithm not in CIPHER_ENGINES[engine].algorithms:
+        engine = "openssl"                  # the nearest: OpenSSL's implementation
+    if algorithm not in CIPHER_ENGINES[engine].algorithms:
+        return set()
+    cap = CIPHER_ENGINES[engine].max_threads
+    gain = algorithm in CIPHER_ENGINES["openssl"].algorithms      # else the gain is said as assumed
+    cells = set()
+    for accel in accels:
+        for n in threads:
+            if cap is None or n <= cap:
+                cells.add(Cell.cipher(engine, algorithm, ref["unit"], n, accel))
+                continue
+            cells.add(Cell.cipher(engine, algorithm, ref["unit"], cap, accel))
+            if gain:
+                cells |= {Cell.cipher("openssl", algorithm, ref["unit"], k, accel)
+                          for k in (1, n)}
+    return cells
 
 
 def _stacks_and_uses(plan: RunPlan, here: bool = True):

@@ -234,7 +234,8 @@ class Sitting:
     # part begins (another part's cipher table may measure one first, as a ceiling)
     again_cells: frozenset[Cell] = frozenset()
     parts_ended: list[str] = field(default_factory=list)     # its parts that ran to their end
-    wall_seconds: float | None = None
+    wall_seconds: float | None = None            # this host's share
+    guests_seconds: float | None = None          # the guests' boots after it (run --vm)
     _base: dict | None = None
 
     @classmethod
@@ -282,7 +283,9 @@ class Sitting:
                               "parts_ended": self.parts_ended,
                               "guest_parts": self.guest_parts, "dropped_results": self.dropped,
                               "tools_changed": list(self.tools_changed),
-                              "wall_seconds": self.wall_seconds}]}
+                              "wall_seconds": self.wall_seconds,
+                              **({"guests_seconds": self.guests_seconds}
+                                 if self.guests_seconds is not None else {})}]}
 
     def drop(self, store, run_id: int, label: str) -> None:
         """Before part ``label`` begins: drop what the run held of it (a resumed run's), and

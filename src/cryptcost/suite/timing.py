@@ -70,7 +70,7 @@ def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True,
 def ceilings(plan: RunPlan, host: dict, executor: Executor | None = None,
              here: bool = True, have: frozenset = frozenset()) -> float:
     """Seconds the cipher ceilings of the plan's stacks take (``suite.run_plan`` measures them
-    before the first part, or beside its first cipher table) at the plan's minimum number of
+    before the first part, in a table of their own) at the plan's minimum number of
     samples; ``host`` as :func:`~cryptcost.suite.ceilings.ceiling_cells` reads it; the cells in
     ``have`` (a resumed run's) are not measured again."""
     executor = executor or RealExecutor()
