@@ -341,6 +341,21 @@ def test_r1s_table_reads_each_stacks_copies_by_r1s_file_whatever_size_the_medium
     assert all(c["theirs"] is None for cells in rows.values() for c in cells)  # never published
 
 
+def test_a_row_on_another_filesystem_than_the_reference_is_held_against_its_own_baseline():
+    """ZFS is its own filesystem: ext4's plain row is no pair for it on the same medium, so its
+    figure is held against its matched baseline (zfs:off) in the same run, and says so."""
+    def r(stack, fs, value, baseline=None):
+        return {"kind": "storage", "stack": stack, "workload": "bigfile-102M", "op": "rsync",
+                "size": 256 << 20, "fs": fs, "medium": "ram", "block_bytes": 0,
+                "median_bytes_per_s": value, "baseline": baseline}
+    guest = read([r("plain", "ext4", 50e6), r("zfs:off", "zfs", 20e6),
+                  r("zfs:aes-256-gcm", "zfs", 10e6, baseline="zfs:off")])
+    t = {b["label"]: b for b in fr.section([], [guest])}["R1"]["table"]
+    zfs = {row["name"]: row["cells"] for row in t["rows"]}["ZFS, encryption=aes-256-gcm"][2]
+    assert zfs["ours_vs"] == pytest.approx(0.5) and zfs["ours_vs_stack"] == "zfs:off"
+    assert fr.table_text(zfs, "ours") == "10.0 (0.50× zfs:off) emulated"
+
+
 def test_a_row_without_figures_says_why_from_the_runs_record_of_what_it_left_out():
     """What the run could not run, or cut to fit its time budget (in this host's share or a
     guest's), is why a row or a table's row has no figure here; where the record says nothing,

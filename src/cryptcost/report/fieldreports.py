@@ -327,6 +327,11 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
                 if pair is None:
                     continue
                 got, base = pair
+                if (base is None or not base.median) and got.baseline:
+                    # the reference on another filesystem (ZFS's own): its own matched baseline
+                    # on its medium, named, where it has one
+                    same = {k: v for k in SAME_MEDIUM if (v := getattr(got.cell, k)) is not None}
+                    base = _find(pool, {**same, **column, "stack": got.baseline}, report.label)
                 held = base is not None and bool(base.median)
                 cell.update(ours=got.median / UNITS[t.unit], emulated=pool is not results,
                             ours_vs=got.median / base.median if held else None,
