@@ -428,12 +428,12 @@ def test_the_cipher_ceilings_are_planned_whatever_a_budget_cuts(tmp_path):
         suite.prepare(None, str(plan_file), time_budget=f"{short:.0f}s")
 
 
-def test_the_cipher_ceilings_run_first_in_a_table_of_their_own_and_once(monkeypatch):
-    """The stacks' ceilings are measured before the first part, whether or not a part has a
-    cipher table (as the plan's estimate counts them, rule 8): a part a budget leaves out
-    cannot take them with it. A later table whose product holds a ceiling's cell does not
-    measure it again: a cipher cell names no part, so two results of it would be one cell
-    measured twice in one run."""
+def test_the_cipher_ceilings_run_first_and_once_whatever_the_budget_leaves_out(monkeypatch):
+    """The stacks' ceilings are measured before anything a budget may leave out (as the plan's
+    estimate counts them, rule 8): with the first part's cipher table where it has one (one
+    engine run for both), else in a table of their own first, and alone should the budget leave
+    that first part out. A later table whose product holds a ceiling's cell does not measure it
+    again: a cipher cell names no part, so two results of it would be one cell measured twice."""
     import time
 
     from cryptcost import suite
@@ -451,16 +451,23 @@ def test_the_cipher_ceilings_run_first_in_a_table_of_their_own_and_once(monkeypa
     policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
     host = {"cpu": {"flags": ["aes"], "cores": 2}}
 
-    def run(**more):
-        plan = RunPlan("custom", parts=[first, second], policy={**policy, **more})
+    def run(*parts, **more):
+        plan = RunPlan("custom", parts=list(parts), policy={**policy, **more})
         return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
                               executor=_Timed())
-    whole = run()
-    assert list(whole.part_seconds) == [ceilings.LABEL, "first", "second"]
+    whole = run(first, second)
+    assert list(whole.part_seconds) == ["first", "second"]         # with the first's table
     cells = [r.cell for r in whole.results]
     assert cells.count(ceiling) == 1 and len(cells) == len(set(cells)) == 3
     assert Cell.cipher("openssl", "aes-256-gcm", 16, 1, True) in cells
+    # a first part without a cipher table: a table of their own before it
+    own = run(Part("nothing"), second)
+    assert list(own.part_seconds) == [ceilings.LABEL, "nothing", "second"]
+    assert [r.cell for r in own.results].count(ceiling) == 1
     # no time left for any part: the ceilings are still measured
-    none = run(spent=time.monotonic())
+    none = run(first, second, spent=time.monotonic())
     assert [r.cell for r in none.results] == [ceiling]
     assert [s["part"] for s in none.skipped] == ["first", "second"]
+    assert ceilings.LABEL in none.part_seconds
+
+

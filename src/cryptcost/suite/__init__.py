@@ -327,20 +327,21 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
     With a budget (the policy's ``spent``, a ``time.monotonic()``), no part begins that the
     time left cannot hold by its estimate (× the part's ``scale``, else the policy's); a later,
     shorter one may.
-    What the stacks need for their cipher ceilings is measured first, in a table of just those
-    cells (rule 8: before any part a budget or ``--until`` may leave out, as the plan's estimate
-    counts them). A cell in ``have`` (a resumed run holds it whole), or that an earlier table of
-    this run measured, is not measured again. ``before_part`` is called with each
+    What the stacks need for their cipher ceilings is measured first (rule 8: before any part a
+    budget or ``--until`` may leave out, as the plan's estimate counts them): with the first
+    part's cipher table where it has one (one engine run for both: ``gocryptfs -speed``
+    measures every Go cipher at once), else, or should that part be left out, in a table of
+    just those cells. A cell in ``have`` (a resumed run holds it whole), or that an earlier
+    table of this run measured, is not measured again. ``before_part`` is called with each
     part's label before it begins (a resumed run drops what it held of it)."""
     executor = executor or RealExecutor()
     policy = policy_of(plan)
     needed = tuple(c for c in ceiling_cells(plan, host) if c not in have)
-    if needed:
-        algorithms = sorted({c.algorithm for c in needed})
-        plan = replace(plan, parts=[Part(ceilings.LABEL,
-                                         ciphers={"algorithms": algorithms,
-                                                  "sizes": [], "threads": [1]})]
-                       + list(plan.parts))
+    alone = Part(ceilings.LABEL, ciphers={"algorithms": sorted({c.algorithm for c in needed}),
+                                          "sizes": [], "threads": [1]})
+    carrier = plan.parts[0] if plan.parts and plan.parts[0].ciphers is not None else None
+    if needed and carrier is None:
+        plan = replace(plan, parts=[alone, *plan.parts])
     out = SuiteOutcome(skipped=[{"stack": c["what"], "reason": c["reason"],
                                  "install": c.get("install"), "part": c["part"],
                                  **{k: c[k] for k in ("budget", "ciphers", "workloads")
@@ -348,7 +349,9 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                                 for c in plan.cannot_run])
     spent, scale = plan.policy.get("spent"), plan.policy.get("scale", 1.0)
     measured = set(have)                # a later table measures no cell an earlier one did
-    for part in plan.parts:
+    queue = list(plan.parts)
+    while queue:
+        part = queue.pop(0)
         began = time.monotonic()
         ceiling = part.label == ceilings.LABEL           # runs first, whatever the budget
         model = (timing.ceilings(plan, host, executor, have=have) if ceiling
@@ -363,10 +366,13 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                    f"({units.duration(left)}) could not hold its estimate "
                    f"({units.duration(need)})")
             out.skipped.append(budget.left_out_whole(part, why))
+            if part is carrier and needed:
+                queue.insert(0, alone)                   # its ceilings are measured all the same
             continue
         before_part(part.label)
         if part.ciphers is not None:
-            cp = replace(cipher_plan(part.ciphers), extra_cells=needed if ceiling else (),
+            cp = replace(cipher_plan(part.ciphers),
+                         extra_cells=needed if ceiling or part is carrier else (),
                          measured=frozenset(measured))
             try:
                 co = run_ciphers(cp, executor, policy, sink=sink,
