@@ -501,8 +501,14 @@ def test_accel_off_counts_only_when_it_is_significantly_slower():
     few_on = _result("tls:z", [100.0, 70, 130], True)
     few_off = _result("tls:z/accel-off", [55.0, 52, 58], False)
     few = {r.cell.stack: r for r in verify_accel([few_on, few_off])}["tls:z/accel-off"]
-    assert few.metrics["accel_verified"] is False and "did not reach" not in few.notes[-1]
+    assert few.metrics["accel_verified"] is None and "did not reach" not in few.notes[-1]
     assert "not significantly with 3 and 3 samples" in few.notes[-1]
+    # 1.6x slower by the medians, its interval reaching 1 through a noisy side (dm-crypt's
+    # writes on one CPU in the guest): undecided too, never "did not reach"
+    noisy_on = _result("tls:n", [29e6, 48e6, 21e6], True)
+    noisy_off = _result("tls:n/accel-off", [17.9e6, 17.4e6, 17.3e6], False)
+    noisy = {r.cell.stack: r for r in verify_accel([noisy_on, noisy_off])}["tls:n/accel-off"]
+    assert noisy.metrics["accel_verified"] is None and "did not reach" not in noisy.notes[-1]
 
 
 def test_network_findings_say_cpus_are_shared_and_distrust_a_silent_wire_check():

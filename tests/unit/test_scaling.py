@@ -112,6 +112,17 @@ def test_a_switch_that_did_not_slow_the_stack_is_said_never_a_number():
     assert scaling.rows([c])[0]["worth"] == "not effective"
 
 
+def test_a_switch_slower_by_the_medians_but_not_significantly_is_undecided_never_a_number():
+    rs = [
+        _r("luks", "write", 28e6, cpus=1),
+        _r("luks/accel-off", "write", 17.5e6, cpus=1, accel=False, verified=None, speedup=1.6),
+    ]
+    [c] = _curves(rs)
+    assert c.accel.state == "unverified" and c.accel.worth is None
+    assert c.accel.text == ("acceleration off is unverified: slower by the medians (1.6× on "
+                            "1 CPU), but not significantly with the samples taken")
+
+
 def test_a_library_without_a_switch_says_so_in_the_analysis_json_and_the_report():
     skipped = [
         {

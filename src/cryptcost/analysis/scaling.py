@@ -170,6 +170,11 @@ def _accel(r: Stored, points: list[Point], no_switch: str | None, host: Host) ->
             return Accel("not effective",
                          "switching acceleration off did not make it slower: the switch does "
                          "not reach this stack's crypto (or it does not use AES-NI)")
+        slower = [p for p in off if p.speedup and p.speedup > 1]
+        if slower:
+            return Accel("unverified", "acceleration off is unverified: slower by the medians ("
+                         + ", ".join(f"{p.speedup:.1f}× on {_cpus(p.cpus)}" for p in slower)
+                         + "), but not significantly with the samples taken")
         return Accel("unverified",
                      "acceleration off is unverified: no comparable result with it on")
     if r.facts.crypto_library == "kernel":
