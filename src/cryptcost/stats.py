@@ -41,6 +41,9 @@ from functools import lru_cache
 
 MAD_THRESHOLD = 3.5
 ALPHA = 0.05
+# rule 14: acceleration off is a real switch from a 20 % slowdown on (the cipher table requires
+# it, significantly; a stack's twin that slow by its medians alone is undecided, not missed)
+MIN_SLOWDOWN = 1.2
 BOOTSTRAP = 2000
 HOST_DRIFT = 0.10     # the host's CPU speed moved more than this between a result's samples
 # a quiet host's memory copies vary by well under this (CV, runner.core.quiet.memory_noise)

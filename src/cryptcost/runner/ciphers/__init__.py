@@ -27,7 +27,6 @@ from cryptcost.runner.core.sink import Seen, Sink
 log = logging.getLogger("cryptcost.ciphers")
 
 DEFAULT_SIZES = (4096,)
-MIN_SLOWDOWN = 1.2          # accel-off must be ≥ 20 % slower, significantly, to count
 UNMISTAKABLE = 2.0          # … or, with a single sample a side, at least twice as slow
 
 
@@ -248,14 +247,14 @@ def _verify_off(cell: Cell, series: Series, all_series: dict, hw: tuple[str, ...
     cmp = stats.compare(on.values(), series.values())
     on_speed = stats.summarize(on.values()).median
     slowdown = 1 / cmp.ratio if cmp.ratio > 0 else 0
-    if cmp.significant and slowdown >= MIN_SLOWDOWN:
+    if cmp.significant and slowdown >= stats.MIN_SLOWDOWN:
         return True, f"acceleration off: {slowdown:.1f}× slower than on", on_speed
     if min(len(on.samples), len(series.samples)) < 2:
         # No significance test with one sample a side; a drop this large is no noise.
         if slowdown >= UNMISTAKABLE:
             return (True, f"acceleration off: {slowdown:.1f}× slower than on (one sample a side)",
                     on_speed)
-        if slowdown >= MIN_SLOWDOWN:
+        if slowdown >= stats.MIN_SLOWDOWN:
             return (None, f"acceleration off: {slowdown:.2f}× slower, too few samples to tell",
                     on_speed)
     return False, (f"acceleration-off did NOT take effect: {slowdown:.2f}× vs on "

@@ -24,9 +24,6 @@ if TYPE_CHECKING:
 # How a run builds one instance: (class, variant) → Stack (storage stacks need the filesystem).
 Make = Callable[[type[Stack], str], Stack]
 UNVERIFIED = "acceleration off is unverified: no comparable result with it on"
-# the slowdown by the medians that says the switch reached the crypto, though too few samples
-# (or too noisy a side) make it no significant one: undecided, never "did not reach"
-SLOWER = 1.2
 
 
 def resolve(specs: list[str], kind: str, make: Make, *,
@@ -175,7 +172,7 @@ def verify_accel(results: list[Result]) -> list[Result]:
         verified: bool | None = bool(cmp.significant and cmp.ratio < 1)
         if verified:
             why = ""
-        elif cmp.ratio_ci95[1] < 1 or 0 < cmp.ratio <= 1 / SLOWER:
+        elif cmp.ratio_ci95[1] < 1 or 0 < cmp.ratio <= 1 / stats.MIN_SLOWDOWN:
             # slower by the interval, or by the medians, not by the tests: too few samples (or
             # too noisy a side) to tell; undecided, not a switch that missed (None, not False)
             verified = None
