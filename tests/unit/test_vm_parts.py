@@ -124,8 +124,7 @@ def test_the_guest_reads_the_hosts_tool_versions_instead_of_asking_again(tmp_pat
     monkeypatch.setattr(
         proc, "run", lambda argv, **kw: asked.append(list(argv)) or real(argv, **kw)
     )
-    for cache in (tools._known, tools.version, tools._package_version):
-        cache.cache_clear()
+    tools.forget()
     try:
         assert tools.version("fio") == "9.99"
         one = tools.Tool("cc-a", "sh", "dash", ())
@@ -133,10 +132,32 @@ def test_the_guest_reads_the_hosts_tool_versions_instead_of_asking_again(tmp_pat
         assert tools.version(one) == tools.version(two) != "unknown"
         assert tools.version("tar") and tools.version("tar") != "9.99"
     finally:
-        for cache in (tools._known, tools.version, tools._package_version):
-            cache.cache_clear()
+        tools.forget()
     assert not any("fio" in a for a in asked)
     assert sum(a[:1] == ["dpkg-query"] for a in asked) == 1 and ["tar", "--version"] in asked
+
+
+def test_a_tool_that_printed_no_version_is_asked_again_and_the_hosts_unknown_is_not_taken(
+        tmp_path, monkeypatch):
+    """`zfs version` prints none before the module is loaded: the run's probe asks before the
+    stack's set-up loads it, and the host (no module) writes "unknown" for its guest. The
+    version read after set-up is the one a result keeps."""
+    from cryptcost.host import tools
+    loaded = tmp_path / "loaded"
+    late = tools.Tool("cc-late", "sh", "dash",
+                      ("sh", "-c", f"test -e {loaded} && echo cc-late-1.2.3 || echo not loaded"))
+    known = tmp_path / "tools.json"
+    known.write_text(json.dumps({"cc-late": "unknown"}))
+    monkeypatch.setenv(tools.KNOWN, str(known))
+    tools.forget()
+    try:
+        assert tools.version(late) == "unknown"
+        loaded.touch()
+        assert tools.version(late) == "1.2.3"
+        loaded.unlink()
+        assert tools.version(late) == "1.2.3"      # a version found is kept
+    finally:
+        tools.forget()
 
 
 def test_a_kernel_that_dies_while_booting_or_of_tcgs_int3_race_is_booted_again_once_and_said(

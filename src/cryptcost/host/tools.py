@@ -94,17 +94,38 @@ def _known() -> dict:
         return {}
 
 
-@lru_cache(maxsize=None)
+UNKNOWN = "unknown"     # the tool ran but printed no version its pattern finds
+_versions: dict[Tool, str] = {}
+
+
 def version(name: "str | Tool") -> str | None:
-    """The installed version of a tool, or None when absent."""
+    """The installed version of a tool, or None when absent.
+
+    A version is asked once; "unknown" (the tool ran and printed none) is not kept, here nor
+    from the file of versions already read, and is asked again next time: ``zfs version``
+    prints none before the module is loaded, and a run's probe asks before a stack's set-up
+    loads it."""
     t = tool(name)
     if not t.path():
         return None
-    if _known().get(t.name):
-        return _known()[t.name]
-    if not t.version_argv:
-        return _package_version(t.package, t.version_re)
-    return _ask(tuple(t.version_argv), t.version_re)
+    if t in _versions:
+        return _versions[t]
+    if _known().get(t.name) not in (None, UNKNOWN):
+        found = _known()[t.name]
+    elif not t.version_argv:
+        found = _package_version(t.package, t.version_re)
+    else:
+        found = _ask(tuple(t.version_argv), t.version_re)
+    if found not in (None, UNKNOWN):
+        _versions[t] = found
+    return found
+
+
+def forget() -> None:
+    """Drop every version asked so far (and the file's), as a test that changes them must."""
+    _versions.clear()
+    _known.cache_clear()
+    _package_version.cache_clear()
 
 
 @lru_cache(maxsize=None)
@@ -119,7 +140,7 @@ def _ask(argv: tuple[str, ...], pattern: str) -> str | None:
     except (CryptcostError, UserError):
         return None
     match = re.search(pattern, done.stdout + "\n" + done.stderr)
-    return match.group(1) if match else "unknown"
+    return match.group(1) if match else UNKNOWN
 
 
 def versions(extra: "tuple[Tool, ...] | list[Tool]" = ()) -> dict[str, str | None]:
