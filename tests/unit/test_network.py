@@ -695,13 +695,27 @@ def test_an_address_or_interface_journalled_before_undo_is_still_released(monkey
                    ["ip", "addr", "del", "10.0.0.1/24", "dev", "tap0"]]
 
 
-def test_ipsecs_ceiling_is_its_cipher_then_its_mac_or_its_mac_alone_under_null_encryption():
+def test_ipsecs_ceiling_is_its_cipher_then_its_mac_or_its_mac_alone_under_null_encryption(
+        monkeypatch):
     """ESP encrypts, then MACs the same bytes: a proposal's ceiling is its cipher's cell then its
     MAC's (AES-XCBC's, which no engine has, aes-128-cbc's: the same AES work per byte, said as
-    the nearest); an authentication-only proposal's is its MAC alone; an AEAD's is itself."""
+    the nearest); an authentication-only proposal's is its MAC alone; an AEAD's is itself.
+    The cipher runs in the kernel where the kernel runs ESP (the guest's), in userspace where
+    kernel-libipsec does (this host's), and in the slower where the two ends differ."""
     from cryptcost.engines import CIPHER_ENGINES
     ipsec = get("ipsec")
+    esp = {"esp": {"present": False}, "xfrm": {"present": True}}
+    monkeypatch.setattr("cryptcost.stacks.ipsec.kernel.features", lambda: esp)
     refs = {v: ipsec(v).cipher_ref() for v in ipsec.variants}
+    assert {r["where"] for r in refs.values()} == {"userspace"}
+    esp["esp"]["present"] = True
+    assert ipsec("aes128-sha1").cipher_ref()["where"] == "kernel"
+    for impl, where in [("kernel ESP", "kernel"), ("kernel-libipsec", "userspace"),
+                        ("a: kernel ESP, b: kernel-libipsec", "userspace")]:
+        one = ipsec("aes128-sha1")
+        one.params["implementation"] = impl
+        assert one.cipher_ref()["where"] == where
+        assert "implementation" not in ipsec("aes128-sha1").params
     assert refs["null-sha1"]["algorithm"] == "hmac-sha1" and "then" not in refs["null-sha1"]
     assert refs["null-sha256"]["algorithm"] == "hmac-sha256" and refs["null-md5"]["exact"]
     assert refs["null-aesxcbc"]["algorithm"] == "aes-128-cbc" and not refs["null-aesxcbc"]["exact"]

@@ -101,16 +101,19 @@ class Ipsec(NetworkStack):
     @classmethod
     def variant_unavailable(cls, variant: str) -> Unavailable | None:
         """IPComp only with the kernel's ESP: kernel-libipsec, the fallback, has none."""
-        if not cls.variants[variant].get("ipcomp"):
-            return None
-        present = kernel.features()
-        if all(present.get(f, {}).get("present") for f in cls.kernel_features):
+        if not cls.variants[variant].get("ipcomp") or cls.kernel_esp():
             return None
         return Unavailable("IPComp needs the kernel's ESP (kernel-libipsec, which runs ESP "
                            "here, has no IPComp)",
                            "a kernel with CONFIG_INET_ESP and CONFIG_INET_IPCOMP; or emulated, "
                            "under Debian's stock kernel in a qemu guest: cryptcost vm -- network "
                            f"--stacks ipsec:{variant}", guest="")
+
+    @classmethod
+    def kernel_esp(cls) -> bool:
+        """Whether this host's kernel runs ESP (else kernel-libipsec does, in userspace)."""
+        present = kernel.features()
+        return all(present.get(f, {}).get("present") for f in cls.kernel_features)
 
     def confidential(self) -> bool | str:
         return WEAK[self.variant] if self.params["esp"].startswith("null") else True
@@ -121,7 +124,12 @@ class Ipsec(NetworkStack):
             return None
         cipher, _, integrity = esp.rpartition("-")          # AEADs have no separate integrity
         mac = MACS.get(integrity) if cipher and cipher != "null" else None
-        return ref(alg, "userspace", unit=1400, exact="aesxcbc" not in esp, then=mac)
+        # The kernel's crypto where the kernel runs ESP (once set up: what both ends run, the
+        # slower, userspace one where they differ); before, what this host's kernel would run.
+        impl = self.params.get("implementation")
+        kernel_esp = "libipsec" not in impl if impl else self.kernel_esp()
+        return ref(alg, "kernel" if kernel_esp else "userspace", unit=1400,
+                   exact="aesxcbc" not in esp, then=mac)
 
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
         self.link = link
