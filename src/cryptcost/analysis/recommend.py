@@ -222,9 +222,10 @@ def _paragraph(use: str, ranked: list, storage: list[Stored], unavailable: list[
                 if fact not in sentences:
                     sentences.append(fact)
     sentences += [f"Avoid {s}, left out of the ranking: {w}." for s, w in sorted(warned.items())]
-    for u in unavailable:
-        if u.advice:
-            sentences.append(f"{u.stack} could not be measured here ({u.reason}); {u.advice}.")
+    for u in unavailable:       # once each: several parts of a suite skip the same stack
+        said = f"{u.stack} could not be measured here ({u.reason}); {u.advice}."
+        if u.advice and said not in sentences:
+            sentences.append(said)
     return " ".join(sentences)
 
 
