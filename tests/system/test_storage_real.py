@@ -435,6 +435,29 @@ def test_rclone_writes_are_timed_until_the_ciphertext_is_on_the_lower_directory(
 
 
 @pytest.mark.root
+def test_rclone_is_not_given_dbenchs_mix_and_says_why_and_its_small_files_are_measured(cli):
+    """rclone 1.60 fails to remove the files dbench's mix leaves (EIO, a file left in its lower
+    directory that the next workload's upload check then counts): the mix is not run on it, the
+    run says why, and its small files are measured whole, tar's unpacking until its upload
+    ended; its baselines run the mix, made durable after dbench outside dbench's figure."""
+    _available("rclone-crypt")
+    done = cli("storage", "--stacks", "rclone-crypt", "--workloads", "mixed,smallfiles",
+               "--size", "256M", *ONE, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert not out["failed"], out["failed"]
+    [why] = [s for s in out["skipped"] if s["stack"] == "rclone-crypt"]
+    assert why["workload"] == "mixed" and "EIO" in why["reason"], why
+    ops = {(r["stack"], r["op"]): r for r in out["results"]}
+    assert {op for stack, op in ops if stack == "rclone-crypt"} == {
+        "untar", "create", "read", "stat", "delete"}
+    assert "until durable" in ops[("rclone-crypt", "untar")]["timing"]
+    for stack in ("plain", "fuse-passthrough:big-writes"):
+        mix = ops[(stack, "dbench")]
+        assert mix["settled_after_s"] >= 0 and "settled_after_s" in mix["timing"], mix
+
+
+@pytest.mark.root
 def test_every_write_is_timed_until_durable(every_stack):
     """One clock: the same settle step follows every stack's and every baseline's writes."""
     _available("gocryptfs")

@@ -145,6 +145,9 @@ class StorageStack(Stack):
     # a file is written again under its name within a sample says why); None: passes
     # are added until the sample lasts its minimum time.
     one_write_pass: ClassVar[str | None] = None
+    # Workloads (their names) the stack cannot run, each with why, as seen: a step of one is not
+    # measured on it, and the run says why (runner.storage.unfit).
+    unfit_workloads: ClassVar[dict[str, str]] = {}
 
     def __init__(self, variant: str | None = None, fs: str = "ext4"):
         super().__init__(variant)

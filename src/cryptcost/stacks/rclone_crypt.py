@@ -54,6 +54,10 @@ class RcloneCrypt(FuseStack):
     one_write_pass = ("a file written again under the name rclone has just uploaded fails now and "
                       "then (rclone 1.60: \"remove …: no such file or directory\", then EIO)")
     stall_seconds = 20.0
+    unfit_workloads = {"mixed": (
+        "rclone 1.60 cannot remove the files dbench's mix leaves in its mount (\"IO error: "
+        "remove …: no such file or directory\", then EIO), even once every upload has ended, "
+        "and the file stays in its lower directory")}
 
     def cipher_ref(self) -> dict:
         # XSalsa20-Poly1305 (NaCl secretbox): ChaCha20-Poly1305 is its nearest measured relative

@@ -225,8 +225,12 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
 
 
 def unfit(stack: StorageStack, step: wl.Step, direct: bool) -> str | None:
-    """Why ``stack`` cannot run ``step`` (a direct I/O smaller than its device's sector), or
-    None."""
+    """Why ``stack`` cannot run ``step`` (a workload the stack says it cannot run, a direct
+    I/O smaller than its device's sector), or None."""
+    said = [stack.unfit_workloads[w] for w in sorted({op.workload for op in step.ops})
+            if w in stack.unfit_workloads]
+    if said:
+        return said[0]
     unit = stack.direct_unit()
     small = sorted({op.block_bytes for op in step.ops
                     if direct and op.engine == "fio" and op.block_bytes < unit})
@@ -324,6 +328,8 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     metrics["passes"] = statistics.median(x.metrics.get("passes", 1) for x in samples)
     if any("file_reads" in x.metrics for x in samples):       # a re-read (steps.StepRunner.reread)
         metrics["file_reads"] = median(samples, "file_reads")
+    if any("settled_after_s" in x.metrics for x in samples):   # dbench's (storage.programs.mix)
+        metrics["settled_after_s"] = median(samples, "settled_after_s")
     short = statistics.median(x.seconds for x in samples)
     if short < SHORT_SAMPLE:
         after.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "

@@ -301,12 +301,14 @@ class StepRunner:
                 if op.engine == "bonnie":
                     moved, count, seconds, said = self.bonnie.phase(inst, op, step)
                 elif op.engine == "untar":
-                    moved, count, seconds, said = programs.untar(inst.workdir, self.archive)
+                    moved, count, seconds, said = programs.untar(inst.stack, inst.workdir,
+                                                                  self.archive)
                 elif op.engine == "rsync":
                     moved, count, seconds, said = programs.rsync(
                         inst.label, inst.stack, inst.workdir / f"{step.name}.dat", source)
                 else:
-                    moved, count, seconds, said = programs.mix(inst.workdir, op, step.name)
+                    moved, count, seconds, said = programs.mix(inst.stack, inst.workdir, op,
+                                                                step.name)
             metrics.update(said)
         metrics["harness_cpu_s"] = cpu.harness_cpu() - harness
         after, dafter = cpu.stat_snapshot(), _daemon_cpu(pids)
