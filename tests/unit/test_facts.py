@@ -474,6 +474,13 @@ def test_every_stack_with_a_twin_gets_its_cost_split_and_the_twin_names_what_it_
         [("fscrypt", "plain:encrypt-feature", "ext4's encrypt feature", False)]
     assert rows[0].total == pytest.approx(0.55) and rows[0].shared == pytest.approx(0.4)
     assert rows[0].own == pytest.approx(0.15) and rows[0].own_significant is True
+    # an operation with no block size (tar's unpacking, dbench: stored as 0) shows none
+    from cryptcost.model import Run
+    from cryptcost.report import document
+    untar = [{**r, "workload": "smallfiles", "op": "untar", "block_bytes": 0}
+             for r in results]
+    doc = document.build(Run(id=1, started="", command="run", host={"cpu": {}}), untar)
+    assert [(x["op"], x["block"]) for x in doc["split"]] == [("untar", "—")]
 
 
 def test_the_twins_between_a_stack_and_its_reference_say_what_they_add():

@@ -120,7 +120,8 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
                      if x.relative_to_plain is not None else "—"} for x in a.ranking],
         "findings": a.findings, "tuning": a.tuning,
         "predictions": [p.to_dict() for p in a.predictions],
-        "split": [{"stack": x.stack, "op": x.op, "block": units.size(x.block_bytes),
+        "split": [{"stack": x.stack, "op": x.op,
+                   "block": units.size(x.block_bytes) if x.block_bytes else "—",
                    "chain": f"{x.reference} {units.rate(x.reference_bytes_per_s)} → "
                             f"{x.twin} {units.rate(x.twin_bytes_per_s)} → "
                             f"{units.rate(x.stack_bytes_per_s)}",
