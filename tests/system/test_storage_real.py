@@ -435,6 +435,7 @@ def test_rclone_writes_are_timed_until_the_ciphertext_is_on_the_lower_directory(
 
 
 @pytest.mark.root
+@pytest.mark.stack_matrix       # about 50 s: make test is near its 20 min
 def test_rclone_is_not_given_dbenchs_mix_and_says_why_and_its_small_files_are_measured(cli):
     """rclone 1.60 fails to remove the files dbench's mix leaves (EIO, a file left in its lower
     directory that the next workload's upload check then counts): the mix is not run on it, the
