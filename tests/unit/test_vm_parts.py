@@ -160,6 +160,28 @@ def test_a_tool_that_printed_no_version_is_asked_again_and_the_hosts_unknown_is_
         tools.forget()
 
 
+def test_a_packages_version_is_dpkgs_whole_even_without_a_dot(monkeypatch):
+    """A tool that prints no version of its own has its package's: ecryptfs-utils is 111-6 on
+    Debian 12, which the default pattern (a dotted number) found nothing in."""
+    from types import SimpleNamespace
+
+    from cryptcost import proc
+    from cryptcost.host import tools
+    asked = []
+
+    def dpkg(argv, **kw):
+        asked.append(list(argv))
+        return SimpleNamespace(stdout="111-6", stderr="", returncode=0)
+    monkeypatch.setattr(proc, "run", dpkg)
+    tools.forget()
+    try:
+        helper = tools.Tool("cc-helper", "sh", "cc-utils", ())
+        assert tools.version(helper) == "111-6"
+        assert asked == [["dpkg-query", "-W", "-f=${Version}", "cc-utils"]]
+    finally:
+        tools.forget()
+
+
 def test_a_kernel_that_dies_while_booting_or_of_tcgs_int3_race_is_booted_again_once_and_said(
         tmp_path, monkeypatch, state_dir):
     """A guest kernel that panics before the guest's command began (TCG has killed a 6.12 boot

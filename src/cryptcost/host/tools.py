@@ -113,7 +113,7 @@ def version(name: "str | Tool") -> str | None:
     if _known().get(t.name) not in (None, UNKNOWN):
         found = _known()[t.name]
     elif not t.version_argv:
-        found = _package_version(t.package, t.version_re)
+        found = _package_version(t.package)
     else:
         found = _ask(tuple(t.version_argv), t.version_re)
     if found not in (None, UNKNOWN):
@@ -129,9 +129,10 @@ def forget() -> None:
 
 
 @lru_cache(maxsize=None)
-def _package_version(package: str, pattern: str) -> str | None:
-    """dpkg's version of a package (several tools of one package ask once)."""
-    return _ask(("dpkg-query", "-W", "-f=${Version}", package), pattern)
+def _package_version(package: str) -> str | None:
+    """dpkg's version of a package, whole (several tools of one package ask once): it is a
+    version already, and may have no dot (ecryptfs-utils' ``111-6``)."""
+    return _ask(("dpkg-query", "-W", "-f=${Version}", package), r"(\S+)")
 
 
 def _ask(argv: tuple[str, ...], pattern: str) -> str | None:
