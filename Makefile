@@ -44,12 +44,18 @@ $(MANPAGE): $(STAMP) $(wildcard src/cryptcost/cli/*.py)
 # gocryptfs's FUSE baseline: go-fuse's loopback, from the pinned module in
 # packaging/gofuse (the Go module proxy; Debian's golang-go when no go is on PATH).
 GOFUSE := $(VENV)/bin/cc-gofuse-loopback
-gofuse: $(GOFUSE)
+gofuse: $(GOFUSE) $(GOFUSE).buildinfo
 
 $(GOFUSE): packaging/gofuse/go.mod packaging/gofuse/go.sum | venv
 	@command -v go >/dev/null || { if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq golang-go; }
 	cd packaging/gofuse && go build -trimpath -o $(abspath $(GOFUSE)) github.com/hanwen/go-fuse/v2/example/loopback
+
+# Its build record (the go-fuse module's version), which the loopback cannot print itself;
+# without go on PATH its results say "unknown" for it.
+$(GOFUSE).buildinfo: $(GOFUSE)
+	@go version -m $< > $@.tmp && mv $@.tmp $@ || \
+	  { rm -f $@.tmp; echo "no go on PATH: gofuse-loopback's version will read unknown" >&2; }
 
 # apt-get only for what dpkg says is missing, so a second `make` is quick.
 debs:

@@ -57,6 +57,23 @@ def test_every_tool_make_builds_is_built_by_the_makefile():
                 )
 
 
+def test_what_make_builds_says_the_version_of_the_module_it_was_built_from():
+    """The loopback prints no version of its own: its results carry the go-fuse version of its
+    build record, the one packaging/gofuse pins (they read a dpkg error's words once)."""
+    from cryptcost.host import tools
+    from cryptcost.stacks.gofuse_passthrough import LOOPBACK
+    from tests.conftest import skip_or_fail
+    if not LOOPBACK.path():
+        skip_or_fail("gofuse-passthrough", f"{LOOPBACK.binary} is not built (make gofuse)")
+    pinned = re.search(r"github\.com/hanwen/go-fuse/v2 v(\S+)",
+                       (ROOT / "packaging/gofuse/go.mod").read_text())
+    tools.forget()
+    try:
+        assert pinned and tools.version(LOOPBACK) == pinned.group(1)
+    finally:
+        tools.forget()
+
+
 def test_ci_requires_every_stack_this_kind_of_machine_can_run():
     expected = set(stacks.expected_on(CI_KERNEL, listed_packages() | built_by_make()))
     required = ci_required()

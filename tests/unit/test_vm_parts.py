@@ -182,6 +182,22 @@ def test_a_packages_version_is_dpkgs_whole_even_without_a_dot(monkeypatch):
         tools.forget()
 
 
+def test_dpkgs_error_is_not_taken_for_a_version(monkeypatch):
+    """A package dpkg does not know answers with an error on stderr and status 1, whose first
+    word ("dpkg-query:") the whole-version pattern matched: gofuse-loopback's version read so."""
+    from types import SimpleNamespace
+
+    from cryptcost import proc
+    from cryptcost.host import tools
+    monkeypatch.setattr(proc, "run", lambda argv, **kw: SimpleNamespace(
+        stdout="", stderr=f"dpkg-query: no packages found matching {argv[-1]}\n", returncode=1))
+    tools.forget()
+    try:
+        assert tools.version(tools.Tool("cc-orphan", "sh", "cc-nowhere", ())) == "unknown"
+    finally:
+        tools.forget()
+
+
 def test_a_kernel_that_dies_while_booting_or_of_tcgs_int3_race_is_booted_again_once_and_said(
         tmp_path, monkeypatch, state_dir):
     """A guest kernel that panics before the guest's command began (TCG has killed a 6.12 boot

@@ -131,16 +131,24 @@ def forget() -> None:
 @lru_cache(maxsize=None)
 def _package_version(package: str) -> str | None:
     """dpkg's version of a package, whole (several tools of one package ask once): it is a
-    version already, and may have no dot (ecryptfs-utils' ``111-6``)."""
-    return _ask(("dpkg-query", "-W", "-f=${Version}", package), r"(\S+)")
+    version already, and may have no dot (ecryptfs-utils' ``111-6``). Only what dpkg prints
+    on success is one: its error ("dpkg-query: no packages found matching …") is not."""
+    return _ask(("dpkg-query", "-W", "-f=${Version}", package), r"(\S+)", answered=True)
 
 
-def _ask(argv: tuple[str, ...], pattern: str) -> str | None:
+def _ask(argv: tuple[str, ...], pattern: str, *, answered: bool = False) -> str:
+    """The first group of ``pattern`` in what ``argv`` prints (both streams: many tools print
+    their version on stderr, or with a failing status, as ``bonnie++ -h``), else "unknown",
+    as when the asking program cannot be run. ``answered``: only a successful run's stdout."""
     try:
         done = proc.run(list(argv), timeout=20, check=False)
     except (CryptcostError, UserError):
-        return None
-    match = re.search(pattern, done.stdout + "\n" + done.stderr)
+        return UNKNOWN
+    if answered:
+        said = done.stdout if done.returncode == 0 else ""
+    else:
+        said = done.stdout + "\n" + done.stderr
+    match = re.search(pattern, said)
     return match.group(1) if match else UNKNOWN
 
 

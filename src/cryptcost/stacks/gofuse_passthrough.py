@@ -18,8 +18,12 @@ from cryptcost.host.tools import Tool
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.stacks.fs import FuseStack
 
-LOOPBACK = Tool("gofuse-loopback", os.path.join(sys.prefix, "bin", "cc-gofuse-loopback"),
-                "make: go-fuse v2.1.0 example/loopback, built from packaging/gofuse (needs go)", ())
+_BINARY = os.path.join(sys.prefix, "bin", "cc-gofuse-loopback")
+# The loopback prints no version; `make` keeps `go version -m`'s build record beside it, whose
+# `mod` line is the go-fuse module it was built from (go may not be on root's PATH at run time).
+LOOPBACK = Tool("gofuse-loopback", _BINARY,
+                "make: go-fuse v2.1.0 example/loopback, built from packaging/gofuse (needs go)",
+                ("cat", _BINARY + ".buildinfo"), r"mod\s+github\.com/hanwen/go-fuse/v2\s+v(\S+)")
 
 
 class GofusePassthrough(FuseStack):
