@@ -159,6 +159,18 @@ def test_judge_accepts_ciphertext_and_refuses_the_service_port_and_the_canary():
     assert judge([], leak, 5201)["verdict"] == "plaintext"
 
 
+def test_an_empty_packet_on_the_service_port_is_no_plaintext_but_one_with_data_is():
+    """The baseline's connection torn down after its sample sends its FIN and last ACK into the
+    next sample's capture: 0 B of payload, nothing shown (it failed an SSH sample once)."""
+    leak = get("ssh")("aes128-ctr-sha256").leak
+    sealed = _packets([os.urandom(1400) for _ in range(50)], sport=40000, dport=2222)
+    teardown = _packets([b"", b""], sport=39486, dport=5201)
+    assert judge(sealed + teardown, leak, 5201)["verdict"] == "encrypted"
+    data = _packets([b"", os.urandom(100)], sport=39486, dport=5201)
+    got = judge(sealed + data, leak, 5201)
+    assert got["verdict"] == "plaintext" and got["plaintext_packets"] == 1
+
+
 def test_smb3_leak_rule_spots_a_plaintext_write_not_a_transform():
     leak = get("smb3")("aes-128-gcm").leak
     header = (

@@ -197,8 +197,12 @@ class NetworkStack(Stack):
         return None
 
     def leak(self, packet: Packet, service: int) -> str | None:
-        """Why ``packet`` shows plaintext, or None (see the module docstring)."""
-        if packet.proto in (6, 17) and service in (packet.sport, packet.dport):
+        """Why ``packet`` shows plaintext, or None (see the module docstring): one that carries
+        data to or from the service's own port. An empty one (a SYN, an ACK, a FIN) carries
+        none: the plaintext baseline's connection, torn down just after its sample, sends its
+        last FIN and ACK into the next sample's capture."""
+        if (packet.proto in (6, 17) and service in (packet.sport, packet.dport)
+                and packet.payload):
             return f"a packet to or from the plaintext service port {service}"
         return None
 

@@ -7,7 +7,7 @@ wire. (Not what arrives: a kernel that decrypts ESP in tunnel mode hands
 the decrypted packet to the interface's taps a second time, as incoming
 traffic, and that copy never crossed the wire.) For an encryption stack they must show
 no plaintext — no packet the stack's :meth:`leak` rule flags (by default:
-a packet to or from the service's own port) — and their payload must
+a packet carrying data to or from the service's own port) — and their payload must
 have a ciphertext's entropy. Before its first sample each stack also
 carries a *canary*: iperf3's repeating digit pattern (or a file of it),
 which must not appear on the wire. A tunnel that quietly falls back to
