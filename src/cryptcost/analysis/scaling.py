@@ -254,6 +254,14 @@ def findings(cs: list[Curve]) -> list[str]:
         if worth:
             out.append(f"{stack}: hardware acceleration is worth " + "; ".join(
                 f"{c.accel.text} ({c.cell})" for c in worth) + " here")
+            # where the same switch is worth something, it reaches the stack's cipher: a cell it
+            # did not slow is one the cipher does not limit (dm-crypt's small requests in a guest)
+            same = [c.cell for c in mine if c.accel.state == "not effective"]
+            if same:
+                said.add((stack, "not effective"))
+                out.append(f"{stack}: acceleration off was not significantly slower at "
+                           + ", ".join(same) + ": the switch reaches its cipher (above), so "
+                           "the cipher does not limit these cells")
         for c in mine:
             state = c.accel.state
             if state in ("not effective", "unverified", "cannot be switched off", "kernel") and \
