@@ -129,7 +129,7 @@ def forget() -> None:
 
 
 @lru_cache(maxsize=None)
-def _package_version(package: str) -> str | None:
+def _package_version(package: str) -> str:
     """dpkg's version of a package, whole (several tools of one package ask once): it is a
     version already, and may have no dot (ecryptfs-utils' ``111-6``). Only what dpkg prints
     on success is one: its error ("dpkg-query: no packages found matching …") is not."""
