@@ -261,7 +261,7 @@ def findings(cs: list[Curve]) -> list[str]:
                 said.add((stack, "not effective"))
                 out.append(f"{stack}: acceleration off was not significantly slower at "
                            + ", ".join(same) + ": the switch reaches its cipher (above), so "
-                           "the cipher does not limit these cells")
+                           "the cipher does not limit these cells, as far as their samples tell")
         for c in mine:
             state = c.accel.state
             if state in ("not effective", "unverified", "cannot be switched off", "kernel") and \

@@ -179,8 +179,8 @@ def verify_accel(results: list[Result]) -> list[Result]:
             why = (f"; slower, but not significantly with {len(with_on.samples)} and "
                    f"{len(r.samples)} samples, so no acceleration-off figure until more show it")
         else:
-            why = ("; the switch did not reach this stack's crypto, so this is no "
-                   "acceleration-off figure")
+            why = ("; the switch did not reach this stack's crypto, or the cipher does not limit "
+                   "this cell, so this is no acceleration-off figure")
         note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× "
                 f"the speed with it on ({cmp.verdict}){why}")
         out.append(replace(r, metrics={**r.metrics, "accel_verified": verified,
