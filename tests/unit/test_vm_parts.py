@@ -182,6 +182,23 @@ def test_a_packages_version_is_dpkgs_whole_even_without_a_dot(monkeypatch):
         tools.forget()
 
 
+def test_a_packages_epoch_is_not_part_of_its_version(monkeypatch):
+    """dpkg writes nfs-kernel-server's version with its epoch (``1:``); the version kept is
+    without it, as a run begun earlier recorded it, so a resumed run does not call the same
+    program changed."""
+    from types import SimpleNamespace
+
+    from cryptcost import proc
+    from cryptcost.host import tools
+    monkeypatch.setattr(proc, "run", lambda argv, **kw: SimpleNamespace(
+        stdout="1:2.6.2-4+deb12u1", stderr="", returncode=0))
+    tools.forget()
+    try:
+        assert tools.version(tools.Tool("cc-nfsd", "sh", "cc-nfs", ())) == "2.6.2-4+deb12u1"
+    finally:
+        tools.forget()
+
+
 def test_dpkgs_error_is_not_taken_for_a_version(monkeypatch):
     """A package dpkg does not know answers with an error on stderr and status 1, whose first
     word ("dpkg-query:") the whole-version pattern matched: gofuse-loopback's version read so."""

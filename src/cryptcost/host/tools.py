@@ -132,8 +132,11 @@ def forget() -> None:
 def _package_version(package: str) -> str:
     """dpkg's version of a package, whole (several tools of one package ask once): it is a
     version already, and may have no dot (ecryptfs-utils' ``111-6``). Only what dpkg prints
-    on success is one: its error ("dpkg-query: no packages found matching …") is not."""
-    return _ask(("dpkg-query", "-W", "-f=${Version}", package), r"(\S+)", answered=True)
+    on success is one: its error ("dpkg-query: no packages found matching …") is not. Without
+    its epoch (nfs-kernel-server's ``1:2.6.2-4+deb12u1`` is ``2.6.2-4+deb12u1``), as the tool's
+    own version is written and as runs before this one recorded it: an epoch only orders."""
+    return _ask(("dpkg-query", "-W", "-f=${Version}", package), r"^(?:\d+:)?(\S+)",
+                answered=True)
 
 
 def _ask(argv: tuple[str, ...], pattern: str, *, answered: bool = False) -> str:
