@@ -236,7 +236,7 @@ def test_a_reports_own_table_lays_each_row_beside_the_runs_against_the_reference
 
 
 @pytest.mark.parametrize("label, rows, columns", [("R1", 5, 4), ("R2", 12, 3), ("R3", 7, 2),
-                                                  ("R5", 20, 2)])
+                                                  ("R4", 3, 4), ("R5", 20, 2)])
 def test_a_reports_own_table_has_its_shape_and_every_figure_is_in_its_text(label, rows, columns):
     t = fr.load(label).table
     assert len(t.rows) == rows and len(t.columns) == columns == len(t.cells)
@@ -261,6 +261,25 @@ def test_r3s_table_reads_dm_crypts_writes_by_block_size_on_two_cpus_and_one():
     assert rows["512 B"][1]["ours_vs"] == pytest.approx(0.3)        # against 4 KiB, 1 CPU
     assert rows["512 B"][0]["theirs_vs"] == pytest.approx(56.4 / 148.0)
     assert all(c["emulated"] for c in rows["512 B"]) and rows["8192 B"][0]["ours"] is None
+
+
+def test_r4s_table_reads_dbench_over_each_nfs_by_client_count_against_nfs_3():
+    """R4's figure 3 gives no figures in its text: the table holds ours alone, each client
+    count its own cell, against NFS 3's at the same count; a delayed link's is not taken."""
+    def d(stack, clients, value, **extra):
+        return _r(stack, value, workload="dbench", op="dbench", streams=clients, **extra)
+    guest = read([d("nfs:v3", 1, 8e6), d("nfs:sys", 1, 6e6), d("nfs:krb5p", 1, 4e6),
+                  d("nfs:v3", 8, 20e6), d("nfs:sys", 8, 25e6),
+                  d("nfs:krb5p", 8, 1e6, delay_ms=20.0)])
+    t = {b["label"]: b for b in fr.section(read([]), [guest])}["R4"]["table"]
+    assert t["columns"] == ["1 client", "2 clients", "4 clients", "8 clients"]
+    rows = {r["name"]: r["cells"] for r in t["rows"]}
+    assert rows["NFS 4"][0]["ours"] == pytest.approx(6.0) and rows["NFS 4"][0]["emulated"]
+    assert rows["NFS 4"][0]["ours_vs"] == pytest.approx(0.75)
+    assert rows["NFS 4"][3]["ours_vs"] == pytest.approx(1.25)
+    assert rows["NFS 4, krb5p"][0]["ours_vs"] == pytest.approx(0.5)
+    assert rows["NFS 4, krb5p"][3]["ours"] is None                  # only over the delayed link
+    assert rows["NFS 4"][1]["ours"] is None and all(c["theirs"] is None for c in rows["NFS 3"])
 
 
 def test_r2s_table_takes_the_guests_dm_crypt_or_this_hosts_qemu_luks_each_against_its_own_native():
