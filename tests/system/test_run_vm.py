@@ -93,7 +93,7 @@ def test_run_vm_measures_the_kernels_share_in_the_guest_and_the_field_reports_re
         assert row["here"].endswith("(emulated)") and row["ours_cells"][0].startswith(stack)
         assert (stack, op) in stored
     assert "(emulated) here" in blocks["R4"]["sentence"]
-    rows = {r["name"]: r["cells"] for r in blocks["R2"]["table"]["rows"]}
+    rows = {r["name"]: r["cells"] for r in blocks["R2"]["tables"][0]["rows"]}
     rewrite = rows["aes-xts-plain, their retest"][1]
     assert rewrite["ours"] and rewrite["emulated"] and rewrite["theirs"] == 38.7, rewrite
     # the host's own list of what it could not run says where it was measured instead

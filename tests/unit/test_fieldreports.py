@@ -203,7 +203,7 @@ def test_a_guest_run_fills_a_row_only_where_the_run_has_no_pair_and_is_said_emul
 
 
 def test_r5s_own_table_is_its_twenty_rows_each_way_quoted_from_its_text():
-    t = fr.load("R5").table
+    t = fr.load("R5").tables[0]
     assert t.columns == ("one way", "the other way") and t.unit == "Mbit/s"
     assert len(t.rows) == 20 and t.rows[0].name == "no ipsec" and t.reference == "no ipsec"
     assert len({r.cell["stack"] for r in t.rows}) == 20          # one stack a row, none twice
@@ -220,7 +220,7 @@ def test_a_reports_own_table_lays_each_row_beside_the_runs_against_the_reference
     run = read([_r("tcp", 110e6, workload="send"), _r("ipsec:aes128-sha1", 55e6, workload="send")])
     guest = read([_r("tcp", 20e6, workload="send"), _r("esp:null-null", 19e6, workload="send"),
                   _r("ipsec:aes128-sha1", 1e6, workload="send")])
-    t = {b["label"]: b for b in fr.section(run, [guest])}["R5"]["table"]
+    t = {b["label"]: b for b in fr.section(run, [guest])}["R5"]["tables"][0]
     rows = {r["name"]: r["cells"] for r in t["rows"]}
     assert len(rows) == 20 and t["measured"] == 3
     sha1 = rows["hmac-sha1/aes-cbc"][0]
@@ -235,17 +235,20 @@ def test_a_reports_own_table_lays_each_row_beside_the_runs_against_the_reference
     assert fr.table_text(sha1, "theirs") == "259.4 (0.28×)"
 
 
-@pytest.mark.parametrize("label, rows, columns", [("R1", 5, 4), ("R2", 12, 3), ("R3", 7, 2),
-                                                  ("R4", 3, 4), ("R5", 20, 2)])
-def test_a_reports_own_table_has_its_shape_and_every_figure_is_in_its_text(label, rows, columns):
-    t = fr.load(label).table
-    assert len(t.rows) == rows and len(t.columns) == columns == len(t.cells)
-    assert t.reference in {r.name for r in t.rows}
+@pytest.mark.parametrize("label, shapes", [("R1", [(5, 4)]), ("R2", [(12, 3)]), ("R3", [(7, 2)]),
+                                           ("R4", [(3, 4), (3, 4)]), ("R5", [(20, 2)])])
+def test_a_reports_own_tables_have_their_shape_and_every_figure_is_in_its_text(label, shapes):
+    """Rows × columns of each table the report drew (R4: figure 1's modes × write and read,
+    figure 3's modes × clients), each of their figures quoted from its text."""
+    tables = fr.load(label).tables
+    assert [(len(t.rows), len(t.columns)) for t in tables] == shapes
+    assert all(len(t.cells) == len(t.columns) and t.reference in {r.name for r in t.rows}
+               for t in tables)
     path = SEEDS / FILES[label]
     if not path.exists():
         skip_or_fail(("seeds",), f"the field reports' texts are not at {SEEDS}")
     found = _numbers(path.read_text())
-    for row in t.rows:
+    for row in (row for t in tables for row in t.rows):
         assert all(x in found for x in row.theirs if x is not None), row
 
 
@@ -254,7 +257,7 @@ def test_r3s_table_reads_dm_crypts_writes_by_block_size_on_two_cpus_and_one():
         return {"kind": "storage", "stack": "luks:aes-xts-plain64", "workload": "seq",
                 "op": "write", "block_bytes": bs, "cpus": cpus, "median_bytes_per_s": value}
     guest = read([w(512, 2, 10e6), w(4096, 2, 40e6), w(512, 1, 9e6), w(4096, 1, 30e6)])
-    t = {b["label"]: b for b in fr.section(read([]), [guest])}["R3"]["table"]
+    t = {b["label"]: b for b in fr.section(read([]), [guest])}["R3"]["tables"][0]
     rows = {r["name"]: r["cells"] for r in t["rows"]}
     assert rows["512 B"][0]["ours"] == pytest.approx(10.0)
     assert rows["512 B"][0]["ours_vs"] == pytest.approx(0.25)       # against 4 KiB, 2 CPUs
@@ -271,7 +274,7 @@ def test_r4s_table_reads_dbench_over_each_nfs_by_client_count_against_nfs_3():
     guest = read([d("nfs:v3", 1, 8e6), d("nfs:sys", 1, 6e6), d("nfs:krb5p", 1, 4e6),
                   d("nfs:v3", 8, 20e6), d("nfs:sys", 8, 25e6),
                   d("nfs:krb5p", 8, 1e6, delay_ms=20.0)])
-    t = {b["label"]: b for b in fr.section(read([]), [guest])}["R4"]["table"]
+    t = {b["label"]: b for b in fr.section(read([]), [guest])}["R4"]["tables"][1]
     assert t["columns"] == ["1 client", "2 clients", "4 clients", "8 clients"]
     rows = {r["name"]: r["cells"] for r in t["rows"]}
     assert rows["NFS 4"][0]["ours"] == pytest.approx(6.0) and rows["NFS 4"][0]["emulated"]
@@ -280,6 +283,24 @@ def test_r4s_table_reads_dbench_over_each_nfs_by_client_count_against_nfs_3():
     assert rows["NFS 4, krb5p"][0]["ours_vs"] == pytest.approx(0.5)
     assert rows["NFS 4, krb5p"][3]["ours"] is None                  # only over the delayed link
     assert rows["NFS 4"][1]["ours"] is None and all(c["theirs"] is None for c in rows["NFS 3"])
+
+
+def test_r4s_first_table_is_each_nfs_by_write_and_read_against_nfs_4_and_over_the_delayed_link():
+    """R4's figure 1, modes × write and read: each against NFS 4 (sec=sys), as the report's own
+    comparisons are; the delayed link's cells in columns of their own, never in the LAN's."""
+    def p(stack, workload, value, **extra):
+        return _r(stack, value, workload=workload, **extra)
+    guest = read([p("nfs:sys", "put", 50e6), p("nfs:krb5p", "put", 10e6), p("nfs:v3", "put", 48e6),
+                  p("nfs:sys", "get", 60e6), p("nfs:krb5p", "get", 12e6),
+                  p("nfs:sys", "put", 20e6, delay_ms=20.0), p("nfs:krb5p", "put", 5e6,
+                                                               delay_ms=20.0)])
+    t = {b["label"]: b for b in fr.section(read([]), [guest])}["R4"]["tables"][0]
+    assert t["columns"] == ["write", "read", "write, 20 ms more", "read, 20 ms more"]
+    rows = {r["name"]: r["cells"] for r in t["rows"]}
+    assert [c["ours"] for c in rows["NFS 4"]] == [50.0, 60.0, 20.0, None]
+    assert rows["NFS 4, krb5p"][0]["ours_vs"] == pytest.approx(0.2)
+    assert rows["NFS 4, krb5p"][2]["ours_vs"] == pytest.approx(0.25)
+    assert rows["NFS 3"][0]["ours_vs"] == pytest.approx(0.96) and rows["NFS 3"][2]["ours"] is None
 
 
 def test_r2s_table_takes_the_guests_dm_crypt_or_this_hosts_qemu_luks_each_against_its_own_native():
@@ -294,7 +315,7 @@ def test_r2s_table_takes_the_guests_dm_crypt_or_this_hosts_qemu_luks_each_agains
                  w("qemu-raw", "rewrite", 500e6),
                  w("luks-userspace:aes-256-xts-plain64", "rewrite", 100e6)])
     guest = read([w("plain", "write", 100e6), w("luks:twofish-lrw-benbi", "write", 20e6)])
-    t = {b["label"]: b for b in fr.section(host, [guest])}["R2"]["table"]
+    t = {b["label"]: b for b in fr.section(host, [guest])}["R2"]["tables"][0]
     rows = {r["name"]: r["cells"] for r in t["rows"]}
     xts = rows["aes-xts-plain, their retest"]
     assert xts[0]["ours"] == pytest.approx(400.0) and xts[0]["ours_vs"] == pytest.approx(0.5)
@@ -320,11 +341,11 @@ def test_r2s_table_is_drawn_with_its_reference_lines_where_the_run_has_its_rows(
     guest = read([w("plain", "write", 100e6), w("luks:aes-xts-plain64", "write", 20e6),
                   w("luks:aes-xts-plain64", "read", 30e6), w("plain", "read", 120e6)])
     blocks = {b["label"]: b for b in fr.section(read([]), [guest])}
-    svg = charts.field_table(blocks["R2"]["table"])
+    svg = charts.field_table(blocks["R2"]["tables"][0])
     assert svg and svg.lstrip().startswith("<svg") and "stroke-dasharray" in svg
-    assert charts.field_table(blocks["R5"]["table"]) is None          # no reference line, no run
+    assert charts.field_table(blocks["R5"]["tables"][0]) is None    # no reference line, no run
     drawn = charts.all_charts(guest, {"field_reports": list(blocks.values())})["field_tables"]
-    assert set(drawn) == {"R2"}
+    assert set(drawn) == {"R2:0"}
 
 
 def test_r1s_table_reads_each_stacks_copies_by_r1s_file_whatever_size_the_medium_gave_it():
@@ -343,7 +364,7 @@ def test_r1s_table_reads_each_stacks_copies_by_r1s_file_whatever_size_the_medium
                  r("gocryptfs:aes-gcm", "bigfile-10240M", "rsync", 26 * gib, 90e6)])
     guest = read([r("plain", "bigfile-102M", "rsync", 256 << 20, 50e6),
                   r("zfs:aes-256-gcm", "bigfile-102M", "rsync", 256 << 20, 10e6)])
-    t = {b["label"]: b for b in fr.section(host, [guest])}["R1"]["table"]
+    t = {b["label"]: b for b in fr.section(host, [guest])}["R1"]["tables"][0]
     rows = {row["name"]: row["cells"] for row in t["rows"]}
     assert rows["ext4"][0]["ours"] == pytest.approx(400.0)              # the 1 GB file's copy
     fscrypt = rows["fscrypt (ext4's own encryption)"]
@@ -369,7 +390,7 @@ def test_a_row_on_another_filesystem_than_the_reference_is_held_against_its_own_
                 "median_bytes_per_s": value, "baseline": baseline}
     guest = read([r("plain", "ext4", 50e6), r("zfs:off", "zfs", 20e6),
                   r("zfs:aes-256-gcm", "zfs", 10e6, baseline="zfs:off")])
-    t = {b["label"]: b for b in fr.section([], [guest])}["R1"]["table"]
+    t = {b["label"]: b for b in fr.section([], [guest])}["R1"]["tables"][0]
     zfs = {row["name"]: row["cells"] for row in t["rows"]}["ZFS, encryption=aes-256-gcm"][2]
     assert zfs["ours_vs"] == pytest.approx(0.5) and zfs["ours_vs_stack"] == "zfs:off"
     assert fr.table_text(zfs, "ours") == "10.0 (0.50× zfs:off) emulated"
@@ -396,11 +417,11 @@ def test_a_row_without_figures_says_why_from_the_runs_record_of_what_it_left_out
     assert all(x["why_not"].endswith(
         "storage workloads bonnie: left out to fit the guest's 40 min of --time-budget 1.5 h")
         for x in r2["rows"]), r2["rows"]
-    rows = {r["name"]: r["why_not"] for r in r2["table"]["rows"]}
+    rows = {r["name"]: r["why_not"] for r in r2["tables"][0]["rows"]}
     assert "left out to fit the guest's" in rows["aes-ecb"]
     assert rows["gigabit Ethernet in practice (their reference line)"] is None
     assert all("the --time-budget was spent" in x["why_not"] for x in blocks["R5"]["rows"])
-    r1 = {r["name"]: r["why_not"] for r in blocks["R1"]["table"]["rows"]}
+    r1 = {r["name"]: r["why_not"] for r in blocks["R1"]["tables"][0]["rows"]}
     assert r1["ZFS, encryption=aes-256-gcm"] == "zfs: the ZFS kernel module is not loaded"
     # every reason the record gives, once: a stack this host cannot run, and its guest's cut
     both = fr.left_out("R2", [{"kind": "storage", "stack": "luks:aes-ecb", "workload": "bonnie"}],

@@ -370,7 +370,9 @@ def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> d
         "per_stack": stack_scaling((doc or {}).get("scaling") or []),
         "flames": flame.graphs(storage + network),
         "layers": flame.layer_bars((doc or {}).get("storage", []) + (doc or {}).get("network", [])),
-        "field_tables": {b["label"]: svg for b in (doc or {}).get("field_reports", [])
-                         if b.get("table") and (svg := field_table(b["table"]))},
+        # a chart per field report's own table that has one, by report and the table's place
+        "field_tables": {f"{b['label']}:{i}": svg for b in (doc or {}).get("field_reports", [])
+                         for i, t in enumerate(b.get("tables", []))
+                         if (svg := field_table(t))},
     }
     return {k: v for k, v in charts.items() if v}

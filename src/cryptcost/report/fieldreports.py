@@ -75,7 +75,7 @@ class Report:
     figures: tuple[Figure, ...] = ()
     no_figures: str = ""
     note: str = ""
-    table: Table | None = None
+    tables: tuple[Table, ...] = ()        # its own tables, in the order it drew them
 
 
 def _theirs(d: dict) -> tuple[float, str]:
@@ -105,15 +105,13 @@ def load(label: str) -> Report:
                               d["b"], d.get("note", "")))
     return Report(data["label"], data["title"], data["source"], data["hardware"],
                   data["conclusion"], tuple(figures), data.get("no_figures", ""),
-                  data.get("note", ""), _table(label, data.get("table")))
+                  data.get("note", ""), tuple(_table(label, t) for t in data.get("tables", [])))
 
 
 UNITS = {"MB/s": 1e6, "Mbit/s": 1e6 / 8}      # bytes/s in one unit
 
 
-def _table(label: str, d: dict | None) -> Table | None:
-    if not d:
-        return None
+def _table(label: str, d: dict) -> Table:
     cols = tuple(d["columns"])
     rows = tuple(TableRow(r["name"], tuple(None if x == "" else float(x) for x in r["theirs"]),
                           r.get("cell")) for r in d["rows"])
@@ -302,15 +300,12 @@ def sentence(report: Report, rows: list[Row]) -> str:
     return f"{report.label}: {told}."
 
 
-def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = (),
-            skipped: list[dict] = ()) -> dict | None:
-    """The report's own table with this run's figure beside each of theirs, each also against
-    the reference row (from the same run, on one host); a linked guest run's where the run has
-    none, marked emulated. A row with none of ours says why (``why_not``: see :func:`left_out`);
-    a row of theirs alone (a reference line) has None."""
-    t = report.table
-    if t is None:
-        return None
+def lay_out(t: Table, label: str, results: list[Stored], guests: list[list[Stored]] = (),
+            skipped: list[dict] = ()) -> dict:
+    """One of report ``label``'s own tables (``t``), with this run's figure beside each of
+    theirs, each also against the reference row (from the same run, on one host); a linked
+    guest run's where the run has none, marked emulated. A row with none of ours says why
+    (``why_not``: see :func:`left_out`); a row of theirs alone (a reference line) has None."""
     ref = next((r for r in t.rows if r.name == t.reference), None)
     rows = []
     for row in t.rows:
@@ -322,7 +317,7 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
             if ref and theirs and ref.theirs[j]:
                 cell["theirs_vs"] = theirs / ref.theirs[j]
             for pool in [results, *guests] if row.cell is not None else []:
-                pair = _pair(column, row.cell, ref.cell if ref else None, pool, report.label,
+                pair = _pair(column, row.cell, ref.cell if ref else None, pool, label,
                              need_b=False)
                 if pair is None:
                     continue
@@ -331,7 +326,7 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
                     # the reference on another filesystem (ZFS's own): its own matched baseline
                     # on its medium, named, where it has one
                     same = {k: v for k in SAME_MEDIUM if (v := getattr(got.cell, k)) is not None}
-                    base = _find(pool, {**same, **column, "stack": got.baseline}, report.label)
+                    base = _find(pool, {**same, **column, "stack": got.baseline}, label)
                 held = base is not None and bool(base.median)
                 cell.update(ours=got.median / UNITS[t.unit], emulated=pool is not results,
                             ours_vs=got.median / base.median if held else None,
@@ -341,7 +336,7 @@ def lay_out(report: Report, results: list[Stored], guests: list[list[Stored]] = 
             cells.append(cell)
         why = None
         if row.cell is not None and not any(c["ours"] is not None for c in cells):
-            why = left_out(report.label, [c for column in t.cells
+            why = left_out(label, [c for column in t.cells
                                           for c in _candidates(column, row.cell)], skipped) \
                 or "no result for " + _dims(_candidates(t.cells[0], row.cell)[0])
         rows.append({"name": row.name, "cells": cells, "why_not": why})
@@ -377,6 +372,7 @@ def section(results: list[Stored], guests: list[list[Stored]] = (),
                     "note": report.note,
                     "measured": sum(1 for r in rows if r.ours is not None),
                     "rows": [r.to_dict() for r in rows], "sentence": sentence(report, rows),
-                    "table": lay_out(report, results, guests, skipped)})
+                    "tables": [lay_out(t, report.label, results, guests, skipped)
+                           for t in report.tables]})
     return out
 

@@ -115,8 +115,8 @@ def render(doc: dict) -> str:
                                   "; ".join(r["ours_cells"]), r["note"]]
                                  for r in block["rows"]]) + [""]
             lines += [block["sentence"], ""]
-            if block.get("table"):
-                lines += _own_table(block["table"])
+            for table in block.get("tables", []):
+                lines += _own_table(table)
     if doc["not_measured"]:
         lines += ["## Not measured", ""]
         lines += _table(["what", "why", "install"],
