@@ -41,11 +41,13 @@ def _guest(cli, *argv, timeout=3000):
     return json.loads(done.stdout), done
 
 
-# R2's matrix, and the kernel's AES-XTS with the AES-NI driver loaded: one boot serves both tests.
+# R2's matrix, the kernel's AES-XTS with the AES-NI driver loaded, and the kernel's other stacks
+# (eCryptfs) through a full measurement: one boot serves R2's test, AES-NI's and the guest's own.
+R2_STACKS = '"luks:*", "tcrypt:*", "dm-null", "ecryptfs"'
 R2_PLAN = (
     'network = false\n[ciphers]\nengines = ["kernel"]\nalgorithms = ["aes-256-xts"]\nsizes = '
     '[65536]\n'
-    '[storage]\nstacks = ["luks:*", "tcrypt:*", "dm-null"]\nworkloads = ["seq-1m"]\nsize = "64M"\n'
+    f'[storage]\nstacks = [{R2_STACKS}]\nworkloads = ["seq-1m"]\nsize = "64M"\n'
     '[policy]\nmin_samples = 1\nmax_samples = 1\nwarmup = 0\n'
 )
 
@@ -64,10 +66,11 @@ def _module_cli(tmp: Path):
     return cli
 
 
-def _guest_and_report(tmp: Path, *argv) -> tuple[dict, subprocess.CompletedProcess, dict]:
-    """``cryptcost vm ARGV`` in a store of its own: the guest's JSON, its output, and the host's
-    JSON report of it."""
-    cli = _module_cli(tmp)
+def _guest_and_report(tmp: Path, *argv, cli=None) -> tuple[dict, subprocess.CompletedProcess,
+                                                              dict]:
+    """``cryptcost vm ARGV`` in a store of its own (``cli``'s, else a new one under ``tmp``):
+    the guest's JSON, its output, and the host's JSON report of it."""
+    cli = cli or _module_cli(tmp)
     done = cli("vm", "--timeout", "3000", *argv, timeout=3120)
     assert done.returncode == 0, done.stderr[-3000:]
     report = cli("report", "latest", "--format", "json", timeout=300)
@@ -77,14 +80,16 @@ def _guest_and_report(tmp: Path, *argv) -> tuple[dict, subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def r2_run(tmp_path_factory):
-    """``cryptcost vm -- run`` of R2_PLAN: the guest's JSON, and the host's JSON report of it."""
+    """``cryptcost vm -- run`` of R2_PLAN: the guest's JSON, the host's JSON report of it, the
+    command's output, and the command line of its store."""
     _vm_ready()
     tmp = tmp_path_factory.mktemp("r2")
     plan = tmp / "plan.toml"
     plan.write_text(R2_PLAN)
-    out, _, report = _guest_and_report(tmp, "--memory", "8192", "--", "run", "--plan", str(plan),
-                                       "--no-report", "--json")
-    return out, report
+    cli = _module_cli(tmp)
+    out, done, report = _guest_and_report(tmp, "--memory", "8192", "--", "run", "--plan",
+                                          str(plan), "--no-report", "--json", cli=cli)
+    return out, report, done, cli
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +116,7 @@ def _aes_xts(out: dict) -> tuple[dict, float]:
 
 
 def test_r2_dm_crypt_matrix_and_every_perf_flag(r2_run):
-    out, report = r2_run
+    out, report, _, _ = r2_run
     variants = set(get("luks").variants)
     measured = {r["stack"].split(":", 1)[1] for r in _by(out["results"], "storage")
                 if r["stack"].startswith("luks:")}
@@ -137,10 +142,48 @@ def test_r2_dm_crypt_matrix_and_every_perf_flag(r2_run):
                 "once, not compared") in " ".join(tuning), tuning
 
 
+def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(r2_run):
+    """The kernel's own storage stacks, in R2's boot, each through a full measurement with the
+    integrity check and read back as set up (LUKS2's header, eCryptfs's mount, a TrueCrypt
+    container made by tcplay); the guest's progress on stderr; the run imported into the host's
+    store marked emulated, and a report of it that says so. (Kernel WireGuard and ESP on the
+    wire: the profiles' boot and R5's.)"""
+    out, _, done, cli = r2_run
+    results = out["results"]
+    assert out["failed"] == [] and out["skipped"] == [], out["skipped"]
+    luks = _by(results, "storage", "luks:aes-xts-plain64")
+    assert {r["op"] for r in luks} == {"write", "read"}
+    for r in luks:
+        seen = r["params"]["verified"]
+        assert seen["header"] == {"version": 2, "cipher": "aes-xts-plain64"}
+        assert seen["cipher"] == "aes-xts-plain64" and seen["key_size"] == 512
+        assert r["baseline"] == "dm-null" and set(r["vs"]) == {"dm-null", "plain"}, r["vs"]
+        assert r["overhead"] is not None and len(r["values"]) == 1
+    for name in ("dm-null", "ecryptfs:aes-128", "tcrypt:aes-xts"):
+        rs = _by(results, "storage", name)
+        assert {r["op"] for r in rs} == {"write", "read"}, name
+        assert all(r["params"]["integrity"]["result"] == "identical" for r in rs), name
+    # eCryptfs: cipher and key size from /proc/mounts, and a pattern absent from the lower file
+    ecr = _by(results, "storage", "ecryptfs:aes-128")[0]["params"]["verified"]
+    assert ecr["cipher"] == "aes" and ecr["key_bytes"] == 16 and ecr["lower_file"] == "ciphertext"
+    tc = _by(results, "storage", "tcrypt:aes-xts")[0]["params"]["verified"]
+    assert tc["type"] == "TCRYPT" and tc["cipher"].startswith("aes-xts")
+    _aes_xts(out)                                   # the kernel cipher engine ran, its driver named
+    assert "measuring:" in done.stderr and "imported as emulated run(s)" in done.stderr
+    # --accel auto: KVM only where it boots the kernel quickly, and the line says which and why
+    assert re.search(r"vm: kernel \S+ \((tcg|kvm): [^)]+\)", done.stderr), done.stderr[-500:]
+    listed = json.loads(cli("list", "--json", timeout=120).stdout)
+    assert len(listed) == 1 and listed[0]["emulated"] and listed[0]["host"] == "cc-guest"
+    md = cli("report", "latest", "--format", "md", timeout=300)
+    assert md.returncode == 0, md.stderr
+    assert "Emulated: measured in a qemu guest under TCG" in md.stdout
+    assert "ecryptfs:aes-128" in md.stdout
+
+
 def test_aesni_blacklisted_in_the_guest_changes_the_kernel_driver(r2_run, cli, tmp_path):
     """The same cells as R2's boot, with aesni_intel blacklisted: another driver, and slower."""
     plan = tmp_path / "plan.toml"
-    plan.write_text(R2_PLAN.replace('"luks:*", "tcrypt:*", "dm-null"', '"luks:aes-xts-plain64"'))
+    plan.write_text(R2_PLAN.replace(R2_STACKS, '"luks:aes-xts-plain64"'))
     out, _ = _guest(
         cli, "--blacklist", "aesni_intel", "--", "run", "--plan", str(plan), "--no-report",
         "--json", timeout=1500,
@@ -368,6 +411,9 @@ def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
         "rows"
     ][:10]
     assert esp[0]["params"]["negotiated"]["implementation"] == "kernel ESP"
+    for r in wg + esp:                              # each checked on the wire
+        assert r["wire"]["verdict"] == "encrypted" and r["wire"]["plaintext_packets"] == 0, \
+            (r["stack"], r["wire"])
     assert kernel(esp[0], lambda sym: "aes" in sym or "gcm" in sym or "ghash" in sym) > 0, \
         esp[0]["profile"]["rows"][:10]
     for r in nfs:  # the server's work is its nfsd threads'
