@@ -337,7 +337,7 @@ def lay_out(t: Table, label: str, results: list[Stored], guests: list[list[Store
         why = None
         if row.cell is not None and not any(c["ours"] is not None for c in cells):
             why = left_out(label, [c for column in t.cells
-                                          for c in _candidates(column, row.cell)], skipped) \
+                                   for c in _candidates(column, row.cell)], skipped) \
                 or "no result for " + _dims(_candidates(t.cells[0], row.cell)[0])
         rows.append({"name": row.name, "cells": cells, "why_not": why})
     return {"what": t.what, "unit": t.unit, "columns": list(t.columns),
@@ -373,6 +373,6 @@ def section(results: list[Stored], guests: list[list[Stored]] = (),
                     "measured": sum(1 for r in rows if r.ours is not None),
                     "rows": [r.to_dict() for r in rows], "sentence": sentence(report, rows),
                     "tables": [lay_out(t, report.label, results, guests, skipped)
-                           for t in report.tables]})
+                               for t in report.tables]})
     return out
 
