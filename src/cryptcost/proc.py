@@ -56,7 +56,7 @@ def require(name: str, package: str | None = None) -> str:
     """Path of ``name``, or a :class:`UserError` that says how to get it."""
     found = which(name)
     if not found:
-        hint = f": apt-get install {package}" if package else ""
+        hint = f" (install: cryptcost install {package})" if package else ""
         raise UserError(f"{name} is not installed{hint}")
     return found
 
@@ -93,23 +93,27 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def run(argv: Sequence[str], *, timeout: float = 120, env: Mapping[str, str] | None = None,
         input: str | bytes | list[bytes] | None = None, check: bool = True, cwd: str | None = None,
-        secrets: Sequence[str] = (), binary: bool = False, pause: float = 0.5) -> Completed:
+        secrets: Sequence[str] = (), binary: bool = False, pause: float = 0.5,
+        shown: bool = False) -> Completed:
     """Run ``argv`` to completion and return its output.
 
     ``secrets`` are strings (passwords) that must never reach a log or an
     error message; they are replaced wherever they occur in the argv or
     the captured output. ``binary`` returns undecoded stdout. ``input`` as
     a list is typed answer by answer, ``pause`` seconds apart, for a
-    program that reads each prompt's answer on its own (tcplay).
+    program that reads each prompt's answer on its own (tcplay). ``shown``: its output goes
+    to this process's own stdout and stderr as it comes, and none is captured (apt-get's
+    progress, for a person waiting on it).
     """
     argv = [str(a) for a in argv]
-    shown = _shown(argv, secrets)
+    passthrough, shown = shown, _shown(argv, secrets)
     log.debug("run: %s", " ".join(shown))
     start = time.monotonic()
     try:
         proc = subprocess.Popen(argv,
                                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(env),
+                                stdout=None if passthrough else subprocess.PIPE,
+                                stderr=None if passthrough else subprocess.PIPE, env=_env(env),
                                 cwd=cwd, start_new_session=True)
     except FileNotFoundError as exc:
         raise UserError(f"{argv[0]} is not installed ({exc.strerror})") from None
@@ -128,12 +132,13 @@ def run(argv: Sequence[str], *, timeout: float = 120, env: Mapping[str, str] | N
         out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        out, err = proc.communicate()
+        out, err = (data or b"" for data in proc.communicate())
         raise ProcessError(shown, None, _redact(out, secrets), _redact(err, secrets),
                            why=f"timed out after {timeout:g} s") from None
     except BaseException:
         _kill_group(proc)
         raise
+    out, err = out or b"", err or b""
     result = Completed(shown, proc.returncode, out if binary else _redact(out, secrets),
                        _redact(err, secrets), time.monotonic() - start)
     if check and proc.returncode != 0:
