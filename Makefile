@@ -1,20 +1,24 @@
 # Two commands do all the set-up on a fresh Debian 12 machine:
-#   make run    install what is missing, then run the main job (cryptcost run)
-#   make test   install what is missing, then run the whole test suite
+#   make run    install what the main job uses, then run it (cryptcost run)
+#   make test   install what the tests use (every need), then run the whole test suite
+# Every Debian package goes through `cryptcost install` (src/cryptcost/host/apt.py): no install
+# starts a service or leaves one enabled (docs/setup.md).
 PYTHON ?= python3
 VENV   := .venv
-PKGS   := $(shell grep -v '^\s*\#' packaging/debian-packages.txt | grep -v '^\s*$$')
 STAMP  := $(VENV)/.installed
 ARGS   ?=
+SUDO   := $(if $(filter 0,$(shell id -u)),,sudo)
+# Debian packages before the venv exists (python3-venv, go), the same guarded way.
+APT    := $(SUDO) env PYTHONPATH=$(CURDIR)/src $(PYTHON) -m cryptcost.host.apt
 
-.PHONY: run test deps debs venv gofuse man zfs clean bench
+.PHONY: run test deps test-deps venv gofuse man zfs clean bench
 
 run: deps
 	$(VENV)/bin/cryptcost run $(ARGS)
 
 # With no ARGS: the unit tests on every CPU (they measure nothing, pytest-xdist), then the
 # system tests one at a time (they measure, and must have the machine to themselves).
-test: deps
+test: test-deps
 ifeq ($(strip $(ARGS)),)
 	$(VENV)/bin/python -m pytest -n auto tests/unit
 	$(VENV)/bin/python -m pytest --ignore=tests/unit
@@ -22,13 +26,19 @@ else
 	$(VENV)/bin/python -m pytest $(ARGS)
 endif
 
-deps: debs venv gofuse man zfs
+# The main job's set-up: the venv, the go-fuse baseline, the man page, and what `cryptcost
+# install run` names: the quick suite's engines and the stacks it measures on this host.
+deps: venv gofuse man
+	$(SUDO) $(VENV)/bin/cryptcost install run
 
-# ZFS for cryptcost vm's guest (R1's ZFS): zfs-dkms builds its module for the stock kernel from
-# Debian's contrib, read from apt lists of its own (this host's sources stay as they are). Done
-# once; a host with the module and zfsutils-linux skips it.
-zfs: debs
-	@if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; $$SUDO packaging/zfs-for-the-guest
+# The tests' set-up: every need — every stack, the guest's kernels and qemu, ZFS's module (built
+# by zfs-dkms from Debian contrib for the stock kernel), the browser that checks the report.
+test-deps: deps
+	$(SUDO) $(VENV)/bin/cryptcost install tests
+
+# ZFS for cryptcost vm's guest alone (R1's ZFS); `make test` builds it too.
+zfs: deps
+	$(SUDO) $(VENV)/bin/cryptcost install zfs
 
 # cryptcost(1), generated from the argument parser: `man .venv/share/man/man1/cryptcost.1`
 # (or `man cryptcost` with the venv's bin on PATH, which man-db maps to ../share/man).
@@ -47,8 +57,7 @@ GOFUSE := $(VENV)/bin/cc-gofuse-loopback
 gofuse: $(GOFUSE) $(GOFUSE).buildinfo
 
 $(GOFUSE): packaging/gofuse/go.mod packaging/gofuse/go.sum | venv
-	@command -v go >/dev/null || { if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq golang-go; }
+	@command -v go >/dev/null || $(APT) run golang-go
 	cd packaging/gofuse && go build -trimpath -o $(abspath $(GOFUSE)) github.com/hanwen/go-fuse/v2/example/loopback
 
 # Its build record (the go-fuse module's version), which the loopback cannot print itself;
@@ -57,21 +66,11 @@ $(GOFUSE).buildinfo: $(GOFUSE)
 	@go version -m $< > $@.tmp && mv $@.tmp $@ || \
 	  { rm -f $@.tmp; echo "no go on PATH: gofuse-loopback's version will read unknown" >&2; }
 
-# apt-get only for what dpkg says is missing, so a second `make` is quick.
-debs:
-	@missing=""; for p in $(PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
-	  if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
-
 venv: $(STAMP)
 
+# Debian's python3 makes a venv only with python3-venv (ensurepip).
 $(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || $(APT) run python3-venv
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --require-hashes -r requirements.lock
 	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .

@@ -138,9 +138,11 @@ def extra_plugin(tmp_path, monkeypatch):
 def test_adding_a_stack_is_one_file(extra_plugin):
     reg = stacks.registry()
     assert "novelfs" in reg
-    # availability says why and how to get it, from the plugin's Tool
+    # availability says why and how to get it: the command that installs the plugin's Tool
     entry = next(s for s in stacks.availability() if s["name"] == "novelfs")
-    assert entry["available"] is False and entry["install"] == "novelfs-pkg"
+    assert entry["available"] is False and entry["install"] == "cryptcost install novelfs"
+    from cryptcost.suite import needs
+    assert "novelfs-pkg" in next(n for n in needs.resolve(["novelfs"])).packages
     # the package list make must install, and CI's required list, come from the registry
     assert stacks.packages()["novelfs-pkg"] == {"novelfs"}
     assert "novelfs" in stacks.expected_on({"fuse", "loop"}, {"novelfs-pkg", "bindfs", "e2fsprogs"})

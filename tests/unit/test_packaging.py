@@ -1,5 +1,5 @@
-"""What make installs, what CI requires and what docs/stacks.md lists are
-derived from (or checked against) the stack registry."""
+"""What make installs (``cryptcost install``'s needs), what CI requires and what docs/stacks.md
+lists are derived from (or checked against) the stack registry."""
 
 import os
 import re
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cryptcost import stacks
 from cryptcost.host.tools import TOOLS
+from cryptcost.suite import needs
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_IN_MAIN = {
@@ -21,11 +22,8 @@ CI_EXTRAS = {"root", "chromium", "vm", "pinning", "profile", "peer", "vm-zfs", "
 
 
 def listed_packages() -> set[str]:
-    return {
-        line.strip()
-        for line in (ROOT / "packaging/debian-packages.txt").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    }
+    """Every package ``make test`` installs (``cryptcost install tests``)."""
+    return {p for need in needs.resolve(["tests"]) for p in need.packages | need.contrib}
 
 
 def built_by_make() -> set[str]:

@@ -19,13 +19,13 @@ from cryptcost.lifecycle.journal import Journal, journals
 from cryptcost.lifecycle.lock import require_free
 from cryptcost.lifecycle.resources import Terminated
 
-from cryptcost.cli import (ciphers, cleanup, compare, importing, listing, network, probe, report,
-                           run, storage, vm, worker, fleet)
+from cryptcost.cli import (ciphers, cleanup, compare, importing, install, listing, network, probe,
+                           report, run, storage, vm, worker, fleet)
 
 # Commands that measure: one at a time per host (lifecycle.lock).
 MEASURING = {"ciphers", "storage", "network", "run", "vm", "worker"}
 COMMANDS = [probe, ciphers, storage, network, run, vm, fleet, listing, report, compare, importing,
-            cleanup, worker]
+            cleanup, install, worker]
 
 
 # What each command's --help ends with: a first command line or two to copy (the README's
@@ -50,6 +50,7 @@ EXAMPLES = {
     "compare": ["cryptcost compare 1 2", "cryptcost compare 1 2 --json"],
     "import": ["cryptcost import other-host.json"],
     "cleanup": ["cryptcost cleanup"],
+    "install": ["cryptcost install smb3 nfs", "cryptcost install guest --dry-run"],
     "fleet": ["cryptcost fleet run --hosts web1,web2,db1",
               "cryptcost fleet run --hosts @inventory.ini --plan my.toml --json"],
     "worker": ["cryptcost worker"],

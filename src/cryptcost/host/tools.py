@@ -6,8 +6,8 @@ the filesystems every storage stack shares. A stack that needs a program of
 its own declares the :class:`Tool` in its plugin file (``tools = (Tool(...),)``),
 so adding a stack touches no file here.
 
-``packaging/debian-packages.txt`` (what ``make`` installs) must list every
-package named here or by a stack; a test checks that they agree.
+``cryptcost install`` (:mod:`cryptcost.suite.needs`) installs every package named here or by a
+stack, for the need that uses it.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("rsync", "rsync", "rsync", ("rsync", "--version"), r"version (\S+)"),
     Tool("bonnie++", "bonnie++", "bonnie++", ("bonnie++", "-h"), r"Version: (\S+)"),
     Tool("perf", "perf", "linux-perf", ("perf", "--version"), r"perf version (\S+)"),
+    # the throttled medium, and the userspace LUKS stacks' export
+    Tool("qemu-storage-daemon", "qemu-storage-daemon", "qemu-system-common",
+         ("qemu-storage-daemon", "--version")),
 ]}
 
 

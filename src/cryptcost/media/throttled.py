@@ -15,8 +15,8 @@ more: the baseline, not RATE, is the device ceiling the analysis uses.
 
 from __future__ import annotations
 
-from cryptcost import proc
 from cryptcost.errors import UserError
+from cryptcost.host import tools
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Backing, RamMedium
 from cryptcost.units import parse_device_speed
@@ -24,6 +24,7 @@ from cryptcost.units import parse_device_speed
 
 class ThrottledMedium(RamMedium):
     name = "throttled"
+    tools = (tools.tool("qemu-storage-daemon"),)           # what it needs beyond a RAM medium
 
     def __init__(self, rate_text: str):
         try:
@@ -34,9 +35,9 @@ class ThrottledMedium(RamMedium):
         self.label = rate_text
 
     def require_room(self, size: int, count: int) -> None:
-        if not proc.which("qemu-storage-daemon"):
-            raise UserError("the throttled medium needs qemu-storage-daemon: apt-get install "
-                            "qemu-system-common")
+        if not self.tools[0].path():
+            raise UserError("the throttled medium needs qemu-storage-daemon: cryptcost install "
+                            "qemu-storage-daemon")
         super().require_room(size, count)
 
     def provide(self, res: Resources, size: int) -> Backing:

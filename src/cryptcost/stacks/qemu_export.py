@@ -16,11 +16,11 @@ from cryptcost import proc
 from cryptcost.errors import ProcessError
 from cryptcost.media import Backing
 from cryptcost.lifecycle.resources import Resources
+from cryptcost.host import tools
 from cryptcost.host.tools import Tool
 from cryptcost.stacks.fs import StorageStack, evict_pages, make_fs
 
-QSD = Tool("qemu-storage-daemon", "qemu-storage-daemon", "qemu-system-common",
-           ("qemu-storage-daemon", "--version"))
+QSD = tools.tool("qemu-storage-daemon")
 QEMU_IMG = Tool("qemu-img", "qemu-img", "qemu-utils", ("qemu-img", "--version"))
 
 
