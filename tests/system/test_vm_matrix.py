@@ -501,7 +501,7 @@ def test_zfs_with_native_encryption_runs_in_the_guest_on_the_kernel_its_module_w
     _vm_ready()
     if not kernel.bootable_with("zfs") or not shutil.which("zfs"):
         skip_or_fail("vm-zfs", "no zfs module built for a guest kernel, or no zfsutils-linux "
-                               "(make zfs builds them: packaging/zfs-for-the-guest)")
+                               "(cryptcost install zfs builds them)")
     out, done = _guest(cli, "--", "storage", "--stacks", "zfs:aes-256-gcm", "--workloads",
                        "seq-1m", "--size", "256M", *ONCE, "--json")
     results = {(r["stack"], r["op"]): r for r in _by(out["results"], "storage")}

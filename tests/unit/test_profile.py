@@ -232,7 +232,7 @@ def test_a_device_bound_verdict_stays_whatever_the_profile():
     )
 
 
-def test_without_perf_a_profile_is_refused_naming_the_package(monkeypatch):
+def test_without_perf_a_profile_is_refused_naming_the_command_that_installs_it(monkeypatch):
     from cryptcost.errors import Unavailable, UserError
 
     monkeypatch.setattr(
@@ -240,7 +240,7 @@ def test_without_perf_a_profile_is_refused_naming_the_package(monkeypatch):
     )
     with pytest.raises(Unavailable, match="perf is not installed") as exc:
         perf.require()
-    assert exc.value.install == "linux-perf" and isinstance(
+    assert exc.value.install == "cryptcost install perf" and isinstance(
         exc.value, UserError
     )  # exit 2, one line
 

@@ -267,7 +267,7 @@ def test_rsync_without_rsync_is_bad_input_naming_its_package(monkeypatch):
     monkeypatch.setattr(proc, "which", lambda b: None if b == "rsync" else shutil.which(b))
     plan = StoragePlan(stacks=["plain"], medium=parse_medium("ram"),
                        workloads=["bigfile", "rsync"], size=256 << 20)
-    with pytest.raises(UserError, match="the rsync workload needs rsync: apt-get install rsync"):
+    with pytest.raises(UserError, match="the rsync workload needs rsync: cryptcost install rsync"):
         validate(plan)
     validate(StoragePlan(stacks=["plain"], medium=parse_medium("ram"), workloads=["bigfile"],
                          size=256 << 20))

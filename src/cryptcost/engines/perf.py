@@ -51,7 +51,7 @@ _ADDRESS = re.compile(r"^0x[0-9a-f]+$")
 def require() -> None:
     """Raise :class:`Unavailable` saying why perf cannot profile here."""
     if not PERF.path():
-        raise Unavailable("perf is not installed", install=PERF.package)
+        raise Unavailable("perf is not installed", install="cryptcost install perf")
     if os.geteuid() != 0:
         paranoid = Path("/proc/sys/kernel/perf_event_paranoid")
         if paranoid.exists() and int(paranoid.read_text().split()[0] or 2) > -1:

@@ -37,6 +37,7 @@ from cryptcost.lifecycle.resources import Resources, Terminated
 from cryptcost.guest.console import (BOOTS, RUNNING, Relay, boot_again, failure_cause,
                                      keep_log)
 from cryptcost.guest.image import CACHE, GuestKernel, build_initrd, find_kernel
+from cryptcost.guest.image import qemu as image_qemu
 
 GUEST_DB = "/var/lib/cryptcost-guest/results.db"
 XCHG = "/cc-xchg"                     # the writable share, inside the guest
@@ -117,7 +118,7 @@ def choose_accel(opts: VmOptions, kernel: GuestKernel) -> tuple[str, str]:
         return opts.accel, "asked for"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return "tcg", "no usable /dev/kvm"
-    qemu = proc.require("qemu-system-x86_64", "qemu-system-x86")
+    qemu = image_qemu()
     memo = CACHE / f"kvm-{kernel.version}-{os.stat(qemu).st_mtime_ns}.json"
     try:
         verdict = json.loads(memo.read_text())
@@ -266,7 +267,7 @@ def prepare(res: Resources, opts: VmOptions, log_dir: Path) -> Boot:
     """The kernel, its accelerator, the initramfs, a scratch disk and the exchange share."""
     opts.validate()
     kernel = find_kernel(opts.kernel)
-    proc.require("qemu-system-x86_64", "qemu-system-x86")
+    image_qemu()
     accel, accel_why = choose_accel(opts, kernel)
     opts = replace(opts, accel=accel)
     initrd = build_initrd(kernel)

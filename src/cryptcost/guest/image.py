@@ -24,7 +24,7 @@ from cryptcost.host import kernel as host_kernel
 
 BOOT_MODULES = ("virtio_pci", "virtio_blk", "9pnet_virtio", "9p", "overlay", "ext4")
 CACHE = Path(os.environ.get("CRYPTCOST_VM_CACHE", "/var/cache/cryptcost/vm"))
-HOW = "apt-get install linux-image-amd64 qemu-system-x86 busybox-static cpio (make does)"
+HOW = "cryptcost install guest"
 
 # PID 1 of the initramfs: reach the host's root read-only, put a writable
 # overlay on the scratch disk over it, and hand over to the run's script.
@@ -88,9 +88,17 @@ def find_kernel(version: str | None = None) -> GuestKernel:
     if not found:
         raise Unavailable("no kernel for the guest: /boot has no vmlinuz with modules in "
                           "/lib/modules",
-                          "linux-image-amd64 (make installs it)")
+                          HOW)
     stock = host_kernel.stock_version()
     return next((k for k in found if k.version == stock), found[0])
+
+
+def qemu() -> str:
+    """qemu-system-x86_64's path, or why the guest cannot boot without it."""
+    path = proc.which("qemu-system-x86_64")
+    if not path:
+        raise Unavailable("qemu-system-x86_64 is not installed", HOW)
+    return path
 
 
 def boot_modules(kernel: GuestKernel) -> list[Path]:
@@ -108,19 +116,20 @@ def boot_modules(kernel: GuestKernel) -> list[Path]:
 def _busybox() -> Path:
     path = Path("/bin/busybox")
     if not path.exists():
-        raise Unavailable("busybox is not installed", "busybox-static")
+        raise Unavailable("busybox is not installed", HOW)
     kind = proc.run(["file", "-b", str(path)], check=False,
                     timeout=10).stdout if proc.which("file") else ""
     if "dynamically linked" in kind:
         raise Unavailable("/bin/busybox is dynamically linked; the guest needs busybox-static",
-                          "busybox-static")
+                          HOW)
     return path
 
 
 def build_initrd(kernel: GuestKernel) -> Path:
     """The initramfs for ``kernel``, from the cache when nothing changed."""
     busybox = _busybox()
-    proc.require("cpio", "cpio")
+    if not proc.which("cpio"):
+        raise Unavailable("cpio is not installed: the guest's initramfs is a cpio archive", HOW)
     modules = boot_modules(kernel)
     digest = hashlib.sha256("\n".join([INIT, kernel.version, str(busybox.stat().st_mtime_ns),
                                        *map(str, modules)]).encode()).hexdigest()[:16]

@@ -236,11 +236,16 @@ class Stack(ABC):
         """Raise :class:`Unavailable` when a program or kernel feature is missing."""
         for t in cls.needed_tools():
             if not t.path():
-                raise Unavailable(f"{t.binary} is not installed", t.package)
+                raise Unavailable(f"{t.binary} is not installed", cls.install_command())
         present = kernel.features()
         for feat in cls.features:
             if not present.get(feat, {}).get("present"):
                 raise cls.missing(feat)
+
+    @classmethod
+    def install_command(cls) -> str:
+        """The command that installs what the stack needs (its tools and its baselines')."""
+        return f"cryptcost install {cls.name}"
 
     @classmethod
     def missing(cls, feat: str) -> Unavailable:
@@ -257,7 +262,9 @@ class Stack(ABC):
         if feat not in IN_STOCK_KERNEL:
             return Unavailable(why, how)
         kernel_opt = f"--kernel {cls.guest_kernel} " if cls.guest_kernel else ""
-        how = (f"{how}; or emulated, under Debian's stock kernel in a qemu guest: "
+        ready = proc.which("qemu-system-x86_64") and all(t.path() for t in cls.needed_tools())
+        first = "" if ready else f"cryptcost install guest {cls.name}, then "
+        how = (f"{how}; or emulated, under Debian's stock kernel in a qemu guest: {first}"
                f"cryptcost vm {kernel_opt}-- {cls.kind} --stacks {cls.name}")
         return Unavailable(why, how, guest=cls.guest_kernel or "")
 

@@ -114,7 +114,7 @@ class NetworkStack(Stack):
         """The common tools and features; then the kernel path, or else the userspace fallback's."""
         for t in cls.needed_tools():
             if t not in cls.userspace_tools and not t.path():
-                raise Unavailable(f"{t.binary} is not installed", t.package)
+                raise Unavailable(f"{t.binary} is not installed", cls.install_command())
         present = kernel.features()
         for feat in cls.features:
             if not present.get(feat, {}).get("present"):
@@ -129,7 +129,7 @@ class NetworkStack(Stack):
             if not t.path():
                 raise Unavailable(f"{lacks}, and the userspace fallback ({t.name}) "
                                   "is not installed",
-                                  f"{t.package}, or a kernel with {kernel_fix}")
+                                  f"{cls.install_command()}, or a kernel with {kernel_fix}")
         for feat in cls.userspace_features:
             if not present.get(feat, {}).get("present"):
                 reason, install = FEATURE_HINTS.get(feat, (f"the kernel lacks {feat}", None))

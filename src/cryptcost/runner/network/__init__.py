@@ -102,7 +102,7 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
                         f"kernel with 'cryptcost vm -- network --delay {plan.delay_ms:g} …', or "
                         f"on {FEATURE_HINTS['netem'][1]}")
     if "dbench" in wl.expand(plan.workloads) and not dbench.available():
-        raise UserError("the dbench workload needs dbench and its load file: apt-get install "
+        raise UserError("the dbench workload needs dbench and its load file: cryptcost install "
                         "dbench")
     if not plan.clients or any(not 1 <= c <= 64 for c in plan.clients):
         raise UserError(f"bad dbench clients {','.join(map(str, plan.clients))} (--clients, "

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from cryptcost import proc, stats
 from cryptcost.engines import perf
 from cryptcost.errors import UserError
-from cryptcost.host import cpu, tools
+from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium
 from cryptcost.model import Cell, Result, Sample, metric_median as median
@@ -116,8 +116,8 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
     plan.medium.require_room(plan.size, len(resolved))
     for workload, program in (("smallfiles", "tar"), ("rsync", "rsync"), ("bonnie", "bonnie++")):
         if workload in names and not proc.which(program):
-            raise UserError(f"the {workload} workload needs {program}: apt-get install "
-                            f"{tools.tool(program).package}")
+            raise UserError(f"the {workload} workload needs {program}: cryptcost install "
+                            f"{program}")
     return resolved, skipped
 
 
