@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from cryptcost import suite, units
+from cryptcost import proc, stacks, suite, units
 from cryptcost.cli.common import err
 
 
@@ -86,7 +86,9 @@ def announce(prepared: suite.Prepared) -> None:
     if prepared.guest and lacks:
         err.print(f"this host's kernel lacks what follows: {'; '.join(lacks)}")
     for gp in prepared.guest:
-        intro = "in cryptcost vm's guest" if prepared.vm else "with --vm, in cryptcost vm's guest"
+        first = _guest_install(gp.share.plan)
+        intro = "in cryptcost vm's guest" if prepared.vm else (
+            f"with --vm{f' (after {first})' if first else ''}, in cryptcost vm's guest")
         err.print(f"{intro} ({gp.share.kernel_said}, emulated):")
         for part in gp.share.plan.parts:
             err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
@@ -159,3 +161,15 @@ def planned(prepared: suite.Prepared) -> dict:
                        "cannot_run": gp.share.plan.cannot_run,
                        **estimate(gp.seconds, gp.factor)}
                       for gp in prepared.guest]}
+
+
+def _guest_install(plan) -> str:
+    """The command that installs what a guest share lacks on this host (the guest runs this
+    host's own root filesystem): the guest itself, the stacks whose tools are missing."""
+    names = {spec.partition(":")[0] for part in plan.parts for table in (part.storage,
+             part.network) if table for spec in table.get("stacks", [])}
+    missing = sorted(n for n in names if n in stacks.registry()
+                     and not all(t.path() for t in stacks.get(n).needed_tools()))
+    if proc.which("qemu-system-x86_64") and not missing:
+        return ""
+    return " ".join(["cryptcost install guest", *missing])

@@ -65,9 +65,10 @@ class KernelEngine(CipherEngine):
     max_threads = 1
 
     def require(self) -> None:
-        super().require()
+        """AF_ALG first: without it cryptsetup cannot measure, installed or not."""
         if not kernel.af_alg():
             raise AF_ALG_MISSING
+        super().require()
 
     def unsupported(self, cell: Cell) -> str | None:
         reason = super().unsupported(cell)

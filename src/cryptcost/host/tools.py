@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cryptcost import proc
-from cryptcost.errors import CryptcostError, UserError
+from cryptcost.errors import CryptcostError, Unavailable, UserError
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,12 @@ class Tool:
         return proc.which(self.binary)
 
     def require(self) -> str:
-        """The tool's path, or a :class:`UserError` naming its package."""
-        return proc.require(self.binary, self.package)
+        """The tool's path, or :class:`Unavailable` (a UserError) naming the command that
+        installs it."""
+        found = self.path()
+        if not found:
+            raise Unavailable(f"{self.binary} is not installed", f"cryptcost install {self.name}")
+        return found
 
 
 TOOLS: dict[str, Tool] = {t.name: t for t in [

@@ -99,7 +99,7 @@ FEATURE_HINTS = {
     "fscrypt": ("ext4 in this kernel has no encryption support (/sys/fs/ext4/features/encryption)",
                 "a kernel with CONFIG_FS_ENCRYPTION"),
     "zfs": ("the ZFS kernel module is not loaded or installable",
-            "zfs-dkms and zfsutils-linux from Debian contrib (builds an out-of-tree module)"),
+            "cryptcost install zfs (zfs-dkms builds it from Debian contrib)"),
     "af_alg": ("the kernel has no AF_ALG crypto user API",
                "a kernel with CONFIG_CRYPTO_USER_API_SKCIPHER"),
     "ecryptfs": ("the kernel has no eCryptfs",
@@ -233,14 +233,16 @@ class Stack(ABC):
 
     @classmethod
     def require(cls) -> None:
-        """Raise :class:`Unavailable` when a program or kernel feature is missing."""
-        for t in cls.needed_tools():
-            if not t.path():
-                raise Unavailable(f"{t.binary} is not installed", cls.install_command())
+        """Raise :class:`Unavailable` when a kernel feature or a program is missing: the
+        kernel first, since a program installed here would not give it what it lacks (the
+        guest's kernel may)."""
         present = kernel.features()
         for feat in cls.features:
             if not present.get(feat, {}).get("present"):
                 raise cls.missing(feat)
+        for t in cls.needed_tools():
+            if not t.path():
+                raise Unavailable(f"{t.binary} is not installed", cls.install_command())
 
     @classmethod
     def install_command(cls) -> str:

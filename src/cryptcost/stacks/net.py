@@ -111,14 +111,15 @@ class NetworkStack(Stack):
 
     @classmethod
     def require(cls) -> None:
-        """The common tools and features; then the kernel path, or else the userspace fallback's."""
-        for t in cls.needed_tools():
-            if t not in cls.userspace_tools and not t.path():
-                raise Unavailable(f"{t.binary} is not installed", cls.install_command())
+        """The features, then the common tools; then the kernel path, or else the userspace
+        fallback's."""
         present = kernel.features()
         for feat in cls.features:
             if not present.get(feat, {}).get("present"):
                 raise cls.missing(feat)
+        for t in cls.needed_tools():
+            if t not in cls.userspace_tools and not t.path():
+                raise Unavailable(f"{t.binary} is not installed", cls.install_command())
         if not cls.kernel_features or cls.in_kernel():
             return
         missing = [FEATURE_HINTS.get(f, (f"the kernel lacks {f}", f"a kernel with {f}"))
