@@ -3,9 +3,10 @@
 A word here means only what it says here. Code that needs another sense
 takes another word: a stack that cannot run is *required* (``require``),
 bad input is *validated* (``validate``), what a stack or a pass did is
-*verified* (``verify``), two series are *compared* (``compare``), and a
-prediction or a field report's conclusion *holds* or not (``holds``);
-nothing is named ``check``. ``tests/unit/test_vocabulary.py`` holds the
+*verified* (``verify``), two series are *compared* (``compare``), a run is
+*gated* against a named baseline (``judge``; the command is ``cryptcost check``), and a
+prediction or a field report's conclusion *holds* or not (``holds``); nothing in the code is
+named ``check``. ``tests/unit/test_vocabulary.py`` holds the
 code to these words and docs/contributing.md to this list.
 """
 
@@ -62,6 +63,13 @@ TERMS: dict[str, str] = {
     "compare": "test two series against each other (ratio of medians, interval, Welch, "
                "Mann–Whitney)",
     "hold": "a prediction or a field report's conclusion borne out by this run's figures",
+    # the regression gate
+    "named baseline": "a run saved under a name (cryptcost baseline save) that later runs are "
+                      "gated against; not a baseline stack",
+    "gate": "judge a run against a named baseline, each cell both hold, with an exit status "
+            "(cryptcost check)",
+    "regression": "a cell significantly slower, or costlier in CPU per byte, than in the named "
+                  "baseline by more than the threshold, and more than the host's own move",
 }
 
 

@@ -19,13 +19,13 @@ from cryptcost.lifecycle.journal import Journal, journals
 from cryptcost.lifecycle.lock import require_free
 from cryptcost.lifecycle.resources import Terminated
 
-from cryptcost.cli import (ciphers, cleanup, compare, importing, install, listing, network, probe,
-                           report, run, storage, vm, worker, fleet)
+from cryptcost.cli import (baseline, check, ciphers, cleanup, compare, importing, install, listing,
+                           network, probe, report, run, storage, vm, worker, fleet)
 
 # Commands that measure: one at a time per host (lifecycle.lock).
 MEASURING = {"ciphers", "storage", "network", "run", "vm", "worker"}
-COMMANDS = [probe, ciphers, storage, network, run, vm, fleet, listing, report, compare, importing,
-            cleanup, install, worker]
+COMMANDS = [probe, ciphers, storage, network, run, vm, fleet, listing, report, compare, baseline,
+            check, importing, cleanup, install, worker]
 
 
 # What each command's --help ends with: a first command line or two to copy (the README's
@@ -49,6 +49,10 @@ EXAMPLES = {
                "cryptcost report 3 --format csv"],
     "compare": ["cryptcost compare 1 2", "cryptcost compare 1 2 --json"],
     "import": ["cryptcost import other-host.json"],
+    "baseline": ["cryptcost baseline save nightly", "cryptcost baseline list",
+                 "cryptcost baseline export nightly -o nightly.json"],
+    "check": ["cryptcost check --against nightly",
+              "cryptcost check --against nightly --threshold 5%,network=10% --format junit"],
     "cleanup": ["cryptcost cleanup"],
     "install": ["cryptcost install smb3 nfs", "cryptcost install guest --dry-run"],
     "fleet": ["cryptcost fleet run --hosts web1,web2,db1",

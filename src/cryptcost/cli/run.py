@@ -13,11 +13,14 @@ from pathlib import Path
 from cryptcost.cli.common import (add_host_options, add_peer_options, add_profile_option,
                                   linked_results, open_store, probe_host, ConsoleProgress, err, out,
                                   print_json, recorded_run, validate_writable)
+from cryptcost.cli import check
 from cryptcost.cli.plansaid import announce, planned
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
+from cryptcost.report.gate import parse_threshold
 from cryptcost.report.terminal import summary_tables
+from cryptcost.store import baselines
 from cryptcost import suite
 from cryptcost.suite import budget, ceilings
 from cryptcost.suite import guest as guest_share
@@ -72,6 +75,10 @@ def add_parser(sub, common) -> None:
                    help="print one JSON object (results and analysis; with --dry-run, the plan "
                         "and its estimates)")
     add_profile_option(p)
+    p.add_argument("--against", metavar="NAME",
+                   help="end with the regression gate against baseline NAME: its verdict, and "
+                        "exit 1 on a regression (see cryptcost check)")
+    check.add_gate_options(p)
     p.add_argument("--vm", action="store_true",
                    help="also run what this host's kernel cannot (dm-crypt, kernel ESP, NFS…) "
                         "under Debian's stock kernel in cryptcost vm's qemu guest, after this "
@@ -105,6 +112,9 @@ def run(args) -> int:
         raise UserError("--vm needs root: the guest reads this host's root filesystem as root")
     if not args.no_report:
         validate_writable(args.report)
+    if args.against:                            # an unknown name, before anything is measured
+        parse_threshold(args.threshold)
+        baselines.get(open_store(args, create=False), args.against)
     resume = _resumable(args)
     prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
                              profile=args.profile, vm=args.vm, parts=args.parts,
@@ -177,10 +187,12 @@ def run(args) -> int:
     if not args.no_report:
         from cryptcost.report.render import render
         Path(args.report).write_text(render("html", run_, results, model, guests=guests))
+    verdict = check.judged(store, args.against, run_id, args) if args.against else None
     if args.json:
         print_json({"run": run_id, "suite": plan.name, "results": results, "report": doc,
                     "skipped": outcome.skipped, "failed": outcome.failed,
-                    "guest_runs": guest_runs, "resumed": resume is not None})
+                    "guest_runs": guest_runs, "resumed": resume is not None,
+                    **({"gate": verdict.to_dict()} if verdict else {})})
     else:
         for table in summary_tables(doc, width=out.width):
             out.print(table)
@@ -191,7 +203,8 @@ def run(args) -> int:
                   + ("" if args.no_report else f"; report: {args.report}"))
     for line in outcome.failed:
         err.print(f"error: {line}")
-    return 1 if outcome.failed else 0
+    gated = check.show(verdict, args) if verdict and not args.json else 0
+    return 1 if outcome.failed or gated or (verdict and verdict.exit_code) else 0
 
 
 def _resumable(args) -> Resume | None:

@@ -82,6 +82,12 @@ MIGRATIONS: list = [
     _series_by_cell,
     # 5 → 6: series named by their cell's set dimensions only.
     _series_by_cell,
+    # 6 → 7: named baselines (store.baselines), each pointing to the run it names.
+    """
+    CREATE TABLE IF NOT EXISTS baselines (name TEXT PRIMARY KEY,
+                                          run_id INTEGER NOT NULL REFERENCES runs(id),
+                                          saved TEXT NOT NULL, note TEXT);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -294,6 +300,11 @@ class Store:
             self._write("INSERT INTO results(run_id, kind, series, data) VALUES (?,?,?,?)",
                         (run_id, res.get("kind", "?"), series_key(Cell.of(res)),
                          json.dumps(res)))
+        for s in data.get("samples") or []:   # show --samples, a baseline's export
+            rest = {k: v for k, v in s.items() if k not in ("kind", "series", "index")}
+            self._write("INSERT INTO samples(run_id, kind, series, idx, data) VALUES (?,?,?,?,?)",
+                        (run_id, s.get("kind", "?"), series_key(Cell.of(s.get("series") or {})),
+                         s.get("index", 0), json.dumps(rest)))
         return run_id
 
     # --- reading ------------------------------------------------------------------
