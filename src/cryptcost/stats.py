@@ -252,11 +252,13 @@ class Comparison:
     p_mann_whitney: float | None
     significant: bool | None
     verdict: str = field(default="")
+    p_paired: float | None = None       # :func:`compare_paired`'s t-test on the rounds' ratios
 
     def to_dict(self) -> dict:
         return {"ratio": self.ratio, "ratio_ci95": list(self.ratio_ci95), "p_welch": self.p_welch,
                 "p_mann_whitney": self.p_mann_whitney, "significant": self.significant,
-                "verdict": self.verdict}
+                "verdict": self.verdict, **({"p_paired": self.p_paired}
+                                            if self.p_paired is not None else {})}
 
 
 UNTESTED = "untested: one sample a side"
@@ -298,3 +300,30 @@ def _compare(a: tuple[float, ...], b: tuple[float, ...], alpha: float) -> Compar
     else:
         verdict = "no significant difference"
     return Comparison(ratio, (lo, hi), pw, pm, significant, verdict)
+
+
+def compare_paired(a: list[float], b: list[float], alpha: float = ALPHA) -> Comparison:
+    """Series ``b`` against ``a`` round by round: sample *i* of each was measured in the same
+    interleaved round (rule 2: the two ran one after the other, in an order that rotates), so a
+    drift of the whole host between rounds moves both, and their ratio keeps what the stacks
+    differ by. The figure is the geometric mean of the rounds' ratios, its interval Student's t
+    on their logarithms, and it is significant when that interval excludes 1 (the paired t-test
+    at ``alpha``). Sides of unequal length (a series cut short) are not paired:
+    :func:`compare` judges them."""
+    if len(a) != len(b) or len(a) < 2 or min(a + b) <= 0:
+        return compare(a, b, alpha)
+    d = [math.log(y / x) for x, y in zip(a, b)]
+    n, mean = len(d), statistics.fmean(d)
+    sd = statistics.stdev(d)
+    if sd == 0:
+        half, p = 0.0, 0.0 if mean else 1.0
+    else:
+        se = sd / math.sqrt(n)
+        half = t_quantile(1 - alpha / 2, n - 1) * se
+        p = float(2 * _scipy().t.sf(abs(mean) / se, n - 1))
+    ratio, lo, hi = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    significant = not (lo <= 1.0 <= hi) and p <= alpha
+    verdict = (f"{(ratio - 1) * 100:+.1f} % ({(lo - 1) * 100:+.1f} … {(hi - 1) * 100:+.1f} %, "
+               f"paired by round)" if significant else "no significant difference")
+    return Comparison(ratio, (lo, hi), None, None, significant, verdict, p_paired=p)
+

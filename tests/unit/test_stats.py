@@ -201,3 +201,23 @@ def test_one_sample_a_side_runs_no_test_and_loads_no_scipy():
     ]
     two = stats.compare([100.0, 101.0], [80.0, 81.0])
     assert two.p_welch < 1 and two.p_mann_whitney < 1          # two a side: the tests run
+
+
+def test_paired_rounds_see_through_the_hosts_drift_that_hides_a_gap_from_unpaired_tests():
+    """dm-crypt's twin in a CI guest: every stack was fast in round 1 and slow after (dm-null
+    112, 50, 68 MB/s), and the unpaired tests called a 1.6× gap no significant difference."""
+    on, off = [40.0, 24.7, 28.6], [25.7, 16.8, 15.1]
+    assert not stats.compare(on, off).significant
+    paired = stats.compare_paired(on, off)
+    assert paired.significant and 0.55 < paired.ratio < 0.67 and paired.ratio_ci95[1] < 1
+    assert "paired by round" in paired.verdict
+    scipy_p = scipy_stats.ttest_rel([math.log(x) for x in off], [math.log(x) for x in on]).pvalue
+    assert paired.p_paired == pytest.approx(scipy_p)
+
+
+def test_paired_rounds_find_no_difference_in_noise_and_unequal_sides_are_not_paired():
+    a = [100.0, 80.0, 120.0, 90.0, 110.0]
+    b = [101.0, 78.0, 118.0, 93.0, 108.0]
+    assert stats.compare_paired(a, b).significant is False
+    cut = stats.compare_paired(a, b[:3])
+    assert cut.p_paired is None and cut == stats.compare(a, b[:3])

@@ -244,7 +244,7 @@ def _verify_off(cell: Cell, series: Series, all_series: dict, hw: tuple[str, ...
     on = all_series.get(replace(cell, accel=True))
     if on is None or not on.samples:
         return None, "its accelerated cell could not be measured", None
-    cmp = stats.compare(on.values(), series.values())
+    cmp = stats.compare_paired(on.values(), series.values())     # the same rounds: paired
     on_speed = stats.summarize(on.values()).median
     slowdown = 1 / cmp.ratio if cmp.ratio > 0 else 0
     if cmp.significant and slowdown >= stats.MIN_SLOWDOWN:

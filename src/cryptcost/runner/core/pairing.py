@@ -156,7 +156,8 @@ def _accel_on(r: Result) -> Cell:
 
 def verify_accel(results: list[Result]) -> list[Result]:
     """An acceleration-off result counts only if it is significantly slower
-    than the same stack and cell with acceleration on (rule 14)."""
+    than the same stack and cell with acceleration on (rule 14), round by round
+    (:func:`~cryptcost.stats.compare_paired`)."""
     on = {r.cell: r for r in results if r.cell.accel is not False}
     out = []
     for r in results:
@@ -168,7 +169,10 @@ def verify_accel(results: list[Result]) -> list[Result]:
             out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
                                notes=r.notes + (UNVERIFIED,)))
             continue
-        cmp = stats.compare([x.value for x in with_on.samples], [x.value for x in r.samples])
+        # the two were sampled in the same interleaved rounds: paired, so that the host's drift
+        # between rounds, which moves both, is not counted against the switch
+        cmp = stats.compare_paired([x.value for x in with_on.samples],
+                                   [x.value for x in r.samples])
         verified: bool | None = bool(cmp.significant and cmp.ratio < 1)
         if verified:
             why = ""
