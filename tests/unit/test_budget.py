@@ -471,3 +471,31 @@ def test_the_cipher_ceilings_run_first_and_once_whatever_the_budget_leaves_out(m
     assert ceilings.LABEL in none.part_seconds
 
 
+
+
+def test_a_part_samples_with_its_own_policy_is_estimated_so_and_keeps_it_in_json():
+    """One guest boot can serve parts that sample differently (a twin that must be verified
+    beside matrices read once): a part's policy wins over the plan's, for its samples and its
+    estimate, and survives the guest's JSON."""
+    from cryptcost import suite
+    from cryptcost.runner.core.scheduler import Progress
+    from cryptcost.runner.core.sink import Sink
+    from cryptcost.suite import estimate
+    from cryptcost.suite.guest import from_json, to_json
+    table = {"engines": ["openssl"], "algorithms": ["aes-256-gcm"], "sizes": [4096]}
+    once = {"min_samples": 1, "max_samples": 1, "warmup": 0}
+    plan = RunPlan("custom", parts=[Part("once", ciphers=table),
+                                    Part("thrice", ciphers={**table, "sizes": [512]},
+                                         policy={"min_samples": 3, "max_samples": 3})],
+                   policy=once)
+    host = {"cpu": {"flags": ["aes"], "cores": 2}}
+    got = suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
+                         executor=_Timed())
+    assert sorted(r.summary.n for r in got.results) == [1, 3]
+    assert set(got.part_seconds) == {"once", "thrice"}
+    alone = estimate(RunPlan("custom", parts=[Part("x", ciphers=table)], policy=once), _Timed())
+    assert estimate(plan, _Timed()) > 3 * alone
+    back = from_json(to_json(plan), "parts.json")
+    assert [p.policy for p in back.parts] == [{}, {"min_samples": 3, "max_samples": 3}]
+    with pytest.raises(UserError, match="part 2"):
+        from_json(to_json(plan).replace('"min_samples": 3', '"min_samples": 0'), "parts.json")

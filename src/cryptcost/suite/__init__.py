@@ -27,8 +27,8 @@ from cryptcost.runner.storage import run_storage
 from cryptcost.suite import budget
 from cryptcost.suite.guest import GuestShare, from_json, share
 from cryptcost.suite.resume import Resume, again_cells
-from cryptcost.suite.tables import (cipher_plan, network_plans, policy_of, storage_plans,
-                                    validate_plan)
+from cryptcost.suite.tables import (cipher_plan, network_plans, part_plan, policy_of,
+                                    storage_plans, validate_plan)
 from cryptcost.suite import ceilings, timing
 from cryptcost.suite.ceilings import ceiling_cells, light_host
 from cryptcost.suite.timing import estimate
@@ -355,7 +355,8 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
         began = time.monotonic()
         ceiling = part.label == ceilings.LABEL           # runs first, whatever the budget
         model = (timing.ceilings(plan, host, executor, have=have) if ceiling
-                 else estimate(replace(plan, parts=[part]), executor))
+                 else estimate(part_plan(plan, part), executor))
+        sampled = policy_of(part_plan(plan, part)) if part.policy else policy
         if model:
             out.part_estimates[part.label] = round(model, 1)
         need = model * (part.scale or scale) if spent is not None and not ceiling else 0.0
@@ -375,7 +376,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                          extra_cells=needed if ceiling or part is carrier else (),
                          measured=frozenset(measured))
             try:
-                co = run_ciphers(cp, executor, policy, sink=sink,
+                co = run_ciphers(cp, executor, sampled, sink=sink,
                                  progress=progress_factory(f"{part.label}: ciphers"),
                                  cpu_flags=host["cpu"]["flags"])
                 measured |= {r.cell for r in co.results}
@@ -383,7 +384,7 @@ def run_plan(plan: RunPlan, *, sink: Sink, progress_factory, host: dict,
                 out.skipped += [{**s, "part": part.label} for s in co.skipped]
             except UserError as exc:
                 out.skipped.append({"part": part.label, "stack": "ciphers", "reason": str(exc)})
-        for what, measure in _comparisons(part, policy, sink, progress_factory):
+        for what, measure in _comparisons(part, sampled, sink, progress_factory):
             try:
                 with Resources() as res:
                     got = measure(res)

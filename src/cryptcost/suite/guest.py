@@ -133,7 +133,7 @@ def to_json(plan: RunPlan) -> str:
                        "model": plan.model, "cannot_run": plan.cannot_run,
                        "parts": [{"label": p.label, "ciphers": p.ciphers, "storage": p.storage,
                                   "network": p.network, "keep": list(p.keep),
-                                  "scale": p.scale}
+                                  "scale": p.scale, **({"policy": p.policy} if p.policy else {})}
                                  for p in plan.parts]}, indent=1)
 
 
@@ -150,7 +150,9 @@ def from_json(text: str, where: str) -> RunPlan:
     for i, p in enumerate(parts):
         tables = {k: p.get(k) for k in ("ciphers", "storage", "network") if p.get(k) is not None}
         keep = p.get("keep") or []
-        validate({**tables, "policy": data.get("policy") or {}, "model": data.get("model") or {},
+        own = p.get("policy") or {}
+        validate({**tables, "policy": {**(data.get("policy") or {}), **own},
+                  "model": data.get("model") or {},
                   **({"run": {"keep": keep}} if keep else {})}, f"{where}: part {i + 1}")
         scale = p.get("scale")
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
@@ -158,7 +160,7 @@ def from_json(text: str, where: str) -> RunPlan:
             raise UserError(f"{where}: part {i + 1}: scale must be a positive number, "
                             f"not {scale!r}")
         out.append(Part(str(p.get("label") or name), **tables, keep=tuple(keep),
-                        scale=float(scale) if scale is not None else None))
+                        scale=float(scale) if scale is not None else None, policy=dict(own)))
     if not out:
         raise UserError(f"{where}: no parts to run")
     cannot = data.get("cannot_run") or []

@@ -3,6 +3,8 @@ storage or network plan per CPU count."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cryptcost import stats
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.links.peer import PeerOptions
@@ -14,7 +16,7 @@ from cryptcost.runner.storage import StoragePlan, fitted_said, validate
 from cryptcost.units import parse_size
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import DEFAULT_POLICY, RunPlan
+from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan
 
 
 def policy_of(plan: RunPlan) -> stats.Policy:
@@ -22,6 +24,11 @@ def policy_of(plan: RunPlan) -> stats.Policy:
     return stats.Policy(p["min_samples"], max(p["max_samples"], p["min_samples"]),
                         p["ci_target"] / 100,
                         p["warmup"], deadline=p.get("deadline"))
+
+
+def part_plan(plan: RunPlan, part: Part) -> RunPlan:
+    """The plan of one part alone, sampled with the part's own policy over the plan's."""
+    return replace(plan, parts=[part], policy={**plan.policy, **part.policy})
 
 
 def cipher_plan(c: dict) -> CipherPlan:

@@ -13,7 +13,7 @@ from cryptcost.runner.network import NetworkPlan
 from cryptcost.runner.storage import resolve
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
 from cryptcost.suite.ceilings import ceiling_cells
-from cryptcost.suite.tables import cipher_plan, network_plans, policy_of, storage_plans
+from cryptcost.suite.tables import cipher_plan, network_plans, part_plan, policy_of, storage_plans
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import RunPlan
@@ -25,7 +25,14 @@ def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True,
     number of samples (a lower bound, printed before the run); ``most``: if every series takes
     the maximum (a step's series sample together until each is stable or at the cap, so one
     noisy baseline keeps its whole group going). ``here=False``: the stacks as a kernel that
-    has them all runs them (a guest's share), at this host's speed."""
+    has them all runs them (a guest's share), at this host's speed. A part with a policy of its
+    own is estimated at its own sampling."""
+    if any(p.policy for p in plan.parts):
+        return sum(_estimate(part_plan(plan, p), executor, here, most) for p in plan.parts)
+    return _estimate(plan, executor, here, most)
+
+
+def _estimate(plan: RunPlan, executor: Executor | None, here: bool, most: bool) -> float:
     executor = executor or RealExecutor()
     pol = policy_of(plan)
     samples = pol.max_samples if most else pol.min_samples

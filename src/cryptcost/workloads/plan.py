@@ -93,6 +93,9 @@ class Part:
     # what the model's estimate of this part is multiplied by for the time it takes here (earlier
     # runs' measured/estimated for this part; None: the run's own factor)
     scale: float | None = None
+    # the part's own sampling, over the plan's [policy] (a --parts file's: one boot of the guest
+    # serving parts that sample differently)
+    policy: dict = field(default_factory=dict)
 
     def empty(self) -> bool:
         return self.ciphers is None and self.storage is None and self.network is None
