@@ -95,6 +95,23 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):         # once, in the process tha
 # collided. A line appears only once its check has run.
 TALLY: collections.Counter = collections.Counter()
 POINTS: set[str] = set()
+# A run that took far longer than its kind does, with where it waited (its longest quiet spell in
+# its -v log): printed at the end of the session, so that a wait seen once is named, not guessed.
+SLOW: list[str] = []
+
+
+def longest_wait(log: str) -> tuple[float, str]:
+    """The longest gap between two lines of a ``-v`` log (``   1234ms LEVEL name: …``) in
+    seconds, and the two lines around it."""
+    import re
+    stamped = [(int(m.group(1)), line.strip()) for line in log.splitlines()
+               if (m := re.match(r"\s*(\d+)ms ", line))]
+    gaps = [(b[0] - a[0], f"{a[1][:160]} … then, {(b[0] - a[0]) / 1000:.1f} s later: "
+             f"{b[1][:160]}") for a, b in zip(stamped, stamped[1:])]
+    if not gaps:
+        return 0.0, ""
+    gap, said = max(gaps)
+    return gap / 1000, said
 
 
 def pytest_sessionfinish(session):
@@ -112,6 +129,10 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if SLOW:
+        terminalreporter.section("slow runs, and where each waited")
+        for line in SLOW:
+            terminalreporter.line(line)
     if not TALLY:
         return
     terminalreporter.section("safety tally")

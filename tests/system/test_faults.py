@@ -22,7 +22,7 @@ import pytest
 
 from cryptcost.faults import parse
 from cryptcost.stacks import get, unavailable_reason
-from tests.conftest import POINTS, TALLY, skip_or_fail
+from tests.conftest import POINTS, SLOW, TALLY, longest_wait, skip_or_fail
 from tests.system.conftest import leftovers, need_root
 
 STACK = "gocryptfs"               # a FUSE daemon, a key file, a RAM medium, two baselines
@@ -55,6 +55,9 @@ CASES = [
         1,
     ),  # the second while release runs: timeout(1)'s two, spread out
 ]
+# A fault case takes 4–10 s; one took 95 s once, its wait unexplained: a case slower than this
+# names the longest wait in its log at the end of the session.
+SLOW_RUN = 30
 # make test runs one case per point (every signal, and a group signal, among them); the rest
 # run in CI's second step.
 QUICK = {"setup:SIGKILL:6", "measure:SIGINT:3:group", "between:SIGTERM:3:group", "store:SIGKILL:7",
@@ -110,10 +113,16 @@ def test_a_signal_at_any_point_leaves_nothing_and_keeps_the_results(tmp_path, wo
     point, sig, _, group, _, again = parse(spec)
     before, dirs = set(leftovers([])), _tmpdirs()
     # As from a terminal: SIGINT at its default. (A shell's background job inherits SIGINT
-    # ignored, as nohup does, and cryptcost rightly keeps it ignored.)
-    done = _cryptcost(tmp_path, *(TEARDOWN_ARGS if point == "teardown" else ARGS),
+    # ignored, as nohup does, and cryptcost rightly keeps it ignored.) With -v, each command it
+    # runs is logged with its time, so that a run far slower than its kind says where it waited.
+    started = time.monotonic()
+    done = _cryptcost(tmp_path, "-v", *(TEARDOWN_ARGS if point == "teardown" else ARGS),
                       env=_env(tmp_path, CRYPTCOST_FAULT=spec), start_new_session=True,
                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    took = time.monotonic() - started
+    if took > SLOW_RUN:
+        gap, where = longest_wait(done.stderr)
+        SLOW.append(f"{spec}: {took:.0f} s; its longest wait, {gap:.0f} s: {where}")
     TALLY["signals injected"] += 1 + bool(group) + (again is not None)
     POINTS.add(point)
     journals = glob.glob(str(tmp_path / "state" / "journal-*"))

@@ -519,9 +519,10 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
         "on,off",
         "--cpus",
         "1,2",
-        # four samples a side: below that a difference needs Welch's t-test, which at df ≈ 2 missed
-        # a 2.3× gap whose "on" samples spread 212-345 MB/s (p ≈ 0.06); with four, Mann-Whitney
-        # finds any two sets that do not overlap (p = 0.029)
+        # four samples a side, paired by round (the host's drift between rounds moves both), after
+        # one warm-up round: without it a cell's first sample is one cold pass of the whole file,
+        # and CI's "on" cell of gocryptfs's OpenSSL backend on 2 CPUs read 123, 367, 522 and 541
+        # MB/s, which no test could tell from its 135-207 MB/s "off"
         "--workloads",
         "seq-1m",
         "--min-samples",
@@ -529,7 +530,7 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
         "--max-samples",
         "4",
         "--warmup",
-        "0",
+        "1",
         "--json",
         timeout=1500,
     )

@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -42,13 +43,43 @@ def _guest(cli, *argv, timeout=3000):
     return json.loads(done.stdout), done
 
 
-# R2's matrix, the kernel's AES-XTS with the AES-NI driver loaded, and the kernel's other stacks
-# (eCryptfs) through a full measurement: one boot serves R2's test, AES-NI's and the guest's own.
-R2_STACKS = '"luks:*", "tcrypt:*", "dm-null", "ecryptfs"'
+# One boot of the stock kernel serves every matrix it runs, each in a part of its own (its results
+# carry the part's label, and each test reads its own): R2's ciphers and perf flags with the
+# kernel's other storage stacks; dm-crypt's acceleration-off twin, five samples a side after a
+# warm-up, paired by round (it must be verified: three a side, unpaired, left a 1.6× twin
+# unverified in the seeds run and in CI); R5's proposals through ESP; a delayed link; IPComp;
+# Linux 6.1's NFS server refusing krb5p; the kernel's own stacks profiled; and ZFS. The boots
+# that remain are those whose kernel or whose end is the point: aesni_intel blacklisted, Linux
+# 6.12's NFS, and a guest stopped at its timeout.
+R2_STACKS = ["luks:*", "tcrypt:*", "dm-null", "ecryptfs"]
+ONCE_POLICY = {"min_samples": 1, "max_samples": 1, "warmup": 0}
+STOCK_PARTS = [
+    {"label": "r2", "ciphers": {"engines": ["kernel"], "algorithms": ["aes-256-xts"],
+                                "sizes": [65536]},
+     "storage": {"stacks": R2_STACKS, "workloads": ["seq-1m"], "size": "64M"}},
+    {"label": "twin", "storage": {"stacks": ["luks:aes-xts-plain64"], "accel": ["on", "off"],
+                                  "workloads": ["seq-1m"], "size": "64M"},
+     "policy": {"min_samples": 5, "max_samples": 5, "warmup": 1}},
+    {"label": "esp", "network": {"stacks": ["ipsec:*", "esp:*"], "workloads": ["send", "receive"],
+                                 "seconds": 1}},
+    {"label": "delay", "network": {"stacks": ["tls"], "workloads": ["send"], "delay_ms": 40,
+                                   "seconds": 2}},
+    {"label": "ipcomp", "network": {"stacks": ["ipsec:aes128-sha1-ipcomp"],
+                                    "workloads": ["send", "compressible"], "seconds": 2}},
+    {"label": "nfs61", "network": {"stacks": ["nfs:krb5", "nfs:krb5p"], "workloads": ["put"],
+                                   "file_size": "64M"}},
+    {"label": "profile",
+     "storage": {"stacks": ["luks:aes-xts-plain64"], "workloads": ["seq-1m"], "size": "64M",
+                 "profile": True},
+     "network": {"stacks": ["wireguard", "ipsec", "nfs:sys"], "workloads": ["send", "put"],
+                 "seconds": 1, "file_size": "16M", "profile": True}},
+    {"label": "zfs", "storage": {"stacks": ["zfs:aes-256-gcm"], "workloads": ["seq-1m"],
+                                 "size": "256M"}},
+]
 R2_PLAN = (
     'network = false\n[ciphers]\nengines = ["kernel"]\nalgorithms = ["aes-256-xts"]\nsizes = '
     '[65536]\n'
-    f'[storage]\nstacks = [{R2_STACKS}]\nworkloads = ["seq-1m"]\nsize = "64M"\n'
+    '[storage]\nstacks = ["luks:aes-xts-plain64"]\nworkloads = ["seq-1m"]\nsize = "64M"\n'
     '[policy]\nmin_samples = 1\nmax_samples = 1\nwarmup = 0\n'
 )
 
@@ -67,43 +98,48 @@ def _module_cli(tmp: Path):
     return cli
 
 
-def _guest_and_report(tmp: Path, *argv, cli=None) -> tuple[dict, subprocess.CompletedProcess,
-                                                              dict]:
-    """``cryptcost vm ARGV`` in a store of its own (``cli``'s, else a new one under ``tmp``):
-    the guest's JSON, its output, and the host's JSON report of it."""
-    cli = cli or _module_cli(tmp)
-    done = cli("vm", "--timeout", "3000", *argv, timeout=3120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = cli("report", "latest", "--format", "json", timeout=300)
-    assert report.returncode == 0, report.stderr[-2000:]
-    return json.loads(done.stdout), done, json.loads(report.stdout)
+@dataclass
+class Boot:
+    """One boot's run: the guest's JSON, the host's JSON report of the imported run, the
+    command's output and the command line of its store."""
+
+    out: dict
+    report: dict
+    done: subprocess.CompletedProcess
+    cli: object
+
+    def part(self, label: str) -> dict:
+        """What one part measured: its results (every cipher cell, which names no part), the
+        skipped stacks it names, and the failures of its stacks (a failure names its stack)."""
+        [part] = [p for p in STOCK_PARTS if p["label"] == label]
+        specs = tuple(spec.rstrip("*") for kind in ("storage", "network")
+                      for spec in (part.get(kind) or {}).get("stacks", []))
+        return {"results": [r for r in self.out["results"]
+                            if r.get("part") == label or r["kind"] == "cipher"],
+                "failed": [f for f in self.out["failed"] if f.startswith(specs)],
+                "skipped": [s for s in self.out["skipped"] if s.get("part") == label]}
 
 
 @pytest.fixture(scope="module")
-def r2_run(tmp_path_factory):
-    """``cryptcost vm -- run`` of R2_PLAN: the guest's JSON, the host's JSON report of it, the
-    command's output, and the command line of its store."""
+def stock(tmp_path_factory) -> Boot:
+    """``cryptcost vm -- run --parts`` of STOCK_PARTS, in one boot of the stock kernel."""
     _vm_ready()
-    tmp = tmp_path_factory.mktemp("r2")
-    plan = tmp / "plan.toml"
-    plan.write_text(R2_PLAN)
+    tmp = tmp_path_factory.mktemp("stock")
+    parts = tmp / "parts.json"
+    parts.write_text(json.dumps({"name": "the stock kernel's matrices", "policy": ONCE_POLICY,
+                                 "parts": STOCK_PARTS}))
     cli = _module_cli(tmp)
     before = set(leftovers([]))
-    out, done, report = _guest_and_report(tmp, "--memory", "8192", "--", "run", "--plan",
-                                          str(plan), "--no-report", "--json", cli=cli)
+    done = cli("vm", "--timeout", "3600", "--memory", "8192", "--", "run", "--parts", str(parts),
+               "--no-report", "--json", timeout=3720)
+    # 1: Linux 6.1's NFS server refuses krb5p, a part's failure that its test reads
+    assert done.returncode in (0, 1) and done.stdout.strip(), done.stderr[-3000:]
+    report = cli("report", "latest", "--format", "json", timeout=300)
+    assert report.returncode == 0, report.stderr[-2000:]
     # the guest ended by its pid, its files and its journal gone
     assert set(leftovers([])) - before == set()
     assert not list((tmp / "state").glob("journal-*"))
-    return out, report, done, cli
-
-
-@pytest.fixture(scope="module")
-def esp_run(tmp_path_factory):
-    """R5's rows in one boot: every strongSwan proposal and every SA keyed by hand, each way."""
-    _vm_ready()
-    return _guest_and_report(tmp_path_factory.mktemp("esp"), "--", "network", "--stacks",
-                             "ipsec:*,esp:*", "--workloads", "send,receive", "--seconds", "1",
-                             *ONCE, "--json")
+    return Boot(json.loads(done.stdout), json.loads(report.stdout), done, cli)
 
 
 def _aes_xts(out: dict) -> tuple[dict, float]:
@@ -120,8 +156,8 @@ def _aes_xts(out: dict) -> tuple[dict, float]:
     return driver, kernel[0]["median_bytes_per_s"]
 
 
-def test_r2_dm_crypt_matrix_and_every_perf_flag(r2_run):
-    out, report, _, _ = r2_run
+def test_r2_dm_crypt_matrix_and_every_perf_flag(stock):
+    out, report = stock.part("r2"), stock.report
     variants = set(get("luks").variants)
     measured = {r["stack"].split(":", 1)[1] for r in _by(out["results"], "storage")
                 if r["stack"].startswith("luks:")}
@@ -147,15 +183,15 @@ def test_r2_dm_crypt_matrix_and_every_perf_flag(r2_run):
                 "once, not compared") in " ".join(tuning), tuning
 
 
-def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(r2_run):
+def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(stock):
     """The kernel's own storage stacks, in R2's boot, each through a full measurement with the
     integrity check and read back as set up (LUKS2's header, eCryptfs's mount, a TrueCrypt
     container made by tcplay); the guest's progress on stderr; the run imported into the host's
     store marked emulated, and a report of it that says so. (Kernel WireGuard and ESP on the
     wire: the profiles' boot and R5's.)"""
-    out, _, done, cli = r2_run
+    out, done, cli = stock.part("r2"), stock.done, stock.cli
     results = out["results"]
-    assert out["failed"] == [] and out["skipped"] == [], out["skipped"]
+    assert out["failed"] == [] and out["skipped"] == [], out
     luks = _by(results, "storage", "luks:aes-xts-plain64")
     assert {r["op"] for r in luks} == {"write", "read"}
     for r in luks:
@@ -190,25 +226,28 @@ def test_kernel_stacks_run_in_the_guest_and_come_back_emulated(r2_run):
     assert "ecryptfs:aes-128" in md.stdout
 
 
-def test_aesni_blacklisted_in_the_guest_changes_the_kernel_driver(r2_run, cli, tmp_path):
-    """The same cells as R2's boot, with aesni_intel blacklisted: another driver, and slower."""
+def test_aesni_blacklisted_in_the_guest_changes_the_kernel_driver(stock, cli, tmp_path):
+    """The same cells as R2's part, with aesni_intel blacklisted: another driver, and slower. (A
+    boot of its own: the blacklist is the kernel's command line.)"""
     plan = tmp_path / "plan.toml"
-    plan.write_text(R2_PLAN.replace(R2_STACKS, '"luks:aes-xts-plain64"'))
+    plan.write_text(R2_PLAN)
     out, _ = _guest(
         cli, "--blacklist", "aesni_intel", "--", "run", "--plan", str(plan), "--no-report",
         "--json", timeout=1500,
     )
-    on, off = _aes_xts(r2_run[0]), _aes_xts(out)
+    on, off = _aes_xts(stock.part("r2")), _aes_xts(out)
     assert on[0]["module"] == "aesni_intel", on
     assert off[0]["module"] != "aesni_intel" and "aesni" not in off[0]["driver"], off
-    # the switch changes speed, too, if little under emulation: TCG runs each AES-NI instruction
-    # as a helper call, measured about 1.2× faster than the generic C AES (22.5 vs 18.5 MB/s)
-    assert off[1] < 0.95 * on[1], (on, off)
+    # What the switch does to speed is the twin's to verify, within one boot and at five samples
+    # a side: across two boots, one sample each, TCG's small gap (an AES-NI instruction is a
+    # helper call about 1.2× faster than the generic C AES, 22.5 against 18.5 MB/s) is within
+    # the host's own drift between boots. Both speeds are real figures all the same.
+    assert on[1] > 0 and off[1] > 0, (on, off)
     listed = json.loads(cli("list", "--json").stdout)
     assert len(listed) == 1 and all(r["emulated"] for r in listed)
 
 
-def test_dm_crypts_acceleration_off_twin_runs_the_kernels_c_aes_and_is_verified(cli, tmp_path):
+def test_dm_crypts_acceleration_off_twin_runs_the_kernels_c_aes_and_is_verified(stock):
     """R3's AES-NI on against off, for dm-crypt: the twin opens the same LUKS2 mapping through
     the kernel's generic C AES (read back from dmsetup's table), is paired with the variant, and
     counts only as significantly slower (under TCG as on hardware, the C AES is the slower).
@@ -216,12 +255,7 @@ def test_dm_crypts_acceleration_off_twin_runs_the_kernels_c_aes_and_is_verified(
     One warm-up run per cell: under TCG the first pass through a code path pays for translating
     it, and a cell's first read ran up to 4× slower than its next two (seen in the seeds store and
     in a CI run, whose ±102 % read left the twin unverified)."""
-    _vm_ready()
-    out, _ = _guest(
-        cli, "--", "storage", "--stacks", "luks:aes-xts-plain64", "--accel", "on,off",
-        "--workloads", "seq-1m", "--size", "64M", "--min-samples", "3", "--max-samples", "3",
-        "--warmup", "1", "--json",
-    )
+    out = stock.part("twin")
     on = {r["op"]: r for r in _by(out["results"], "storage", "luks:aes-xts-plain64")}
     off = {r["op"]: r for r in _by(out["results"], "storage", "luks:aes-xts-plain64/accel-off")}
     assert set(on) == set(off) == {"write", "read"}, out.get("skipped")
@@ -235,8 +269,8 @@ def test_dm_crypts_acceleration_off_twin_runs_the_kernels_c_aes_and_is_verified(
         assert r["accel_verified"] is True and r["accel_speedup"] > 1.2, (op, r.get("notes"))
 
 
-def test_r5_proposals_through_kernel_esp(esp_run):
-    out, _, _ = esp_run
+def test_r5_proposals_through_kernel_esp(stock):
+    out = stock.part("esp")
     results = [r for r in _by(out["results"], "network") if r["stack"].startswith("ipsec:")]
     proposals = {r["stack"].split(":", 1)[1] for r in results}
     assert proposals == set(get("ipsec").variants), out.get("skipped")
@@ -250,16 +284,12 @@ def test_r5_proposals_through_kernel_esp(esp_run):
     assert {r["workload"] for r in results} == {"send", "receive"}
 
 
-def test_a_delay_on_the_link_slows_every_round_trip_in_the_guest(cli, tmp_path):
+def test_a_delay_on_the_link_slows_every_round_trip_in_the_guest(stock):
     """``--delay`` where the kernel has netem (Debian's stock kernel; this host's has none): both
     veth ends hold their packets for half of it, the link's measured round trip grows by it, and
     the stack and its baseline are measured on that one delayed link, as cells of their own."""
-    _vm_ready()
-    out, done = _guest(
-        cli, "--", "network", "--stacks", "tls", "--workloads", "send", "--delay", "40",
-        "--seconds", "2", *ONCE, "--json",
-    )
-    assert "40 ms added to each round trip (netem)" in done.stderr, done.stderr[-2000:]
+    out, done = stock.part("delay"), stock.done
+    assert "with 40 ms more per round trip" in done.stderr, done.stderr[-2000:]
     results = {r["stack"]: r for r in _by(out["results"], "network")}
     assert {"tls:tls13-aes128-gcm", "tcp"} <= set(results), out.get("skipped")
     for r in results.values():
@@ -270,11 +300,11 @@ def test_a_delay_on_the_link_slows_every_round_trip_in_the_guest(cli, tmp_path):
     assert results["tls:tls13-aes128-gcm"]["baseline"] == "tcp"
 
 
-def test_r5_rows_no_ike_daemon_negotiates_run_through_esp_keyed_by_hand(esp_run):
+def test_r5_rows_no_ike_daemon_negotiates_run_through_esp_keyed_by_hand(stock):
     """R5's encryption-only rows and null/null, keyed as R5 keyed them: each SA read back with the
     kernel's algorithm and the bytes it carried, its key masked; the wire encrypted, null/null
     plaintext by design; never ranked, every one having a weakness."""
-    out, done, report = esp_run
+    out, report = stock.part("esp"), stock.report
     results = [r for r in _by(out["results"], "network") if r["stack"].startswith("esp:")]
     assert {r["stack"].split(":", 1)[1] for r in results} == set(get("esp").variants), out.get(
         "skipped"
@@ -351,11 +381,13 @@ def test_r4_nfs_3_and_nfs_4_with_kerberos_every_sec_mode(cli, tmp_path):
             results[("nfs:sys", workload)]["cpu_s_per_gb"]["system"], workload
 
 
-def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(cli, tmp_path):
-    _vm_ready()
-    done = cli("vm", "--timeout", "1200", "--", "network", "--stacks", "nfs:krb5,nfs:krb5p",
-               "--workloads", "put", "--file-size", "64M", *ONCE, "--json", timeout=1400)
+def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(stock):
+    """Its part's failure is the run's: the guest's command exits 1 and says why, in words a
+    person can act on (the kernel to boot instead)."""
+    done = stock.done
     assert done.returncode == 1, done.stderr[-2000:]
+    assert stock.part("nfs61")["failed"] == stock.out["failed"] and len(stock.out["failed"]) == 1, \
+        stock.out["failed"]
     said = " ".join(done.stderr.split())                    # the terminal may wrap long lines
     assert "kernel 6.1." in said
     assert "nfs:krb5p: setup failed: mounting with sec=krb5p failed" in said, said[-2000:]
@@ -364,7 +396,7 @@ def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(cli, tmp_path):
         and "GARBAGE_ARGS" in said
         and "cryptcost vm --kernel 6.12" in said
     )
-    out = json.loads(done.stdout)
+    out = stock.part("nfs61")
     krb5 = _by(out["results"], "network", "nfs:krb5")          # krb5 works on the same kernel
     assert krb5 and krb5[0]["params"]["negotiated"]["sec"] == "krb5", out.get("skipped")
 
@@ -379,16 +411,13 @@ PROFILE_PLAN = (
 )
 
 
-def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
+def test_the_guest_profiles_the_kernels_own_stacks(stock):
     """#35 in the guest: a profile of each cell (one round after the single sample, under TCG)
     finds the cipher where the kernel runs it — dm-crypt's AES-XTS in kcryptd's workers, kernel
     WireGuard's ChaCha20-Poly1305, kernel ESP's AES-GCM — and NFS's server in its nfsd threads,
     sorted into layers like any stack's. (In this step, not the default run: perf under TCG
     costs minutes; its path is the host's, tested there.)"""
-    _vm_ready()
-    plan = tmp_path / "plan.toml"
-    plan.write_text(PROFILE_PLAN)
-    out, _ = _guest(cli, "--", "run", "--plan", str(plan), "--no-report", "--json")
+    out = stock.part("profile")
     luks = _by(out["results"], "storage", "luks:aes-xts-plain64")
     wg = _by(out["results"], "network", "wireguard")
     esp = [r for r in _by(out["results"], "network") if r["stack"].startswith("ipsec")]
@@ -432,8 +461,7 @@ def test_the_guest_profiles_the_kernels_own_stacks(cli, tmp_path):
             r["stack"],
             r["profile"]["rows"][:10],
         )
-    report = json.loads(cli("report", "latest", "--format", "json", timeout=300).stdout)
-    layers = {b["stack"]: b.get("layers") or {} for b in report["analysis"]["bottlenecks"]}
+    layers = {b["stack"]: b.get("layers") or {} for b in stock.report["analysis"]["bottlenecks"]}
     assert layers["luks:aes-xts-plain64"].get("cipher", 0) > 0, layers
 
 
@@ -474,13 +502,11 @@ def test_a_guest_stopped_at_its_timeout_keeps_what_it_measured(cli, tmp_path):
     assert {r["algorithm"] for r in ciphers if r not in cut} <= {"aes-256-xts"}, ciphers
 
 
-def test_ipcomp_before_esp_compresses_a_compressible_stream_in_the_guests_kernel(cli, tmp_path):
+def test_ipcomp_before_esp_compresses_a_compressible_stream_in_the_guests_kernel(stock):
     """R5's IPComp, which it gave up on (its data was zeros): strongSwan with ipcomp = yes, the
     kernel's DEFLATE states read back with the traffic they carried, on random and on
     compressible data, against the same proposal without IPComp."""
-    _vm_ready()
-    out, done = _guest(cli, "--", "network", "--stacks", "ipsec:aes128-sha1-ipcomp",
-                       "--workloads", "send,compressible", "--seconds", "2", *ONCE, "--json")
+    out = stock.part("ipcomp")
     results = {(r["stack"], r["workload"]): r for r in _by(out["results"], "network")}
     for workload in ("send", "compressible"):
         r = results[("ipsec:aes128-sha1-ipcomp", workload)]
@@ -492,7 +518,7 @@ def test_ipcomp_before_esp_compresses_a_compressible_stream_in_the_guests_kernel
 
 
 def test_zfs_with_native_encryption_runs_in_the_guest_on_the_kernel_its_module_was_built_for(
-        cli, tmp_path):
+        stock):
     """R1's ZFS, for real: make builds zfs-dkms for the stock kernel (from contrib, through apt
     lists of its own), the guest loads the module from this host's /lib/modules, and the pool's
     encryption, key status and compression are read back with zfs get, against zfs:off."""
@@ -502,8 +528,7 @@ def test_zfs_with_native_encryption_runs_in_the_guest_on_the_kernel_its_module_w
     if not kernel.bootable_with("zfs") or not shutil.which("zfs"):
         skip_or_fail("vm-zfs", "no zfs module built for a guest kernel, or no zfsutils-linux "
                                "(cryptcost install zfs builds them)")
-    out, done = _guest(cli, "--", "storage", "--stacks", "zfs:aes-256-gcm", "--workloads",
-                       "seq-1m", "--size", "256M", *ONCE, "--json")
+    out = stock.part("zfs")
     results = {(r["stack"], r["op"]): r for r in _by(out["results"], "storage")}
     for op in ("write", "read"):
         r = results[("zfs:aes-256-gcm", op)]
