@@ -24,12 +24,16 @@ SPLIT_INTRO = ("Of each stack's cost against its reference (the plain filesystem
 
 
 # What the field-report blocks are, once for every format.
-FIELD_REPORTS_INTRO = ("The five field reports cryptcost was built from, each figure of theirs "
-                       "beside the same comparison from this run: an overhead against the "
-                       "plaintext baseline, or a ratio (AES-NI on against off, two cores against "
-                       "one), which carries across hardware where absolute speeds do not. Their "
-                       "hardware, tools and years differ from this host's: read the direction and "
-                       "the size of a difference, not the digits.")
+FIELD_REPORTS_INTRO = ("The five field reports cryptcost was built from: each conclusion they "
+                       "draw is a claim, judged from this run — holds, does not hold, or cannot "
+                       "be said here, with why and what would settle it — and each figure of "
+                       "theirs beside the same comparison here (an overhead against the plaintext "
+                       "baseline, or a ratio, which carries across hardware where absolute speeds "
+                       "do not). A figure marked emulated was measured in cryptcost vm's qemu "
+                       "guest under TCG, whose CPU is software: it shows what works and how stacks "
+                       "relate within that guest, never a speed of this hardware, and what a "
+                       "cipher costs there judges no claim. A comparison never mixes this host's "
+                       "cells with a guest's.")
 
 
 # A result whose interval never reached the run's target: marked beside its interval, explained once
@@ -105,6 +109,9 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
             cipher_rows.append(cipher_row(r))
     host = Host.of(run.host)
     cpu = host.cpu
+    blocks = [b for b in fieldreports.section(
+        results, guests, [s for s in skipped if not _in_guest(Skipped.of(s), run, guests)])
+        if not only or b["label"] in only]
     return {
         "format": "cryptcost-report", "version": FORMAT_VERSION,
         "title": f"cryptcost run {run.id}" + (f" — {run.label}" if run.label else ""),
@@ -137,9 +144,8 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
         # what a linked guest measured instead is no reason for a row's absence
         # run --only R4: the blocks of the reports it was asked for, no other
-        "field_reports": [b for b in fieldreports.section(
-            results, guests, [s for s in skipped if not _in_guest(Skipped.of(s), run, guests)])
-            if not only or b["label"] in only],
+        "field_reports": blocks,
+        "field_reports_grid": fieldreports.grid(blocks),
         "field_reports_intro": FIELD_REPORTS_INTRO + (
             f" This run measured the parts of {' and '.join(only)} only (run --only)."
             if only else ""),

@@ -15,19 +15,16 @@ has none.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from importlib import resources
 
-from cryptcost.model import Cell
 from cryptcost.record import Stored
+from cryptcost.report import cells, claims
+from cryptcost.report.claims import Claim
 from cryptcost.report.absent import left_out
-from cryptcost.workloads.storage import Sizes, r1_files
+from cryptcost.report.cells import KNOWN as _CELL
 
 LABELS = ("R1", "R2", "R3", "R4", "R5")
-# A dimension of the data beside a cell's own: R1's first, second or third file (its 1, 5 and
-# 10 GB), whatever size the run's medium gave it (workloads.storage.r1_files)
-R1_FILE = "r1_file"
-_CELL = {f.name for f in fields(Cell)} | {R1_FILE}
 
 
 @dataclass(frozen=True)
@@ -63,6 +60,7 @@ class Table:
     cells: tuple[dict, ...]               # a column's cell dimensions
     rows: tuple[TableRow, ...]
     reference: str | None = None          # a row's name
+    where: str | None = None              # "guest": read only from guest runs (their setting)
 
 
 @dataclass(frozen=True)
@@ -76,6 +74,7 @@ class Report:
     no_figures: str = ""
     note: str = ""
     tables: tuple[Table, ...] = ()        # its own tables, in the order it drew them
+    claims: tuple[Claim, ...] = ()        # its conclusions, each to be judged (report.claims)
 
 
 def _theirs(d: dict) -> tuple[float, str]:
@@ -105,10 +104,17 @@ def load(label: str) -> Report:
                               d["b"], d.get("note", "")))
     return Report(data["label"], data["title"], data["source"], data["hardware"],
                   data["conclusion"], tuple(figures), data.get("no_figures", ""),
-                  data.get("note", ""), tuple(_table(label, t) for t in data.get("tables", [])))
+                  data.get("note", ""), tuple(_table(label, t) for t in data.get("tables", [])),
+                  tuple(claims.parse(label, c, _CELL) for c in data.get("claims", [])))
 
 
-UNITS = {"MB/s": 1e6, "Mbit/s": 1e6 / 8}      # bytes/s in one unit
+UNITS = {"MB/s": 1e6, "Mbit/s": 1e6 / 8,      # bytes/s in one unit
+         "CPU-s/GiB": None}                       # a table of the CPU each cell cost
+
+
+def _figure(r: Stored, unit: str) -> float | None:
+    """A result's figure in a table's unit: its throughput, or the CPU-seconds it cost per GiB."""
+    return r.cpu_s_per_gib if UNITS[unit] is None else r.median / UNITS[unit]
 
 
 def _table(label: str, d: dict) -> Table:
@@ -118,62 +124,15 @@ def _table(label: str, d: dict) -> Table:
     unknown = {k for c in d["cells"] for k in c} | {k for r in rows for k in r.cell or {}}
     if (unknown - _CELL or d["unit"] not in UNITS or len(d["cells"]) != len(cols)
             or any(len(r.theirs) != len(cols) for r in rows)
-            or d.get("reference") not in {None} | {r.name for r in rows}):
+            or d.get("reference") not in {None} | {r.name for r in rows}
+            or d.get("where") not in (None, "guest")):
         raise ValueError(f"{label}: bad table ({unknown - _CELL or d['unit']})")
-    return Table(d["what"], d["unit"], cols, tuple(d["cells"]), rows, d.get("reference"))
+    return Table(d["what"], d["unit"], cols, tuple(d["cells"]), rows, d.get("reference"),
+                 d.get("where"))
 
 
 def reports() -> list[Report]:
     return [load(label) for label in LABELS]
-
-
-def _choices(side: dict) -> int:
-    return max([len(v) for v in side.values() if isinstance(v, list)] or [1])
-
-
-def _at(side: dict, i: int) -> dict:
-    return {k: (v[i] if i < len(v) else v[-1]) if isinstance(v, list) else v
-            for k, v in side.items()}
-
-
-# Dimensions that take a measurement away from the report's conditions, in words: a result with
-# one set stands only for a figure that names it.
-CONDITIONS = {"delay_ms": "a delay on the link"}
-
-
-def _has(r: Stored, want: dict) -> bool:
-    """Whether ``r`` was measured and its cell has every dimension ``want`` names."""
-    return r.median is not None and all(
-        (_r1_file(r.cell) if k == R1_FILE else getattr(r.cell, k)) == v for k, v in want.items())
-
-
-# What a storage figure's two sides share, whatever the figure names: the same medium, of the
-# same size, with the same filesystem
-SAME_MEDIUM = ("medium", "size", "fs")
-
-
-def _r1_file(cell: Cell) -> int | None:
-    """Which of R1's files (1, 2, 3) a storage cell's workload is, on its medium's size."""
-    if not (cell.workload or "").startswith("bigfile-") or not cell.size:
-        return None
-    names = [name for _, name, _ in r1_files(Sizes(medium=cell.size))]
-    return names.index(cell.workload) + 1 if cell.workload in names else None
-
-
-def _held(r: Stored, want: dict) -> list[str]:
-    """The conditions ``r`` was measured under that ``want`` does not name, in words."""
-    return [said for k, said in CONDITIONS.items() if k not in want and getattr(r.cell, k)]
-
-
-def _find(results: list[Stored], want: dict, label: str) -> Stored | None:
-    """The result whose cell has every dimension ``want`` names, and no condition it does not
-    name: a whole series before one cut short (``incomplete``), its own part's first, then the
-    plainest (the fewest dimensions set beyond those)."""
-    hits = [r for r in results if _has(r, want) and not _held(r, want)]
-    hits.sort(key=lambda r: (bool(r.incomplete), not (r.cell.part or "").startswith(label),
-                             sum(v is not None for v in r.cell.fields().values()),
-                             r.cell.cpus or 0))
-    return hits[0] if hits else None
 
 
 @dataclass
@@ -219,28 +178,6 @@ def _here(row: Row) -> str:
             + (" (incomplete: a series cut short)" if row.incomplete else ""))
 
 
-def _pair(shared: dict, a: dict, b: dict | None, pool: list[Stored], label: str,
-          need_b: bool = True) -> tuple[Stored, Stored | None] | None:
-    """The first place among the candidates (a list of values: in order, at the same place on
-    both sides) where ``pool`` holds ``a``'s cell, and ``b``'s beside it on the same medium
-    (without ``need_b``, ``b``'s where it has one)."""
-    for i in range(max(_choices(a), _choices(b or {}))):
-        x = _find(pool, {**shared, **_at(a, i)}, label)
-        same = {k: v for k in SAME_MEDIUM if (v := getattr(x.cell, k, None)) is not None} \
-            if x else {}
-        y = _find(pool, {**same, **shared, **_at(b, i)}, label) if b is not None else None
-        if x and (not need_b or (y and y.median)):
-            return x, y
-    return None
-
-
-def _candidates(shared: dict, *sides: dict) -> list[dict]:
-    """Every cell a figure or a table's cell may be read from: each side's candidates, in
-    order, with what they share."""
-    return [_at({**shared, **side}, i) for side in sides if side is not None
-            for i in range(max(_choices(shared), _choices(side)))]
-
-
 def compare(report: Report, results: list[Stored],
             guests: list[list[Stored]] = (), skipped: list[dict] = ()) -> list[Row]:
     """Each figure of ``report`` beside the run's same comparison, or why it has none (from the
@@ -251,9 +188,9 @@ def compare(report: Report, results: list[Stored],
     for f in report.figures:
         row = Row(f)
         for pool in [results, *guests]:
-            pair = _pair(f.cell, f.a, f.b, pool, report.label)
-            if pair:
-                a, b = pair
+            found = cells.pair(f.cell, f.a, f.b, pool, report.label)
+            if found:
+                a, b = found
                 row.a, row.b, row.emulated = a, b, pool is not results
                 ratio = a.median / b.median
                 # the overhead the run itself reports, where paired
@@ -264,40 +201,28 @@ def compare(report: Report, results: list[Stored],
                 break
         else:
             every = [r for pool in [results, *guests] for r in pool]
-            want = [{**f.cell, **_at(side, 0)} for side in (f.a, f.b)]
-            missing = [w for w in want if not _find(every, w, report.label)]
-            row.why = "no result for " + " nor ".join(_dims(w) for w in missing or want)
-            held = sorted({said for w in missing or want for r in every if _has(r, w)
-                           for said in _held(r, w)})
+            want = [{**f.cell, **cells.at(side, 0)} for side in (f.a, f.b)]
+            missing = [w for w in want if not cells.find(every, w, report.label)]
+            row.why = "no result for " + " nor ".join(cells.dims(w) for w in missing or want)
+            held = sorted({said for w in missing or want for r in every if cells.has(r, w)
+                           for said in cells.held(r, w)})
             if held:
                 row.why += f" (only with {' and '.join(held)}, which this row does not have)"
-            why = left_out(report.label, _candidates(f.cell, f.a, f.b), list(skipped))
+            why = left_out(report.label, cells.candidates(f.cell, f.a, f.b), list(skipped))
             if why:
                 row.why += f": {why}"
         rows.append(row)
     return rows
 
 
-def _dims(want: dict) -> str:
-    """A cell's dimensions in a few words: ``nfs:krb5p put``, ``openssl aes-256-xts 4096 B
-    1 thread(s) accel off``."""
-    said = [str(want[k]) for k in ("stack", "engine", "algorithm", "workload", "op") if k in want]
-    said += [f"{want[k]} B" for k in ("block_bytes", "buffer_bytes") if k in want]
-    said += [f"{want['threads']} thread(s)"] if "threads" in want else []
-    said += [f"accel {'on' if want['accel'] else 'off'}"] if "accel" in want else []
-    return " ".join(said)
-
-
-def sentence(report: Report, rows: list[Row]) -> str:
-    """Whether the report's comparisons come out the same here, in one sentence."""
-    if not report.figures:
-        return f"{report.label}: {report.no_figures}."
-    seen = [r for r in rows if r.ours is not None]
-    if not seen:
-        return (f"{report.label}: none of its comparisons is in this run (`cryptcost run "
-                "--suite seeds --vm` measures them, the kernel's stacks in its guest).")
-    told = "; ".join(f"{r.figure.what}: {there(r.figure)} there, {_here(r)} here" for r in seen)
-    return f"{report.label}: {told}."
+def verdicts_said(label: str, judged: list[dict]) -> str:
+    """How a report's claims came out here, in a line: ``R2: 8 claims: 2 hold, 3 do not hold,
+    3 cannot be said here``."""
+    n = {v: sum(c["verdict"] == v for c in judged) for v in claims.VERDICTS}
+    said = [f"{n[claims.HOLDS]} hold" if n[claims.HOLDS] != 1 else "1 holds",
+            f"{n[claims.DOES_NOT]} do not hold" if n[claims.DOES_NOT] != 1 else "1 does not hold",
+            f"{n[claims.CANNOT]} cannot be said here"]
+    return f"{label}: {len(judged)} claim{'s' if len(judged) != 1 else ''}: " + ", ".join(said)
 
 
 def lay_out(t: Table, label: str, results: list[Stored], guests: list[list[Stored]] = (),
@@ -309,37 +234,40 @@ def lay_out(t: Table, label: str, results: list[Stored], guests: list[list[Store
     ref = next((r for r in t.rows if r.name == t.reference), None)
     rows = []
     for row in t.rows:
-        cells = []
+        got_cells = []
         for j, column in enumerate(t.cells):
             theirs = row.theirs[j]
             cell = {"theirs": theirs, "theirs_vs": None, "ours": None, "ours_vs": None,
                     "ours_vs_stack": None, "emulated": False, "incomplete": False}
             if ref and theirs and ref.theirs[j]:
                 cell["theirs_vs"] = theirs / ref.theirs[j]
-            for pool in [results, *guests] if row.cell is not None else []:
-                pair = _pair(column, row.cell, ref.cell if ref else None, pool, label,
-                             need_b=False)
-                if pair is None:
+            pools = list(guests) if t.where == "guest" else [results, *guests]
+            for pool in pools if row.cell is not None else []:
+                found = cells.pair(column, row.cell, ref.cell if ref else None, pool, label,
+                                   need_b=False)
+                if found is None:
                     continue
-                got, base = pair
+                got, base = found
                 if (base is None or not base.median) and got.baseline:
                     # the reference on another filesystem (ZFS's own): its own matched baseline
                     # on its medium, named, where it has one
-                    same = {k: v for k in SAME_MEDIUM if (v := getattr(got.cell, k)) is not None}
-                    base = _find(pool, {**same, **column, "stack": got.baseline}, label)
-                held = base is not None and bool(base.median)
-                cell.update(ours=got.median / UNITS[t.unit], emulated=pool is not results,
-                            ours_vs=got.median / base.median if held else None,
+                    same = {k: v for k in cells.SAME_MEDIUM
+                            if (v := getattr(got.cell, k)) is not None}
+                    base = cells.find(pool, {**same, **column, "stack": got.baseline}, label)
+                held = base is not None and bool(_figure(base, t.unit))
+                cell.update(ours=_figure(got, t.unit), emulated=pool is not results,
+                            ours_vs=_figure(got, t.unit) / _figure(base, t.unit)
+                            if held and _figure(got, t.unit) else None,
                             ours_vs_stack=base.stack if held else None,
                             incomplete=bool(got.incomplete or held and base.incomplete))
                 break
-            cells.append(cell)
+            got_cells.append(cell)
         why = None
-        if row.cell is not None and not any(c["ours"] is not None for c in cells):
+        if row.cell is not None and not any(c["ours"] is not None for c in got_cells):
             why = left_out(label, [c for column in t.cells
-                                   for c in _candidates(column, row.cell)], skipped) \
-                or "no result for " + _dims(_candidates(t.cells[0], row.cell)[0])
-        rows.append({"name": row.name, "cells": cells, "why_not": why})
+                                   for c in cells.candidates(column, row.cell)], skipped) \
+                or "no result for " + cells.dims(cells.candidates(t.cells[0], row.cell)[0])
+        rows.append({"name": row.name, "cells": got_cells, "why_not": why})
     return {"what": t.what, "unit": t.unit, "columns": list(t.columns),
             "reference": t.reference, "rows": rows,
             "measured": sum(c["ours"] is not None for r in rows for c in r["cells"])}
@@ -367,12 +295,20 @@ def section(results: list[Stored], guests: list[list[Stored]] = (),
     out = []
     for report in reports():
         rows = compare(report, results, guests, skipped)
+        judged = [claims.judge(c, report.label, results, guests, skipped) for c in report.claims]
         out.append({"label": report.label, "title": report.title, "source": report.source,
                     "hardware": report.hardware, "conclusion": report.conclusion,
                     "note": report.note,
                     "measured": sum(1 for r in rows if r.ours is not None),
-                    "rows": [r.to_dict() for r in rows], "sentence": sentence(report, rows),
+                    "rows": [r.to_dict() for r in rows], "claims": judged,
+                    "verdicts": verdicts_said(report.label, judged),
                     "tables": [lay_out(t, report.label, results, guests, skipped)
                                for t in report.tables]})
     return out
+
+
+def grid(blocks: list[dict]) -> list[dict]:
+    """The claims of every report block, a row each: report, claim, verdict, where judged."""
+    return [{"report": b["label"], "id": c["id"], "claim": c["claim"], "verdict": c["verdict"],
+             "where": ", ".join(c["where"]) or "—"} for b in blocks for c in b["claims"]]
 

@@ -19,6 +19,7 @@ def render(doc: dict) -> str:
              f"{h['cpu']}, {h['cores']} cores, kernel {h['kernel']}.", ""]
     if doc.get("emulated"):
         lines += [f"> **{doc['emulated']}**", ""]
+    lines += ["CONTENTS", ""]
     lines += ["## Recommendation", ""]
     for rec in doc["recommendations"]:
         lines += [f"**{rec.title}.** {rec.text}", ""]
@@ -59,6 +60,7 @@ def render(doc: dict) -> str:
                           x["cipher_bound"]]
                          for x in doc["scaling_rows"]])
         lines.append("")
+    lines += _field_reports(doc)
     if doc["storage"]:
         lines += ["## Storage stacks", ""]
         lines += _table(["stack", "workload", "op", "block", "QD", "median", "95 % CI", "n", "IOPS",
@@ -103,20 +105,6 @@ def render(doc: dict) -> str:
         lines += ["## Unstable results", "", doc["unstable_intro"],
                   ""] + [f"- {g['text']}" for g in doc["unstable"]]
         lines.append("")
-    if doc.get("field_reports"):
-        lines += ["## Field reports", "", doc["field_reports_intro"], ""]
-        for block in doc["field_reports"]:
-            lines += [f"### {block['label']}: {block['title']}", "",
-                      f"{block['source']}; {block['hardware']}.",
-                      f"Their conclusion: {block['conclusion']}.", ""]
-            if block["rows"]:
-                lines += _table(["comparison", "theirs", "here", "cells here", "note"],
-                                [[r["what"], r["theirs_shown"], r["here"],
-                                  "; ".join(r["ours_cells"]), r["note"]]
-                                 for r in block["rows"]]) + [""]
-            lines += [block["sentence"], ""]
-            for table in block.get("tables", []):
-                lines += _own_table(table)
     if doc["not_measured"]:
         lines += ["## Not measured", ""]
         lines += _table(["what", "why", "install"],
@@ -131,7 +119,73 @@ def render(doc: dict) -> str:
                     + [list(e) for e in doc["environment"]])
     if doc["notes"]:
         lines += [""] + [f"- {n}" for n in doc["notes"]]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_contents(lines)) + "\n"
+
+
+def anchor(title: str) -> str:
+    """The anchor a Markdown viewer gives a heading (GitHub's: lower case, spaces to dashes,
+    punctuation gone)."""
+    import re
+    return re.sub(r"[^\w\- ]", "", title.lower()).strip().replace(" ", "-")
+
+
+def _contents(lines: list[str]) -> list[str]:
+    """The report with its table of contents where ``CONTENTS`` stands: every section (##),
+    and the field reports' own blocks (###) beneath theirs."""
+    heads, under = [], False
+    for line in lines:
+        if line.startswith("## "):
+            under = line == "## Field reports"
+            heads.append(f"- [{line[3:]}](#{anchor(line[3:])})")
+        elif line.startswith("### ") and under:
+            heads.append(f"  - [{line[4:]}](#{anchor(line[4:])})")
+    at = lines.index("CONTENTS")
+    return lines[:at] + ["Contents:", ""] + heads + lines[at + 1:]
+
+
+def _field_reports(doc: dict) -> list[str]:
+    """The field reports: the claims grid first, then each report's block — its claims judged,
+    its figures beside this run's, its own tables."""
+    if not doc.get("field_reports"):
+        return []
+    lines = ["## Field reports", "", doc["field_reports_intro"], ""]
+    lines += ["Every claim they draw, judged here:", ""]
+    lines += _table(["report", "claim", "verdict", "judged from"],
+                    [[g["report"], g["claim"], g["verdict"], g["where"]]
+                     for g in doc["field_reports_grid"]]) + [""]
+    lines += [b["verdicts"] + "." for b in doc["field_reports"]] + [""]
+    for block in doc["field_reports"]:
+        lines += [f"### {block['label']}: {block['title']}", "",
+                  f"{block['source']}; {block['hardware']}.",
+                  f"Their conclusion: {block['conclusion']}.", ""]
+        if block["claims"]:
+            lines += _table(["claim", "their words", "rule", "verdict", "here",
+                             "why not, and what would settle it"],
+                            [[c["claim"], c["quote"], c["rule"], c["verdict"], _pairs(c),
+                              "; ".join(x for x in (c["why"], c["settle"]) if x)]
+                             for c in block["claims"]]) + [""]
+        if block["rows"]:
+            lines += _table(["comparison", "theirs", "here", "cells here", "note"],
+                            [[r["what"], r["theirs_shown"], r["here"],
+                              "; ".join(r["ours_cells"]), r["note"]]
+                             for r in block["rows"]]) + [""]
+        for table in block.get("tables", []):
+            lines += _own_table(table)
+    return lines
+
+
+def _pairs(claim: dict) -> str:
+    """A claim's comparisons in a few words: each ratio, where measured, and its outcome."""
+    said = []
+    for p in claim["pairs"]:
+        at = f" at {p['at']}" if p.get("at") else ""
+        if p.get("ratio") is None:
+            said.append(f"{p['what']}{at}: none")
+            continue
+        lo, hi = p.get("ci95") or (p["ratio"], p["ratio"])
+        said.append(f"{p['what']}{at}: {p['ratio']:.2f}× ({lo:.2f}–{hi:.2f}), {p['where']}: "
+                    f"{p['verdict']}")
+    return "; ".join(said)
 
 
 def render_fleet(doc: dict) -> str:

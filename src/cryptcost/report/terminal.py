@@ -333,10 +333,11 @@ def summary_tables(doc: dict, width: int | None = None) -> list:
                       c["median"], c["ci"])
         out.append(t)
     out += unstable_lines(doc.get("unstable", []))
-    compared = [b for b in doc.get("field_reports", []) if b["measured"]]
-    if compared:
-        out.append("[italic]Field reports: their comparisons beside this run's[/italic]")
-        out += [f"• {escape(b['sentence'])}" for b in compared]
+    judged = [b for b in doc.get("field_reports", []) if b["claims"]]
+    if judged:
+        out.append("[italic]Field reports: their claims judged here (cryptcost report --format "
+                   "md shows each)[/italic]")
+        out += [f"• {escape(b['verdicts'])}" for b in judged]
     for rec in doc["recommendations"]:
         out.append(Panel(escape(rec.text), title=escape(rec.title), title_align="left"))
     if doc["not_measured"]:
