@@ -34,6 +34,50 @@ def test_a_machine_set_up_by_an_earlier_version_is_told_from_the_users_installs(
     assert found[0]["installed"] == ["samba", "fio", "libfoo1"]
 
 
+def _entry(day: str, pkgs: str) -> str:
+    return (f"Start-Date: 2026-01-0{day}  10:00:00\n"
+            f"Commandline: apt-get install -y -qq --no-install-recommends {pkgs}\n"
+            "Install: " + ", ".join(f"{p}:amd64 (1)" for p in pkgs.split()) + "\n"
+            f"End-Date: 2026-01-0{day}  10:01:00\n\n")
+
+
+def test_each_earlier_install_is_mended_once_and_a_users_choice_since_is_kept(tmp_path,
+                                                                             monkeypatch):
+    """The first install disables what an earlier version's install left enabled; the user then
+    enables smbd again, and a later install leaves it so; an older checkout's install made after
+    that is mended in its turn, and only its own units are disabled."""
+    log = tmp_path / "history.log"
+    log.write_text(_entry("1", "samba fio"))
+    enabled = {"smbd.service", "nmbd.service", "nginx.service"}
+    disabled: list[list[str]] = []
+    monkeypatch.setattr(apt, "HISTORY", tmp_path)
+    monkeypatch.setenv("CRYPTCOST_SETUP_RECORD", str(tmp_path / "setup.json"))
+    monkeypatch.setattr(apt, "installed", lambda packages=None: {"samba", "fio", "rpcbind",
+                                                                 "nginx"})
+    monkeypatch.setattr(apt, "unit_states", lambda: {u: "enabled" for u in enabled})
+    monkeypatch.setattr(apt, "units_of", lambda p: {
+        "samba": ["smbd.service", "nmbd.service"], "rpcbind": ["rpcbind.service"],
+        "nginx": ["nginx.service"]}.get(p, []))
+
+    def disable(units):
+        disabled.append(list(units))
+        enabled.difference_update(units)
+    monkeypatch.setattr(apt, "disable", disable)
+    said: list[str] = []
+    first = apt.mend_earlier(say=said.append)
+    assert first["disabled"] == ["nmbd.service", "smbd.service"] and "nginx.service" in enabled
+    enabled.add("smbd.service")                        # the user's own choice, after the mend
+    assert apt.mend_earlier(say=said.append) == first and disabled[-1] == [
+        "nmbd.service", "smbd.service"] and len(disabled) == 1
+    log.write_text(_entry("1", "samba fio") + _entry("4", "rpcbind"))  # an older checkout's make
+    enabled.add("rpcbind.service")
+    later = apt.mend_earlier(say=said.append)
+    assert disabled[-1] == ["rpcbind.service"] and "smbd.service" in enabled
+    assert later["installs"] == ["2026-01-01  10:00:00", "2026-01-04  10:00:00"]
+    assert later["disabled"] == ["nmbd.service", "rpcbind.service", "smbd.service"]
+    assert len(said) == 2 and "rpcbind.service" in said[-1]
+
+
 @pytest.mark.parametrize("already", [None, "exit 101\n", "exit 0\n"])
 def test_no_service_starts_while_packages_install(tmp_path, monkeypatch, already):
     """The policy-rc.d says 101 while dpkg runs; one already there is as it was after."""

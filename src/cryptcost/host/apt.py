@@ -271,13 +271,17 @@ def earlier_installs() -> list[dict]:
 
 
 def mend_earlier(say=print) -> dict:
-    """Once per host: disable each unit that the packages an earlier version's installs brought
-    enabled; a unit of a package the user installed is left alone. Its record says when it ran,
-    so a later install never disables what the user has enabled since."""
+    """Once per install an earlier version made: disable each unit that the packages it
+    brought left enabled; a unit of a package the user installed is left alone. The record keeps
+    each mended install (by its start in apt's history), so a later install never disables what
+    the user has enabled since; only an earlier version's install made after the last mend (an
+    older checkout's ``make``) is mended again."""
     data = read_record()
-    if data.get("earlier") is not None:
+    done = data.get("earlier") or {}
+    seen = set(done.get("installs", []))
+    entries = [e for e in earlier_installs() if e["start"] not in seen]
+    if data.get("earlier") is not None and not entries:
         return data["earlier"]
-    entries = earlier_installs()
     brought = sorted({p for e in entries for p in e["installed"]} & installed())
     states = unit_states()
     units = sorted({u for p in brought for u in units_of(p) if states.get(u) in ENABLED})
@@ -285,8 +289,9 @@ def mend_earlier(say=print) -> dict:
         raise UserError(f"earlier installs of cryptcost left {len(units)} unit(s) enabled "
                         f"({', '.join(units[:4])}…): run it as root to disable them")
     disable(units)
-    data["earlier"] = {"at": _now(), "installs": [e["start"] for e in entries],
-                       "brought": brought, "disabled": units}
+    data["earlier"] = {"at": _now(), "installs": sorted(seen | {e["start"] for e in entries}),
+                       "brought": sorted(set(done.get("brought", [])) | set(brought)),
+                       "disabled": sorted(set(done.get("disabled", [])) | set(units))}
     _write_record(data)
     if units:
         say(f"cryptcost install: disabled {len(units)} unit(s) that an earlier cryptcost's "
