@@ -189,7 +189,8 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
 ):
     """``run --profile``: each storage and network table of the plan is profiled; the estimate
     counts a round of its own only where there is no warm-up round to profile. The built-in
-    suites profile already. A plan asking for it on a host where perf cannot sample runs
+    suites profile already, and so does a plan whose tables do not say; ``--no-profile``
+    leaves every table unprofiled. A plan asking for it on a host where perf cannot sample runs
     without it and says why (its verdicts rest on the ceilings); the flag itself refuses there."""
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
@@ -209,6 +210,12 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
     assert tables(profiled) and all(t["profile"] for t in tables(profiled))
     assert not any(t["profile"] for t in tables(plain))
     assert profiled.seconds == plain.seconds                         # its warm-up round is profiled
+    silent = tmp_path / "silent.toml"                  # a plan that says nothing: profiled
+    silent.write_text(off.replace("profile = false\n", ""))
+    assert tables(suite.prepare(None, str(silent))) and all(
+        t["profile"] for t in tables(suite.prepare(None, str(silent))))
+    assert not any(t["profile"] for t in tables(suite.prepare(None, str(silent), profile=False)))
+    assert not any(t["profile"] for t in tables(suite.prepare("quick", None, profile=False)))
     plan.write_text(off + "\n[policy]\nwarmup = 0\n")
     assert (
         suite.prepare(None, str(plan), profile=True).seconds

@@ -68,10 +68,14 @@ def add_cpus_option(p) -> None:
 
 
 def add_profile_option(p) -> None:
-    p.add_argument("--profile", action="store_true",
-                   help="the last warm-up round under perf (every CPU, sampled only while each "
-                        "pass runs; with --warmup 0, a round after the samples): where each "
-                        "cell's CPU time goes, by layer, said in its verdict")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--profile", action="store_true", default=None,
+                   help="profile, and fail where perf cannot run here (the default profiles "
+                        "where it can: the last warm-up round under perf, every CPU, sampled "
+                        "only while each pass runs; with --warmup 0, a round after the samples): "
+                        "where each cell's CPU time goes, by layer, said in its verdict")
+    g.add_argument("--no-profile", dest="profile", action="store_false",
+                   help="no profile: each verdict rests on the ceilings and the host's facts")
 
 
 def cpu_counts(args) -> list[int | None]:

@@ -8,6 +8,7 @@ from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_op
                                   add_profile_option, cpu_counts, err, parse_accel, parse_ints,
                                   parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
+from cryptcost.engines import perf
 from cryptcost.links import LINKS
 from cryptcost.report.terminal import network_table
 from cryptcost.runner.network import NetworkPlan, describe_plan, run_network, validate
@@ -65,7 +66,7 @@ def plan_from(args) -> NetworkPlan:
                        delay_ms=args.delay,
                        workloads=parse_list(args.workloads, "workload"), streams=args.streams,
                        seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)),
-                       profile=args.profile, peer=peer_options(args))
+                       profile=perf.wanted(args.profile)[0], peer=peer_options(args))
 
 
 def run(args) -> int:
@@ -75,6 +76,8 @@ def run(args) -> int:
     resolved, skipped = validate(plan)          # refuse bad input before a run is recorded
     for line in describe_plan(plan, resolved, skipped):
         err.print(line)
+    if why := perf.wanted(args.profile)[1]:
+        err.print(f"• {why}")
     if counts != [None]:
         err.print(f"CPU counts: {', '.join(map(str, counts))}: one whole pass each")
     host = probe_host()

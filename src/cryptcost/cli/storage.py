@@ -6,6 +6,7 @@ from cryptcost.cli.ciphers import add_policy_options, policy_from
 from cryptcost.cli.common import (add_host_options, ConsoleProgress, add_cpus_option,
                                   add_profile_option, cpu_counts, parse_accel, parse_list,
                                   per_cpu_count, print_outcome, probe_host, recorded_run)
+from cryptcost.engines import perf
 from cryptcost.media import parse_medium
 from cryptcost.units import parse_size
 from cryptcost.report.terminal import storage_table
@@ -56,7 +57,7 @@ def plan_from(args) -> StoragePlan:
     medium = parse_medium(args.medium, destroy=args.destroy_data_on, force=args.force)
     return StoragePlan(stacks=parse_list(args.stacks, "stack"), medium=medium, workloads=workloads,
                        size=size, fs=args.fs, accel=tuple(parse_accel(args.accel)),
-                       profile=getattr(args, "profile", False))
+                       profile=perf.wanted(getattr(args, "profile", None))[0])
 
 
 def measure(args, sink, plan: StoragePlan | None = None):
@@ -75,6 +76,8 @@ def run(args) -> int:
     from cryptcost.runner.storage import describe_plan
     for line in describe_plan(plan, resolved, skipped):
         err.print(line)
+    if why := perf.wanted(args.profile)[1]:
+        err.print(f"• {why}")
     if counts != [None]:
         err.print(f"CPU counts: {', '.join(map(str, counts))}: one whole pass each")
     host = probe_host()

@@ -60,6 +60,23 @@ def require() -> None:
                               install="run with sudo")
 
 
+def wanted(asked: bool | None) -> tuple[bool, str]:
+    """Whether a table profiles: ``asked`` True (``--profile``) needs perf here and raises
+    :class:`Unavailable` without it; False (``--no-profile``) does not; None, the default,
+    profiles where perf can and else says why not (its verdicts then rest on the ceilings and
+    the host's facts)."""
+    if asked is not None:
+        if asked:
+            require()
+        return asked, ""
+    try:
+        require()
+    except Unavailable as exc:
+        return False, (f"no profile: {exc.reason}; each verdict rests on the ceilings and the "
+                       f"host's facts" + (f" ({exc.install})" if exc.install else ""))
+    return True, ""
+
+
 @dataclass
 class Recording:
     """One ``perf record`` process, sampling only inside :meth:`window`."""

@@ -29,7 +29,7 @@ from cryptcost.suite.guest import GuestShare, from_json, share
 from cryptcost.suite.resume import Resume, again_cells
 from cryptcost.suite.tables import (cipher_plan, network_plans, part_plan, policy_of,
                                     storage_plans, validate_plan)
-from cryptcost.suite import ceilings, timing
+from cryptcost.suite import ceilings, tables, timing
 from cryptcost.suite.ceilings import ceiling_cells, light_host
 from cryptcost.suite.timing import estimate
 from cryptcost.workloads.plan import Part, RunPlan, load, only_reports, read_text
@@ -146,7 +146,7 @@ class Prepared:
 def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | None = None,
             link: str | None = None, peer: dict | None = None, delay_ms: float | None = None,
             time_budget: str | None = None, budget_scale: float | None = None,
-            profile: bool = False, vm: bool = False, parts: str | None = None,
+            profile: bool | None = None, vm: bool = False, parts: str | None = None,
             only: str | None = None, resume: Resume | None = None, until: str | None = None,
             calibrate: Callable[..., tuple[float, int]] = lambda name, guest=False: (1.0, 0),
             part_factors: Callable[..., dict[str, float]] = lambda name, guest=False: {}
@@ -154,7 +154,9 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
     """Everything bad input can break, before anything is created or recorded: the plan
     loaded and cut to this host, the model's rate, the plan's tables, the budget. ``profile``
     (``run --profile``): every storage and network table gets its profiled round, and perf
-    must be able to run here. ``link`` ``peer:HOST`` (with ``peer``'s ssh_config, peer_sudo and
+    must be able to run here; False (``--no-profile``): none does; None: each table as its own
+    ``profile`` says, profiled where it says nothing (where perf cannot run here, left out and
+    said why). ``link`` ``peer:HOST`` (with ``peer``'s ssh_config, peer_sudo and
     peer_command) measures every network table across that peer instead of modelling a link;
     ``delay_ms`` is added to every network table's round trips (its link must be netns).
     ``vm``: what this host's kernel cannot run and Debian's stock kernel can is run in
@@ -186,10 +188,8 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
         guests = [GuestShare(g.kernel, _delayed(g.plan, delay_ms)) for g in guests]
     if profile:
         perf.require()
-        plan = replace(plan, parts=[replace(part, **{kind: {**table, "profile": True}
-                                                     for kind in ("storage", "network")
-                                                     if (table := getattr(part, kind))})
-                                    for part in plan.parts])
+    if profile is not None:     # --profile, --no-profile: every table; else each as it says
+        plan = tables.profiled(plan, profile)
     plan = for_this_host(plan, allow_empty=vm and bool(guests) or resume is not None)
     if resume is not None and not plan.parts and not (vm and guests):
         raise UserError(f"run {resume.run_id} holds every part of this plan whole: nothing to "

@@ -52,7 +52,7 @@ def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
                         fs=s.get("fs", "ext4"),
                         sizes=sizes, cpus=cpus, part=part,
                         accel=tuple(a == "on" for a in s.get("accel", ["on"])),
-                        profile=s.get("profile", False))
+                        profile=s.get("profile", True))
             for cpus in (s.get("cpus") or [None])]
 
 
@@ -67,7 +67,7 @@ def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
                                                "network.file_size"),
                         accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part,
                         cpus=cpus,
-                        profile=n.get("profile", False),
+                        profile=n.get("profile", True),
                         peer=PeerOptions(ssh_config=n.get("ssh_config"),
                                          sudo=n.get("peer_sudo", False),
                                          command=n.get("peer_command", "cryptcost")))
@@ -90,3 +90,13 @@ def validate_plan(plan: RunPlan) -> list[str]:
         for np_ in network_plans(part.network) if part.network else []:
             netrun.validate(np_)
     return notes
+
+
+def profiled(plan: RunPlan, profile: bool) -> RunPlan:
+    """``plan`` with every storage and network table profiled (``--profile``) or not
+    (``--no-profile``); without either, each table as its own ``profile`` says, profiled where
+    it says nothing (where perf can run)."""
+    return replace(plan, parts=[replace(part, **{kind: {**table, "profile": profile}
+                                                 for kind in ("storage", "network")
+                                                 if (table := getattr(part, kind))})
+                                for part in plan.parts])
