@@ -15,7 +15,9 @@ Verdicts: ``device``, ``cipher``, ``per-request``, ``fuse`` (the FUSE
 round trip, when the FUSE baseline is as slow), ``cpu`` (a core saturated:
 the stack's own code on one core, or — every CPU busy — the machine's CPU,
 as for a kernel stack whose software AES runs in workers on every core),
-``latency`` (queue depth 1, no ceiling reached), ``unknown`` (no rule
+``software-aes`` (no ceiling reached, and a kernel stack's AES is a software driver: the cause
+the host's facts name, which no ceiling proves), ``latency`` (queue depth 1, no ceiling
+reached), ``unknown`` (no rule
 holds, or the stack is significantly faster than its baseline, which then
 sets no device ceiling).
 """
@@ -229,6 +231,12 @@ def classify(r: Stored, baseline: Stored | None, large: Stored | None, fuse_base
                        "stack's own code on one core is the limit (no parallelism)")
     below = (f"below the device ({rate(device)}, {value / device:.0%}) and cipher ({shown_cipher}) "
              "ceilings with no core saturated") if device else "with no core saturated"
+    if software:        # no ceiling reached, but the host's facts name a likely cause
+        return Verdict("software-aes", f"{label} {rate(value)}: {below}; the kernel's AES here "
+                       f"is {driver}, a software driver, which runs in each request's path: the "
+                       "likely limit, which the host names and no ceiling proves (its profile "
+                       "would)", {**ceilings, "rule": "below every ceiling, and the kernel's AES "
+                                                      "is a software driver"})
     if (cell.iodepth or 1) <= 1:
         return verdict("latency", "below every ceiling at queue depth 1",
                        f"{label} {rate(value)}: {below}: each request waits for the previous one "

@@ -34,9 +34,9 @@ BOUND_BY = {"fuse": ("fuse", "the round trips between the kernel and the FUSE da
             "stack (user)": ("stack code", "the stack's own code, outside its cipher"),
             "measuring tool": ("measuring tool", "the measuring tool itself (fio): the figure "
                                                  "is the tool's as much as the stack's")}
-# verdicts that only say no ceiling bound: the profile may name what did (or that the CPU's
-# work is spread over several layers: ``spread``)
-UNEXPLAINED = ("latency", "unknown")
+# verdicts that only say no ceiling bound (``software-aes``: the host names a likely cause): the
+# profile may name what did (or that the CPU's work is spread over several layers: ``spread``)
+UNEXPLAINED = ("latency", "unknown", "software-aes")
 
 
 def with_profile(v: Verdict, spent: Layers | None, label: str, cores: int = 1) -> Verdict:
