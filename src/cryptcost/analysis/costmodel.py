@@ -43,6 +43,14 @@ class Prediction:
                 "predicted_high": self.high, "binding": self.binding, "sentence": self.sentence}
 
 
+def on(s: float, b: float | None, d: float) -> tuple[float, float]:
+    """The range for a stack of speed ``s`` (its baseline's ``b``; None: none) on a device or
+    link of speed ``d``: serial (crypto and I/O take turns) to pipelined (they overlap)."""
+    extra = max(0.0, 1 / s - 1 / (b or s))
+    pipelined = min(d, s)
+    return min(1 / (1 / d + extra), pipelined), pipelined
+
+
 def predict(results: list[Stored], target: float, target_label: str,
             verdicts: dict[int, Verdict] | None = None) -> list[Prediction]:
     """One prediction per measured (non-baseline) byte-throughput result."""
@@ -53,19 +61,16 @@ def predict(results: list[Stored], target: float, target_label: str,
             continue
         base = by_key.get(r.paired(stack=r.baseline))
         s = r.bytes_per_s
-        b = base.bytes_per_s if base else s
-        extra = max(0.0, 1 / s - 1 / b)
-        pipelined = min(target, s)
-        serial = 1 / (1 / target + extra)
+        low, pipelined = on(s, base.bytes_per_s if base else None, target)
         if target <= s:
             binding = target_label
         else:
             v = (verdicts or {}).get(i)
             kind = v.bottleneck if v else "stack"
             binding = f"the stack ({kind})"
-        out.append(Prediction(r.paired(), s, min(serial, pipelined), pipelined, binding,
-                              f"on {target_label}: "
-                              f"{rate(min(serial, pipelined))}–{rate(pipelined)}, {binding} binds"))
+        out.append(Prediction(r.paired(), s, low, pipelined, binding,
+                              f"on {target_label}: {rate(low)}–{rate(pipelined)}, {binding} "
+                              "binds"))
     return out
 
 

@@ -24,6 +24,10 @@ def add_parser(sub, common) -> None:
     p.add_argument("--device-speed", metavar="RATE",
                    help="cost model: predict on a device, e.g. 3GB/s")
     p.add_argument("--link", metavar="LINK", help="cost model: predict over a link, e.g. 1GbE")
+    p.add_argument("--details", action="store_true",
+                   help="the terminal format: every result, the cost split, the findings and "
+                        "the recommendations in full before the answer (without it: the answer "
+                        "alone, one screen)")
     p.set_defaults(func=run)
 
 
@@ -42,7 +46,7 @@ def run(args) -> int:
     guests = linked_results(store, run_)
     if args.format == "terminal":
         for table in summary_tables(document.build(run_, results, model, guests=guests),
-                                    width=out.width):
+                                    width=out.width, details=args.details):
             out.print(table)
         return 0
     write_output(args.output, render(args.format, run_, results, model, guests=guests))

@@ -16,6 +16,7 @@ from cryptcost.cli.common import (add_host_options, add_peer_options, add_profil
 from cryptcost.cli import check
 from cryptcost.cli.plansaid import announce, planned
 from cryptcost.errors import CryptcostError, UserError
+from cryptcost.host import disks
 from cryptcost.lifecycle.resources import install_signal_handlers
 from cryptcost.report import document
 from cryptcost.report.gate import parse_threshold
@@ -61,6 +62,10 @@ def add_parser(sub, common) -> None:
     p.add_argument("-o", "--report", default=DEFAULT_REPORT, metavar="FILE",
                    help=f"HTML report to write (default: {DEFAULT_REPORT})")
     p.add_argument("--no-report", action="store_true", help="write no HTML report")
+    p.add_argument("--details", action="store_true",
+                   help="print every result, the cost split, the findings and the "
+                        "recommendations in full before the answer (cryptcost report --details "
+                        "prints them later)")
     p.add_argument("--time-budget", metavar="DURATION",
                    help="plan the run to fit, e.g. 10m: fewer samples, then every part "
                    "thinned (block sizes, workloads, CPU counts), then whole later parts; the "
@@ -158,6 +163,11 @@ def run(args) -> int:
                until=prepared.until_at_said(),
                skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run] + guest_cut,
                **sitting.said())
+        # this host's disks (timed read-only) and links, for the answer's predictions; not in a
+        # guest's share (its disks are qemu's), nor again when a run resumes
+        if not args.parts and not resume:
+            record(**disks.survey(any(p.storage for p in plan.parts),
+                                  any(p.network for p in plan.parts), say=err.print))
         try:
             outcome = suite.run_plan(plan, sink=sink, host=host,
                                      progress_factory=lambda what: _progress(what),
@@ -194,7 +204,7 @@ def run(args) -> int:
                     "guest_runs": guest_runs, "resumed": resume is not None,
                     **({"gate": verdict.to_dict()} if verdict else {})})
     else:
-        for table in summary_tables(doc, width=out.width):
+        for table in summary_tables(doc, width=out.width, details=args.details):
             out.print(table)
         out.print(f"run {run_id} stored in {store.path}; {time.monotonic() - started:.0f} s"
                   + (f" (sitting {len(run_.extra['sittings'])})" if resume else "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from cryptcost.analysis.scaling import Curve
 from cryptcost.record import Stored, read
-from cryptcost.report import flame
+from cryptcost.report import answer, flame
 from cryptcost.report.svg import plt, svg as _svg
 
 BASE_COLOUR = "#9e9e9e"
@@ -358,6 +358,7 @@ def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> d
     network = [r for r in results if r.kind == "network"]
     cipher_rows = [r for r in results if r.kind == "cipher"]
     charts = {
+        "answer": answer.chart(doc["answer"]) if (doc or {}).get("answer") else None,
         "throughput": throughput_vs_baseline(storage),
         "throughput_4k": throughput_vs_baseline(storage, block=4096),
         "overhead": overhead(storage),

@@ -4,7 +4,7 @@ exporters are pure functions of it."""
 
 from __future__ import annotations
 
-from cryptcost.analysis import Analysis, analyze, scaling
+from cryptcost.analysis import Analysis, analyze, answer, scaling
 from cryptcost.analysis.bottleneck import Verdict
 from cryptcost.model import Run
 from cryptcost.record import Host, Skipped, Stored, Wire, read
@@ -112,8 +112,11 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
     blocks = [b for b in fieldreports.section(
         results, guests, [s for s in skipped if not _in_guest(Skipped.of(s), run, guests)])
         if not only or b["label"] in only]
+    said = answer.answer(results, a.verdicts, a.split, a.recommendations, host,
+                         run.extra.get("disks", []), run.extra.get("links", []), model or {})
     return {
         "format": "cryptcost-report", "version": FORMAT_VERSION,
+        "answer": said,
         "title": f"cryptcost run {run.id}" + (f" — {run.label}" if run.label else ""),
         "run": {"id": run.id, "command": run.command, "status": run.status, "started": run.started,
                 "finished": run.finished, "suite": run.extra.get("suite")},

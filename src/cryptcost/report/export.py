@@ -24,7 +24,8 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     """The run, its results and (when given) the analysed report document."""
     data = run_dict(run, results)
     if doc is not None:
-        data["analysis"] = {k: doc[k] for k in ("recommendations", "ranking", "findings", "tuning",
+        data["analysis"] = {k: doc[k] for k in ("answer", "recommendations", "ranking", "findings",
+                                                "tuning",
                                                 "predictions", "target", "scaling",
                                                 "field_reports")}
         # reference → twin → stack

@@ -11,9 +11,11 @@ _env = Environment(loader=PackageLoader("cryptcost", "report/templates"),
 
 
 def render(doc: dict, charts: dict[str, str]) -> str:
+    from cryptcost.report import answer
     from cryptcost.report.fieldreports import table_text
-    return _env.get_template("report.html.j2").render(doc=doc, charts=charts,
-                                                      table_text=table_text)
+    return _env.get_template("report.html.j2").render(
+        doc=doc, charts=charts, table_text=table_text, answer_grid=answer.grid,
+        answer_legend=answer.legend, answer_pick=answer.pick)
 
 
 def render_fleet(doc: dict, charts: dict[str, str]) -> str:

@@ -19,6 +19,7 @@ def render(doc: dict) -> str:
              f"{h['cpu']}, {h['cores']} cores, kernel {h['kernel']}.", ""]
     if doc.get("emulated"):
         lines += [f"> **{doc['emulated']}**", ""]
+    lines += _answer(doc["answer"]) if doc.get("answer") else []
     lines += ["CONTENTS", ""]
     lines += ["## Recommendation", ""]
     for rec in doc["recommendations"]:
@@ -120,6 +121,21 @@ def render(doc: dict) -> str:
     if doc["notes"]:
         lines += [""] + [f"- {n}" for n in doc["notes"]]
     return "\n".join(_contents(lines)) + "\n"
+
+
+def _answer(a) -> list[str]:
+    """The answer first: the table per use, the picks and why, what to change, and how a
+    predicted figure was checked."""
+    from cryptcost.report import answer as said
+    heads, rows = said.grid(a)
+    lines = ["## The answer", ""] + _table(heads, rows) + ["", said.legend(a), ""]
+    lines += [f"- ★ {said.pick(u)}" for u in a.uses] + [""]
+    if a.changes:
+        lines += ["**What to change**, largest win first:", ""]
+        lines += [said.change(n, c) for n, c in enumerate(a.changes, 1)] + [""]
+    lines += [f"- {n}" for n in a.notes] + ([""] if a.notes else [])
+    lines += [f"How a predicted figure was checked: {a.checked}.", ""]
+    return lines
 
 
 def anchor(title: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 from rich.console import Group
@@ -157,20 +156,6 @@ def network_table(results: list[dict] | list[Stored],
     return table
 
 
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-
-
-def answer(doc: dict) -> list[str]:
-    """The answer in a line or two per use: each recommendation's first sentence, for the
-    uses some stack was measured for (and the cipher), so that it fits a first screen."""
-    lines = []
-    for rec in doc["recommendations"]:
-        if rec.ranking or rec.use_case == "cipher":
-            first = SENTENCE_END.split(rec.text.strip(), maxsplit=1)[0]
-            lines.append(f"[bold]{escape(rec.title)}[/bold]: {escape(first)}")
-    return lines
-
-
 NARROW = 120       # a narrower terminal gets the results grouped by stack, not in one wide table
 SPLIT_TITLE = "Cost split: reference → twin → stack (share of the cost against the reference)"
 NETWORK_TITLE = ("Network: each stack against plain TCP on the same link (both ends share this "
@@ -243,16 +228,33 @@ def by_stack(title: str, rows: list[dict], columns: list[tuple[str, Callable[[di
     return Group(*parts)
 
 
-def summary_tables(doc: dict, width: int | None = None) -> list:
-    """The terminal summary of a run, the answer first: a line per use, the ranking and the
-    findings; then the details: each result with its bottleneck, the cost split, acceleration
-    and cores, the network, the ciphers, the unstable results, each recommendation in full,
-    and what was not measured. Below :data:`NARROW` columns the results are grouped by stack."""
+def summary_tables(doc: dict, width: int | None = None, details: bool = False) -> list:
+    """The terminal summary of a run, the answer last (:func:`cryptcost.report.answer.screen`,
+    one screen); with ``details``, first the ranking and the findings, each result with its
+    bottleneck, the cost split, acceleration and cores, the network, the ciphers, the unstable
+    results, each recommendation in full, and what was not measured. Below :data:`NARROW`
+    columns the results are grouped by stack."""
+    from cryptcost.report.answer import screen
+    last = [f"[bold]{escape(doc['emulated'])}[/bold]"] if doc.get("emulated") else []
+    last += screen(doc["answer"], doc["title"])
+    if details:
+        return details_tables(doc, width) + last
+    told = [f"{n} {what}" for n, what in (
+        (len(doc["findings"]), "findings"), (len(doc.get("unstable", [])), "groups of unstable "
+                                             "results"),
+        (len(doc["not_measured"]), "things not measured"),
+        (sum(1 for b in doc.get("field_reports", []) if b["claims"]), "field reports judged"))
+        if n]
+    if told:
+        last.append(f"[dim]{', '.join(told)}: --details shows them, and every result[/dim]")
+    return last
+
+
+def details_tables(doc: dict, width: int | None = None) -> list:
+    """The details of a run, before its answer: the ranking and findings, the per-stack tables,
+    the recommendations in full, what was not measured."""
     from rich.panel import Panel
-    lead = [f"[bold]{doc['emulated']}[/bold]"] if doc.get("emulated") else []
-    lines = answer(doc)
-    if lines:
-        lead.append(Panel("\n".join(lines), title="The answer", title_align="left"))
+    lead = []
     if doc["ranking"]:
         t = Table(title="Ranking: 1 MiB sequential throughput relative to plain",
                   title_justify="left")
