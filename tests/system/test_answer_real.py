@@ -110,3 +110,44 @@ def test_the_answers_prediction_on_a_device_holds_against_the_stack_measured_on_
         f"{option.stack} {on.op}: predicted {on.low / 1e6:.1f}–{on.high / 1e6:.1f} MB/s on a "
         f"100 MB/s disk, measured {measured / 1e6:.1f} MB/s on the throttled medium "
         f"({error:+.0%})")
+
+
+PLAN = """
+[storage]
+stacks = ["plain", "fscrypt"]
+workloads = ["seq-1m"]
+size = "128M"
+[policy]
+min_samples = 3
+max_samples = 3
+warmup = 1
+"""
+
+
+@pytest.mark.root
+@pytest.mark.stack_matrix
+def test_a_plan_files_run_profiles_by_default_and_its_verdicts_rest_on_the_profile(cli,
+                                                                                   tmp_path):
+    """A plan file that says nothing of a profile, with fscrypt: its warm-up round is profiled,
+    and fscrypt's verdict is read from that profile, never a bare latency."""
+    need_root("fscrypt", "profile")
+    if why := unavailable_reason(get("fscrypt")):
+        skip_or_fail("fscrypt", f"fscrypt unavailable: {why}")
+    from cryptcost.engines import perf
+    from cryptcost.errors import Unavailable
+    try:
+        perf.require()
+    except Unavailable as exc:
+        skip_or_fail("profile", f"perf cannot sample here: {exc.reason}")
+    (tmp_path / "plan.toml").write_text(PLAN)
+    done = cli("run", "--plan", "plan.toml", "--no-report", "--json", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    rows = [r for r in out["report"]["storage"] if r["stack"].startswith("fscrypt")]
+    assert rows and all(r["bottleneck"] != "latency" or "waiting, not computing"
+                        in r["explanation"] for r in rows), rows
+    assert all("by its CPU profile" in r["explanation"]
+               or "where the busy CPU went (perf" in r["explanation"] for r in rows), rows
+    cells = [r for r in out["results"] if r["kind"] == "storage"]
+    assert all((r.get("profile") or {}).get("rows") for r in cells), [
+        (r["stack"], r["op"]) for r in cells if not (r.get("profile") or {}).get("rows")]

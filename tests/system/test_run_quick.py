@@ -52,6 +52,15 @@ def test_quick_suite_end_to_end(cli, tmp_path):
     assert ("Unstable results" in html) == any(r.get("unstable") for r in out["results"])
     shown = json.loads(cli("show", "latest", "--json").stdout)
     extra = shown["run"]["extra"]
+    # this host's disks, each timed read-only or said why not, and the answer predicted on them
+    assert extra["disks"] and all(d["read_bytes_per_s"] or d["how"].startswith("not timed")
+                                  for d in extra["disks"]), extra["disks"]
+    answer = doc["answer"]
+    assert {u["use"] for u in answer["uses"]} >= {"per-directory", "any-filesystem", "cipher"}
+    timed = {d["name"] for d in extra["disks"] if d["read_bytes_per_s"]}
+    assert all({p["place"] for p in o["on"]} >= timed for u in answer["uses"] if u["use"] !=
+               "cipher" and u["use"] in ("whole-disk", "per-directory", "any-filesystem")
+               for o in u["options"])
     assert shown["run"]["status"] == "complete" and extra["suite"] == "quick"
     # each part's wall-clock time, together at most the run's
     assert extra["part_seconds"] and all(v > 0 for v in extra["part_seconds"].values())

@@ -468,3 +468,29 @@ def test_not_measured_says_each_thing_once_for_each_reason(tmp_path):
     rows = document.build(store.run(run_id), store.results(run_id))["not_measured"]
     said = [(m["what"], m["why"]) for m in rows if "plain/accel-off" in m["what"]]
     assert len(said) == 2 and len(set(said)) == 2 and said[1][1].startswith("another"), rows
+
+
+def test_the_html_report_opens_with_the_answer_and_folds_the_rest_in_short_paragraphs(stored):
+    """The first section is the answer (its table, the picks, its chart); every section after it
+    is folded, its heading and a one-line summary shown; no paragraph holds more than three
+    sentences, and the bottleneck lists are tables."""
+    from html import unescape
+    from cryptcost.report.html import sentences
+    store, run = stored
+    run.extra.update(disks=DISKS)
+    page = render("html", run, store.results(run.id))
+    body = page[page.index("<body>"):]
+    headings = re.findall(r'<h2 id="([^"]+)">', body)
+    assert headings[0] == "answer" and len(headings) > 5
+    first = body[:body.index('id="contents"')]
+    assert '<table class="answer">' in first and '<figure class="answer"><svg' in first
+    assert "<b>The picks</b>" in first and "on vda" in first
+    folded = re.findall(r'<details class="section"><summary><h2 id="([^"]+)">.*?</h2>'
+                        r'(?: <span class="small">([^<]+)</span>)?</summary>', body, re.S)
+    assert [h for h, _ in folded] == headings[1:]
+    assert all(said for _, said in folded), folded
+    text = re.sub(r"<svg\b.*?</svg>", "", body, flags=re.S)
+    for p in re.findall(r"<p\b[^>]*>(.*?)</p>", text, re.S):
+        said = unescape(re.sub(r"<[^>]+>", "", p)).strip()
+        assert len(sentences(said)) <= 3, said
+    assert "<h3>Bottlenecks</h3>\n<table" in body

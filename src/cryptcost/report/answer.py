@@ -152,7 +152,7 @@ def chart(a: Answer) -> str | None:
     opts = [(u, o) for u in a.uses if u.use != "cipher" for o in u.options if o.here]
     if not opts:
         return None
-    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(opts) + 1.4))
+    fig, ax = plt.subplots(figsize=(8.5, 0.27 * len(opts) + 1.1))
     places = list(a.places)
     colour = {p.name: COLOURS[2 + i % (len(COLOURS) - 2)] for i, p in enumerate(places)}
     labels = []
