@@ -97,7 +97,7 @@ def test_the_answers_prediction_on_a_device_holds_against_the_stack_measured_on_
               extra={"disks": [{"name": "sdx", "path": "/dev/sdx", "model": "a 100 MB/s disk",
                                 "rotational": True, "size": 1e12, "read_bytes_per_s": 100e6,
                                 "how": "throttled:100MB/s"}]})
-    a = document.build(run, ram_out["results"])["answer"]
+    a = document.build(run, ram_out["results"]).answer
     [option] = [o for u in a.uses for o in u.options if o.stack.startswith("fscrypt")]
     [on] = option.on
     there = {(r.stack, r.cell.op): r.bytes_per_s for r in read(slow_out["results"])}

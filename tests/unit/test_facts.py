@@ -407,9 +407,9 @@ def test_one_sample_a_side_is_untested_never_no_significant_difference():
     v = analyze([base, r], {"cpu": {}}).verdicts[1]
     assert "untested against its baseline" in v.sentence and "no significant" not in v.sentence
     row = document.storage_row(read_all([r])[0], v)
-    assert row["vs"] == "-2.0 % untested vs plain"
+    assert row.vs == "-2.0 % untested vs plain" and row.against == "plain"
     r["overhead_significant"] = False
-    assert document.storage_row(read_all([r])[0], v)["vs"] == "n.s. vs plain"
+    assert document.storage_row(read_all([r])[0], v).vs == "n.s. vs plain"
 
 
 def test_every_fuse_stack_is_paired_with_a_passthrough_of_its_library_and_options():
@@ -484,7 +484,7 @@ def test_every_stack_with_a_twin_gets_its_cost_split_and_the_twin_names_what_it_
     untar = [{**r, "workload": "smallfiles", "op": "untar", "block_bytes": 0}
              for r in results]
     doc = document.build(Run(id=1, started="", command="run", host={"cpu": {}}), untar)
-    assert [(x["op"], x["block"]) for x in doc["split"]] == [("untar", "—")]
+    assert [(x.op, x.block) for x in doc.split] == [("untar", "—")]
 
 
 def test_the_twins_between_a_stack_and_its_reference_say_what_they_add():

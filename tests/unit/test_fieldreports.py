@@ -360,7 +360,10 @@ def test_r2s_table_is_drawn_with_its_reference_lines_where_the_run_has_its_rows(
     svg = charts.field_table(blocks["R2"]["tables"][0])
     assert svg and svg.lstrip().startswith("<svg") and "stroke-dasharray" in svg
     assert charts.field_table(blocks["R5"]["tables"][0]) is None    # no reference line, no run
-    drawn = charts.all_charts(guest, {"field_reports": list(blocks.values())})["field_tables"]
+    from types import SimpleNamespace
+    doc = SimpleNamespace(answer=None, scaling=[], storage=(), network=(),
+                          field_reports=tuple(blocks.values()))
+    drawn = charts.all_charts(guest, doc)["field_tables"]
     assert set(drawn) == {"R2:0"}
 
 

@@ -574,11 +574,11 @@ def test_a_busy_core_verdict_says_the_ends_share_cpus_only_where_they_do():
 
 
 def test_the_network_table_drops_the_shared_cpu_caveat_for_a_peer():
+    from cryptcost.report.records import NetworkRow
     from cryptcost.report.terminal import NETWORK_TITLE, PEER_TITLE, _network_title
-    assert _network_title([{"link": "netns MTU 1500"}]) == NETWORK_TITLE
-    assert (
-        _network_title([{"link": "netns MTU 1500"}, {"link": "peer to db1 MTU 1500"}]) == PEER_TITLE
-    )
+    assert _network_title([NetworkRow(link="netns MTU 1500")]) == NETWORK_TITLE
+    assert _network_title([NetworkRow(link="netns MTU 1500"),
+                           NetworkRow(link="peer to db1 MTU 1500")]) == PEER_TITLE
 
 
 def test_a_stack_whose_far_end_cannot_cross_a_peer_link_says_so_and_smb3_can():

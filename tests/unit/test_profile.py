@@ -349,14 +349,14 @@ def test_the_html_report_draws_each_profiled_cell_by_layer_beside_its_baseline()
     }
     run = Run(1, "2026-11-27", "storage", {"cpu": {}}, "complete")
     doc = document.build(run, [_result(), plain])
-    rows = doc["storage"]
-    assert [r["stack"] for r in rows if r["layers"]] == ["fscrypt:aes-256-xts", "plain"]
+    rows = doc.storage
+    assert [r.stack for r in rows if r.layers] == ["fscrypt:aes-256-xts", "plain"]
     svg = flame.layer_bars(rows)
     assert svg and flame.COLOURS["cipher"] in svg and flame.COLOURS["page cache"] in svg
     assert svg.index("plain read 1 MiB") < svg.index(
         "fscrypt:aes-256-xts read 1 MiB"
     )  # the baseline first
-    assert flame.layer_bars([{**r, "layers": None} for r in rows]) is None
+    assert flame.layer_bars([replace(r, layers=None) for r in rows]) is None
     assert charts.all_charts([_result(), plain], doc)["layers"] == svg
 
 

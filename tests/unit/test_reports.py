@@ -176,18 +176,17 @@ def test_an_unstable_result_is_marked_beside_its_interval_and_its_cause_said_onc
     run_id = store.import_run(data)
     run, results = store.run(run_id), store.results(run_id)
     doc = document.build(run, results)
-    marked = [r for r in doc["storage"] if r["ci"].endswith(" ~")]
-    assert len(marked) == 3 and all(r["ci"].startswith("±") for r in marked)
-    assert sum(1 for r in doc["storage"] if "~" in r["ci"]) == 3  # the stable ones unmarked
-    first, second = doc["unstable"]
-    assert first["cause"] == cause and first["count"] == 2 and first["cv"] == "CV 5.0–11.3 %"
-    assert second["cv"] == "CV 20.0 %" and second["results"] == [
-        document._label(Stored.of(storage[2]))
-    ]
+    marked = [r for r in doc.storage if r.ci.endswith(" ~")]
+    assert len(marked) == 3 and all(r.ci.startswith("±") for r in marked)
+    assert sum(1 for r in doc.storage if "~" in r.ci) == 3  # the stable ones unmarked
+    first, second = doc.unstable
+    assert first.cause == cause and first.count == 2 and first.cv == "CV 5.0–11.3 %"
+    assert second.cv == "CV 20.0 %" and second.results == (
+        document._label(Stored.of(storage[2])),)
     md = render("md", run, results)
-    assert "## Unstable results" in md and f"- {first['text']}" in md
+    assert "## Unstable results" in md and f"- {first.text}" in md
     page = render("html", run, results)
-    assert "Unstable results" in page and str(escape(first["text"])) in page
+    assert "Unstable results" in page and str(escape(first.text)) in page
     out = _shown(doc, 300, details=True)
     assert "~ unstable: the 95 % interval stayed wider" in out and cause in out
     assert main(["--db", str(tmp_path / "r.db"), "show", str(run_id)]) == 0          # and in `show`
@@ -278,7 +277,7 @@ def test_the_last_screen_of_a_run_is_the_answer_on_this_hosts_disks_and_links(st
     assert head[:3] == ["use", "option", "here"] and "vda" in head and "eth0" in head
     assert "Predicted on vda (virtio (QEMU/KVM), rotational, 270 GB): 180 MB/s read" in \
         " ".join(text.split())
-    measured = [rec.title for rec in doc["recommendations"] if rec.ranking]
+    measured = [rec.title for rec in doc.recommendations if rec.ranking]
     assert measured, "the fixture run recommends nothing"
     for title in measured + ["Cipher"]:
         assert f"★ {title}: " in text, title
@@ -297,10 +296,10 @@ def test_the_answer_predicts_nothing_without_a_place_and_says_how_to_name_one(st
     from cryptcost.report import document
     store, run = stored
     doc = document.build(run, store.results(run.id))
-    a = doc["answer"]
+    a = doc.answer
     assert not a.places and all(not o.on for u in a.uses for o in u.options)
     assert any("--device-speed" in n for n in a.notes)
-    named = document.build(run, store.results(run.id), {"device_speed": "550MB/s"})["answer"]
+    named = document.build(run, store.results(run.id), {"device_speed": "550MB/s"}).answer
     [place] = named.places
     assert place.named and place.bytes_per_s == 550e6
     luks = next(o for u in named.uses for o in u.options if o.stack.startswith("luks"))
@@ -343,7 +342,7 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
         "cpu_s_per_gb": {"a": 1.5, "b": 2.25},
         "wire": {"verdict": "encrypted", "median_packet_bytes": 1494},
     }
-    doc["network"] = [document.network_row(r, Verdict("cipher", "cipher-bound", {})) for r in read(
+    network = [document.network_row(r, Verdict("cipher", "cipher-bound", {})) for r in read(
         [{**net, "stack": "tcp", "median_bytes_per_s": 3e9},
          {**net, "stack": "ipsec:aes256gcm16-x25519", "median_bytes_per_s": 1e9, "overhead": 0.667,
           "overhead_significant": True, "baseline": "tcp"}])]
@@ -352,7 +351,7 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
         "block_bytes": 1 << 20, "iodepth": 1, "values": [4e8] * 3,
         "params": {"facts": {"role": "measured", "crypto_library": "go"}},
     }
-    doc["scaling_rows"] = scaling.rows(
+    scaling_rows = scaling.rows(
         scaling.curves(
             read(
                 [{**twin, "cpus": n, "median_bytes_per_s": n * 4e8} for n in (1, 2)]
@@ -370,7 +369,9 @@ def test_at_80_columns_every_table_groups_its_results_by_stack_and_cuts_no_figur
             [],
         )
     )
-    assert doc["network"] and doc["scaling_rows"] and doc["split"] and doc["ciphers"]
+    from dataclasses import replace
+    doc = replace(doc, network=tuple(network), scaling_rows=tuple(scaling_rows))
+    assert doc.network and doc.scaling_rows and doc.split and doc.ciphers
 
     def shown(width: int) -> str:
         return _shown(doc, width, details=True)
@@ -428,7 +429,7 @@ def test_the_report_document_crosses_every_json_boundary_as_plain_data(stored):
     with contextlib.redirect_stdout(buf):
         print_json({"report": doc})
     printed = json.loads(buf.getvalue())["report"]
-    assert printed["recommendations"][0]["title"] == doc["recommendations"][0].title
+    assert printed["recommendations"][0]["title"] == doc.recommendations[0].title
     assert all(isinstance(r["ranking"], list) for r in printed["recommendations"])
     exported = json.loads(render("json", run, store.results(run.id)))["analysis"]
     assert exported["recommendations"] == printed["recommendations"]
@@ -443,12 +444,12 @@ def test_a_run_only_of_some_field_reports_shows_their_blocks_alone_and_says_so(t
     store = Store.open(tmp_path / "r.db")
     run_id = store.import_run(data)
     whole = document.build(store.run(run_id), store.results(run_id))
-    assert [b["label"] for b in whole["field_reports"]] == ["R1", "R2", "R3", "R4", "R5"]
-    assert "only" not in whole["field_reports_intro"]
+    assert [b["label"] for b in whole.field_reports] == ["R1", "R2", "R3", "R4", "R5"]
+    assert "only" not in whole.field_reports_intro
     store.update_extra(run_id, only=["R2", "R4"])
     doc = document.build(store.run(run_id), store.results(run_id))
-    assert [b["label"] for b in doc["field_reports"]] == ["R2", "R4"]
-    assert doc["field_reports_intro"].endswith("the parts of R2 and R4 only (run --only).")
+    assert [b["label"] for b in doc.field_reports] == ["R2", "R4"]
+    assert doc.field_reports_intro.endswith("the parts of R2 and R4 only (run --only).")
     text = markdown.render(doc).split("## Field reports")[1]
     assert "R2 and R4 only" in text and re.search(r"^### R2\b", text, re.M) and not re.search(
         r"^### R[135]\b", text, re.M), text[:2000]
@@ -465,8 +466,8 @@ def test_not_measured_says_each_thing_once_for_each_reason(tmp_path):
              "reason": "acceleration cannot be switched off for this stack's crypto"}
     other = {**twice, "reason": "another reason"}
     store.update_extra(run_id, skipped=[twice, dict(twice), other])
-    rows = document.build(store.run(run_id), store.results(run_id))["not_measured"]
-    said = [(m["what"], m["why"]) for m in rows if "plain/accel-off" in m["what"]]
+    rows = document.build(store.run(run_id), store.results(run_id)).not_measured
+    said = [(m.what, m.why) for m in rows if "plain/accel-off" in m.what]
     assert len(said) == 2 and len(set(said)) == 2 and said[1][1].startswith("another"), rows
 
 
@@ -494,3 +495,43 @@ def test_the_html_report_opens_with_the_answer_and_folds_the_rest_in_short_parag
         said = unescape(re.sub(r"<[^>]+>", "", p)).strip()
         assert len(sentences(said)) <= 3, said
     assert "<h3>Bottlenecks</h3>\n<table" in body
+
+
+def test_the_document_is_frozen_records_that_every_renderer_reads(stored):
+    """document.build makes one Document of frozen records: no string key reads it, nothing
+    writes into it, and the terminal, Markdown, HTML, JSON and CSV each show the same rows from
+    it (a row's baseline is a field of its own, never parsed back from its text)."""
+    from dataclasses import FrozenInstanceError
+    from html import escape as html_escape
+
+    from cryptcost.report import document, export, html, markdown, records
+    store, run = stored
+    results = store.results(run.id)
+    doc = document.build(run, results)
+    assert isinstance(doc, records.Document)
+    with pytest.raises(TypeError):
+        doc["storage"]
+    with pytest.raises(FrozenInstanceError):
+        doc.title = "x"
+    with pytest.raises(FrozenInstanceError):
+        doc.storage[0].median = "x"
+    assert all(isinstance(r, records.StorageRow) for r in doc.storage)
+    assert all(isinstance(r, records.CipherRow) for r in doc.ciphers)
+    assert all(isinstance(x, records.SplitRow) for x in doc.split)
+    against = [r for r in doc.storage if r.against]
+    assert against and all(r.vs == f"{r.change} vs {r.against}" for r in against)
+    md = markdown.render(doc)
+    page = html.render(doc, {})
+    terminal_text = _shown(doc, 200, details=True)
+    data = json.loads(export.to_json(run, results, doc))["analysis"]
+    for r in doc.storage:
+        assert r.median in md and r.median in page and r.median in terminal_text, r
+    for c in doc.ciphers:
+        assert f"| {c.median} |" in md and html_escape(c.median) in page
+    assert [x["stack"] for x in data["bottlenecks"]] == [
+        r.stack for r in doc.storage + doc.network if r.bottleneck]
+    assert data["ranking"] == [x.to_dict() for x in doc.ranking]
+    plain = json.loads(json.dumps(doc.to_dict()))          # the JSON form is plain data
+    assert set(plain) == set(doc.__dataclass_fields__)
+    assert plain["storage"][0]["median"] == doc.storage[0].median
+    assert render("csv", run, results).count("\n") >= len(doc.storage)

@@ -104,7 +104,7 @@ def test_a_resumed_run_measures_only_what_it_lacks_and_drops_its_cut_series(tmp_
     store.update_extra(rid, sittings=[{"started": "2026-11-29T23:31:12+00:00"},
                                       {"started": "2026-11-30T00:53:24+00:00",
                                        "tools_changed": ["fio 3.33 → 3.35"]}])
-    env = dict(document.build(store.run(rid), store.results(rid), {})["environment"])
+    env = dict(document.build(store.run(rid), store.results(rid), {}).environment)
     assert env["sittings"].startswith("2, begun 2026-11-29 23:31, 2026-11-30 00:53")
     assert "host's speed moved between sittings is not measured" in env["sittings"]
     assert env["sittings"].endswith("fio 3.33 → 3.35")

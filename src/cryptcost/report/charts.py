@@ -352,13 +352,15 @@ def field_table(t: dict) -> str | None:
     return _svg(fig)
 
 
-def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> dict:
+def all_charts(results: list[dict] | list[Stored], doc=None) -> dict:
+    """Every chart of a run's report; ``doc``: its :class:`~cryptcost.report.records.Document`
+    (the answer's, the scaling's, the layers' and the field reports' charts need it)."""
     results = read(results)
     storage = [r for r in results if r.kind == "storage"]
     network = [r for r in results if r.kind == "network"]
     cipher_rows = [r for r in results if r.kind == "cipher"]
     charts = {
-        "answer": answer.chart(doc["answer"]) if (doc or {}).get("answer") else None,
+        "answer": answer.chart(doc.answer) if doc is not None and doc.answer else None,
         "throughput": throughput_vs_baseline(storage),
         "throughput_4k": throughput_vs_baseline(storage, block=4096),
         "overhead": overhead(storage),
@@ -368,11 +370,12 @@ def all_charts(results: list[dict] | list[Stored], doc: dict | None = None) -> d
         "core_scaling": core_scaling(cipher_rows),
         "network": network_throughput(network),
         "network_cpu": network_cpu(network),
-        "per_stack": stack_scaling((doc or {}).get("scaling") or []),
+        "per_stack": stack_scaling(doc.scaling if doc is not None else []),
         "flames": flame.graphs(storage + network),
-        "layers": flame.layer_bars((doc or {}).get("storage", []) + (doc or {}).get("network", [])),
+        "layers": flame.layer_bars(doc.storage + doc.network if doc is not None else ()),
         # a chart per field report's own table that has one, by report and the table's place
-        "field_tables": {f"{b['label']}:{i}": svg for b in (doc or {}).get("field_reports", [])
+        "field_tables": {f"{b['label']}:{i}": svg
+                         for b in (doc.field_reports if doc is not None else ())
                          for i, t in enumerate(b.get("tables", []))
                          if (svg := field_table(t))},
     }

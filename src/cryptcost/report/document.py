@@ -1,6 +1,6 @@
-"""The report's content, independent of its format: a plain dict built from
-a stored run, its results and their analysis. The Markdown, HTML and JSON
-exporters are pure functions of it."""
+"""The report's content, independent of its format: one :class:`~cryptcost.report.records.
+Document` of frozen records, built from a stored run, its results and their analysis. The
+terminal, Markdown, HTML, JSON and CSV renderers are pure functions of it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from cryptcost.model import Run
 from cryptcost.record import Host, Skipped, Stored, Wire, read
 from cryptcost.report import fieldreports
 from cryptcost.report.absent import names_stack
+from cryptcost.report.records import (CipherRow, Document, HostInfo, NetworkRow, NotMeasured,
+                                      Ranked, RunInfo, SplitRow, StorageRow, UnstableGroup)
 from cryptcost import units
 from cryptcost.units import target_of
 
@@ -65,7 +67,7 @@ def _label(r: Stored) -> str:
     return " ".join(str(x) for x in (c.engine, c.algorithm, size, threads, accel) if x)
 
 
-def unstable_groups(results: list[dict] | list[Stored]) -> list[dict]:
+def unstable_groups(results: list[dict] | list[Stored]) -> list[UnstableGroup]:
     """The unstable results, grouped by their likely cause, each group with
     its range of CVs: what the mark beside an interval means, said once."""
     groups: dict[str, list[Stored]] = {}
@@ -77,8 +79,8 @@ def unstable_groups(results: list[dict] | list[Stored]) -> list[dict]:
         cvs = sorted(r.cv * 100 for r in rs if r.cv is not None)
         cv = (f"CV {cvs[0]:.1f} %" if len(cvs) == 1 or cvs[0] == cvs[-1] else
               f"CV {cvs[0]:.1f}–{cvs[-1]:.1f} %") if cvs else "CV not known"
-        out.append({"cause": cause, "cv": cv, "count": len(rs), "results": [_label(r) for r in rs],
-                    "text": f"{cause} ({len(rs)}, {cv}): {', '.join(_label(r) for r in rs)}"})
+        out.append(UnstableGroup(cause, cv, len(rs), tuple(_label(r) for r in rs),
+                                 f"{cause} ({len(rs)}, {cv}): {', '.join(_label(r) for r in rs)}"))
     return out
 
 
@@ -89,7 +91,7 @@ def _significance(significant: bool | None) -> str:
 
 
 def build(run: Run, results: list[dict] | list[Stored], model: dict | None = None,
-          guests: list[list[dict]] | list[list[Stored]] = ()) -> dict:
+          guests: list[list[dict]] | list[list[Stored]] = ()) -> Document:
     """Everything a report shows, as plain data. ``guests``: the results of each emulated run
     linked to ``run`` (``run --vm``), which only the field reports read, marked emulated."""
     results = read(results)
@@ -114,52 +116,45 @@ def build(run: Run, results: list[dict] | list[Stored], model: dict | None = Non
         if not only or b["label"] in only]
     said = answer.answer(results, a.verdicts, a.split, a.recommendations, host,
                          run.extra.get("disks", []), run.extra.get("links", []), model or {})
-    return {
-        "format": "cryptcost-report", "version": FORMAT_VERSION,
-        "answer": said,
-        "title": f"cryptcost run {run.id}" + (f" — {run.label}" if run.label else ""),
-        "run": {"id": run.id, "command": run.command, "status": run.status, "started": run.started,
-                "finished": run.finished, "suite": run.extra.get("suite")},
-        "host": {"hostname": host.hostname, "cpu": cpu.model, "cores": cpu.cores,
-                 "flags": ", ".join(f for f, on in cpu.flags.items() if on),
-                 "kernel": host.kernel, "mhz": cpu.mhz, "governor": cpu.governor or "not exposed",
-                 "memory_gib": round((host.memory_total or 0) / 2**30, 1)},
-        "recommendations": a.recommendations,
-        "ranking": [{"stack": x.stack, "rank": ("=" if x.tie else "") + str(x.rank),
-                     "relative": units.pct(x.relative_to_plain, signed=False)
-                     if x.relative_to_plain is not None else "—"} for x in a.ranking],
-        "findings": a.findings, "tuning": a.tuning,
-        "predictions": [p.to_dict() for p in a.predictions],
-        "split": [{"stack": x.stack, "op": x.op,
-                   "block": units.size(x.block_bytes) if x.block_bytes else "—",
-                   "chain": f"{x.reference} {units.rate(x.reference_bytes_per_s)} → "
-                            f"{x.twin} {units.rate(x.twin_bytes_per_s)} → "
-                            f"{units.rate(x.stack_bytes_per_s)}",
-                   "isolates": x.isolates, "total": units.pct(x.total, signed=False),
-                   "shared": units.pct(x.shared, signed=False)
-                   + _significance(x.shared_significant),
-                   "own": units.pct(x.own, signed=False) + _significance(x.own_significant),
-                   "note": x.note, "figures": x.to_dict()} for x in a.split],
-        "split_intro": SPLIT_INTRO,
-        "target": label,
-        "scaling": a.scaling, "scaling_rows": scaling.rows(a.scaling),
-        "storage": storage_rows, "ciphers": cipher_rows, "network": network_rows,
-        "unstable": unstable_groups(results), "unstable_intro": UNSTABLE_INTRO,
-        # what a linked guest measured instead is no reason for a row's absence
+    return Document(
+        format="cryptcost-report", version=FORMAT_VERSION, answer=said,
+        title=f"cryptcost run {run.id}" + (f" — {run.label}" if run.label else ""),
+        run=RunInfo(run.id, run.command, run.status, run.started, run.finished,
+                    run.extra.get("suite")),
+        host=HostInfo(host.hostname, cpu.model, cpu.cores,
+                      ", ".join(f for f, on in cpu.flags.items() if on), host.kernel, cpu.mhz,
+                      cpu.governor or "not exposed",
+                      round((host.memory_total or 0) / 2**30, 1)),
+        recommendations=a.recommendations,
+        ranking=tuple(Ranked(x.stack, ("=" if x.tie else "") + str(x.rank),
+                             units.pct(x.relative_to_plain, signed=False)
+                             if x.relative_to_plain is not None else "—") for x in a.ranking),
+        findings=tuple(a.findings), tuning=tuple(a.tuning),
+        predictions=tuple(p.to_dict() for p in a.predictions),
+        split=tuple(SplitRow(
+            x.stack, x.op, units.size(x.block_bytes) if x.block_bytes else "—",
+            f"{x.reference} {units.rate(x.reference_bytes_per_s)} → "
+            f"{x.twin} {units.rate(x.twin_bytes_per_s)} → {units.rate(x.stack_bytes_per_s)}",
+            x.isolates, units.pct(x.total, signed=False),
+            units.pct(x.shared, signed=False) + _significance(x.shared_significant),
+            units.pct(x.own, signed=False) + _significance(x.own_significant), x.note,
+            x.to_dict()) for x in a.split),
+        split_intro=SPLIT_INTRO, target=label,
+        scaling=a.scaling, scaling_rows=tuple(scaling.rows(a.scaling)),
+        storage=tuple(storage_rows), ciphers=tuple(cipher_rows), network=tuple(network_rows),
+        unstable=tuple(unstable_groups(results)), unstable_intro=UNSTABLE_INTRO,
         # run --only R4: the blocks of the reports it was asked for, no other
-        "field_reports": blocks,
-        "field_reports_grid": fieldreports.grid(blocks),
-        "field_reports_intro": FIELD_REPORTS_INTRO + (
+        field_reports=tuple(blocks), field_reports_grid=tuple(fieldreports.grid(blocks)),
+        field_reports_intro=FIELD_REPORTS_INTRO + (
             f" This run measured the parts of {' and '.join(only)} only (run --only)."
             if only else ""),
-        # one row per thing and reason: a stack skipped alike on 1 and 2 CPUs is said once
-        "not_measured": list({(m["what"], m["why"], m["install"]): m for m in (
-            {"what": s.what, "why": s.reason + _in_guest(s, run, guests),
-             "install": s.install or ""} for s in map(Skipped.of, skipped))}.values()),
-        "environment": _environment(host) + _sittings(run, results),
-        "notes": list(host.notes),
-        "emulated": emulated_why(host),
-    }
+        # one row per thing and reason: a stack skipped alike on 1 and 2 CPUs is said once; what
+        # a linked guest measured instead is no reason for a row's absence
+        not_measured=tuple({(m.what, m.why, m.install): m for m in (
+            NotMeasured(s.what, s.reason + _in_guest(s, run, guests), s.install or "")
+            for s in map(Skipped.of, skipped))}.values()),
+        environment=tuple(_environment(host) + _sittings(run, results)),
+        notes=tuple(host.notes), emulated=emulated_why(host))
 
 
 def _measured_by(skipped: Skipped, results: list[Stored]) -> bool:
@@ -187,19 +182,19 @@ def emulated_why(host: dict | Host) -> str | None:
             "Read it for what works and how stacks relate within this run.")
 
 
-def storage_row(r: Stored, verdict: Verdict | None = None, cpb: float | None = None) -> dict:
+def storage_row(r: Stored, verdict: Verdict | None = None, cpb: float | None = None
+                ) -> StorageRow:
     """One storage result formatted for people (terminal and reports alike)."""
     c, median = r.cell, r.median
-    return {"stack": c.stack, "role": r.role, "workload": c.workload, "op": c.op,
-            "block": units.size(c.block_bytes) if c.block_bytes else "—", "qd": c.iodepth,
-            "cpus": c.cpus,
-            "median": f"{median:,.0f} op/s" if r.per == "ops" else units.rate(median),
-            "ci": ci_text(r), "n": r.n,
-            "iops": f"{r.iops:,.0f}" if r.iops else "—",
-            "cpu_s_per_gib": f"{r.cpu_s_per_gib:.2f}" if r.cpu_s_per_gib else "—",
-            "cycles_per_byte": f"{cpb:.1f}" if cpb else "—",
-            "vs": _vs(r), "cache": r.cache_mode or "",
-            **_verdict(verdict), "notes": list(r.notes)}
+    return StorageRow(stack=c.stack, role=r.role, workload=c.workload, op=c.op,
+                      block=units.size(c.block_bytes) if c.block_bytes else "—", qd=c.iodepth,
+                      cpus=c.cpus,
+                      median=f"{median:,.0f} op/s" if r.per == "ops" else units.rate(median),
+                      ci=ci_text(r), n=r.n, iops=f"{r.iops:,.0f}" if r.iops else "—",
+                      cpu_s_per_gib=f"{r.cpu_s_per_gib:.2f}" if r.cpu_s_per_gib else "—",
+                      cycles_per_byte=f"{cpb:.1f}" if cpb else "—",
+                      **_vs(r), cache=r.cache_mode or "", **_verdict(verdict),
+                      notes=tuple(r.notes))
 
 
 def _verdict(v: Verdict | None) -> dict:
@@ -211,15 +206,17 @@ def _verdict(v: Verdict | None) -> dict:
             "layers": dict(v.profile.of_busy) if v.profile else None}
 
 
-def _vs(r: Stored) -> str:
+def _vs(r: Stored) -> dict:
+    """A result's change against its baseline: as one text (``-63.2 % vs plain``), and its
+    parts, so that no renderer parses the text back."""
     if r.overhead is None:
-        return "—"
+        return {"vs": "—", "change": "—", "against": ""}
     shown = units.pct(-r.overhead) if r.overhead_significant else \
         "n.s." if r.overhead_significant is False else f"{units.pct(-r.overhead)} untested"
-    return f"{shown} vs {r.baseline}"
+    return {"vs": f"{shown} vs {r.baseline}", "change": shown, "against": r.baseline or ""}
 
 
-def network_row(r: Stored, verdict: Verdict | None = None) -> dict:
+def network_row(r: Stored, verdict: Verdict | None = None) -> NetworkRow:
     """One network result formatted for people (terminal and reports alike)."""
     c, wire = r.cell, r.wire or Wire()
 
@@ -228,32 +225,29 @@ def network_row(r: Stored, verdict: Verdict | None = None) -> dict:
     median = r.bytes_per_s
     accel = "" if c.accel is not False else {True: " (verified)", False: " (NOT verified)"}.get(
         r.accel_verified, " (unverified)")
-    return {"stack": c.stack + accel, "role": r.role, "workload": c.workload,
-            "streams": c.streams or 1,
-            "link": f"{c.link}{f' to {c.peer}' if c.peer else ''} MTU {c.mtu}"
-                    + (f" +{c.delay_ms:g} ms RTT" if c.delay_ms else ""),
-            "median": units.rate(median),
-            "gbit": f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
-            "ci": ci_text(r), "n": r.n,
-            "cpu_a": cpu("a"), "cpu_b": cpu("b"), "cpu_system": cpu("system"),
-            "retransmits": f"{r.retransmits:,.0f}" if r.retransmits is not None else "—",
-            "packet": f"{wire.median_packet_bytes:,.0f} B" if wire.median_packet_bytes else "—",
-            "wire": wire.verdict + (" (by design)" if wire.expected else ""),
-            "vs": _vs(r),
-            "negotiated": ", ".join(f"{k} {v}" for k, v in r.negotiated.items() if k != "from"),
-            **_verdict(verdict), "notes": list(r.notes)}
+    return NetworkRow(
+        stack=c.stack + accel, role=r.role, workload=c.workload, streams=c.streams or 1,
+        link=f"{c.link}{f' to {c.peer}' if c.peer else ''} MTU {c.mtu}"
+             + (f" +{c.delay_ms:g} ms RTT" if c.delay_ms else ""),
+        median=units.rate(median), gbit=f"{median * 8 / 1e9:.2f} Gbit/s" if median else "—",
+        ci=ci_text(r), n=r.n, cpu_a=cpu("a"), cpu_b=cpu("b"), cpu_system=cpu("system"),
+        retransmits=f"{r.retransmits:,.0f}" if r.retransmits is not None else "—",
+        packet=f"{wire.median_packet_bytes:,.0f} B" if wire.median_packet_bytes else "—",
+        wire=wire.verdict + (" (by design)" if wire.expected else ""), **_vs(r),
+        negotiated=", ".join(f"{k} {v}" for k, v in r.negotiated.items() if k != "from"),
+        **_verdict(verdict), notes=tuple(r.notes))
 
 
-def cipher_row(r: Stored) -> dict:
+def cipher_row(r: Stored) -> CipherRow:
     """One cipher result formatted for people (terminal and reports alike)."""
     c = r.cell
     verified = {True: "verified", False: "NOT effective", None: ""}[r.accel_verified]
-    return {"engine": c.engine, "algorithm": c.algorithm, "buffer": units.size(c.buffer_bytes),
-            "threads": c.threads,
-            "accel": ("on" if c.accel else "off") + (f" ({verified})" if verified else ""),
-            "median": units.rate(r.bytes_per_s), "ci": ci_text(r),
-            "n": r.n, "warning": r.warning or "",
-            "note": r.notes[-1] if not c.accel and r.notes else r.warning or ""}
+    return CipherRow(engine=c.engine, algorithm=c.algorithm, buffer=units.size(c.buffer_bytes),
+                     threads=c.threads,
+                     accel=("on" if c.accel else "off") + (f" ({verified})" if verified else ""),
+                     median=units.rate(r.bytes_per_s), ci=ci_text(r), n=r.n,
+                     warning=r.warning or "",
+                     note=r.notes[-1] if not c.accel and r.notes else r.warning or "")
 
 
 def _sittings(run: Run, results: list[Stored]) -> list[tuple[str, str]]:

@@ -24,20 +24,19 @@ def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     """The run, its results and (when given) the analysed report document."""
     data = run_dict(run, results)
     if doc is not None:
-        data["analysis"] = {k: doc[k] for k in ("answer", "recommendations", "ranking", "findings",
-                                                "tuning",
-                                                "predictions", "target", "scaling",
-                                                "field_reports")}
+        data["analysis"] = {k: getattr(doc, k) for k in (
+            "answer", "recommendations", "ranking", "findings", "tuning", "predictions", "target",
+            "scaling", "field_reports")}
         # reference → twin → stack
-        data["analysis"]["split"] = [x["figures"] for x in doc.get("split", [])]
-        data["analysis"]["bottlenecks"] = [{"stack": r["stack"], "workload": r["workload"],
-                                            "op": r.get("op", r["workload"]),
-                                            "block": r.get("block", ""),
-                                            "bottleneck": r["bottleneck"],
-                                            "explanation": r["explanation"],
-                                            **({"layers": r["layers"]} if r.get("layers") else {})}
-                                           for r in doc["storage"] + doc["network"]
-                                           if r["bottleneck"]]
+        data["analysis"]["split"] = [x.figures for x in doc.split]
+        data["analysis"]["bottlenecks"] = [{"stack": r.stack, "workload": r.workload,
+                                            "op": getattr(r, "op", r.workload),
+                                            "block": getattr(r, "block", ""),
+                                            "bottleneck": r.bottleneck,
+                                            "explanation": r.explanation,
+                                            **({"layers": r.layers} if r.layers else {})}
+                                           for r in doc.storage + doc.network
+                                           if r.bottleneck]
     return dumps(data)
 
 

@@ -127,22 +127,26 @@ def graphs(results: list[Stored]) -> dict[str, str]:
     return out
 
 
-def layer_bars(rows: list[dict]) -> str | None:
-    """One stacked bar per profiled result (the report's storage and network rows that carry
-    ``layers``): the busy CPU's shares by layer, each cell's results together, baselines first."""
+def layer_bars(rows) -> str | None:
+    """One stacked bar per profiled result (the report's storage and network rows, records,
+    that carry ``layers``): the busy CPU's shares by layer, each cell's results together,
+    baselines first."""
     from cryptcost.report.svg import plt, svg as _svg
-    rows = [r for r in rows if r.get("layers")]
+    rows = [r for r in rows if r.layers]
     if not rows:
         return None
-    rows = sorted(rows, key=lambda r: (r.get("workload", ""), r.get("op", ""), r.get("block", ""),
-                                       r.get("role") != "baseline", r["stack"]))
-    labels = [" ".join(x for x in (r["stack"], r.get("op", r.get("workload", "")),
-                                   r.get("block", "")) if x and x != "—") for r in rows]
+
+    def op(r) -> str:
+        return getattr(r, "op", r.workload)
+    rows = sorted(rows, key=lambda r: (r.workload, op(r), getattr(r, "block", ""),
+                                       r.role != "baseline", r.stack))
+    labels = [" ".join(x for x in (r.stack, op(r), getattr(r, "block", ""))
+                       if x and x != "—") for r in rows]
     fig, ax = plt.subplots(figsize=(9, 0.26 * len(rows) + 1.2))
     left = [0.0] * len(rows)
-    shown = [lay for lay in COLOURS if lay != "idle" and any(r["layers"].get(lay) for r in rows)]
+    shown = [lay for lay in COLOURS if lay != "idle" and any(r.layers.get(lay) for r in rows)]
     for lay in shown:
-        vals = [r["layers"].get(lay, 0.0) for r in rows]
+        vals = [r.layers.get(lay, 0.0) for r in rows]
         ax.barh(range(len(rows)), vals, left=left, color=COLOURS[lay], edgecolor="white",
                 linewidth=0.3)
         left = [x + v for x, v in zip(left, vals)]

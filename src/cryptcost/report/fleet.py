@@ -15,6 +15,7 @@ from cryptcost import units
 from cryptcost.model import Run
 from cryptcost.record import Host, Stored, read
 from cryptcost.report import document
+from cryptcost.report.records import Document
 from cryptcost.report.compare import environment_diff, key
 
 FORMAT_VERSION = 1
@@ -83,8 +84,8 @@ def build(members: list[Member]) -> dict:
         "environment": env,
         "differences": sentences(members, rows, env),
         "recommendations": recommendations(members, docs),
-        "not_measured": {m.label: docs[m.label]["not_measured"] for m in members
-                         if docs[m.label]["not_measured"]},
+        "not_measured": {m.label: docs[m.label].not_measured for m in members
+                         if docs[m.label].not_measured},
     }
 
 
@@ -149,14 +150,14 @@ def sentences(members: list[Member], rows: list[dict], env: dict[str, list[dict]
     return out
 
 
-def recommendations(members: list[Member], docs: dict[str, dict]) -> list[dict]:
+def recommendations(members: list[Member], docs: dict[str, Document]) -> list[dict]:
     """Each use case's recommendation: once where every host picks the same stack, else one
     per host (a pair's network run recommends nothing of its own)."""
     hosts = [m.label for m in members if not m.pair]
     titles: list[str] = []
     picks: dict[str, dict[str, tuple[str | None, str]]] = {}
     for label in hosts:
-        for rec in docs[label]["recommendations"]:
+        for rec in docs[label].recommendations:
             if rec.title not in picks:
                 titles.append(rec.title)
                 picks[rec.title] = {}

@@ -13,7 +13,7 @@ _env = Environment(loader=PackageLoader("cryptcost", "report/templates"),
                    lstrip_blocks=True)
 
 
-def render(doc: dict, charts: dict[str, str]) -> str:
+def render(doc, charts: dict[str, str]) -> str:
     from cryptcost.report import answer
     from cryptcost.report.fieldreports import table_text
     return fold(_env.get_template("report.html.j2").render(
@@ -47,30 +47,30 @@ def _n(items, one: str, many: str | None = None) -> str:
 # each folded section's one line, from the document
 SUMMARIES = {
     "summary": lambda d: "each use's recommendation in full, and the ranking",
-    "split": lambda d: f"{_n(d.get('split'), 'row')}: what each twin's layer costs, and what is "
+    "split": lambda d: f"{_n(d.split, 'row')}: what each twin's layer costs, and what is "
                        "the encryption's own",
-    "findings": lambda d: _n(d.get("findings"), "finding"),
-    "tuning": lambda d: _n(d.get("tuning"), "stack variant comparison"),
+    "findings": lambda d: _n(d.findings, "finding"),
+    "tuning": lambda d: _n(d.tuning, "stack variant comparison"),
     "throughput": lambda d: "each stack's throughput beside its baseline's, 95 % intervals",
     "overhead": lambda d: "each stack's overhead against its matched baseline",
     "cpu": lambda d: "CPU-seconds per GiB moved, per stack",
     "blocksizes": lambda d: "throughput against request size",
-    "accel-cores": lambda d: f"what AES-NI is worth and how {_n(d.get('scaling_rows'), 'cell')} "
+    "accel-cores": lambda d: f"what AES-NI is worth and how {_n(d.scaling_rows, 'cell')} "
                              "scale with CPUs",
-    "model": lambda d: f"{_n(d.get('predictions'), 'prediction')} on {d.get('target')}",
-    "storage": lambda d: f"{_n(d.get('storage'), 'result')}, each with its bottleneck",
+    "model": lambda d: f"{_n(d.predictions, 'prediction')} on {d.target}",
+    "storage": lambda d: f"{_n(d.storage, 'result')}, each with its bottleneck",
     "flames": lambda d: "a flame graph per profiled stack: where its CPU went",
-    "network": lambda d: f"{_n(d.get('network'), 'result')}, each with its bottleneck",
-    "ciphers": lambda d: _n(d.get("ciphers"), "result"),
-    "unstable": lambda d: _n(d.get("unstable"), "group") + " of results wider than their target",
-    "field-reports": lambda d: f"{_n(d.get('field_reports_grid'), 'claim')} of R1–R5 judged here",
-    "not-measured": lambda d: _n(d.get("not_measured"), "thing") + ", each with why and how to "
+    "network": lambda d: f"{_n(d.network, 'result')}, each with its bottleneck",
+    "ciphers": lambda d: _n(d.ciphers, "result"),
+    "unstable": lambda d: _n(d.unstable, "group") + " of results wider than their target",
+    "field-reports": lambda d: f"{_n(d.field_reports_grid, 'claim')} of R1–R5 judged here",
+    "not-measured": lambda d: _n(d.not_measured, "thing") + ", each with why and how to "
                                                                    "get it",
     "environment": lambda d: "the host, the tools' versions, the sittings",
 }
 
 
-def fold(page: str, doc: dict) -> str:
+def fold(page: str, doc) -> str:
     """Every section after the answer folded (``<details>``), its heading and a one-line summary
     shown; a link to a section's heading still lands on it."""
     found = [m for m in H2.finditer(page) if m.group("id") != "answer"]

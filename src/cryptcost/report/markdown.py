@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cryptcost.report.records import Document
+
 
 def _table(headers: list[str], rows: list[list]) -> list[str]:
     def cell(v) -> str:
@@ -11,72 +13,72 @@ def _table(headers: list[str], rows: list[list]) -> list[str]:
     return out
 
 
-def render(doc: dict) -> str:
-    h = doc["host"]
-    lines = [f"# {doc['title']}", "",
-             f"{doc['run']['command']} ({doc['run']['suite'] or 'custom'}), "
-             f"{doc['run']['status']}, started {doc['run']['started']} on {h['hostname']}: "
-             f"{h['cpu']}, {h['cores']} cores, kernel {h['kernel']}.", ""]
-    if doc.get("emulated"):
-        lines += [f"> **{doc['emulated']}**", ""]
-    lines += _answer(doc["answer"]) if doc.get("answer") else []
+def render(doc: Document) -> str:
+    h = doc.host
+    lines = [f"# {doc.title}", "",
+             f"{doc.run.command} ({doc.run.suite or 'custom'}), "
+             f"{doc.run.status}, started {doc.run.started} on {h.hostname}: "
+             f"{h.cpu}, {h.cores} cores, kernel {h.kernel}.", ""]
+    if doc.emulated:
+        lines += [f"> **{doc.emulated}**", ""]
+    lines += _answer(doc.answer)
     lines += ["CONTENTS", ""]
     lines += ["## Recommendation", ""]
-    for rec in doc["recommendations"]:
+    for rec in doc.recommendations:
         lines += [f"**{rec.title}.** {rec.text}", ""]
-    if doc["ranking"]:
+    if doc.ranking:
         lines += ["## Ranking (1 MiB sequential, relative to plain)", ""]
         lines += _table(["rank", "stack", "throughput relative to plain"],
-                        [[r["rank"], r["stack"], r["relative"]] for r in doc["ranking"]])
+                        [[r.rank, r.stack, r.relative] for r in doc.ranking])
         lines += ["", "A rank shared (=) means no significant difference on 1 MiB reads or writes."]
         lines.append("")
-    if doc.get("split"):
-        lines += ["## Cost split: reference → twin → stack", "", doc["split_intro"], ""]
+    if doc.split:
+        lines += ["## Cost split: reference → twin → stack", "", doc.split_intro, ""]
         lines += _table(["stack", "op", "block", "reference → twin → stack", "total",
                          "the twin adds", "share",
                          "own", "note"],
-                        [[x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"],
-                          x["shared"],
-                          x["own"], x["note"]] for x in doc["split"]])
+                        [[x.stack, x.op, x.block, x.chain, x.total, x.isolates,
+                          x.shared,
+                          x.own, x.note] for x in doc.split])
         lines.append("")
-    if doc["findings"]:
-        lines += ["## Findings", ""] + [f"- {f}" for f in doc["findings"]] + [""]
-    if doc["tuning"]:
-        lines += ["## Tuning measured on this host", ""] + [f"- {t}" for t in doc["tuning"]] + [""]
-    if doc["predictions"]:
-        lines += [f"## Cost model: {doc['target']}", ""]
+    if doc.findings:
+        lines += ["## Findings", ""] + [f"- {f}" for f in doc.findings] + [""]
+    if doc.tuning:
+        lines += ["## Tuning measured on this host", ""] + [f"- {t}" for t in doc.tuning] + [""]
+    if doc.predictions:
+        lines += [f"## Cost model: {doc.target}", ""]
         lines += _table(["stack", "workload", "op", "block", "measured here", "predicted", "binds"],
                         [[p["stack"], p["workload"], p["op"], p["block_bytes"],
                           f"{p['measured'] / 1e6:.1f} MB/s",
                           f"{p['predicted_low'] / 1e6:.1f}–{p['predicted_high'] / 1e6:.1f} MB/s",
                           p["binding"]]
-                         for p in doc["predictions"]])
+                         for p in doc.predictions])
         lines.append("")
-    if doc.get("scaling_rows"):
+    if doc.scaling_rows:
         lines += ["## Hardware AES and cores, per stack", ""]
         lines += _table(["stack", "cell", "acceleration on", "acceleration off",
                          "hardware AES is worth",
                          "fewest → most CPUs", "where the cipher binds"],
                         [[x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"],
                           x["cipher_bound"]]
-                         for x in doc["scaling_rows"]])
+                         for x in doc.scaling_rows])
         lines.append("")
     lines += _field_reports(doc)
-    if doc["storage"]:
+    if doc.storage:
         lines += ["## Storage stacks", ""]
         lines += _table(["stack", "workload", "op", "block", "QD", "median", "95 % CI", "n", "IOPS",
                          "CPU-s/GiB",
                          "cycles/B", "vs baseline", "cache", "bottleneck"],
-                        [[r["stack"] + (f" ({r['cpus']} CPU)" if r["cpus"] else ""), r["workload"],
-                          r["op"],
-                          r["block"], r["qd"], r["median"], r["ci"], r["n"], r["iops"],
-                          r["cpu_s_per_gib"],
-                          r["cycles_per_byte"], r["vs"], r["cache"],
-                          r["bottleneck"]] for r in doc["storage"]])
+                        [[r.stack + (f" ({r.cpus} CPU)" if r.cpus else ""), r.workload,
+                          r.op,
+                          r.block, r.qd, r.median, r.ci, r.n, r.iops,
+                          r.cpu_s_per_gib,
+                          r.cycles_per_byte, r.vs, r.cache,
+                          r.bottleneck] for r in doc.storage])
         lines += ["", "### Bottlenecks", ""]
-        lines += [f"- {r['explanation']}" for r in doc["storage"] if r["explanation"]]
+        lines += [f"- {r.explanation}" for r in doc.storage if r.explanation]
         lines.append("")
-    if doc.get("network"):
+    if doc.network:
         lines += ["## Network stacks", "",
                   "Both ends of the link ran on this host's CPUs: compare CPU-s/GB per end, "
                   "not Gbit/s.", ""]
@@ -84,42 +86,42 @@ def render(doc: dict) -> str:
                          "CPU-s/GB b",
                          "CPU-s/GB all", "retransmits", "packet", "wire", "negotiated",
                          "vs baseline", "bottleneck"],
-                        [[r["stack"], r["workload"] + (f" ×{r['streams']}" if r["streams"] > 1
-                                                       else ""), r["link"],
-                          f"{r['median']} ({r['gbit']})", r["ci"], r["n"], r["cpu_a"], r["cpu_b"],
-                          r["cpu_system"],
-                          r["retransmits"], r["packet"], r["wire"], r["negotiated"], r["vs"],
-                          r["bottleneck"]]
-                         for r in doc["network"]])
+                        [[r.stack, r.workload + (f" ×{r.streams}" if r.streams > 1
+                                                       else ""), r.link,
+                          f"{r.median} ({r.gbit})", r.ci, r.n, r.cpu_a, r.cpu_b,
+                          r.cpu_system,
+                          r.retransmits, r.packet, r.wire, r.negotiated, r.vs,
+                          r.bottleneck]
+                         for r in doc.network])
         lines += ["", "### Bottlenecks", ""]
-        lines += [f"- {r['explanation']}" for r in doc["network"] if r["explanation"]]
+        lines += [f"- {r.explanation}" for r in doc.network if r.explanation]
         lines.append("")
-    if doc["ciphers"]:
+    if doc.ciphers:
         lines += ["## Raw ciphers", ""]
         lines += _table(["engine", "algorithm", "buffer", "threads", "acceleration", "median",
                          "95 % CI", "n", "warning"],
-                        [[c["engine"], c["algorithm"], c["buffer"], c["threads"], c["accel"],
-                          c["median"], c["ci"],
-                          c["n"], c["warning"]] for c in doc["ciphers"]])
+                        [[c.engine, c.algorithm, c.buffer, c.threads, c.accel,
+                          c.median, c.ci,
+                          c.n, c.warning] for c in doc.ciphers])
         lines.append("")
-    if doc.get("unstable"):
-        lines += ["## Unstable results", "", doc["unstable_intro"],
-                  ""] + [f"- {g['text']}" for g in doc["unstable"]]
+    if doc.unstable:
+        lines += ["## Unstable results", "", doc.unstable_intro,
+                  ""] + [f"- {g.text}" for g in doc.unstable]
         lines.append("")
-    if doc["not_measured"]:
+    if doc.not_measured:
         lines += ["## Not measured", ""]
         lines += _table(["what", "why", "install"],
-                        [[m["what"], m["why"], m["install"]] for m in doc["not_measured"]])
+                        [[m.what, m.why, m.install] for m in doc.not_measured])
         lines.append("")
     lines += ["## Environment", ""]
     lines += _table(["", ""], [["CPU",
-                                f"{h['cpu']} ({h['cores']} cores, {h['mhz']} MHz, governor "
-                                f"{h['governor']})"],
-                               ["CPU flags", h["flags"]], ["memory", f"{h['memory_gib']} GiB"],
-                               ["kernel", h["kernel"]]]
-                    + [list(e) for e in doc["environment"]])
-    if doc["notes"]:
-        lines += [""] + [f"- {n}" for n in doc["notes"]]
+                                f"{h.cpu} ({h.cores} cores, {h.mhz} MHz, governor "
+                                f"{h.governor})"],
+                               ["CPU flags", h.flags], ["memory", f"{h.memory_gib} GiB"],
+                               ["kernel", h.kernel]]
+                    + [list(e) for e in doc.environment])
+    if doc.notes:
+        lines += [""] + [f"- {n}" for n in doc.notes]
     return "\n".join(_contents(lines)) + "\n"
 
 
@@ -159,18 +161,18 @@ def _contents(lines: list[str]) -> list[str]:
     return lines[:at] + ["Contents:", ""] + heads + lines[at + 1:]
 
 
-def _field_reports(doc: dict) -> list[str]:
+def _field_reports(doc: Document) -> list[str]:
     """The field reports: the claims grid first, then each report's block — its claims judged,
     its figures beside this run's, its own tables."""
-    if not doc.get("field_reports"):
+    if not doc.field_reports:
         return []
-    lines = ["## Field reports", "", doc["field_reports_intro"], ""]
+    lines = ["## Field reports", "", doc.field_reports_intro, ""]
     lines += ["Every claim they draw, judged here:", ""]
     lines += _table(["report", "claim", "verdict", "judged from"],
                     [[g["report"], g["claim"], g["verdict"], g["where"]]
-                     for g in doc["field_reports_grid"]]) + [""]
-    lines += [b["verdicts"] + "." for b in doc["field_reports"]] + [""]
-    for block in doc["field_reports"]:
+                     for g in doc.field_reports_grid]) + [""]
+    lines += [b["verdicts"] + "." for b in doc.field_reports] + [""]
+    for block in doc.field_reports:
         lines += [f"### {block['label']}: {block['title']}", "",
                   f"{block['source']}; {block['hardware']}.",
                   f"Their conclusion: {block['conclusion']}.", ""]
@@ -238,7 +240,7 @@ def render_fleet(doc: dict) -> str:
     if doc["not_measured"]:
         lines += ["", "## Not measured", ""]
         lines += _table(["host", "what", "why", "how to get it"],
-                        [[host, m["what"], m["why"], m["install"]]
+                        [[host, m.what, m.why, m.install]
                          for host, ms in doc["not_measured"].items() for m in ms])
     return "\n".join(lines) + "\n"
 

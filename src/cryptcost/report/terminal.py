@@ -12,6 +12,7 @@ from rich.table import Table
 from cryptcost.record import Stored, read
 from cryptcost.report.document import (UNSTABLE_INTRO, cipher_row, network_row, storage_row,
                                        unstable_groups)
+from cryptcost.report.records import Document, NetworkRow, SplitRow, StorageRow, UnstableGroup
 
 
 def probe_tables(info: dict) -> list:
@@ -73,9 +74,9 @@ def cipher_table(results: list[dict] | list[Stored], title: str = "Raw cipher th
                                                   r.cell.buffer_bytes, r.cell.threads,
                                                   not r.cell.accel)):
         c = cipher_row(r)
-        table.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"],
-                      c["median"],
-                      c["ci"], str(c["n"]), c["note"])
+        table.add_row(c.engine, c.algorithm, c.buffer, str(c.threads), c.accel,
+                      c.median,
+                      c.ci, str(c.n), c.note)
     return table
 
 
@@ -109,11 +110,11 @@ def result_tables(results: list[dict] | list[Stored]) -> list:
     return tables + unstable_lines(unstable_groups(results))
 
 
-def unstable_lines(groups: list[dict]) -> list[str]:
+def unstable_lines(groups: list[UnstableGroup] | tuple[UnstableGroup, ...]) -> list[str]:
     """What the mark beside an interval means, and each cause once."""
     if not groups:
         return []
-    return [UNSTABLE_INTRO] + [f"  • {g['text']}" for g in groups]
+    return [UNSTABLE_INTRO] + [f"  • {g.text}" for g in groups]
 
 
 def storage_table(results: list[dict] | list[Stored],
@@ -127,16 +128,16 @@ def storage_table(results: list[dict] | list[Stored],
         table.add_column(col, justify=just)
     for r in read(results):
         row = storage_row(r)
-        table.add_row(row["stack"], row["workload"], row["op"], row["block"], str(row["qd"]),
-                      row["median"],
-                      row["ci"], row["iops"], row["cpu_s_per_gib"], row["vs"], str(row["n"]),
-                      row["cache"])
+        table.add_row(row.stack, row.workload, row.op, row.block, str(row.qd),
+                      row.median,
+                      row.ci, row.iops, row.cpu_s_per_gib, row.vs, str(row.n),
+                      row.cache)
     return table
 
 
 def network_table(results: list[dict] | list[Stored],
                   title: str = "Network stacks against their baselines",
-                  rows: list[dict] | None = None) -> Table:
+                  rows: list[NetworkRow] | tuple[NetworkRow, ...] | None = None) -> Table:
     """One row per network result: throughput, CPU-seconds per GB at each end, the wire check."""
     table = Table(title=title, title_justify="left")
     for col, just in (("stack", "left"), ("workload", "left"), ("median", "right"),
@@ -147,12 +148,12 @@ def network_table(results: list[dict] | list[Stored],
                       ("n", "right")):
         table.add_column(col, justify=just)
     for row in rows if rows is not None else [network_row(r) for r in read(results)]:
-        workload = row["workload"] + (f" ×{row['streams']}" if row["streams"] > 1 else "")
-        table.add_row(row["stack"], workload, f"{row['median']} ({row['gbit']})", row["ci"],
-                      row["cpu_a"],
-                      row["cpu_b"], row["cpu_system"], row["retransmits"], row["packet"],
-                      row["wire"], row["vs"],
-                      str(row["n"]))
+        workload = row.workload + (f" ×{row.streams}" if row.streams > 1 else "")
+        table.add_row(row.stack, workload, f"{row.median} ({row.gbit})", row.ci,
+                      row.cpu_a,
+                      row.cpu_b, row.cpu_system, row.retransmits, row.packet,
+                      row.wire, row.vs,
+                      str(row.n))
     return table
 
 
@@ -164,47 +165,47 @@ PEER_TITLE = ("Network: each stack against plain TCP on the same link (a peer's 
               "CPU-s/GB is each end's own)")
 
 
-def _network_title(rows: list[dict]) -> str:
+def _network_title(rows: list[NetworkRow]) -> str:
     """The shared-CPU caveat only where no result crossed to a peer."""
-    return PEER_TITLE if any(" to " in r.get("link", "") for r in rows) else NETWORK_TITLE
+    return PEER_TITLE if any(" to " in r.link for r in rows) else NETWORK_TITLE
 
 
-def _against(r: dict) -> str:
+def _against(r: StorageRow | NetworkRow) -> str:
     """A result's stack, and the baseline it is compared against where it is."""
-    return r["stack"] + (f"  (vs {r['vs'].split(' vs ', 1)[1]})" if " vs " in r["vs"] else "")
+    return r.stack + (f"  (vs {r.against})" if r.against else "")
 
 
-def _vs(r: dict) -> str:
-    return r["vs"].split(" vs ")[0]
+def _vs(r: StorageRow | NetworkRow) -> str:
+    return r.change
 
 
-def _split_chain(x: dict) -> str:
-    return " → ".join(f"{x['figures'][k] / 1e6:.0f}"
+def _split_chain(x: SplitRow) -> str:
+    return " → ".join(f"{x.figures[k] / 1e6:.0f}"
                       for k in ("reference_bytes_per_s", "twin_bytes_per_s", "stack_bytes_per_s"))
 
 
 # The columns of each kind's rows in a narrow terminal, the stack's name above them.
 STORAGE_NARROW = [
-    ("op", lambda r: " ".join(x for x in (r["workload"], r["op"], r["block"]) if x and x != "—")),
-    ("median", lambda r: r["median"]), ("95 % CI", lambda r: r["ci"]), ("vs baseline", _vs),
-    ("CPU-s/GiB", lambda r: r["cpu_s_per_gib"]), ("bottleneck", lambda r: r["bottleneck"])]
+    ("op", lambda r: " ".join(x for x in (r.workload, r.op, r.block) if x and x != "—")),
+    ("median", lambda r: r.median), ("95 % CI", lambda r: r.ci), ("vs baseline", _vs),
+    ("CPU-s/GiB", lambda r: r.cpu_s_per_gib), ("bottleneck", lambda r: r.bottleneck)]
 SPLIT_NARROW = [
-    ("op", lambda x: f"{x['op']} {x['block']}"), ("MB/s ref→twin→stack", _split_chain),
-    ("total", lambda x: x["total"]), ("twin's", lambda x: x["shared"]),
-    ("own", lambda x: x["own"] if not x["note"] else "not meaningful")]
+    ("op", lambda x: f"{x.op} {x.block}"), ("MB/s ref→twin→stack", _split_chain),
+    ("total", lambda x: x.total), ("twin's", lambda x: x.shared),
+    ("own", lambda x: x.own if not x.note else "not meaningful")]
 NETWORK_NARROW = [
-    ("workload", lambda r: r["workload"] + (f" ×{r['streams']}" if r["streams"] > 1 else "")),
-    ("median", lambda r: r["gbit"]), ("95 % CI", lambda r: r["ci"]),
-    ("CPU-s/GB a+b", lambda r: f"{r['cpu_a']}+{r['cpu_b']}"), ("wire", lambda r: r["wire"]),
+    ("workload", lambda r: r.workload + (f" ×{r.streams}" if r.streams > 1 else "")),
+    ("median", lambda r: r.gbit), ("95 % CI", lambda r: r.ci),
+    ("CPU-s/GB a+b", lambda r: f"{r.cpu_a}+{r.cpu_b}"), ("wire", lambda r: r.wire),
     ("vs baseline", _vs)]
 CIPHERS_NARROW = [
-    ("algorithm", lambda c: c["algorithm"]), ("buffer", lambda c: c["buffer"]),
-    ("threads", lambda c: str(c["threads"])), ("acceleration", lambda c: c["accel"]),
-    ("median", lambda c: c["median"]), ("95 % CI", lambda c: c["ci"])]
+    ("algorithm", lambda c: c.algorithm), ("buffer", lambda c: c.buffer),
+    ("threads", lambda c: str(c.threads)), ("acceleration", lambda c: c.accel),
+    ("median", lambda c: c.median), ("95 % CI", lambda c: c.ci)]
 
 
-def by_stack(title: str, rows: list[dict], columns: list[tuple[str, Callable[[dict], str]]],
-             heading: Callable[[dict], str]) -> Group:
+def by_stack(title: str, rows, columns: list[tuple[str, Callable[..., str]]],
+             heading: Callable[..., str]) -> Group:
     """Rows grouped under their stack's name, each group a table of ``columns`` (header, value)
     with the same column widths, so that a long stack name never squeezes the figures; the last
     column wraps."""
@@ -228,45 +229,45 @@ def by_stack(title: str, rows: list[dict], columns: list[tuple[str, Callable[[di
     return Group(*parts)
 
 
-def summary_tables(doc: dict, width: int | None = None, details: bool = False) -> list:
+def summary_tables(doc: Document, width: int | None = None, details: bool = False) -> list:
     """The terminal summary of a run, the answer last (:func:`cryptcost.report.answer.screen`,
     one screen); with ``details``, first the ranking and the findings, each result with its
     bottleneck, the cost split, acceleration and cores, the network, the ciphers, the unstable
     results, each recommendation in full, and what was not measured. Below :data:`NARROW`
     columns the results are grouped by stack."""
     from cryptcost.report.answer import screen
-    last = [f"[bold]{escape(doc['emulated'])}[/bold]"] if doc.get("emulated") else []
-    last += screen(doc["answer"], doc["title"])
+    last = [f"[bold]{escape(doc.emulated)}[/bold]"] if doc.emulated else []
+    last += screen(doc.answer, doc.title)
     if details:
         return details_tables(doc, width) + last
     told = [f"{n} {what}" for n, what in (
-        (len(doc["findings"]), "findings"), (len(doc.get("unstable", [])), "groups of unstable "
+        (len(doc.findings), "findings"), (len(doc.unstable), "groups of unstable "
                                              "results"),
-        (len(doc["not_measured"]), "things not measured"),
-        (sum(1 for b in doc.get("field_reports", []) if b["claims"]), "field reports judged"))
+        (len(doc.not_measured), "things not measured"),
+        (sum(1 for b in doc.field_reports if b["claims"]), "field reports judged"))
         if n]
     if told:
         last.append(f"[dim]{', '.join(told)}: --details shows them, and every result[/dim]")
     return last
 
 
-def details_tables(doc: dict, width: int | None = None) -> list:
+def details_tables(doc: Document, width: int | None = None) -> list:
     """The details of a run, before its answer: the ranking and findings, the per-stack tables,
     the recommendations in full, what was not measured."""
     from rich.panel import Panel
     lead = []
-    if doc["ranking"]:
+    if doc.ranking:
         t = Table(title="Ranking: 1 MiB sequential throughput relative to plain",
                   title_justify="left")
         t.add_column("#", justify="right")
         t.add_column("stack")
         t.add_column("relative to plain", justify="right")
-        for r in doc["ranking"]:
-            t.add_row(r["rank"], r["stack"], r["relative"])
+        for r in doc.ranking:
+            t.add_row(r.rank, r.stack, r.relative)
         lead.append(t)
-    lead += [f"! {escape(f)}" for f in doc["findings"]]
+    lead += [f"! {escape(f)}" for f in doc.findings]
     out = []                                  # the details, after the answer
-    measured = [r for r in doc["storage"] if r["role"] != "baseline"]
+    measured = [r for r in doc.storage if r.role != "baseline"]
     narrow = width is not None and width < NARROW
     if measured and narrow:
         out.append(by_stack("Storage: each stack against its baseline", measured, STORAGE_NARROW,
@@ -277,74 +278,74 @@ def details_tables(doc: dict, width: int | None = None) -> list:
                     "vs baseline", "bottleneck"):
             t.add_column(col)
         for r in measured:
-            t.add_row(r["stack"], r["workload"], r["op"], r["block"], r["median"], r["ci"],
-                      r["cpu_s_per_gib"],
-                      r["vs"], r["bottleneck"])
+            t.add_row(r.stack, r.workload, r.op, r.block, r.median, r.ci,
+                      r.cpu_s_per_gib,
+                      r.vs, r.bottleneck)
         out.append(t)
-    if doc.get("split") and narrow:
-        out.append(by_stack(SPLIT_TITLE, doc["split"], SPLIT_NARROW,
-                            heading=lambda x: (f"{x['stack']}  ({x['figures']['reference']} → "
-                                               f"{x['figures']['twin']}, "
-                                               f"which adds {x['isolates']})")))
-    elif doc.get("split"):
+    if doc.split and narrow:
+        out.append(by_stack(SPLIT_TITLE, doc.split, SPLIT_NARROW,
+                            heading=lambda x: (f"{x.stack}  ({x.figures['reference']} → "
+                                               f"{x.figures['twin']}, "
+                                               f"which adds {x.isolates})")))
+    elif doc.split:
         t = Table(title=SPLIT_TITLE, title_justify="left")
         for col in ("stack", "op", "block", "reference → twin → stack", "total", "the twin adds",
                     "share", "own"):
             t.add_column(col)
-        for x in doc["split"]:
-            t.add_row(x["stack"], x["op"], x["block"], x["chain"], x["total"], x["isolates"],
-                      x["shared"],
-                      x["own"] if not x["note"] else "not meaningful")
+        for x in doc.split:
+            t.add_row(x.stack, x.op, x.block, x.chain, x.total, x.isolates,
+                      x.shared,
+                      x.own if not x.note else "not meaningful")
         out.append(t)
-    if doc.get("scaling_rows") and narrow:
+    if doc.scaling_rows and narrow:
         out.append("[italic]Hardware AES and cores, per stack[/italic]")
-        for x in doc["scaling_rows"]:                 # one line per figure: each is a sentence
+        for x in doc.scaling_rows:                 # one line per figure: each is a sentence
             out.append(f"[bold]{escape(x['stack'])}[/bold] {escape(x['cell'])}")
             out += [f"  {name}: {escape(x[key])}" for name, key in (
                 ("acceleration on", "on"), ("acceleration off", "off"),
                 ("what it is worth", "worth"), ("from the fewest CPUs to the most", "scaling"),
                 ("the cipher binds", "cipher_bound"))]
-    elif doc.get("scaling_rows"):
+    elif doc.scaling_rows:
         t = Table(title="Hardware AES and cores, per stack", title_justify="left")
         for col in ("stack", "cell", "acceleration on", "acceleration off", "worth", "CPUs",
                     "cipher binds"):
             t.add_column(col)
-        for x in doc["scaling_rows"]:
+        for x in doc.scaling_rows:
             t.add_row(x["stack"], x["cell"], x["on"], x["off"], x["worth"], x["scaling"],
                       x["cipher_bound"])
         out.append(t)
-    if doc.get("network") and narrow:
-        out.append(by_stack(_network_title(doc["network"]), doc["network"], NETWORK_NARROW,
+    if doc.network and narrow:
+        out.append(by_stack(_network_title(doc.network), doc.network, NETWORK_NARROW,
                             heading=_against))
-    elif doc.get("network"):
-        out.append(network_table([], title=_network_title(doc["network"]), rows=doc["network"]))
-    if doc.get("network"):
-        verdicts = [r for r in doc["network"] if r["role"] != "baseline" and r["explanation"]]
+    elif doc.network:
+        out.append(network_table([], title=_network_title(doc.network), rows=doc.network))
+    if doc.network:
+        verdicts = [r for r in doc.network if r.role != "baseline" and r.explanation]
         for r in verdicts:
-            out.append(f"• {r['stack']} {r['workload']}: {r['explanation']}")
-    if doc["ciphers"] and narrow:
-        out.append(by_stack("Raw ciphers", doc["ciphers"], CIPHERS_NARROW,
-                            heading=lambda c: c["engine"]))
-    elif doc["ciphers"]:
+            out.append(f"• {r.stack} {r.workload}: {r.explanation}")
+    if doc.ciphers and narrow:
+        out.append(by_stack("Raw ciphers", doc.ciphers, CIPHERS_NARROW,
+                            heading=lambda c: c.engine))
+    elif doc.ciphers:
         t = Table(title="Raw ciphers", title_justify="left")
         for col in ("engine", "algorithm", "buffer", "threads", "acceleration", "median",
                     "95 % CI"):
             t.add_column(col)
-        for c in doc["ciphers"]:                 # as measured, engine by engine
-            t.add_row(c["engine"], c["algorithm"], c["buffer"], str(c["threads"]), c["accel"],
-                      c["median"], c["ci"])
+        for c in doc.ciphers:                 # as measured, engine by engine
+            t.add_row(c.engine, c.algorithm, c.buffer, str(c.threads), c.accel,
+                      c.median, c.ci)
         out.append(t)
-    out += unstable_lines(doc.get("unstable", []))
-    judged = [b for b in doc.get("field_reports", []) if b["claims"]]
+    out += unstable_lines(doc.unstable)
+    judged = [b for b in doc.field_reports if b["claims"]]
     if judged:
         out.append("[italic]Field reports: their claims judged here (cryptcost report --format "
                    "md shows each)[/italic]")
         out += [f"• {escape(b['verdicts'])}" for b in judged]
-    for rec in doc["recommendations"]:
+    for rec in doc.recommendations:
         out.append(Panel(escape(rec.text), title=escape(rec.title), title_align="left"))
-    if doc["not_measured"]:
-        out.append(skipped_table([{"stack": m["what"], "reason": m["why"], "install": m["install"]}
-                                  for m in doc["not_measured"]]))
+    if doc.not_measured:
+        out.append(skipped_table([{"stack": m.what, "reason": m.why, "install": m.install}
+                                  for m in doc.not_measured]))
     return lead + out
 
 
