@@ -33,6 +33,21 @@ TERMS: dict[str, str] = {
     # what is compared
     "stack": "an encrypted storage or network configuration, or a plaintext one to compare "
              "it with; a plugin in stacks/",
+    "kind": "of a stack, a cell or a result: storage, network, or cipher (raw-cipher results); "
+            "nothing else is called a kind",
+    "facts": "what a stack declares about itself (kind, layer, role, use case, baselines, "
+             "security facts, tools, kernel features, cipher), stored with every result: the "
+             "only thing the analysis knows of a stack",
+    "medium": "what a storage stack sits on: a RAM-backed loop device, a scratch directory, a "
+              "throttled device or a named block device (media/)",
+    "link": "where a network stack's traffic flows: two network namespaces joined by veth, "
+            "loopback, or another host (links/)",
+    "workload": "what is done to a stack: a fio job, a file tree, a program's mix, an iperf3 "
+                "stream",
+    "engine": "a wrapped program that does the measuring: openssl speed, gocryptfs -speed, "
+              "cryptsetup benchmark, fio, bonnie++, dbench, iperf3 (engines/)",
+    "run": "one invocation of cryptcost that produced results, with the host it ran on, kept "
+           "in the result store",
     "variant": "one setting of a stack (a cipher, a mode), written stack:variant",
     "instance": "a stack set up for a run, on its medium or link",
     "baseline": "a stack without encryption that others are compared against (role baseline)",
