@@ -80,7 +80,7 @@ def test_the_answers_prediction_on_a_device_holds_against_the_stack_measured_on_
         if why := unavailable_reason(get(name)):
             skip_or_fail(name, f"{name} unavailable: {why}")
     common = ["--stacks", "fscrypt", "--workloads", "seq-1m", "--size", "128M",
-              "--min-samples", "3", "--max-samples", "5", "--warmup", "1", "--no-profile",
+              "--min-samples", "3", "--max-samples", "3", "--warmup", "1", "--no-profile",
               "--json"]
     ram = cli("storage", "--medium", "ram", *common, timeout=900)
     assert ram.returncode == 0, ram.stderr[-3000:]
@@ -116,10 +116,10 @@ PLAN = """
 [storage]
 stacks = ["plain", "fscrypt"]
 workloads = ["seq-1m"]
-size = "128M"
+size = "64M"
 [policy]
-min_samples = 3
-max_samples = 3
+min_samples = 2
+max_samples = 2
 warmup = 1
 """
 

@@ -87,17 +87,18 @@ USE_SHORT = {"whole-disk": "whole disk", "per-directory": "per directory",
 OWN_SAID = "own: the encryption's share of its cost against plain, the rest its layer's"
 
 
-def grid(a: Answer, ciphers: int | None = None, places: int = 3
+def grid(a: Answer, ciphers: int | None = None, places: int = 3, rest: bool = False
          ) -> tuple[list[str], list[list[str]]]:
     """The answer's table for every format: its headers and one row of texts per option (the
     pick starred; a use's name on its first row only). ``ciphers``: how many ciphers to list;
-    ``places``: on how many disks and links to predict (the first found, then those named)."""
+    ``places``: on how many disks and links to predict (the first found, then those named);
+    ``rest``: a column for what else costs beside the encryption (its twin's layer)."""
     storage = [p.name for p in a.places if p.kind == "storage"]
     network = [p.name for p in a.places if p.kind == "network"]
     shown = (storage[:max(1, places - 1)] + network[:1])[:places] if network else \
         storage[:places]
     heads = (["use", "", "option", "here MB/s"] + [f"on {n}" for n in shown]
-             + ["own", "limits it", "CPU-s/GB"])
+             + ["own"] + (["the rest"] if rest else []) + ["limits it", "CPU-s/GB"])
     rows = []
     for u in a.uses:
         opts = u.options[:ciphers] if u.use == "cipher" and ciphers else u.options
@@ -108,7 +109,7 @@ def grid(a: Answer, ciphers: int | None = None, places: int = 3
             rows.append([USE_SHORT.get(u.use, u.use) if i == 0 else "", "★" if o.pick else "",
                          o.stack, "/".join(mb(v) for _, v in o.here), *on,
                          f"{o.own:.0%}" if o.own is not None else "",
-                         o.limit.replace("(write)", "(w)").replace("(read)", "(r)"),
+                         *([o.other] if rest else []), o.limit.replace("(write)", "(w)").replace("(read)", "(r)"),
                          f"{o.cpu_s_per_gb:.2f}" if o.cpu_s_per_gb is not None else ""])
     return heads, rows
 

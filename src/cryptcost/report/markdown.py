@@ -129,7 +129,7 @@ def _answer(a) -> list[str]:
     """The answer first: the table per use, the picks and why, what to change, and how a
     predicted figure was checked."""
     from cryptcost.report import answer as said
-    heads, rows = said.grid(a)
+    heads, rows = said.grid(a, rest=True)
     lines = ["## The answer", ""] + _table(heads, rows) + ["", said.legend(a), ""]
     lines += [f"- ★ {said.pick(u)}" for u in a.uses] + [""]
     if a.changes:
