@@ -109,7 +109,8 @@ def grid(a: Answer, ciphers: int | None = None, places: int = 3, rest: bool = Fa
             rows.append([USE_SHORT.get(u.use, u.use) if i == 0 else "", "★" if o.pick else "",
                          o.stack, "/".join(mb(v) for _, v in o.here), *on,
                          f"{o.own:.0%}" if o.own is not None else "",
-                         *([o.other] if rest else []), o.limit.replace("(write)", "(w)").replace("(read)", "(r)"),
+                         *([o.other] if rest else []),
+                         o.limit.replace("(write)", "(w)").replace("(read)", "(r)"),
                          f"{o.cpu_s_per_gb:.2f}" if o.cpu_s_per_gb is not None else ""])
     return heads, rows
 
