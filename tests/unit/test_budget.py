@@ -189,9 +189,10 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
 ):
     """``run --profile``: each storage and network table of the plan is profiled; the estimate
     counts a round of its own only where there is no warm-up round to profile. The built-in
-    suites profile already, and so does a plan whose tables do not say; ``--no-profile``
-    leaves every table unprofiled. A plan asking for it on a host where perf cannot sample runs
-    without it and says why (its verdicts rest on the ceilings); the flag itself refuses there."""
+    suites profile already, and so does a plan whose tables do not say, where a warm-up round
+    can be watched and the CPU is not emulated; ``--no-profile`` leaves every table
+    unprofiled. A plan asking for it on a host where perf cannot sample runs without it and
+    says why (its verdicts rest on the ceilings); the flag itself refuses there."""
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
     from cryptcost import suite
@@ -216,6 +217,20 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
         t["profile"] for t in tables(suite.prepare(None, str(silent))))
     assert not any(t["profile"] for t in tables(suite.prepare(None, str(silent), profile=False)))
     assert not any(t["profile"] for t in tables(suite.prepare("quick", None, profile=False)))
+    # by default only where the profile costs nothing (a warm-up round to watch) and says
+    # something of this hardware (not in an emulated guest)
+    bare = tmp_path / "bare.toml"
+    bare.write_text('[storage]\nstacks = ["plain"]\nworkloads = ["seq-1m"]\nsize = "64M"\n')
+    assert all(t["profile"] for t in tables(suite.prepare(None, str(bare))))
+    bare.write_text(bare.read_text() + "\n[policy]\nwarmup = 0\n")
+    assert not any(t["profile"] for t in tables(suite.prepare(None, str(bare))))
+    assert all(t["profile"] for t in tables(suite.prepare(None, str(bare), profile=True)))
+    assert perf.wanted(None, warmup=0) == (False, perf.by_default(0)[1])
+    assert "--warmup 0" in perf.by_default(0)[1]
+    from cryptcost.host import probe
+    monkeypatch.setattr(probe, "emulation", lambda: {"accel": "tcg"})
+    assert perf.by_default(1)[0] is False and "emulated" in perf.by_default(1)[1]
+    monkeypatch.setattr(probe, "emulation", lambda: None)
     plan.write_text(off + "\n[policy]\nwarmup = 0\n")
     assert (
         suite.prepare(None, str(plan), profile=True).seconds

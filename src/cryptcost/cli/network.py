@@ -66,7 +66,7 @@ def plan_from(args) -> NetworkPlan:
                        delay_ms=args.delay,
                        workloads=parse_list(args.workloads, "workload"), streams=args.streams,
                        seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)),
-                       profile=perf.wanted(args.profile)[0], peer=peer_options(args))
+                       profile=perf.wanted(args.profile, args.warmup)[0], peer=peer_options(args))
 
 
 def run(args) -> int:
@@ -76,7 +76,7 @@ def run(args) -> int:
     resolved, skipped = validate(plan)          # refuse bad input before a run is recorded
     for line in describe_plan(plan, resolved, skipped):
         err.print(line)
-    if why := perf.wanted(args.profile)[1]:
+    if why := perf.wanted(args.profile, args.warmup)[1]:
         err.print(f"• {why}")
     if counts != [None]:
         err.print(f"CPU counts: {', '.join(map(str, counts))}: one whole pass each")

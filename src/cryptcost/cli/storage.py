@@ -57,7 +57,8 @@ def plan_from(args) -> StoragePlan:
     medium = parse_medium(args.medium, destroy=args.destroy_data_on, force=args.force)
     return StoragePlan(stacks=parse_list(args.stacks, "stack"), medium=medium, workloads=workloads,
                        size=size, fs=args.fs, accel=tuple(parse_accel(args.accel)),
-                       profile=perf.wanted(getattr(args, "profile", None))[0])
+                       profile=perf.wanted(getattr(args, "profile", None),
+                                                    getattr(args, "warmup", 1))[0])
 
 
 def measure(args, sink, plan: StoragePlan | None = None):
@@ -76,7 +77,7 @@ def run(args) -> int:
     from cryptcost.runner.storage import describe_plan
     for line in describe_plan(plan, resolved, skipped):
         err.print(line)
-    if why := perf.wanted(args.profile)[1]:
+    if why := perf.wanted(args.profile, args.warmup)[1]:
         err.print(f"• {why}")
     if counts != [None]:
         err.print(f"CPU counts: {', '.join(map(str, counts))}: one whole pass each")

@@ -60,15 +60,32 @@ def require() -> None:
                               install="run with sudo")
 
 
-def wanted(asked: bool | None) -> tuple[bool, str]:
+def by_default(warmup: int) -> tuple[bool, str]:
+    """Whether a table profiles when nothing asks either way, and why not: only where the
+    profile costs nothing (a ``warmup`` round to watch) and says something of this hardware
+    (not in an emulated guest, whose CPU is software)."""
+    from cryptcost.host.probe import emulation
+    if warmup < 1:
+        return False, ("no profile: --warmup 0 leaves no warm-up round to watch, and a round of "
+                       "its own would lengthen the run (--profile adds one)")
+    if emulation():
+        return False, ("no profile: this guest's CPU is emulated, and where it goes says nothing "
+                       "of hardware (--profile asks for one)")
+    return True, ""
+
+
+def wanted(asked: bool | None, warmup: int = 1) -> tuple[bool, str]:
     """Whether a table profiles: ``asked`` True (``--profile``) needs perf here and raises
     :class:`Unavailable` without it; False (``--no-profile``) does not; None, the default,
-    profiles where perf can and else says why not (its verdicts then rest on the ceilings and
-    the host's facts)."""
+    profiles as :func:`by_default` says where perf can, and else says why not (its verdicts
+    then rest on the ceilings and the host's facts)."""
     if asked is not None:
         if asked:
             require()
         return asked, ""
+    free, why = by_default(warmup)
+    if not free:
+        return False, why
     try:
         require()
     except Unavailable as exc:

@@ -188,8 +188,7 @@ def prepare(suite: str | None, plan_file: str | None, *, device_speed: str | Non
         guests = [GuestShare(g.kernel, _delayed(g.plan, delay_ms)) for g in guests]
     if profile:
         perf.require()
-    if profile is not None:     # --profile, --no-profile: every table; else each as it says
-        plan = tables.profiled(plan, profile)
+    plan = tables.profiled(plan, profile)       # where a warm-up round can be, by default
     plan = for_this_host(plan, allow_empty=vm and bool(guests) or resume is not None)
     if resume is not None and not plan.parts and not (vm and guests):
         raise UserError(f"run {resume.run_id} holds every part of this plan whole: nothing to "

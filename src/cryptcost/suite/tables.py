@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cryptcost import stats
-from cryptcost.engines import CIPHER_ENGINES
+from cryptcost.engines import CIPHER_ENGINES, perf
 from cryptcost.links.peer import PeerOptions
 from cryptcost.media import parse_medium
 from cryptcost.runner.ciphers import CipherPlan
@@ -52,7 +52,7 @@ def storage_plans(s: dict, part: str | None = None) -> list[StoragePlan]:
                         fs=s.get("fs", "ext4"),
                         sizes=sizes, cpus=cpus, part=part,
                         accel=tuple(a == "on" for a in s.get("accel", ["on"])),
-                        profile=s.get("profile", True))
+                        profile=s.get("profile", False))
             for cpus in (s.get("cpus") or [None])]
 
 
@@ -67,7 +67,7 @@ def network_plans(n: dict, part: str | None = None) -> list[NetworkPlan]:
                                                "network.file_size"),
                         accel=tuple(a == "on" for a in n.get("accel", ["on"])), part=part,
                         cpus=cpus,
-                        profile=n.get("profile", True),
+                        profile=n.get("profile", False),
                         peer=PeerOptions(ssh_config=n.get("ssh_config"),
                                          sudo=n.get("peer_sudo", False),
                                          command=n.get("peer_command", "cryptcost")))
@@ -92,11 +92,17 @@ def validate_plan(plan: RunPlan) -> list[str]:
     return notes
 
 
-def profiled(plan: RunPlan, profile: bool) -> RunPlan:
+def profiled(plan: RunPlan, profile: bool | None) -> RunPlan:
     """``plan`` with every storage and network table profiled (``--profile``) or not
-    (``--no-profile``); without either, each table as its own ``profile`` says, profiled where
-    it says nothing (where perf can run)."""
-    return replace(plan, parts=[replace(part, **{kind: {**table, "profile": profile}
+    (``--no-profile``); without either (None), each table as its own ``profile`` says, and
+    where it says nothing, as :func:`cryptcost.engines.perf.by_default` says: profiled when its
+    part samples with a warm-up round, whose last run the profile watches at no cost, and not
+    in an emulated guest."""
+    def want(part: Part, table: dict) -> bool:
+        if profile is not None:
+            return profile
+        return table.get("profile", perf.by_default(policy_of(part_plan(plan, part)).warmup)[0])
+    return replace(plan, parts=[replace(part, **{kind: {**table, "profile": want(part, table)}
                                                  for kind in ("storage", "network")
                                                  if (table := getattr(part, kind))})
                                 for part in plan.parts])
