@@ -585,7 +585,7 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
     assert said and driver in said[0], report["findings"]
     if fscrypt["accel"]["software"]:
         assert "gets nothing from AES-NI on this kernel" in said[0]
-    terminal = cli("report", "latest").stdout
+    terminal = cli("report", "latest", "--details").stdout   # the tables before the answer
     assert "Hardware AES and cores" in terminal and "cannot be switched off" in terminal
     html = cli("report", "latest", "--format", "html", "-o", "r.html")
     assert html.returncode == 0, html.stderr
