@@ -1,58 +1,18 @@
-"""The answer's text, once for every format: a row of short texts per option, a line per pick,
-per change and per place (:mod:`cryptcost.analysis.answer` finds them), and the terminal's last
-screen built from them. Pure: an Answer in, text out."""
+"""The answer's text, once for every format: its table (:func:`grid`), a line per pick, per
+change and per place (:mod:`cryptcost.analysis.answer` finds them), the terminal's last screen
+built from them, and its chart."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-from cryptcost.analysis.answer import Answer, Change, Option, Place, Use
+from cryptcost.analysis.answer import Answer, Change, Place, Use
 
-COLUMNS = ("option", "here, MB/s", "predicted, MB/s", "its own cost", "limits it", "CPU-s/GB")
-SHORT = {"write": "w", "read": "r", "send": "s", "receive": "rx", "put": "put", "get": "get",
-         "encrypt": ""}
 # the fastest ciphers the terminal lists (the report lists every one)
 CIPHERS_SHOWN = 3
 
 
-@dataclass(frozen=True)
-class Row:
-    use: str
-    pick: bool
-    cells: tuple[str, ...]          # one per COLUMNS
-
-
 def mb(bps: float) -> str:
     return f"{bps / 1e6:,.0f}" if bps >= 10e6 else f"{bps / 1e6:.1f}"
-
-
-def here(o: Option) -> str:
-    """``w 268 · r 315``: as measured here, op by op."""
-    return " · ".join(f"{SHORT.get(op, op)} {mb(v)}".strip() for op, v in o.here)
-
-
-def predicted(o: Option) -> str:
-    """``87–120 on vda``: the cost model's range on each place (one figure where it is one)."""
-    return "; ".join((f"{mb(p.low)}" if mb(p.low) == mb(p.high) else f"{mb(p.low)}–{mb(p.high)}")
-                     + f" on {p.place}" for p in o.on) or "—"
-
-
-def own(o: Option) -> str:
-    """The encryption's own share of the cost against plain, and what else costs."""
-    if o.own is None:
-        return "—"
-    return f"{o.own:.0%}" + (f" ({o.other})" if o.other else "")
-
-
-def row(o: Option) -> Row:
-    cpu = f"{o.cpu_s_per_gb:.2f}" if o.cpu_s_per_gb is not None else "—"
-    return Row(o.use, o.pick, (("★ " if o.pick else "  ") + o.stack, here(o), predicted(o),
-                               own(o), o.limit, cpu))
-
-
-def rows(u: Use, limit: int | None = None) -> list[Row]:
-    opts = u.options if limit is None or u.use != "cipher" else u.options[:limit]
-    return [row(o) for o in opts]
 
 
 def pick(u: Use, fact: bool = True) -> str:
