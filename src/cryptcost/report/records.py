@@ -12,69 +12,60 @@ from typing import Any
 from cryptcost.analysis.answer import Answer
 
 
-@dataclass(frozen=True)
-class Verdicted:
-    """What every measured row carries of its verdict."""
-
-    bottleneck: str = ""
-    explanation: str = ""
-    layers: dict[str, float] | None = None          # the busy CPU by layer, from its profile
-
-
-@dataclass(frozen=True)
-class StorageRow(Verdicted):
-    stack: str = ""
-    role: str = ""
-    workload: str = ""
-    op: str = ""
-    block: str = "—"
-    qd: int | None = None
-    cpus: int | None = None
-    median: str = ""
-    ci: str = ""
-    n: int = 0
-    iops: str = "—"
-    cpu_s_per_gib: str = "—"
-    cycles_per_byte: str = "—"
-    vs: str = "—"                   # "-63.2 % vs plain"
-    change: str = "—"               # "-63.2 %", "n.s.", "… untested"
-    against: str = ""               # the baseline it is compared with ("" for none)
-    cache: str = ""
-    notes: tuple[str, ...] = ()
+class Record:
+    """A record's JSON form: its fields, the same keys."""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 @dataclass(frozen=True)
-class NetworkRow(Verdicted):
+class Measured(Record):
+    """What every storage and network row carries: its stack, figures and verdict."""
+
     stack: str = ""
     role: str = ""
     workload: str = ""
-    streams: int = 1
-    link: str = ""
     median: str = ""
-    gbit: str = "—"
     ci: str = ""
     n: int = 0
+    vs: str = "—"                   # "-63.2 % vs plain"
+    change: str = "—"               # "-63.2 %", "n.s.", "… untested"
+    against: str = ""               # the baseline it is compared with ("" for none)
+    bottleneck: str = ""
+    explanation: str = ""
+    layers: dict[str, float] | None = None          # the busy CPU by layer, from its profile
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StorageRow(Measured):
+    op: str = ""
+    block: str = "—"
+    qd: int | None = None
+    cpus: int | None = None
+    iops: str = "—"
+    cpu_s_per_gib: str = "—"
+    cycles_per_byte: str = "—"
+    cache: str = ""
+
+
+@dataclass(frozen=True)
+class NetworkRow(Measured):
+    streams: int = 1
+    link: str = ""
+    gbit: str = "—"
     cpu_a: str = "—"
     cpu_b: str = "—"
     cpu_system: str = "—"
     retransmits: str = "—"
     packet: str = "—"
     wire: str = ""
-    vs: str = "—"
-    change: str = "—"
-    against: str = ""
     negotiated: str = ""
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
-class CipherRow:
+class CipherRow(Record):
     engine: str
     algorithm: str
     buffer: str
@@ -86,12 +77,9 @@ class CipherRow:
     warning: str = ""
     note: str = ""
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class SplitRow:
+class SplitRow(Record):
     """The cost split of one stack's cell: reference → twin → stack."""
 
     stack: str
@@ -105,44 +93,32 @@ class SplitRow:
     note: str
     figures: dict[str, Any]         # the split's own figures, as the JSON export gives them
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Ranked:
+class Ranked(Record):
     stack: str
     rank: str                       # "=3" for a rank shared (no significant difference)
     relative: str
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class UnstableGroup:
+class UnstableGroup(Record):
     cause: str
     cv: str
     count: int
     results: tuple[str, ...]
     text: str
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class NotMeasured:
+class NotMeasured(Record):
     what: str
     why: str
     install: str = ""
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class RunInfo:
+class RunInfo(Record):
     id: int
     command: str
     status: str
@@ -150,12 +126,9 @@ class RunInfo:
     finished: str | None = None
     suite: str | None = None
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class HostInfo:
+class HostInfo(Record):
     hostname: str
     cpu: str
     cores: int
@@ -164,9 +137,6 @@ class HostInfo:
     mhz: float | None
     governor: str
     memory_gib: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
