@@ -8,18 +8,24 @@ import pytest
 from cryptcost.errors import UserError
 from cryptcost.model import Run
 from cryptcost.runner.ciphers.executor import FakeExecutor
+from cryptcost.suite import Asked, Calibration, Clock
 from cryptcost.suite.budget import UNCALIBRATED_GUEST, calibration, fit, guest_scale
+from cryptcost.suite.compiled import CompiledPlan, compile_plan, policy_of
 from cryptcost.workloads.plan import SUITES, Part, RunPlan
 from tests.conftest import assert_bad_input
 
 
-def _plan() -> RunPlan:
-    return RunPlan("standard", parts=[
+def _c(plan: RunPlan) -> CompiledPlan:
+    return compile_plan(plan)[0]
+
+
+def _plan() -> CompiledPlan:
+    return _c(RunPlan("standard", parts=[
         Part("one", ciphers={"sizes": [512, 4096, 65536], "threads": [1, 2]},
              storage={"stacks": ["all"], "workloads": ["seq-quick", "rand4k", "smallfiles"]},
              network={"stacks": ["tls"], "workloads": ["send"]}),
         Part("two", storage={"stacks": ["all"], "workloads": ["bigfile"]})],
-        policy={"min_samples": 3, "max_samples": 6})
+        policy={"min_samples": 3, "max_samples": 6}))
 
 
 class _Timed(FakeExecutor):
@@ -28,22 +34,23 @@ class _Timed(FakeExecutor):
         return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells, seconds)]
 
 
-def _estimate(plan: RunPlan) -> float:
+def _estimate(plan: CompiledPlan) -> float:
     """A model where the network costs 300 s, each storage workload 100 s, each cipher cell 10 s."""
     total = 0.0
     for p in plan.parts:
         if p.network:
             total += 300
         if p.storage:
-            total += 100 * len(p.storage["workloads"])
+            total += 100 * len(p.storage[0].workloads)
         if p.ciphers:
-            total += 10 * len(p.ciphers["sizes"]) * len(p.ciphers["threads"])
-    return total * plan.policy.get("min_samples", 3) / 3
+            total += 10 * len(p.ciphers.sizes) * len(p.ciphers.threads)
+    return total * plan.policy.min_samples / 3
 
 
 def test_a_plan_that_fits_is_left_alone():
-    plan, seconds = fit(_plan(), 10_000, _estimate)
-    assert plan == _plan() and seconds == _estimate(_plan())
+    whole = _plan()
+    plan, seconds = fit(whole, 10_000, _estimate)
+    assert plan is whole and seconds == _estimate(_plan())
 
 
 def test_the_fitted_plan_fits_and_says_what_was_left_out():
@@ -73,10 +80,11 @@ def test_every_part_is_thinned_before_a_later_part_goes_whole_and_unneeded_cuts_
         ("one", "storage workloads rand4k"),
     ]
     assert [p.label for p in plan.parts] == ["one", "two"]
-    assert plan.policy == {"min_samples": 3, "max_samples": 6} and seconds == pytest.approx(560)
+    assert plan.policy == policy_of({"min_samples": 3, "max_samples": 6})
+    assert seconds == pytest.approx(560)
     # each part is thinned in turn, the latest first, one dimension at a time
-    two = replace(_plan(), parts=[_plan().parts[0], replace(_plan().parts[1], storage={
-        "stacks": ["all"], "workloads": ["bigfile", "seq-quick"]})])
+    two = replace(_plan(), parts=[_plan().parts[0], _c(RunPlan("standard", parts=[Part(
+        "two", storage={"stacks": ["all"], "workloads": ["bigfile", "seq-quick"]})])).parts[0]])
     plan, _ = fit(two, 760, _estimate)
     assert [(c["part"], c["what"]) for c in plan.cannot_run] == [
         ("two", "storage workloads seq-quick")]
@@ -91,11 +99,11 @@ def test_what_a_part_keeps_is_thinned_after_every_other_dimension_and_reaches_th
                                  "cpus": [1, 2]})
     plan = RunPlan("p", parts=[both], policy={"min_samples": 3, "max_samples": 3})
 
-    def cells(p: RunPlan) -> float:
-        return sum(len(x.network["workloads"]) * len(x.network["cpus"]) for x in p.parts)
-    fitted, _ = fit(plan, 2, cells)
+    def cells(p: CompiledPlan) -> float:
+        return sum(len(x.network[0].workloads) * len(x.network) for x in p.parts)
+    fitted, _ = fit(_c(plan), 2, cells)
     assert [c["what"] for c in fitted.cannot_run] == ["network workloads receive"]
-    kept = replace(plan, parts=[replace(both, keep=("network.workloads",))])
+    kept = _c(replace(plan, parts=[replace(both, keep=("network.workloads",))]))
     fitted, _ = fit(kept, 2, cells)
     assert [c["what"] for c in fitted.cannot_run] == ["network cpus 2"]
     assert from_json(to_json(kept), "parts.json").parts[0].keep == ("network.workloads",)
@@ -106,12 +114,12 @@ def test_two_samples_only_after_every_cell_that_can_go_has_gone():
     plan fits with fewer cells keeps three samples (410 s with every value cut); below that,
     two samples, with as many cells given back as then fit."""
     plan, _ = fit(_plan(), 420, _estimate)
-    assert plan.policy.get("min_samples", 3) == 3 and "samples beyond two" not in [
+    assert plan.policy.min_samples == 3 and "samples beyond two" not in [
         c["what"] for c in plan.cannot_run
     ]
-    assert plan.parts[0].storage["workloads"] == ["seq-quick"] and plan.parts[0].network
+    assert plan.parts[0].storage[0].workloads == ("seq-quick",) and plan.parts[0].network
     plan, seconds = fit(_plan(), 300, _estimate)
-    assert plan.policy["min_samples"] == 2 and seconds <= 300
+    assert plan.policy.min_samples == 2 and seconds <= 300
     assert "samples beyond two" in [c["what"] for c in plan.cannot_run]
 
 
@@ -162,26 +170,28 @@ def test_a_run_is_prepared_once_and_its_deadline_starts_when_it_runs(tmp_path):
     plan.write_text('[run]\nsuite = "standard"\n\n[storage]\nsize = "64M"\n')
     asked = []
 
-    def calibrate(name, guest=False):
-        asked.append((name, guest))
-        return 1.5, 2
-    whole = suite.prepare(None, str(plan), device_speed="3GB/s", calibrate=calibrate)
+    class Calibrated(Calibration):
+        def factor(self, name, guest=False):
+            asked.append((name, guest))
+            return 1.5, 2
+    calibrate = Calibrated()
+    whole = suite.prepare(Asked(None, str(plan), device_speed="3GB/s"), calibrate)
     # the guest's share of it, if any, is calibrated on the guest's runs
     assert asked[0] == ("standard", False) and set(asked[1:]) <= {
         ("standard (guest)", True), ("standard (guest, Linux 6.12)", True)}
     assert whole.factor == (1.5, 2) and whole.budget_s is None
-    assert whole.model == {"device_speed": "3GB/s"} and whole.from_now() is whole.plan
-    fitted = suite.prepare(None, str(plan), time_budget="10m", calibrate=calibrate)
+    assert whole.model == {"device_speed": "3GB/s"} and whole.from_now() == Clock(scale=1.5)
+    fitted = suite.prepare(Asked(None, str(plan), time_budget="10m"), calibrate)
     assert fitted.budget_s == 600 and fitted.seconds * 1.5 <= 600
     assert whole.seconds * 1.5 <= 600 or any(c.get("budget") for c in fitted.plan.cannot_run)
     before = time.monotonic()
-    deadline = fitted.from_now().policy["deadline"]
+    deadline = fitted.from_now().deadline
     assert before + 0.85 * 600 <= deadline <= time.monotonic() + 0.85 * 600
-    assert "deadline" not in fitted.plan.policy  # the prepared plan is not changed
+    assert fitted.plan.policy.deadline is None  # the prepared plan is not changed
     with pytest.raises(UserError, match="--time-budget"):
-        suite.prepare(None, str(plan), time_budget="soon")
+        suite.prepare(Asked(None, str(plan), time_budget="soon"))
     with pytest.raises(UserError):
-        suite.prepare(None, str(plan), link="fast")
+        suite.prepare(Asked(None, str(plan), link="fast"))
 
 
 def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
@@ -203,28 +213,29 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
     monkeypatch.setattr(perf, "require", lambda: None)
 
     def tables(prepared):
-        return [t for p in prepared.plan.parts for t in (p.storage, p.network) if t]
+        return [t for p in prepared.plan.parts for t in (*p.storage, *p.network)]
     for name in SUITES:                                              # every suite's own
-        assert all(t.get("profile") for t in tables(suite.prepare(name, None))), name
-    plain = suite.prepare(None, str(plan))
-    profiled = suite.prepare(None, str(plan), profile=True)
-    assert tables(profiled) and all(t["profile"] for t in tables(profiled))
-    assert not any(t["profile"] for t in tables(plain))
+        assert all(t.profile for t in tables(suite.prepare(Asked(name, None)))), name
+    plain = suite.prepare(Asked(None, str(plan)))
+    profiled = suite.prepare(Asked(None, str(plan), profile=True))
+    assert tables(profiled) and all(t.profile for t in tables(profiled))
+    assert not any(t.profile for t in tables(plain))
     assert profiled.seconds == plain.seconds                         # its warm-up round is profiled
     silent = tmp_path / "silent.toml"                  # a plan that says nothing: profiled
     silent.write_text(off.replace("profile = false\n", ""))
-    assert tables(suite.prepare(None, str(silent))) and all(
-        t["profile"] for t in tables(suite.prepare(None, str(silent))))
-    assert not any(t["profile"] for t in tables(suite.prepare(None, str(silent), profile=False)))
-    assert not any(t["profile"] for t in tables(suite.prepare("quick", None, profile=False)))
+    assert tables(suite.prepare(Asked(None, str(silent)))) and all(
+        t.profile for t in tables(suite.prepare(Asked(None, str(silent)))))
+    assert not any(t.profile
+                   for t in tables(suite.prepare(Asked(None, str(silent), profile=False))))
+    assert not any(t.profile for t in tables(suite.prepare(Asked("quick", None, profile=False))))
     # by default only where the profile costs nothing (a warm-up round to watch) and says
     # something of this hardware (not in an emulated guest)
     bare = tmp_path / "bare.toml"
     bare.write_text('[storage]\nstacks = ["plain"]\nworkloads = ["seq-1m"]\nsize = "64M"\n')
-    assert all(t["profile"] for t in tables(suite.prepare(None, str(bare))))
+    assert all(t.profile for t in tables(suite.prepare(Asked(None, str(bare)))))
     bare.write_text(bare.read_text() + "\n[policy]\nwarmup = 0\n")
-    assert not any(t["profile"] for t in tables(suite.prepare(None, str(bare))))
-    assert all(t["profile"] for t in tables(suite.prepare(None, str(bare), profile=True)))
+    assert not any(t.profile for t in tables(suite.prepare(Asked(None, str(bare)))))
+    assert all(t.profile for t in tables(suite.prepare(Asked(None, str(bare), profile=True))))
     assert perf.wanted(None, warmup=0) == (False, perf.by_default(0)[1])
     assert "--warmup 0" in perf.by_default(0)[1]
     from cryptcost.host import probe
@@ -233,17 +244,17 @@ def test_run_profile_gives_every_storage_and_network_table_its_profiled_round(
     monkeypatch.setattr(probe, "emulation", lambda: None)
     plan.write_text(off + "\n[policy]\nwarmup = 0\n")
     assert (
-        suite.prepare(None, str(plan), profile=True).seconds
-        > suite.prepare(None, str(plan)).seconds
+        suite.prepare(Asked(None, str(plan), profile=True)).seconds
+        > suite.prepare(Asked(None, str(plan))).seconds
     )
 
     def missing():
         raise Unavailable("perf is not installed", install="linux-perf")
     monkeypatch.setattr(perf, "require", missing)
     with pytest.raises(UserError, match="perf is not installed"):
-        suite.prepare(None, str(plan), profile=True)
-    asked = suite.prepare("quick", None)
-    assert not asked.plan.parts[0].storage["profile"]
+        suite.prepare(Asked(None, str(plan), profile=True))
+    asked = suite.prepare(Asked("quick", None))
+    assert not asked.plan.parts[0].storage[0].profile
     [why] = [c for c in asked.plan.cannot_run if c["what"] == "storage profile"]
     assert "perf is not installed" in why["reason"] and why["install"] == "linux-perf"
 
@@ -253,8 +264,8 @@ def test_the_estimate_has_an_upper_bound_with_every_series_at_its_cap():
     take counts every series at its maximum, and equals the least when the two are one."""
     from cryptcost.suite import estimate
     part = Part("one", ciphers={"algorithms": ["aes-256-gcm"], "sizes": [4096]})
-    loose = RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 10})
-    tight = RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 3})
+    loose = _c(RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 10}))
+    tight = _c(RunPlan("custom", parts=[part], policy={"min_samples": 3, "max_samples": 3}))
     fake = FakeExecutor()
     assert estimate(loose, fake, most=True) == pytest.approx(
         estimate(loose, fake) * (1 + 10) / (1 + 3), rel=0.01)       # one warm-up round each
@@ -289,8 +300,9 @@ def test_with_the_guests_the_budget_is_shared_in_proportion_and_each_share_fitte
     # this host's two parts of 500 s in 1500 × 1000 / 2120 = 708 s run one, leaving 208 s; the
     # guest's ten of 100 s in 792 s less its boot fit six, leaving 72 s; with the 280 s, eight
     def parts(n):
-        return RunPlan("p", parts=[Part(f"p{i}", ciphers={"sizes": [4096]}) for i in range(n)],
-                       policy={"min_samples": 2, "max_samples": 2})
+        return _c(RunPlan("p", parts=[Part(f"p{i}", ciphers={"sizes": [4096]})
+                                      for i in range(n)],
+                          policy={"min_samples": 2, "max_samples": 2}))
     (fitted, mine), [(g, given)] = split(
         parts(2), [parts(10)], 1500, lambda p: 500.0 * len(p.parts),
         [lambda p: 100.0 * len(p.parts)])
@@ -304,10 +316,11 @@ def test_a_share_smaller_than_its_smallest_plan_gets_that_much_and_the_others_th
     of one workload, two samples: 67 s). It gets at least that, the guest the rest; a budget
     below both smallest plans is refused, naming the share and the budget."""
     from cryptcost.suite.budget import GUEST_BOOT_SECONDS, smallest, split
-    host = RunPlan("p", parts=[Part("a", storage={"stacks": ["all"],
-                                                  "workloads": ["seq-quick", "rand4k"]}),
-                               Part("b", storage={"stacks": ["all"], "workloads": ["seq-quick"]})],
-                   policy={"min_samples": 3, "max_samples": 3})
+    host = _c(RunPlan("p", parts=[Part("a", storage={"stacks": ["all"],
+                                                     "workloads": ["seq-quick", "rand4k"]}),
+                                  Part("b", storage={"stacks": ["all"],
+                                                     "workloads": ["seq-quick"]})],
+                      policy={"min_samples": 3, "max_samples": 3}))
     guest = _plan()
     floor = smallest(host, _estimate)
     assert floor == pytest.approx(100 * 2 / 3)
@@ -340,7 +353,9 @@ def test_each_part_is_planned_at_what_earlier_runs_of_that_part_took_against_its
     factors = part_factors(runs, "seeds (guest)", "cc-guest")
     assert factors == {"wan": pytest.approx(statistics.median([380 / 54, 7.0])),
                        "ipcomp": pytest.approx(110 / 95)}
-    plan = with_scales(RunPlan("seeds (guest)", parts=[Part("wan"), Part("ipcomp"), Part("new")]),
+    plan = with_scales(_c(RunPlan("seeds (guest)", parts=[Part("wan", ciphers={}),
+                                                          Part("ipcomp", ciphers={}),
+                                                          Part("new", ciphers={})])),
                        factors, 6.0)
     assert [p.scale for p in plan.parts] == [factors["wan"], factors["ipcomp"], 6.0]
     assert scaled(lambda p: 100.0 * len(p.parts))(plan) == pytest.approx(
@@ -368,14 +383,16 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
     policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
 
     fake = _Timed()
-    a, b = (estimate(RunPlan("custom", parts=[x], policy=policy), fake) for x in (long, short))
+    a, b = (estimate(_c(RunPlan("custom", parts=[x], policy=policy)), fake)
+            for x in (long, short))
     assert a > 2 * b
     host = {"cpu": {"flags": ["aes"], "cores": 2}}
 
     def run(left: float, scale: float = 1.0):
-        plan = RunPlan("custom", parts=[long, short],
-                       policy={**policy, "spent": time.monotonic() + left, "scale": scale})
-        return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
+        plan = _c(RunPlan("custom", parts=[long, short], policy=policy))
+        return suite.run_plan(plan, sink=Sink(), host=host,
+                              clock=Clock(spent=time.monotonic() + left, scale=scale),
+                              hooks=suite.Hooks(progress=lambda w: Progress()),
                               executor=_Timed())
     whole = run(3600)
     assert set(whole.part_seconds) == {"long", "short"} and not whole.skipped
@@ -395,9 +412,8 @@ def test_no_part_begins_that_the_time_left_cannot_hold(tmp_path):
     # what the plan's fitting left out stays marked as the budget's in the run's record
     cut = {"part": "third", "what": "the whole part", "budget": "left out to fit", "detail": "",
            "reason": "left out to fit"}
-    plan = RunPlan("custom", parts=[short], policy=policy, cannot_run=[cut])
-    told = suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
-                          executor=_Timed())
+    plan = _c(RunPlan("custom", parts=[short], policy=policy, cannot_run=[cut]))
+    told = suite.run_plan(plan, sink=Sink(), host=host, executor=_Timed())
     assert told.skipped == [{"stack": "the whole part", "reason": "left out to fit",
                              "install": None, "part": "third", "budget": "left out to fit"}]
     # a part left out at run time says what it measures, for the report to tell its rows
@@ -410,19 +426,19 @@ def test_a_guests_share_fitted_by_its_host_is_not_fitted_again(tmp_path):
     may differ by seconds, which once cut a whole part); without it, a plan is fitted."""
     from cryptcost import suite
     from cryptcost.suite import guest
-    plan = RunPlan("custom (guest)", parts=[
+    plan = _c(RunPlan("custom (guest)", parts=[
         Part("one", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
                              "sizes": [4096]}),
         Part("two", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
-                             "sizes": [4096]})], policy={"min_samples": 3, "max_samples": 3})
+                             "sizes": [4096]})], policy={"min_samples": 3, "max_samples": 3}))
     parts = tmp_path / "parts.json"
     parts.write_text(guest.to_json(plan))
-    whole = suite.prepare(None, None, parts=str(parts)).seconds
-    told = suite.prepare(None, None, parts=str(parts), time_budget=f"{whole * 3:.0f}s",
-                         budget_scale=6.0)
+    whole = suite.prepare(Asked(parts=str(parts))).seconds
+    told = suite.prepare(Asked(parts=str(parts), time_budget=f"{whole * 3:.0f}s",
+                               budget_scale=6.0))
     assert [p.label for p in told.plan.parts] == ["one", "two"] and told.scale == 6.0
-    assert told.from_now().policy["scale"] == 6.0
-    fitted = suite.prepare(None, None, parts=str(parts), time_budget=f"{whole * 0.6:.0f}s")
+    assert told.from_now().scale == 6.0
+    fitted = suite.prepare(Asked(parts=str(parts), time_budget=f"{whole * 0.6:.0f}s"))
     assert [p.label for p in fitted.plan.parts] == ["one"]
 
 
@@ -436,7 +452,7 @@ def test_the_cipher_ceilings_are_planned_whatever_a_budget_cuts(tmp_path):
     plan_file = tmp_path / "p.toml"
     plan_file.write_text('[storage]\nstacks = ["gocryptfs"]\nworkloads = ["seq-quick"]\n'
                          'size = "64M"\n')
-    prepared = suite.prepare(None, str(plan_file))
+    prepared = suite.prepare(Asked(None, str(plan_file)))
     ceil = timing.ceilings(prepared.plan, light_host())
     assert ceil > 0
     assert prepared.seconds == pytest.approx(suite.estimate(prepared.plan) + ceil)
@@ -447,7 +463,7 @@ def test_the_cipher_ceilings_are_planned_whatever_a_budget_cuts(tmp_path):
     short = smallest + ceil / 2
     assert short > 10 and suite.estimate(prepared.plan) > short
     with pytest.raises(UserError, match="too short"):
-        suite.prepare(None, str(plan_file), time_budget=f"{short:.0f}s")
+        suite.prepare(Asked(None, str(plan_file), time_budget=f"{short:.0f}s"))
 
 
 def test_the_cipher_ceilings_run_first_and_once_whatever_the_budget_leaves_out(monkeypatch):
@@ -473,9 +489,10 @@ def test_the_cipher_ceilings_run_first_and_once_whatever_the_budget_leaves_out(m
     policy = {"min_samples": 3, "max_samples": 3, "warmup": 0}
     host = {"cpu": {"flags": ["aes"], "cores": 2}}
 
-    def run(*parts, **more):
-        plan = RunPlan("custom", parts=list(parts), policy={**policy, **more})
-        return suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
+    def run(*parts, spent=None):
+        plan = _c(RunPlan("custom", parts=list(parts), policy=policy))
+        return suite.run_plan(plan, sink=Sink(), host=host, clock=Clock(spent=spent),
+                              hooks=suite.Hooks(progress=lambda w: Progress()),
                               executor=_Timed())
     whole = run(first, second)
     assert list(whole.part_seconds) == ["first", "second"]         # with the first's table
@@ -506,18 +523,20 @@ def test_a_part_samples_with_its_own_policy_is_estimated_so_and_keeps_it_in_json
     from cryptcost.suite.guest import from_json, to_json
     table = {"engines": ["openssl"], "algorithms": ["aes-256-gcm"], "sizes": [4096]}
     once = {"min_samples": 1, "max_samples": 1, "warmup": 0}
-    plan = RunPlan("custom", parts=[Part("once", ciphers=table),
-                                    Part("thrice", ciphers={**table, "sizes": [512]},
-                                         policy={"min_samples": 3, "max_samples": 3})],
-                   policy=once)
+    plan = _c(RunPlan("custom", parts=[Part("once", ciphers=table),
+                                       Part("thrice", ciphers={**table, "sizes": [512]},
+                                            policy={"min_samples": 3, "max_samples": 3})],
+                      policy=once))
     host = {"cpu": {"flags": ["aes"], "cores": 2}}
-    got = suite.run_plan(plan, sink=Sink(), host=host, progress_factory=lambda w: Progress(),
-                         executor=_Timed())
+    got = suite.run_plan(plan, sink=Sink(), host=host,
+                         hooks=suite.Hooks(progress=lambda w: Progress()), executor=_Timed())
     assert sorted(r.summary.n for r in got.results) == [1, 3]
     assert set(got.part_seconds) == {"once", "thrice"}
-    alone = estimate(RunPlan("custom", parts=[Part("x", ciphers=table)], policy=once), _Timed())
+    alone = estimate(_c(RunPlan("custom", parts=[Part("x", ciphers=table)], policy=once)),
+                     _Timed())
     assert estimate(plan, _Timed()) > 3 * alone
     back = from_json(to_json(plan), "parts.json")
-    assert [p.policy for p in back.parts] == [{}, {"min_samples": 3, "max_samples": 3}]
+    assert [p.policy for p in _c(back).parts] == [p.policy for p in plan.parts]
+    assert [p.policy.min_samples for p in plan.parts] == [1, 3]
     with pytest.raises(UserError, match="part 2"):
         from_json(to_json(plan).replace('"min_samples": 3', '"min_samples": 0'), "parts.json")

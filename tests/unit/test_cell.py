@@ -58,7 +58,8 @@ def _storage_results():
         storage._cell(i, op, plan): _series(values.get(i.label, [600e6, 610e6, 590e6]))
         for i in insts
     }
-    return [storage._result(i, op, series[storage._cell(i, op, plan)], series, plan) for i in insts]
+    return [storage._result(i, op, series[storage._cell(i, op, plan)], series, plan,
+                            storage.Conditions()) for i in insts]
 
 
 def _network_results():
@@ -74,7 +75,7 @@ def _network_results():
         for i in insts
     }
     return [
-        network._result(i, op, series[network._cell(i, op, plan)], series, plan, 0.03)
+        network._result(i, op, series[network._cell(i, op, plan)], series, plan, None, 0.03)
         for i in insts
     ]
 

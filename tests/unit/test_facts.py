@@ -358,20 +358,22 @@ def test_the_cipher_table_holds_the_threads_each_stack_runs_its_cipher_with():
     ciphers at 2 threads; Go's engine runs one, so OpenSSL's 1- and
     2-thread cells stand beside it."""
     from cryptcost.model import Cell
-    from cryptcost.suite import ceiling_cells
+    from cryptcost.suite import ceiling_cells, compile_plan
     from cryptcost.workloads.plan import Part, RunPlan, load
     plan = load("quick", None)
-    cells = set(ceiling_cells(plan, {"cpu": {"cores": 2, "cores_usable": 2}}))
+    cells = set(ceiling_cells(compile_plan(plan)[0],
+                              {"cpu": {"cores": 2, "cores_usable": 2}}))
     assert Cell.cipher("openssl", "aes-256-gcm", 4096, 2, True) in cells
     assert Cell.cipher("openssl", "aes-256-gcm", 4096, 1, True) in cells
     assert Cell.cipher("openssl", "chacha20-poly1305", 1420, 2, True) in cells
     assert not any(c.engine == "go" and c.threads > 1 for c in cells)
-    one = set(ceiling_cells(plan, {"cpu": {"cores": 1, "cores_usable": 1}}))
+    one = set(ceiling_cells(compile_plan(plan)[0],
+                            {"cpu": {"cores": 1, "cores_usable": 1}}))
     assert all(c.threads == 1 for c in one)
     every = RunPlan(
         "t", parts=[Part("p", storage={"stacks": ["gocryptfs:*"], "workloads": ["seq-1m"]})]
     )
-    cells = ceiling_cells(every, {"cpu": {"cores": 2, "cores_usable": 2}})
+    cells = ceiling_cells(compile_plan(every)[0], {"cpu": {"cores": 2, "cores_usable": 2}})
     assert (
         Cell.cipher("go", "xchacha20-poly1305", 4096, 1, True) in cells
     )  # OpenSSL has no XChaCha20:
@@ -579,10 +581,11 @@ def test_a_stack_whose_mac_follows_its_cipher_has_both_in_the_cipher_table():
     """IPsec's aes128-sha1 needs aes-128-cbc and hmac-sha1 at its packet size, for the two in
     series; null-aesxcbc, AES-XCBC's stand-in alone."""
     from cryptcost.model import Cell
-    from cryptcost.suite import ceiling_cells
+    from cryptcost.suite import ceiling_cells, compile_plan
     from cryptcost.workloads.plan import Part, RunPlan
     plan = RunPlan("t", parts=[Part("p", network={
         "stacks": ["ipsec:aes128-sha1", "ipsec:null-aesxcbc"], "workloads": ["send"]})])
-    cells = set(ceiling_cells(plan, {"cpu": {"cores": 2, "cores_usable": 2}}, here=False))
+    cells = set(ceiling_cells(compile_plan(plan)[0], {"cpu": {"cores": 2, "cores_usable": 2}},
+                              here=False))
     assert cells == {Cell.cipher("openssl", a, 1400, 1, True)
                      for a in ("aes-128-cbc", "hmac-sha1")}

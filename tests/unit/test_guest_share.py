@@ -88,14 +88,18 @@ def test_a_host_that_runs_it_all_has_no_guest_share(monkeypatch):
 
 
 def test_the_share_reaches_the_guest_whole_and_a_bad_one_is_refused(kernel_lacks):
+    from cryptcost.suite.compiled import compile_plan, tables_of
     for share in guest.share(load("seeds", None)):
-        back = guest.from_json(guest.to_json(share.plan), "parts.json")
-        assert back.name == share.plan.name and back.policy == share.plan.policy
-        assert [(p.label, p.storage, p.network, p.ciphers) for p in back.parts] == \
-            [(p.label, p.storage, p.network, p.ciphers) for p in share.plan.parts]
+        compiled, _ = compile_plan(share.plan)
+        back = guest.from_json(guest.to_json(compiled), "parts.json")
+        again, _ = compile_plan(back)
+        # compiled there as here: every table, every part's policy, the plan's
+        assert again.name == compiled.name and again.policy == compiled.policy
+        assert [(p.label, tables_of(p), p.policy, p.keep) for p in again.parts] == \
+            [(p.label, tables_of(p), p.policy, p.keep) for p in compiled.parts]
         # what a budget left out of it reaches the guest's run record too
         cut = [{"part": "R5", "what": "the whole part", "reason": "left out to fit", "guest": True}]
-        told = replace(share.plan, cannot_run=cut)
+        told = replace(compiled, cannot_run=cut)
         assert guest.from_json(guest.to_json(told), "parts.json").cannot_run == cut
     for bad in ("not json", "{}", json.dumps({"name": "x", "parts": []}),
                 json.dumps({"name": "x", "parts": [{"label": "a", "storage": {"stackz": []}}]}),

@@ -607,9 +607,9 @@ def test_a_delay_reaches_every_network_table_and_its_cells(monkeypatch):
         kernel, "features", lambda: {**features, "netem": {"present": True, "how": ""}}
     )
     monkeypatch.setattr("os.geteuid", lambda: 0)
-    prepared = suite.prepare("quick", None, delay_ms=20)
-    tables = [p.network for p in prepared.plan.parts if p.network]
-    assert tables and all(t["delay_ms"] == 20 for t in tables)
+    prepared = suite.prepare(suite.Asked("quick", delay_ms=20))
+    plans = [np_ for p in prepared.plan.parts for np_ in p.network]
+    assert plans and all(np_.delay_ms == 20 for np_ in plans)
     plain = Cell(kind="network", stack="tls", workload="send", op="send", link="netns", mtu=1500)
     assert plain != plain.but(delay_ms=20.0)
     assert "delay_ms" not in json.loads(series_key(plain))

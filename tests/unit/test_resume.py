@@ -20,7 +20,13 @@ from cryptcost.runner.core.scheduler import Progress
 from cryptcost.runner.core.sink import StoreSink
 from cryptcost.store.db import Store
 from cryptcost.suite.resume import Resume, Sitting, merged, whole_parts
+from cryptcost.suite import Asked, Hooks
+from cryptcost.suite.compiled import CompiledPlan, compile_plan
 from cryptcost.workloads.plan import Part, RunPlan
+
+
+def _c(plan: RunPlan) -> CompiledPlan:
+    return compile_plan(plan)[0]
 from tests.conftest import ON_CI_MEMORY, assert_bad_input
 
 ONE = Part("one", ciphers={"engines": ["openssl"], "algorithms": ["aes-256-gcm"],
@@ -55,12 +61,13 @@ def _sitting_one(store: Store) -> int:
     """A run of ONE and TWO cut during TWO, recorded as ``cryptcost run`` records it."""
     rid = store.begin_run("run", HOST)
     store.update_extra(rid, suite="custom")
-    plan = RunPlan("custom", parts=[ONE, TWO], policy=POLICY)
+    plan = _c(RunPlan("custom", parts=[ONE, TWO], policy=POLICY))
     with pytest.raises(KeyboardInterrupt):
         suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST,
-                       progress_factory=lambda w: Progress(),
                        executor=FakeExecutor(rate=_cutting_rate(2)),
-                       on_part=lambda so: store.update_extra(rid, part_seconds=so.part_seconds))
+                       hooks=Hooks(progress=lambda w: Progress(),
+                                   on_part=lambda so: store.update_extra(
+                                       rid, part_seconds=so.part_seconds)))
     store.finish_run(rid, "interrupted")
     return rid
 
@@ -75,16 +82,16 @@ def test_a_resumed_run_measures_only_what_it_lacks_and_drops_its_cut_series(tmp_
     assert resume.done == {"one"}
     # ONE's cell is whole; TWO's, cut, are not
     assert resume.have == {Cell.cipher("openssl", "aes-256-gcm", 4096, 1, True)}
-    plan = resume.drop(RunPlan("custom", parts=[ONE, TWO], policy=POLICY))
+    plan = _c(resume.drop(RunPlan("custom", parts=[ONE, TWO], policy=POLICY)))
     assert [p.label for p in plan.parts] == ["two"]
 
     store.resume_run(rid)
     fake = FakeExecutor()
     dropped = {}
-    suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST,
-                   progress_factory=lambda w: Progress(), executor=fake, have=resume.have,
-                   before_part=lambda label: dropped.setdefault(
-                       label, store.drop_part(rid, label, ciphers=True)))
+    suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST, executor=fake, have=resume.have,
+                   hooks=Hooks(progress=lambda w: Progress(),
+                               before_part=lambda label: dropped.setdefault(
+                                   label, store.drop_part(rid, label, ciphers=True))))
     store.finish_run(rid, "complete")
     # only the cells the run lacked were measured; the cut series were dropped before
     assert sorted(fake.calls) == ["aes-128-gcm/4096/1/True"] * 3 + ["aes-128-gcm/65536/1/True"] * 3
@@ -120,10 +127,11 @@ def test_again_measures_a_whole_part_anew_and_its_cipher_table_with_it(tmp_path)
     store = Store.open(tmp_path / "r.db")
     rid = store.begin_run("run", HOST)
     store.update_extra(rid, suite="seeds")
-    plan = RunPlan("seeds", parts=[r1, r2], policy=POLICY)
-    suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST,
-                   progress_factory=lambda w: Progress(), executor=FakeExecutor(),
-                   on_part=lambda so: store.update_extra(rid, part_seconds=so.part_seconds))
+    loaded = RunPlan("seeds", parts=[r1, r2], policy=POLICY)
+    plan = _c(loaded)
+    suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST, executor=FakeExecutor(),
+                   hooks=Hooks(progress=lambda w: Progress(), on_part=lambda so: store.update_extra(
+                       rid, part_seconds=so.part_seconds)))
     store.finish_run(rid, "complete")
     held = store.results(rid)
     assert len(held) == 3
@@ -131,19 +139,20 @@ def test_again_measures_a_whole_part_anew_and_its_cipher_table_with_it(tmp_path)
         Resume.of(store, str(rid)).measure_again(("R4",))
     resume = Resume.of(store, str(rid)).measure_again(("R1",))
     assert resume.done == {"R2 two"} and resume.again == {"R1 one"}
-    left = resume.drop(plan)
+    left = _c(resume.drop(loaded))
     assert [p.label for p in left.parts] == ["R1 one"]
-    resume = resume.forget(again_cells(resume, r1))
+    c1, c2 = plan.parts
+    resume = resume.forget(again_cells(resume, c1))
     assert resume.have == {Cell.cipher("openssl", "aes-128-gcm", n, 1, True)
                            for n in (4096, 65536)}
-    assert again_cells(resume, r2) == frozenset()
+    assert again_cells(resume, c2) == frozenset()
     sitting = Sitting(resume, "now", ["R1 one"], {}, frozenset({"R1 one"}),
-                      again_cells=again_cells(resume, r1))
+                      again_cells=again_cells(resume, c1))
     store.resume_run(rid)
     fake = FakeExecutor(rate=lambda cell: 2 * default_rate(cell))     # the host moved
-    suite.run_plan(left, sink=StoreSink(store, rid), host=HOST,
-                   progress_factory=lambda w: Progress(), executor=fake, have=resume.have,
-                   before_part=lambda label: sitting.drop(store, rid, label))
+    suite.run_plan(left, sink=StoreSink(store, rid), host=HOST, executor=fake, have=resume.have,
+                   hooks=Hooks(progress=lambda w: Progress(),
+                               before_part=lambda label: sitting.drop(store, rid, label)))
     store.finish_run(rid, "complete")
     assert fake.calls == ["aes-256-gcm/4096/1/True"] * 3
     assert sitting.dropped == {"R1 one": 1} and sitting.again_cells == frozenset()
@@ -365,16 +374,16 @@ def test_a_cipher_table_leaves_out_the_cells_a_resumed_run_holds_whole():
     held = Cell.cipher("openssl", "aes-256-gcm", 4096, 1, True)
     ceiling = Cell.cipher("openssl", "aes-128-gcm", 16, 1, True)
     plan = CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",), sizes=(4096, 16),
-                      extra_cells=(ceiling, held), measured=frozenset({held}))
+                      extra_cells=(ceiling, held))
     fake = FakeExecutor()
-    got = run_ciphers(plan, fake, Policy(3, 3, 0.03, 0))
+    got = run_ciphers(plan, fake, Policy(3, 3, 0.03, 0), measured=frozenset({held}))
     assert sorted({Cell.of(r.to_dict()) for r in got.results}, key=Cell.sort_key) == sorted(
         {held.but(buffer_bytes=16), ceiling}, key=Cell.sort_key)
     assert not any(c == "aes-256-gcm/4096/1/True" for c in fake.calls)
     # a table whose every cell is held measures nothing, and is no error
-    every = CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",), sizes=(4096,),
-                       measured=frozenset({held}))
-    assert run_ciphers(every, FakeExecutor(), Policy(3, 3, 0.03, 0)).results == []
+    every = CipherPlan(engines=("openssl",), algorithms=("aes-256-gcm",), sizes=(4096,))
+    assert run_ciphers(every, FakeExecutor(), Policy(3, 3, 0.03, 0),
+                       measured=frozenset({held})).results == []
 
 
 def test_a_resumed_runs_report_measures_the_hosts_move_between_sittings():
@@ -413,15 +422,15 @@ def test_until_begins_no_part_that_would_end_later_and_thins_nothing(tmp_path):
                                  "sizes": [4096, 16384, 65536, 262144]})
     short = Part("short", ciphers={"engines": ["openssl"], "algorithms": ["aes-128-gcm"],
                                    "sizes": [4096]})
-    a = suite.estimate(RunPlan("custom", parts=[long], policy=POLICY))
-    b = suite.estimate(RunPlan("custom", parts=[short], policy=POLICY))
+    a = suite.estimate(_c(RunPlan("custom", parts=[long], policy=POLICY)))
+    b = suite.estimate(_c(RunPlan("custom", parts=[short], policy=POLICY)))
     assert a > 2 * b > 0
-    prepared = suite.Prepared(RunPlan("custom", parts=[long, short], policy=POLICY), {},
+    prepared = suite.Prepared(_c(RunPlan("custom", parts=[long, short], policy=POLICY)), {},
                               a + b, (1.0, 0), planned_s=a + b,
                               until=time.time() + (a + b) / 2, until_said="15:00")
     begin, left_out = prepared.until_fits(time.time())
     assert (begin, left_out) == (["short"], ["long"])
-    assert "deadline" not in prepared.from_now().policy
+    assert prepared.from_now().deadline is None
 
     class Timed(FakeExecutor):
         """A fake whose jobs say they take a second each, as real ones say their time."""
@@ -429,15 +438,15 @@ def test_until_begins_no_part_that_would_end_later_and_thins_nothing(tmp_path):
             return [replace(j, est_seconds=1.0) for j in super().cipher_jobs(engine, cells,
                                                                              seconds)]
     fake = Timed()
-    a, b = (suite.estimate(RunPlan("custom", parts=[x], policy=POLICY), fake)
+    a, b = (suite.estimate(_c(RunPlan("custom", parts=[x], policy=POLICY)), fake)
             for x in (long, short))
     assert a > 2 * b > 0
-    plan = replace(prepared, until=time.time() + (a + b) / 2).from_now()
-    assert "deadline" not in plan.policy and plan.policy["spent_by"].endswith("--until 15:00")
+    clock = replace(prepared, until=time.time() + (a + b) / 2).from_now()
+    assert clock.deadline is None and clock.spent_by.endswith("--until 15:00")
     store = Store.open(tmp_path / "u.db")
     rid = store.begin_run("run", HOST)
-    got = suite.run_plan(plan, sink=StoreSink(store, rid), host=HOST,
-                         progress_factory=lambda w: Progress(), executor=fake)
+    got = suite.run_plan(prepared.plan, sink=StoreSink(store, rid), host=HOST, clock=clock,
+                         executor=fake)
     assert set(got.part_seconds) == {"short"}
     [why] = got.skipped
     assert why["part"] == "long" and why["budget"] == why["reason"]
@@ -450,7 +459,7 @@ def test_until_begins_no_part_that_would_end_later_and_thins_nothing(tmp_path):
     # with a budget too, the earlier of the two ends the parts
     both = suite.Prepared(prepared.plan, {}, a + b, (1.0, 0), budget_s=1.0, planned_s=a + b,
                           until=time.time() + 3600, until_said="16:00")
-    assert both.from_now().policy["spent_by"] == "what was left of the --time-budget"
+    assert both.from_now().spent_by == "what was left of the --time-budget"
     store.close()
 
 
@@ -487,7 +496,7 @@ def test_a_guest_share_gets_what_is_left_before_until_after_its_boot(ci_memory):
     guest); a share that cannot hold even its shortest part is not booted, and each of its parts
     is left out as a time budget's would be, naming the share (so a later --resume runs it)."""
     import time
-    prepared = suite.prepare("seeds", None, vm=True, until="1s")
+    prepared = suite.prepare(Asked("seeds", vm=True, until="1s"))
     assert prepared.guest
     gp = prepared.guest[0]
     left, cut = gp.until_cut(prepared.until, "1s", time.time())
@@ -503,18 +512,18 @@ def test_under_until_a_part_never_timed_is_planned_at_its_maximum(tmp_path, ci_m
     series took its maximum (the model's minimum once ran 3.4 times short); a guest's share
     keeps the slowdown its host planned each part at."""
     from cryptcost.suite import guest
-    plain = suite.prepare("seeds", None)
-    timed = suite.prepare("seeds", None, until="30h")
+    plain = suite.prepare(Asked("seeds"))
+    timed = suite.prepare(Asked("seeds", until="30h"))
     for p, q in zip(plain.plan.parts, timed.plan.parts):
-        one = RunPlan("seeds", parts=[p], policy=plain.plan.policy)
+        one = plain.plan.one(p)
         assert p.scale == 1.0
         assert q.scale == pytest.approx(suite.estimate(one, most=True) / suite.estimate(one))
     assert any(q.scale > 1.5 for q in timed.plan.parts)
     # a part its host planned at 6× under TCG stays at 6× in the guest
-    share = RunPlan("custom (guest)", parts=[replace(ONE, scale=6.0)], policy=POLICY)
+    share = _c(RunPlan("custom (guest)", parts=[replace(ONE, scale=6.0)], policy=POLICY))
     parts = tmp_path / "parts.json"
     parts.write_text(guest.to_json(share))
-    assert suite.prepare(None, None, parts=str(parts), until="2h").plan.parts[0].scale == 6.0
+    assert suite.prepare(Asked(parts=str(parts), until="2h")).plan.parts[0].scale == 6.0
 
 
 def test_a_vm_sitting_keeps_only_its_own_guests_budget_cuts_in_the_runs_record(

@@ -257,7 +257,7 @@ def test_gocryptfs_backends_are_pinned_per_variant_and_auto_follows_the_switch(
 
 
 def test_seeds_r3_measures_every_stack_on_and_off_across_cores_and_standard_at_one_block_size():
-    from cryptcost.suite import network_plans, storage_plans
+    from cryptcost.suite.compiled import network_plans, storage_plans
     from cryptcost.workloads.plan import load
     seeds = load("seeds", None)
     [r3] = [p for p in seeds.parts if p.label.startswith("R3 AES-NI and cores")]

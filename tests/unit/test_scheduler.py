@@ -195,11 +195,11 @@ def test_the_cipher_table_holds_what_the_stacks_need():
     fscrypt and dm-crypt there)."""
     from cryptcost.model import Cell
     from cryptcost.runner.storage import resolve
-    from cryptcost.suite import ceiling_cells
+    from cryptcost.suite import ceiling_cells, compile_plan
     from cryptcost.workloads.plan import Part, RunPlan
     plan = RunPlan("t", parts=[Part("p", storage={"stacks": ["all"], "size": "256M"})])
     host = {"crypto_drivers": {"aes": {"driver": "aes-fixed-time", "implementation": "software"}}}
-    cells = ceiling_cells(plan, host)
+    cells = ceiling_cells(compile_plan(plan)[0], host)
     for stack, _ in resolve(["all"], "ext4")[0]:
         ref = stack.cipher_ref()
         if not ref:

@@ -8,7 +8,7 @@ from cryptcost.media import RamMedium
 from cryptcost.model import CpuSplit, Sample
 from cryptcost.record import Stored, read
 from cryptcost.runner.core.scheduler import Series
-from cryptcost.runner.storage import Instance, StoragePlan, _cell, _result, resolve
+from cryptcost.runner.storage import Conditions, Instance, StoragePlan, _cell, _result, resolve
 from cryptcost.stacks import get
 from cryptcost.workloads import storage as wl
 
@@ -37,7 +37,8 @@ def test_overhead_against_the_matched_baseline_and_plain():
         _on("plain", wl.Op("seq", "write", 4096), plan): _series([1e6] * 3),
     }  # another cell
     mine = _series([150e6, 151e6, 149e6])
-    r = _result(Instance(stack, stack.label, "measured"), op, mine, series, plan).to_dict()
+    r = _result(Instance(stack, stack.label, "measured"), op, mine, series, plan,
+                Conditions()).to_dict()
     assert r["baseline"] == "fuse-passthrough:big-writes"        # securefs mounts with big_writes
     assert r["overhead"] == pytest.approx(0.25, abs=0.005)
     lo, hi = r["overhead_ci95"]
@@ -54,7 +55,7 @@ def test_noise_is_not_ranked(monkeypatch):
     stack = get("securefs")()
     series = {_on("fuse-passthrough:big-writes", op, plan): _series([100e6, 130e6, 80e6])}
     r = _result(Instance(stack, stack.label, "measured"), op, _series([105e6, 85e6, 120e6]),
-                series, plan).to_dict()
+                series, plan, Conditions()).to_dict()
     assert r["overhead_significant"] is False
     assert r["vs"]["fuse-passthrough:big-writes"]["verdict"] == "no significant difference"
     assert any("baseline plain has no samples" in n for n in r["notes"])
@@ -70,8 +71,8 @@ def test_ops_per_second_results_say_so():
     op = wl.Op("smallfiles", "stat", 0, unit="ops/s")
     stack = get("plain")()
     r = _result(
-        Instance(stack, "plain", "baseline"), op, _series([5e4, 5e4, 5e4]), {}, _plan()
-    ).to_dict()
+        Instance(stack, "plain", "baseline"), op, _series([5e4, 5e4, 5e4]), {}, _plan(),
+        Conditions()).to_dict()
     assert "median_ops_per_s" in r and "median_bytes_per_s" not in r
     assert r["baseline"] is None and r["overhead"] is None
 
@@ -131,7 +132,7 @@ def test_a_suites_own_size_is_fitted_to_a_small_host_and_said_a_named_one_refuse
     from cryptcost.host import cpu
     from cryptcost.media import RamMedium
     from cryptcost.runner.storage import StoragePlan, validate
-    from cryptcost.suite.tables import storage_plans
+    from cryptcost.suite.compiled import storage_plans
     from cryptcost.workloads.plan import load
     small = {"total": 8 << 30, "available": 4 << 30}
     monkeypatch.setattr(cpu, "memory", lambda: dict(small))
@@ -149,7 +150,9 @@ def test_a_suites_own_size_is_fitted_to_a_small_host_and_said_a_named_one_refuse
     named.write_text('[run]\nsuite = "quick"\n[storage]\nsize = "1G"\nfit_size = true\n')
     assert load(None, str(named)).parts[0].storage["fit_size"] is True
     plan = storage_plans(quick)[0]
-    resolved, _ = validate(plan)
+    fitted, resolved, _ = validate(plan)
+    assert plan.size == 512 << 20 and not plan.size_asked      # the plan asked is not changed
+    plan = fitted
     assert plan.size == RamMedium().fitted(512 << 20, len(resolved)) < 512 << 20
     assert plan.size_asked == 512 << 20
     fixed = StoragePlan(stacks=plan.stacks, medium=RamMedium(), workloads=["seq-1m"],
@@ -158,7 +161,7 @@ def test_a_suites_own_size_is_fitted_to_a_small_host_and_said_a_named_one_refuse
                                         r"size \(a plan file\)"):
         validate(fixed)
     # the run says so before it begins, and its dry run as data
-    prepared = suite.prepare("quick", None)
+    prepared = suite.prepare(suite.Asked("quick"))
     assert [n for n in prepared.notes if n.startswith("quick: storage: "
                                                       f"{plan.size >> 20} MiB per stack, not the "
                                                       "512 MiB asked")], prepared.notes
@@ -166,7 +169,7 @@ def test_a_suites_own_size_is_fitted_to_a_small_host_and_said_a_named_one_refuse
     assert planned(prepared)["notes"] == list(prepared.notes)
     # on CI's memory nothing is fitted, and nothing said
     small.update(total=24 << 30, available=23 << 30)
-    assert suite.prepare("quick", None).notes == ()
+    assert suite.prepare(suite.Asked("quick")).notes == ()
 
 
 def test_first_samples_that_run_low_across_the_run_are_a_finding():
@@ -207,9 +210,8 @@ def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monke
     }
 
     def result(values, memory):
-        plan = _plan()
-        plan.memory_noise = memory
-        return _result(inst, op, _series(values), {}, plan).to_dict()
+        return _result(inst, op, _series(values), {}, _plan(),
+                       Conditions(memory_noise=memory)).to_dict()
     within = result([100e6, 110e6, 92e6], shaky)  # CV ≈ 9 %: within 1.5 × 8 %
     assert within["unstable"] is True and within["likely_cause"].startswith(
         "the host's memory bandwidth, which moved 8%"

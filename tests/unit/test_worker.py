@@ -126,16 +126,14 @@ def test_a_host_ssh_would_read_as_an_option_or_two_words_is_refused(host):
 
 def test_run_link_peer_measures_every_network_table_across_the_peer_instead_of_a_model():
     from cryptcost import suite
-    prepared = suite.prepare("quick", None, link="peer:server2",
-                             peer={"ssh_config": None, "peer_sudo": True,
-                                   "peer_command": "cryptcost"})
-    tables = [p.network for p in prepared.plan.parts if p.network]
-    assert tables and all(t["link"] == "peer:server2" and t["peer_sudo"] for t in tables)
+    prepared = suite.prepare(suite.Asked("quick", link="peer:server2",
+                                         peer={"ssh_config": None, "peer_sudo": True,
+                                               "peer_command": "cryptcost"}))
+    plans = [np_ for p in prepared.plan.parts for np_ in p.network]
+    assert plans and all(np_.link == "peer:server2" and np_.peer.sudo for np_ in plans)
+    assert all(np_.link_kind == "peer" and np_.peer.ssh_config is None for np_ in plans)
     assert "link" not in prepared.model
-    plans = [np_ for p in prepared.plan.parts if p.network
-             for np_ in suite.network_plans(p.network)]
-    assert all(np_.link_kind == "peer" and np_.peer.sudo for np_ in plans)
-    assert suite.prepare("quick", None, link="1GbE").model == {"link": "1GbE"}
+    assert suite.prepare(suite.Asked("quick", link="1GbE")).model == {"link": "1GbE"}
 
 
 def test_fleet_hosts_come_from_a_list_or_an_ansible_style_inventory(tmp_path):

@@ -61,10 +61,11 @@ def plan_from(args) -> NetworkPlan:
     size = parse_size(args.file_size, "--file-size")
     if not 1 << 20 <= size <= 8 << 30:
         raise UserError(f"--file-size {args.file_size}: use 1M … 8G")
-    return NetworkPlan(stacks=parse_list(args.stacks, "stack"), link=args.link, mtu=args.mtu,
+    return NetworkPlan(stacks=tuple(parse_list(args.stacks, "stack")), link=args.link, mtu=args.mtu,
                        clients=tuple(parse_ints(args.clients, "--clients")),
                        delay_ms=args.delay,
-                       workloads=parse_list(args.workloads, "workload"), streams=args.streams,
+                       workloads=tuple(parse_list(args.workloads, "workload")),
+                       streams=args.streams,
                        seconds=args.seconds, file_bytes=size, accel=tuple(parse_accel(args.accel)),
                        profile=perf.wanted(args.profile, args.warmup)[0], peer=peer_options(args))
 

@@ -8,36 +8,33 @@ import time
 
 from cryptcost import proc, stacks, suite, units
 from cryptcost.cli.common import err
+from cryptcost.suite.compiled import tables_of
 
 
-def _extent(table: dict) -> str:
-    """A storage or network table's CPU counts, acceleration and profiled round, as the plan
-    gives them."""
-    out = f" on {table['cpus']} CPU(s)" if table.get("cpus") else ""
-    out += ", acceleration on and off" if "off" in table.get("accel", []) else ""
-    return out + (", profiled (perf)" if table.get("profile") else "")
+def _extent(plans) -> str:
+    """A part's storage or network plans' CPU counts, acceleration and profiled round."""
+    first = plans[0]
+    out = f" on {[p.cpus for p in plans]} CPU(s)" if first.cpus else ""
+    out += ", acceleration on and off" if False in first.accel else ""
+    return out + (", profiled (perf)" if first.profile else "")
 
 
 def _table_said(part) -> list[str]:
     """A part's tables in a few words each."""
     what = []
     if part.ciphers is not None:
-        c = part.ciphers
-        what.append(f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])[:70]}…)"
-                    if c.get("algorithms") and len(', '.join(c['algorithms'])) > 70 else
-                    f"ciphers ({', '.join(c.get('algorithms') or ['every algorithm'])})")
+        algorithms = ", ".join(part.ciphers.algorithms or ["every algorithm"])
+        what.append(f"ciphers ({algorithms[:70]}…)" if len(algorithms) > 70
+                    else f"ciphers ({algorithms})")
     if part.storage:
-        s = part.storage
-        what.append(f"storage {', '.join(s.get('stacks', ['all']))} × "
-                    f"{', '.join(s.get('workloads', ['quick']))}"
-                    + _extent(s))
+        s = part.storage[0]
+        what.append(f"storage {', '.join(s.stacks)} × {', '.join(s.workloads)}"
+                    + _extent(part.storage))
     if part.network:
-        n = part.network
-        what.append(f"network {', '.join(n.get('stacks', ['all']))} × "
-                    f"{', '.join(n.get('workloads', ['quick']))} over "
-                    f"{n.get('link', 'netns')}"
-                    + (f" with {n['delay_ms']:g} ms more per round trip"
-                       if n.get("delay_ms") else "") + _extent(n))
+        n = part.network[0]
+        what.append(f"network {', '.join(n.stacks)} × {', '.join(n.workloads)} over {n.link}"
+                    + (f" with {n.delay_ms:g} ms more per round trip" if n.delay_ms else "")
+                    + _extent(part.network))
     return what
 
 
@@ -124,8 +121,7 @@ def announce(prepared: suite.Prepared) -> None:
 
 
 def _parts_json(parts) -> list[dict]:
-    return [{"label": p.label, "said": _table_said(p), "ciphers": p.ciphers,
-             "storage": p.storage, "network": p.network, "planned_scale": p.scale}
+    return [{"label": p.label, "said": _table_said(p), **tables_of(p), "planned_scale": p.scale}
             for p in parts]
 
 
@@ -151,14 +147,14 @@ def planned(prepared: suite.Prepared) -> dict:
             "time_budget_seconds": prepared.budget_s,
             "until": prepared.until_at_said(),
             "until_begins": prepared.until_fits(time.time())[0] if prepared.until else None,
-            "cannot_run": plan.cannot_run,
+            "cannot_run": list(plan.cannot_run),
             "notes": list(prepared.notes),
             "host_budget_seconds": prepared.host_budget_s,
             "guest": [{"kernel": gp.share.kernel or "stock", "kernel_said": gp.share.kernel_said,
                        "runs_with_vm": prepared.vm, "parts": _parts_json(gp.share.plan.parts),
                        "planned_scale": gp.scale, "planned_seconds": round(gp.planned, 1),
                        "budget_seconds": gp.budget_s,
-                       "cannot_run": gp.share.plan.cannot_run,
+                       "cannot_run": list(gp.share.plan.cannot_run),
                        **estimate(gp.seconds, gp.factor)}
                       for gp in prepared.guest]}
 
@@ -166,8 +162,8 @@ def planned(prepared: suite.Prepared) -> dict:
 def _guest_install(plan) -> str:
     """The command that installs what a guest share lacks on this host (the guest runs this
     host's own root filesystem): the guest itself, the stacks whose tools are missing."""
-    names = {spec.partition(":")[0] for part in plan.parts for table in (part.storage,
-             part.network) if table for spec in table.get("stacks", [])}
+    names = {spec.partition(":")[0] for part in plan.parts
+             for plans in (part.storage, part.network) for t in plans for spec in t.stacks}
     missing = sorted(n for n in names if n in stacks.registry()
                      and not all(t.path() for t in stacks.get(n).needed_tools()))
     if proc.which("qemu-system-x86_64") and not missing:

@@ -121,16 +121,7 @@ def run(args) -> int:
         parse_threshold(args.threshold)
         baselines.get(open_store(args, create=False), args.against)
     resume = _resumable(args)
-    prepared = suite.prepare(args.suite, args.plan, device_speed=args.device_speed,
-                             profile=args.profile, vm=args.vm, parts=args.parts,
-                             only=args.only, resume=resume, until=args.until,
-                             link=args.link, delay_ms=args.delay,
-                             time_budget=args.time_budget, budget_scale=args.budget_scale,
-                             peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
-                                   "peer_command": args.peer_command},
-                             calibrate=lambda name, guest=False: _calibration(args, name, guest),
-                             part_factors=lambda name, guest=False: _calibration(
-                                 args, name, guest, budget.part_factors))
+    prepared = suite.prepare(_asked(args, resume), _Calibration(args))
     host = None
     if resume is not None:                      # the host is checked before anything is said
         host = probe_host()
@@ -143,7 +134,7 @@ def run(args) -> int:
         if args.json:
             print_json(planned(prepared))
         return 0
-    plan, model = prepared.from_now(), prepared.model
+    plan, model, clock = prepared.plan, prepared.model, prepared.from_now()
     host = host or probe_host()
     install_signal_handlers()
     started = time.monotonic()
@@ -169,11 +160,11 @@ def run(args) -> int:
             record(**disks.survey(any(p.storage for p in plan.parts),
                                   any(p.network for p in plan.parts), say=err.print))
         try:
-            outcome = suite.run_plan(plan, sink=sink, host=host,
-                                     progress_factory=lambda what: _progress(what),
-                                     have=resume.have if resume else frozenset(),
-                                     before_part=lambda label: sitting.drop(store, run_id, label),
-                                     on_part=lambda so_far: record(**sitting.ended(so_far)))
+            outcome = suite.run_plan(plan, sink=sink, host=host, clock=clock, hooks=suite.Hooks(
+                progress=_progress,
+                before_part=lambda label: sitting.drop(store, run_id, label),
+                on_part=lambda so_far: record(**sitting.ended(so_far))),
+                have=resume.have if resume else frozenset())
         finally:                                 # a run cut short keeps its time too
             sitting.wall_seconds = round(time.monotonic() - started, 1)
             record(wall_seconds=sitting.wall_seconds, **sitting.said())
@@ -312,18 +303,39 @@ def _guest_memory_mib() -> int:
     return int(min(8192, max(2048, psutil.virtual_memory().available / 2**20 / 2)))
 
 
-def _calibration(args, suite_name: str, guest: bool = False, how=budget.calibration):
-    """How far earlier runs of this suite here (or in the guest: ``guest``) were from their
-    estimate (see suite.budget): ``how`` reads them, the whole run's factor by default."""
-    from cryptcost.guest import GUEST_HOSTNAME
-    from cryptcost.store.db import default_path
-    if not Path(args.db or default_path()).is_file():
-        return how([], suite_name, None)         # nothing to learn from, and nothing is created
-    store = open_store(args, create=False)
-    try:
-        return how(store.runs(), suite_name, GUEST_HOSTNAME if guest else socket.gethostname())
-    finally:
-        store.close()
+def _asked(args, resume: Resume | None) -> suite.Asked:
+    """What the command line asks of the run."""
+    return suite.Asked(args.suite, args.plan, parts=args.parts, only=args.only, resume=resume,
+                       device_speed=args.device_speed, link=args.link,
+                       peer={"ssh_config": args.ssh_config, "peer_sudo": args.peer_sudo,
+                             "peer_command": args.peer_command},
+                       delay_ms=args.delay, profile=args.profile, time_budget=args.time_budget,
+                       budget_scale=args.budget_scale, until=args.until, vm=args.vm)
+
+
+class _Calibration(suite.Calibration):
+    """How far earlier runs of a plan here (or in the guest) were from their estimate (see
+    suite.budget), read from the store ``args`` names; nothing is created to read it."""
+
+    def __init__(self, args) -> None:
+        self.args = args
+
+    def factor(self, name: str, guest: bool = False) -> tuple[float, int]:
+        return self._read(name, guest, budget.calibration, (1.0, 0))
+
+    def part_factors(self, name: str, guest: bool = False) -> dict[str, float]:
+        return self._read(name, guest, budget.part_factors, {})
+
+    def _read(self, name: str, guest: bool, how, none):
+        from cryptcost.guest import GUEST_HOSTNAME
+        from cryptcost.store.db import default_path
+        if not Path(self.args.db or default_path()).is_file():
+            return none                          # nothing to learn from, and nothing is created
+        store = open_store(self.args, create=False)
+        try:
+            return how(store.runs(), name, GUEST_HOSTNAME if guest else socket.gethostname())
+        finally:
+            store.close()
 
 
 def _progress(what: str) -> ConsoleProgress:

@@ -55,7 +55,8 @@ def plan_from(args) -> StoragePlan:
         from cryptcost.errors import UserError
         raise UserError(f"--size {args.size} is too small: at least 64M")
     medium = parse_medium(args.medium, destroy=args.destroy_data_on, force=args.force)
-    return StoragePlan(stacks=parse_list(args.stacks, "stack"), medium=medium, workloads=workloads,
+    return StoragePlan(stacks=tuple(parse_list(args.stacks, "stack")), medium=medium,
+                       workloads=tuple(workloads),
                        size=size, fs=args.fs, accel=tuple(parse_accel(args.accel)),
                        profile=perf.wanted(getattr(args, "profile", None),
                                                     getattr(args, "warmup", 1))[0])
@@ -72,7 +73,7 @@ def run(args) -> int:
     plan = plan_from(args)
     policy_from(args)
     counts = cpu_counts(args)
-    resolved, skipped = validate(plan)  # refuse bad input before a run is recorded
+    plan, resolved, skipped = validate(plan)  # refuse bad input before a run is recorded
     from cryptcost.cli.common import err
     from cryptcost.runner.storage import describe_plan
     for line in describe_plan(plan, resolved, skipped):

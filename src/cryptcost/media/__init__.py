@@ -47,6 +47,8 @@ class Medium(ABC):
     """Call order: ``require_room(size, count)`` before anything is created, then
     ``provide(res, size)`` once per stack instance."""
 
+    spec = "ram"            # as a plan's table or --medium names it (parse_medium)
+
     name: str
 
     @abstractmethod
@@ -195,15 +197,21 @@ def _attach(res: Resources, image: Path) -> tuple[str, bool]:
 
 
 def parse_medium(spec: str, *, destroy: str | None = None, force: bool = False) -> Medium:
-    """``ram``, ``dir:PATH`` or ``device:/dev/X`` (guarded)."""
+    """``ram``, ``dir:PATH`` or ``device:/dev/X`` (guarded); the medium keeps ``spec``, as a
+    plan's table names it."""
+    medium: Medium
     if spec == "ram":
-        return RamMedium()
-    if spec.startswith("dir:") and len(spec) > 4:
-        return DirMedium(spec[4:])
-    if spec.startswith("throttled:") and len(spec) > 10:
+        medium = RamMedium()
+    elif spec.startswith("dir:") and len(spec) > 4:
+        medium = DirMedium(spec[4:])
+    elif spec.startswith("throttled:") and len(spec) > 10:
         from cryptcost.media.throttled import ThrottledMedium
-        return ThrottledMedium(spec[10:])
-    if spec.startswith("device:") and len(spec) > 7:
+        medium = ThrottledMedium(spec[10:])
+    elif spec.startswith("device:") and len(spec) > 7:
         from cryptcost.media.guard import DeviceMedium
-        return DeviceMedium(spec[7:], destroy=destroy, force=force)
-    raise UserError(f"bad --medium {spec!r}: use ram, dir:PATH, device:/dev/X or throttled:RATE")
+        medium = DeviceMedium(spec[7:], destroy=destroy, force=force)
+    else:
+        raise UserError(f"bad --medium {spec!r}: use ram, dir:PATH, device:/dev/X or "
+                        "throttled:RATE")
+    medium.spec = spec
+    return medium

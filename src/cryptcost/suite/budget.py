@@ -7,7 +7,7 @@ their estimate is the factor the next estimate is multiplied by.
 
 Each run also records each part's estimate beside its time, and a part
 earlier runs timed is planned at its own factor (:func:`part_factors`:
-``Part.scale``); the cipher ceilings, measured first whatever is cut, are
+``CompiledPart.scale``); the cipher ceilings, measured first whatever is cut, are
 planned whole.
 
 ``run --time-budget`` then plans the run so that it fits: it takes out
@@ -33,17 +33,16 @@ turn.
 
 from __future__ import annotations
 
-import copy
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from cryptcost import units
 from cryptcost.errors import UserError
-from cryptcost.suite.tables import storage_plans
+from cryptcost.suite.compiled import CompiledPart, CompiledPlan
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import DEFAULT_POLICY, THINNED, Part, RunPlan
+from cryptcost.workloads.plan import THINNED
 
 HISTORY = 5          # the last N comparable runs calibrate the estimate
 DEADLINE_SHARE = 0.85  # after this share of the budget, no series takes more than its minimum
@@ -54,6 +53,19 @@ DEADLINE_SHARE = 0.85  # after this share of the budget, no series takes more th
 UNCALIBRATED_GUEST = 6.0
 GUEST_TIMEOUT = 10.0
 GUEST_BOOT_SECONDS = 120.0  # a guest's boot, its image and its results' import, under TCG
+
+
+@dataclass(frozen=True)
+class Clock:
+    """A run's time, as it runs: after ``deadline`` (a ``time.monotonic()``) no series takes
+    more than its minimum number of samples; no part begins that the time left before ``spent``
+    cannot hold by its estimate × its ``scale`` (else this one); ``spent_by`` says whose time
+    that is. Without either, a run takes what it takes."""
+
+    spent: float | None = None
+    spent_by: str = "what was left of the --time-budget"
+    deadline: float | None = None
+    scale: float = 1.0
 
 
 def calibration(runs, suite: str, hostname: str | None) -> tuple[float, int]:
@@ -94,15 +106,15 @@ def part_factors(runs, suite: str, hostname: str | None) -> dict[str, float]:
     return {label: statistics.median(xs) for label, xs in seen.items() if xs}
 
 
-def with_scales(plan: RunPlan, factors: dict[str, float], default: float) -> RunPlan:
+def with_scales(plan: CompiledPlan, factors: dict[str, float], default: float) -> CompiledPlan:
     """``plan`` with each part's slowdown: its own from ``factors``, else the one it was given
     (a guest's share, by its host), else ``default``."""
     return replace(plan, parts=[replace(p, scale=factors.get(p.label, p.scale or default))
                                 for p in plan.parts])
 
 
-def scaled(estimate: Callable[[RunPlan], float], fixed: float = 0.0
-           ) -> Callable[[RunPlan], float]:
+def scaled(estimate: Callable[[CompiledPlan], float], fixed: float = 0.0
+           ) -> Callable[[CompiledPlan], float]:
     """An estimate of a plan as long as it will take: each part's by its ``scale``, plus
     ``fixed`` seconds (the cipher ceilings, which any cut of the plan still measures first)."""
     return lambda plan: fixed + sum(estimate(replace(plan, parts=[p])) * (p.scale or 1.0)
@@ -125,63 +137,89 @@ def guest_scale(factor: tuple[float, int]) -> float:
     return scale if runs else UNCALIBRATED_GUEST
 
 
-Cut = tuple[Callable[[RunPlan], RunPlan], dict]
+Cut = tuple[Callable[[CompiledPlan], CompiledPlan], dict]
 
 
-def _policy(**values) -> Callable[[RunPlan], RunPlan]:
-    return lambda p: replace(p, policy={**p.policy, **values})
+def _samples(least: int | None, most: int | None) -> Callable[[CompiledPlan], CompiledPlan]:
+    """Every series of the plan at most at ``most`` samples (None: at its minimum), and at
+    least at ``least`` (None: as it was)."""
+    def policy(pol):
+        low = pol.min_samples if least is None else least
+        return replace(pol, min_samples=low, max_samples=low if most is None else most)
+    return lambda p: replace(p, policy=policy(p.policy),
+                             parts=[replace(x, policy=policy(x.policy)) for x in p.parts])
 
 
-def _drop_part(label: str) -> Callable[[RunPlan], RunPlan]:
+def _drop_part(label: str) -> Callable[[CompiledPlan], CompiledPlan]:
     return lambda p: replace(p, parts=[x for x in p.parts if x.label != label] or p.parts)
 
 
-def _drop_value(label: str, kind: str, key: str, value) -> Callable[[RunPlan], RunPlan]:
-    def cut(p: RunPlan) -> RunPlan:
-        parts = []
-        for part in p.parts:
-            table = getattr(part, kind)
-            if (part.label == label and table and value in (table.get(key) or [])
-                    and len(table[key]) > 1):
-                part = replace(part, **{kind: {**copy.deepcopy(table),
-                                               key: [v for v in table[key] if v != value]}})
-            parts.append(part)
-        return replace(p, parts=parts)
+def _values(part: CompiledPart, kind: str, key: str) -> list:
+    """The values a part's ``kind`` table lists for ``key`` (THINNED's names)."""
+    if kind == "ciphers":
+        return list(getattr(part.ciphers, key)) if part.ciphers is not None else []
+    plans = getattr(part, kind)
+    if key == "cpus":
+        return [p.cpus for p in plans] if plans and plans[0].cpus is not None else []
+    return list(getattr(plans[0], key)) if plans else []
+
+
+def _said(key: str, value) -> str:
+    return ("on" if value else "off") if key == "accel" else str(value)
+
+
+def _thinned(part: CompiledPart, kind: str, key: str, value) -> CompiledPart:
+    """``part`` without ``value`` in its ``kind`` table's ``key``."""
+    def without(plan):
+        return replace(plan, **{key: tuple(v for v in getattr(plan, key) if v != value)})
+    if kind == "ciphers":
+        return replace(part, ciphers=without(part.ciphers))
+    plans = getattr(part, kind)
+    return replace(part, **{kind: tuple(p for p in plans if p.cpus != value) if key == "cpus"
+                            else tuple(without(p) for p in plans)})
+
+
+def _drop_value(label: str, kind: str, key: str, value) -> Callable[[CompiledPlan], CompiledPlan]:
+    def cut(p: CompiledPlan) -> CompiledPlan:
+        return replace(p, parts=[_thinned(part, kind, key, value)
+                                 if part.label == label and value in (vs := _values(part, kind,
+                                                                                   key))
+                                 and len(vs) > 1 else part for part in p.parts])
     return cut
 
 
-def _drop_kind(label: str, kind: str) -> Callable[[RunPlan], RunPlan]:
-    def cut(p: RunPlan) -> RunPlan:
-        parts = [replace(x, **{kind: None})
-                 if x.label == label and not replace(x, **{kind: None}).empty()
+def _drop_kind(label: str, kind: str) -> Callable[[CompiledPlan], CompiledPlan]:
+    def cut(p: CompiledPlan) -> CompiledPlan:
+        parts = [replace(x, **{kind: ()})
+                 if x.label == label and not replace(x, **{kind: ()}).empty()
                  else x for x in p.parts]
         return replace(p, parts=parts)
     return cut
 
 
-def left_out_whole(part: Part, why: str, **more) -> dict:
+def left_out_whole(part: CompiledPart, why: str, **more) -> dict:
     """The record's ``skipped`` entry of a part a time budget (or ``--until``) left out whole
     as the run went: the reason, and what the part measures (:func:`measures`)."""
     return {"part": part.label, "stack": "the whole part", "budget": why, "reason": why,
             **more, **measures(part)}
 
 
-def measures(part: Part) -> dict:
+def measures(part: CompiledPart) -> dict:
     """What a part's cells are, for a report to tell which of its rows a part's cut took:
     whether it has a cipher table, its cells' workloads, and the stacks it names (a guest's
     share of a report's part measures only the stacks this host cannot), and its storage
     cells' block sizes."""
-    ops = [op for sp in (storage_plans(part.storage) if part.storage else [])
-           for step in wl.steps(sp.workloads, sp.sizes, False) for op in step.ops]
+    ops = [op for sp in part.storage
+           for step in wl.steps(sp.workloads, sp.sized(), False) for op in step.ops]
     names = {op.workload for op in ops}
-    names |= set(netwl.expand(part.network.get("workloads", ["quick"]))) if part.network else set()
-    stacks = {str(s) for kind in (part.storage, part.network) if kind
-              for s in kind.get("stacks") or ["all"]}
+    names |= {w for np_ in part.network for w in netwl.expand(np_.workloads)}
+    stacks = {str(s) for plans in (part.storage, part.network) if plans
+              for s in plans[0].stacks}
     return {"ciphers": part.ciphers is not None, "workloads": sorted(names),
             "stacks": sorted(stacks), "block_bytes": sorted({op.block_bytes for op in ops})}
 
 
-def _cuts(plan: RunPlan) -> list[Cut]:
+def _cuts(plan: CompiledPlan) -> list[Cut]:
     """Every reduction, gentlest first: samples beyond the minimum; then every part thinned,
     one dimension at a time across all parts (the latest part first; ``THINNED``'s order:
     block sizes, threads, workloads, dbench's client counts, CPU counts and last the
@@ -190,29 +228,28 @@ def _cuts(plan: RunPlan) -> list[Cut]:
     report's table, and a thin table says more than none); then the later parts whole; only then
     two samples per series (a 95 % interval from two samples is about ten times wider than
     from three: fewer cells rather than noisier ones); then the first part's whole kinds."""
-    pol = {**DEFAULT_POLICY, **plan.policy}
+    pol = plan.policy
     cuts: list[Cut] = []
-    if pol["max_samples"] > pol["min_samples"]:
-        cuts.append((_policy(max_samples=pol["min_samples"]),
+    if any(p.policy.max_samples > p.policy.min_samples for p in plan.parts):
+        cuts.append((_samples(None, None),
                      {"part": plan.name, "what": "samples beyond the minimum",
-                      "detail": f"each series stops at {pol['min_samples']} samples, "
+                      "detail": f"each series stops at {pol.min_samples} samples, "
                                 "stable or not"}))
 
     def thinned(kept: bool) -> list[Cut]:
         return [(_drop_value(part.label, kind, key, v),
-                 {"part": part.label, "what": f"{kind} {key} {v}", "detail": ""})
+                 {"part": part.label, "what": f"{kind} {key} {_said(key, v)}", "detail": ""})
                 for dim in THINNED for kind, key in [dim.split(".")]
                 for part in reversed(plan.parts)
                 if (dim in part.keep) is kept
-                and isinstance(values := (getattr(part, kind) or {}).get(key), list)
-                for v in reversed(values[1:])]
+                for v in reversed(_values(part, kind, key)[1:])]
     cuts += thinned(False) + thinned(True)
     cuts += [(_drop_part(p.label), {"part": p.label, "what": "the whole part", "detail": "",
                                     **measures(p)})
              for p in reversed(plan.parts[1:])]
     first = plan.parts[0]
-    if pol["min_samples"] > 2:
-        cuts.append((_policy(min_samples=2, max_samples=2),
+    if any(p.policy.min_samples > 2 for p in plan.parts):
+        cuts.append((_samples(2, 2),
                      {"part": plan.name, "what": "samples beyond two",
                       "detail": "each series has 2 samples"}))
     cuts += [(_drop_kind(first.label, kind),
@@ -221,14 +258,14 @@ def _cuts(plan: RunPlan) -> list[Cut]:
     return cuts
 
 
-def _apply(plan: RunPlan, cuts: list[Cut]) -> RunPlan:
+def _apply(plan: CompiledPlan, cuts: list[Cut]) -> CompiledPlan:
     for cut, _ in cuts:
         plan = cut(plan)
     return plan
 
 
-def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
-        whose: str = "", of: float | None = None) -> tuple[RunPlan, float]:
+def fit(plan: CompiledPlan, budget: float, estimate: Callable[[CompiledPlan], float],
+        whose: str = "", of: float | None = None) -> tuple[CompiledPlan, float]:
     """The plan cut down until its estimate fits ``budget`` seconds, and that estimate.
     ``whose`` and ``of``: the plan is a share (``whose``, e.g. "the guest's") of a budget of
     ``of`` seconds, as what was left out says.
@@ -265,10 +302,10 @@ def fit(plan: RunPlan, budget: float, estimate: Callable[[RunPlan], float],
            f"{units.duration(of)} ({whose} whole plan: about {units.duration(whole)})")
     cannot = [{**c, "budget": why,
                "reason": why + (f": {c['detail']}" if c["detail"] else "")} for _, c in taken]
-    return replace(fitted, cannot_run=plan.cannot_run + cannot), estimate(fitted)
+    return replace(fitted, cannot_run=plan.cannot_run + tuple(cannot)), estimate(fitted)
 
 
-def smallest(plan: RunPlan, estimate: Callable[[RunPlan], float]) -> float:
+def smallest(plan: CompiledPlan, estimate: Callable[[CompiledPlan], float]) -> float:
     """The estimate of ``plan`` with every cut :func:`fit` may take."""
     return estimate(_apply(plan, _cuts(plan)))
 
@@ -293,10 +330,10 @@ def _shares(budget: float, wholes: list[float], floors: list[float]) -> list[flo
         fixed.update({i: floors[i] for i in short})
 
 
-def split(host: RunPlan | None, guests: list[RunPlan], budget: float,
-          host_estimate: Callable[[RunPlan], float],
-          guest_estimates: list[Callable[[RunPlan], float]]
-          ) -> tuple[tuple[RunPlan, float] | None, list[tuple[RunPlan, float]]]:
+def split(host: CompiledPlan | None, guests: list[CompiledPlan], budget: float,
+          host_estimate: Callable[[CompiledPlan], float],
+          guest_estimates: list[Callable[[CompiledPlan], float]]
+          ) -> tuple[tuple[CompiledPlan, float] | None, list[tuple[CompiledPlan, float]]]:
     """``budget`` seconds shared between this host's plan (None: nothing runs here) and the
     guests' shares, in proportion to their whole estimates (each guest's with its boot,
     :data:`GUEST_BOOT_SECONDS`), also where they all fit (each then has room to run late), but
@@ -312,7 +349,7 @@ def split(host: RunPlan | None, guests: list[RunPlan], budget: float,
               for (p, est, boot, _), whole in zip(items, wholes)]
     given = _shares(budget, wholes, floors)
 
-    def fitted(i: int, seconds: float) -> tuple[RunPlan, float]:
+    def fitted(i: int, seconds: float) -> tuple[CompiledPlan, float]:
         plan, est, boot, whose = items[i]
         if wholes[i] <= seconds:
             return plan, wholes[i]

@@ -12,10 +12,9 @@ from cryptcost.model import Cell
 from cryptcost.runner import network as netrun
 from cryptcost.runner.storage import resolve
 from cryptcost.stacks.base import cipher_threads
-from cryptcost.suite.tables import network_plans, storage_plans
+from cryptcost.suite.compiled import CompiledPlan
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import RunPlan
 
 
 # the part run_plan runs them in, where the plan has no cipher table of its own
@@ -30,7 +29,7 @@ def light_host() -> dict:
             "crypto_drivers": kernel.crypto_drivers()}
 
 
-def ceiling_cells(plan: RunPlan, host: dict, here: bool = True) -> tuple[Cell, ...]:
+def ceiling_cells(plan: CompiledPlan, host: dict, here: bool = True) -> tuple[Cell, ...]:
     """The cipher cells the plan's stacks need for their cipher ceilings
     (rule 8): each stack's algorithm at its own unit, in the engine that
     runs it (OpenSSL stands in for the kernel and for other userspace
@@ -78,16 +77,16 @@ def _cells(algorithm: str, ref: dict, accels: set[bool], threads: set[int]) -> s
     return cells
 
 
-def _stacks_and_uses(plan: RunPlan, here: bool = True):
+def _stacks_and_uses(plan: CompiledPlan, here: bool = True):
     """(stack, CPUs, {(op, request bytes, requests in flight)}) for every
     storage and network stack of the plan (``here=False``: as a kernel that has them all)."""
     for part in plan.parts:
-        for sp in storage_plans(part.storage) if part.storage else []:
-            steps = wl.steps(sp.workloads, sp.sizes or wl.Sizes(medium=sp.size or 1 << 30), False)
+        for sp in part.storage:
+            steps = wl.steps(sp.workloads, sp.sized(), False)
             uses = {(op.op, op.block_bytes, op.iodepth) for step in steps for op in step.ops}
             for stack, _ in resolve(sp.stacks, sp.fs, sp.accel, here=here)[0]:
                 yield stack, sp.cpus, uses
-        for np_ in network_plans(part.network) if part.network else []:
+        for np_ in part.network:
             for stack, _ in netrun.resolve(np_.stacks, np_.link, np_.accel, here=here)[0]:
                 ops = netwl.ops(np_.workloads, stack.traffic, streams=np_.streams,
                                 clients=np_.clients)

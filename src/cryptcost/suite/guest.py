@@ -18,7 +18,9 @@ from cryptcost.host import kernel
 from cryptcost.stacks import of_kind, parse_spec, unavailable_reason
 from cryptcost.stacks.fs import MIN_MEDIUM
 from cryptcost.units import parse_size
-from cryptcost.workloads.plan import DEFAULT_POLICY, Part, RunPlan, validate
+from cryptcost.runner.storage import StoragePlan
+from cryptcost.suite.compiled import CompiledPlan, policy_of, policy_table, tables_of
+from cryptcost.workloads.plan import Part, RunPlan, validate
 
 # what a guest run's plan is called in the store: the suite's name and this, with the kernel
 # where it is not the stock one (each share is calibrated on its own earlier runs)
@@ -33,10 +35,11 @@ GUEST_MAX_SIZE = 256 << 20
 @dataclass(frozen=True)
 class GuestShare:
     """What one guest boot measures: ``kernel`` as ``cryptcost vm --kernel`` takes it (``""``:
-    the stock kernel), and the plan of just that."""
+    the stock kernel), and the plan of just that (as :func:`share` cuts it from the loaded plan,
+    then compiled)."""
 
     kernel: str
-    plan: RunPlan
+    plan: CompiledPlan | RunPlan
 
     @property
     def kernel_said(self) -> str:
@@ -51,7 +54,7 @@ def _emulable(exc: Unavailable | None) -> str | None:
 
 def _fits(cls, kind: str, table: dict) -> bool:
     """Whether ``all`` takes ``cls`` for this table (a storage stack on its filesystem)."""
-    return kind != "storage" or table.get("fs", "ext4") in cls.filesystems
+    return kind != "storage" or table.get("fs", StoragePlan.fs) in cls.filesystems
 
 
 def _specs(table: dict, kind: str) -> dict[str, list[str]]:
@@ -103,7 +106,7 @@ def share(plan: RunPlan) -> list[GuestShare]:
         tables: dict[str, dict[str, dict]] = {}
         for kind in ("storage", "network"):
             table = getattr(part, kind)
-            for need, specs in (_specs(table, kind) if table else {}).items():
+            for need, specs in (_specs(table, kind) if table is not None else {}).items():
                 # the guest has no perf worth its cost under TCG: verdicts from the ceilings
                 cut = {**table, "stacks": specs, "profile": False}
                 tables.setdefault(need, {})[kind] = _smaller(cut) if kind == "storage" else cut
@@ -112,8 +115,8 @@ def share(plan: RunPlan) -> list[GuestShare]:
             tables.setdefault("", {})["ciphers"] = ciphers
         for need, kinds in tables.items():
             parts.setdefault(need, []).append(Part(part.label, **kinds, keep=part.keep))
-    policy = {**DEFAULT_POLICY, **plan.policy}
-    policy["max_samples"] = policy["min_samples"]
+    least = policy_of(plan.policy).min_samples
+    policy = {**plan.policy, "min_samples": least, "max_samples": least}
     return [GuestShare(need, replace(plan, name=plan.name + (
         GUEST_SUFFIX.replace(")", f", Linux {need})") if need else GUEST_SUFFIX), parts=got,
                                      cannot_run=[], policy=policy))
@@ -123,17 +126,19 @@ def share(plan: RunPlan) -> list[GuestShare]:
 def _smaller(table: dict) -> dict:
     """A storage table on media of at most :data:`GUEST_MAX_SIZE`, and at least what its
     filesystem is made on (XFS: :data:`~cryptcost.stacks.fs.MIN_MEDIUM`)."""
-    size = parse_size(str(table.get("size", "512M")), "storage.size")
-    least = MIN_MEDIUM.get(table.get("fs", "ext4"), 0)
+    size = parse_size(str(table.get("size", StoragePlan.size)), "storage.size")
+    least = MIN_MEDIUM.get(table.get("fs", StoragePlan.fs), 0)
     return {**table, "size": f"{max(min(size, GUEST_MAX_SIZE), least) >> 20}M"} if size else table
 
 
-def to_json(plan: RunPlan) -> str:
-    return json.dumps({"name": plan.name, "label": plan.label, "policy": plan.policy,
-                       "model": plan.model, "cannot_run": plan.cannot_run,
-                       "parts": [{"label": p.label, "ciphers": p.ciphers, "storage": p.storage,
-                                  "network": p.network, "keep": list(p.keep),
-                                  "scale": p.scale, **({"policy": p.policy} if p.policy else {})}
+def to_json(plan: CompiledPlan) -> str:
+    """A compiled share as the guest's ``run --parts`` reads it: each part's tables and policy
+    written whole (:func:`~cryptcost.suite.compiled.tables_of`)."""
+    return json.dumps({"name": plan.name, "label": plan.label,
+                       "policy": policy_table(plan.policy), "model": plan.model,
+                       "cannot_run": list(plan.cannot_run),
+                       "parts": [{"label": p.label, **tables_of(p), "keep": list(p.keep),
+                                  "scale": p.scale, "policy": policy_table(p.policy)}
                                  for p in plan.parts]}, indent=1)
 
 

@@ -43,11 +43,11 @@ def for_this_host(plan: RunPlan, allow_empty: bool = False) -> RunPlan:
         tables = {}
         for kind, why in NEEDS_ROOT.items():
             table = getattr(part, kind)
-            if table and os.geteuid() != 0:
+            if table is not None and os.geteuid() != 0:
                 cannot.append({"part": part.label, "what": f"{kind} stacks", "reason": why,
                                "install": "run with sudo"})
                 table = None
-            if table:
+            if table is not None:
                 keep = _available(table.get("stacks", ["all"]), kind, part.label, cannot)
                 table = {**table, "stacks": keep} if keep else None
             if table and table.get("profile"):

@@ -29,7 +29,7 @@ from cryptcost.errors import UserError
 from cryptcost.host import kernel, tools
 from cryptcost.stacks.base import GUEST_MODULES, IN_STOCK_KERNEL, Stack
 from cryptcost.stacks.net import NetworkStack
-from cryptcost.suite.tables import cipher_plan, network_plans, storage_plans
+from cryptcost.suite.compiled import compile_plan
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
 from cryptcost.workloads.plan import SUITES, load
@@ -110,13 +110,13 @@ def _specs(specs: list[str], kind: str, here: set[str]) -> list[type[Stack]]:
 def plan_packages(suite: str | None, plan_file: str | None, here: set[str]) -> set[str]:
     """What a suite's or a plan file's parts measure with, on a host with ``here``."""
     out: set[str] = set()
-    for part in load(suite, plan_file).parts:
+    for part in compile_plan(load(suite, plan_file))[0].parts:
         if part.ciphers is not None:
-            for name in cipher_plan(part.ciphers).engines:
+            for name in part.ciphers.engines:
                 engine = CIPHER_ENGINES[name]
                 if name != "kernel" or "af_alg" in here:
                     out.add(tools.tool(engine.tool).package)
-        for plan in storage_plans(part.storage) if part.storage else []:
+        for plan in part.storage:
             out |= _tool_packages(STORAGE_TOOLS + (f"mkfs.{plan.fs}",))
             out |= {t.package for t in getattr(plan.medium, "tools", ())}
             names = wl.expand(plan.workloads)
@@ -125,7 +125,7 @@ def plan_packages(suite: str | None, plan_file: str | None, here: set[str]) -> s
                 out.add(tools.tool("perf").package)
             for cls in _specs(plan.stacks, "storage", here):
                 out |= stack_packages(cls, here)
-        for plan in network_plans(part.network) if part.network else []:
+        for plan in part.network:
             names = netwl.expand(plan.workloads)
             if "dbench" in names:
                 out.add(tools.tool("dbench").package)

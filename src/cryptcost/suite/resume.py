@@ -24,8 +24,8 @@ from cryptcost.model import Cell
 from cryptcost.store.db import now
 from cryptcost.record.run import Host
 from cryptcost.suite import ceilings
-from cryptcost.suite.tables import cipher_plan
-from cryptcost.workloads.plan import Part, RunPlan
+from cryptcost.suite.compiled import CompiledPart, CompiledPlan
+from cryptcost.workloads.plan import RunPlan
 from cryptcost.workloads.seeds import reports_of
 
 # what a run must be to be resumed: its status (``killed``: its process died unfinished)
@@ -181,11 +181,11 @@ class Resume:
                 "sittings": list(extra.get("sittings") or [_first_sitting(self.started, extra)])}
 
 
-def again_cells(resume: Resume | None, part: Part) -> frozenset[Cell]:
+def again_cells(resume: Resume | None, part: CompiledPart) -> frozenset[Cell]:
     """The cells of ``part``'s cipher table when ``resume`` measures it again (``--again``)."""
     if resume is None or part.label not in resume.again or part.ciphers is None:
         return frozenset()
-    return cipher_plan(part.ciphers).cells()
+    return part.ciphers.cells()
 
 
 def merged(base: dict, **now) -> dict:
@@ -297,7 +297,7 @@ class Sitting:
             if n:
                 self.dropped[label] = self.dropped.get(label, 0) + n
 
-    def drop_guest(self, store, plan: RunPlan) -> None:
+    def drop_guest(self, store, plan: CompiledPlan) -> None:
         """Before a guest measures ``plan`` (its share): drop what the run's earlier guest runs
         of that share held of its parts."""
         if self.resume is None:

@@ -13,68 +13,71 @@ from cryptcost.runner.network import NetworkPlan
 from cryptcost.runner.storage import resolve
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
 from cryptcost.suite.ceilings import ceiling_cells
-from cryptcost.suite.tables import cipher_plan, network_plans, part_plan, policy_of, storage_plans
+from cryptcost.runner.ciphers import CipherPlan
+from cryptcost.suite.compiled import CompiledPart, CompiledPlan
 from cryptcost.workloads import network as netwl
 from cryptcost.workloads import storage as wl
-from cryptcost.workloads.plan import RunPlan
 
 
-def estimate(plan: RunPlan, executor: Executor | None = None, here: bool = True,
+def estimate(plan: CompiledPlan, executor: Executor | None = None, here: bool = True,
              most: bool = False) -> float:
     """Seconds the plan takes if every series is stable after the minimum
     number of samples (a lower bound, printed before the run); ``most``: if every series takes
     the maximum (a step's series sample together until each is stable or at the cap, so one
     noisy baseline keeps its whole group going). ``here=False``: the stacks as a kernel that
-    has them all runs them (a guest's share), at this host's speed. A part with a policy of its
-    own is estimated at its own sampling."""
-    if any(p.policy for p in plan.parts):
-        return sum(_estimate(part_plan(plan, p), executor, here, most) for p in plan.parts)
-    return _estimate(plan, executor, here, most)
-
-
-def _estimate(plan: RunPlan, executor: Executor | None, here: bool, most: bool) -> float:
+    has them all runs them (a guest's share), at this host's speed. Each part is estimated at
+    its own sampling."""
     executor = executor or RealExecutor()
-    pol = policy_of(plan)
-    samples = pol.max_samples if most else pol.min_samples
-    rounds = pol.warmup + samples
+    return sum(part_seconds(p, executor, here, most) for p in plan.parts)
 
-    def extra(table) -> int:
-        """A profiled round of its own: only where no warm-up round can be profiled."""
-        return int(table.profile and not pol.warmup)
+
+def part_seconds(part: CompiledPart, executor: Executor, here: bool = True,
+                 most: bool = False) -> float:
+    """One part's seconds, as :func:`estimate` counts them."""
+    pol = part.policy
+    samples = pol.max_samples if most else pol.min_samples
     total = 0.0
-    for part in plan.parts:
-        if part.ciphers is not None:
-            cp = cipher_plan(part.ciphers)
-            cells, _ = build_cells(cp, executor)
-            per_engine = {e: [c for c in cells if c.engine == e] for e in {c.engine for c in cells}}
-            for engine, cs in per_engine.items():
-                jobs = executor.cipher_jobs(engine, cs, cp.seconds)
-                total += sum(j.est_seconds * (j.warmups(pol.warmup) + samples)
-                             for j in jobs)
-        if part.storage:
-            for sp in storage_plans(part.storage):
-                resolved, _ = resolve(sp.stacks, sp.fs, sp.accel, here=here)
-                steps = wl.steps(sp.workloads, sp.sizes, False)
-                total += quiet.NOISE_COPIES * quiet.NOISE_SECONDS         # the memory's noise floor
-                for stack, _ in resolved:
-                    plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
-                    rate = 600e6 if plaintext else 120e6
-                    # setup + integrity check
-                    total += 3 + stack.remount_seconds * 2
-                    for step in steps:
-                        total += (rounds + extra(sp)) * sum(_op_seconds(op, rate, stack)
-                                                            for op in step.ops)
-        for np_ in network_plans(part.network) if part.network else []:
-            resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel, here=here)
-            names = netrun.wl.expand(np_.workloads)
-            for stack, _ in resolved:
-                total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
-                ops = netrun.wl.ops(names, stack.traffic, clients=np_.clients)
-                total += (rounds + extra(np_)) * sum(_net_op_seconds(op, np_) for op in ops)
+    if part.ciphers is not None:
+        total += _cipher_seconds(part.ciphers, executor, pol, samples)
+    for sp in part.storage:
+        total += _storage_seconds(sp, pol.warmup + samples + int(sp.profile and not pol.warmup),
+                                  here)
+    for np_ in part.network:
+        # a profiled round of its own only where no warm-up round can be profiled
+        rounds = pol.warmup + samples + int(np_.profile and not pol.warmup)
+        resolved, _ = netrun.resolve(np_.stacks, np_.link, np_.accel, here=here)
+        names = netrun.wl.expand(np_.workloads)
+        for stack, _ in resolved:
+            total += 4 + (3 if stack.traffic == "files" else 1)       # setup, canary, verify
+            ops = netrun.wl.ops(names, stack.traffic, clients=np_.clients)
+            total += rounds * sum(_net_op_seconds(op, np_) for op in ops)
     return total
 
 
-def ceilings(plan: RunPlan, host: dict, executor: Executor | None = None,
+def _cipher_seconds(cp: CipherPlan, executor: Executor, pol, samples: int) -> float:
+    cells, _ = build_cells(cp, executor)
+    per_engine = {e: [c for c in cells if c.engine == e] for e in {c.engine for c in cells}}
+    return sum(j.est_seconds * (j.warmups(pol.warmup) + samples)
+               for engine, cs in per_engine.items()
+               for j in executor.cipher_jobs(engine, cs, cp.seconds))
+
+
+def _storage_seconds(sp, rounds: int, here: bool) -> float:
+    """One storage plan's seconds at ``rounds`` runs of each step (a profiled one of its own
+    counted)."""
+    resolved, _ = resolve(sp.stacks, sp.fs, sp.accel, here=here)
+    steps = wl.steps(sp.workloads, sp.sized(), False)
+    total = quiet.NOISE_COPIES * quiet.NOISE_SECONDS         # the memory's noise floor
+    for stack, _ in resolved:
+        plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
+        rate = 600e6 if plaintext else 120e6
+        total += 3 + stack.remount_seconds * 2                # setup + integrity check
+        for step in steps:
+            total += rounds * sum(_op_seconds(op, rate, stack) for op in step.ops)
+    return total
+
+
+def ceilings(plan: CompiledPlan, host: dict, executor: Executor | None = None,
              here: bool = True, have: frozenset = frozenset()) -> float:
     """Seconds the cipher ceilings of the plan's stacks take (``suite.run_plan`` measures them
     before the first part, in a table of their own) at the plan's minimum number of
@@ -84,13 +87,11 @@ def ceilings(plan: RunPlan, host: dict, executor: Executor | None = None,
     cells = [c for c in ceiling_cells(plan, host, here) if c not in have]
     if not cells:
         return 0.0
-    pol = policy_of(plan)
-    seconds = cipher_plan({"algorithms": sorted({c.algorithm for c in cells}),
-                           "sizes": [], "threads": [1]}).seconds
+    pol = plan.policy
     return sum(j.est_seconds * (j.warmups(pol.warmup) + pol.min_samples)
                for engine in sorted({c.engine for c in cells})
                for j in executor.cipher_jobs(engine, [c for c in cells if c.engine == engine],
-                                             seconds))
+                                             CipherPlan.seconds))
 
 
 # one dbench run: its warm-up (a fifth of its time), its run, start-up and clean-up

@@ -27,6 +27,7 @@ from typing import Any
 
 from cryptcost.engines import CIPHER_ENGINES
 from cryptcost.errors import UserError
+from cryptcost.stats import Policy
 from cryptcost.units import target_of
 from cryptcost.engines.base import ALL_SIZES
 from cryptcost.stacks import in_suite, parse_spec
@@ -76,9 +77,6 @@ SCHEMA: dict[str, dict[str, tuple]] = {
 }
 TOP = tuple(SCHEMA)
 
-
-# A plan's [policy] where it says nothing: the repetition every suite starts from.
-DEFAULT_POLICY = {"min_samples": 3, "max_samples": 10, "ci_target": 3.0, "warmup": 1}
 
 
 @dataclass
@@ -176,18 +174,20 @@ def _validate_numbers(data: dict, where: str) -> None:
     if "delay_ms" in n and not 0 <= n["delay_ms"] <= 1000:
         raise UserError(f"{where}: network.delay_ms must be 0 … 1000 (ms added to each round "
                         f"trip), not {n['delay_ms']:g}")
-    if n.get("delay_ms") and n.get("link", "netns") != "netns":
+    if n.get("delay_ms") and n.get("link") not in (None, "netns"):
         raise UserError(f"{where}: network.delay_ms needs link = \"netns\": cryptcost adds a "
                         "delay only on a link whose interfaces it owns")
-    link = n.get("link", "netns")
-    if link not in ("netns", "loopback") and not (link.startswith("peer:") and len(link) > 5):
+    link = n.get("link")
+    if link is not None and link not in ("netns", "loopback") \
+            and not (link.startswith("peer:") and len(link) > 5):
         raise UserError(f"{where}: network.link has {link!r}; allowed: netns, loopback, "
                         "peer:HOST")
     if "streams" in n and not 1 <= n["streams"] <= 128:
         raise UserError(f"{where}: network.streams must be 1 … 128, not {n['streams']}")
     if "seconds" in n and not 1 <= n["seconds"] <= 600:
         raise UserError(f"{where}: network.seconds must be 1 … 600, not {n['seconds']}")
-    lo, hi = p.get("min_samples", 3), p.get("max_samples", max(10, p.get("min_samples", 3)))
+    lo = p.get("min_samples", Policy.min_samples)
+    hi = p.get("max_samples", max(Policy.max_samples, lo))
     if not 1 <= lo <= hi <= 1000:
         raise UserError(f"{where}: need 1 <= policy.min_samples <= policy.max_samples <= 1000")
     if "ci_target" in p and not 0 < p["ci_target"] < 100:

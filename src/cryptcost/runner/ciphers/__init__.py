@@ -43,8 +43,6 @@ class CipherPlan:
     engines_explicit: bool = False
     # single cells beyond the product (the stacks' cipher ceilings)
     extra_cells: tuple[Cell, ...] = ()
-    # cells not to measure: a resumed run holds them whole
-    measured: frozenset[Cell] = frozenset()
 
     def product(self, engines: tuple[str, ...] | None = None) -> list[Cell]:
         """The table's product, in order: ``engines`` (all of the plan's by default) × their
@@ -89,8 +87,10 @@ class CipherOutcome:
     failed: list[str] = field(default_factory=list)
 
 
-def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[dict]]:
-    """The measurable cells, and what was skipped and why."""
+def build_cells(plan: CipherPlan, executor: Executor, measured: frozenset[Cell] = frozenset()
+                ) -> tuple[list[Cell], list[dict]]:
+    """The measurable cells, and what was skipped and why; none of ``measured`` (a resumed run
+    holds them whole, or an earlier table of the run measured them)."""
     cells, skipped = [], []
     for name in plan.engines:
         try:
@@ -101,7 +101,7 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
             skipped.append({"engine": name, "reason": exc.reason, "install": exc.install})
             continue
         for cell in plan.product((name,)):
-            if cell in plan.measured:
+            if cell in measured:
                 continue
             why = executor.unsupported(cell)
             if why:
@@ -111,7 +111,7 @@ def build_cells(plan: CipherPlan, executor: Executor) -> tuple[list[Cell], list[
             else:
                 cells.append(cell)
     for cell in plan.extra_cells:
-        if cell not in cells and cell not in plan.measured and cell.engine in plan.engines \
+        if cell not in cells and cell not in measured and cell.engine in plan.engines \
                 and not executor.unsupported(cell):
             try:
                 executor.require_engine(cell.engine)
@@ -130,11 +130,13 @@ def _accelerated(cells: list[Cell]) -> list[Cell]:
 
 def run_ciphers(plan: CipherPlan, executor: Executor, policy: stats.Policy, *,
                 sink: Sink | None = None, progress: Progress | None = None,
-                cpu_flags: dict[str, bool] | None = None) -> CipherOutcome:
-    """Measure ``plan``; every sample and result goes to ``sink`` as it exists."""
+                cpu_flags: dict[str, bool] | None = None,
+                measured: frozenset[Cell] = frozenset()) -> CipherOutcome:
+    """Measure ``plan``, but none of ``measured``; every sample and result goes to ``sink`` as
+    it exists."""
     plan.validate()
-    cells, skipped = build_cells(plan, executor)
-    if not cells and plan.measured:
+    cells, skipped = build_cells(plan, executor, measured)
+    if not cells and measured:
         return CipherOutcome(skipped=skipped)          # a resumed run holds them all
     if not cells:
         raise UserError("nothing to measure: " + "; ".join(s["reason"] for s in skipped[:3]))

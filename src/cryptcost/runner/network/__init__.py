@@ -40,23 +40,25 @@ from cryptcost.workloads import network as wl
 log = logging.getLogger("cryptcost.network")
 
 
-@dataclass
+@dataclass(frozen=True)
 class NetworkPlan:
-    stacks: list[str]                    # specs: name, name:variant, name:*, or "all"
+    """One network comparison, as a plan's table or ``cryptcost network`` asks it; each field's
+    default is the table's (``[network]`` with nothing in it)."""
+
+    stacks: tuple[str, ...] = ("all",)   # specs: name, name:variant, name:*, or "all"
     link: str = "netns"
     mtu: int = 1500
     delay_ms: float = 0.0                # added to every round trip on the link (netem)
-    workloads: list[str] = field(default_factory=lambda: ["quick"])
+    workloads: tuple[str, ...] = ("quick",)
     streams: int = 4                     # for the "streams" workload
     clients: tuple[int, ...] = wl.CLIENTS  # for the "dbench" workload, one cell each
-    seconds: float = 2.0                 # per stream sample
+    seconds: float = 2                   # per stream sample
     file_bytes: int = 256 << 20          # per large-file copy
     small_files: int = 512
     # (True, False): each measured stack also with acceleration off
     accel: tuple[bool, ...] = (True,)
     part: str | None = None
     cpus: int | None = None              # both ends' programs and daemons pinned to this many CPUs
-    affinity: str | None = None          # what the pass on ``cpus`` pinned (runner.core.pinning)
     # a profiled round after the samples: where each cell's CPU goes (perf)
     profile: bool = False
     peer: PeerOptions = field(default_factory=PeerOptions)     # how ``peer:HOST`` is reached
@@ -156,12 +158,12 @@ def run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources,
                 progress: Progress | None = None) -> NetworkOutcome:
     """Set up, verify, measure, compare. Teardown happens when ``res`` is released.
     With ``plan.cpus`` everything it starts runs on that many CPUs (:mod:`runner.core.pinning`)."""
-    with pinning.pinned(res, plan.cpus) as plan.affinity:
-        return _run_network(plan, policy, res=res, sink=sink, progress=progress)
+    with pinning.pinned(res, plan.cpus) as affinity:
+        return _run_network(plan, policy, affinity, res=res, sink=sink, progress=progress)
 
 
-def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sink: Sink | None,
-                 progress: Progress | None) -> NetworkOutcome:
+def _run_network(plan: NetworkPlan, policy: stats.Policy, affinity: str | None, *, res: Resources,
+                 sink: Sink | None, progress: Progress | None) -> NetworkOutcome:
     resolved, skipped = validate(plan)
     workdir = res.tmpdir("cryptcost-net-")
     shared: list = []
@@ -222,7 +224,8 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, *, res: Resources, sin
     flow.compare([(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]],
                  lambda op: (op,), cell,
                  runner,
-                 lambda inst, op, s, series: _result(inst, op, s, series, plan, policy.target),
+                 lambda inst, op, s, series: _result(inst, op, s, series, plan, affinity,
+                                                             policy.target),
                  job=lambda op: {"label": op.workload, "group": ("network", op.key),
                                  "est_seconds": plan.seconds + 1},
                  kind="network", outcome=out, policy=policy, res=res, sink=sink, progress=progress,
@@ -248,16 +251,17 @@ def _cell(inst: NetInstance, op: wl.NetOp, plan: NetworkPlan) -> Cell:
                 part=plan.part or None, cpus=plan.cpus or None)
 
 
-def _attrs(inst: NetInstance, plan: NetworkPlan) -> dict:
-    """What describes the instance beside its cell: its variant, and its stack's params."""
+def _attrs(inst: NetInstance, plan: NetworkPlan, affinity: str | None) -> dict:
+    """What describes the instance beside its cell: its variant, and its stack's params (what
+    the pass on ``cpus`` pinned: ``affinity``)."""
     params = inst.stack.describe()
     if plan.cpus:
-        params["affinity"] = plan.affinity
+        params["affinity"] = affinity
     return {"variant": inst.stack.variant, "params": params}
 
 
 def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: NetworkPlan,
-            target: float) -> Result:
+            affinity: str | None, target: float) -> Result:
     samples = s.samples
     wires = [x.metrics["wire"] for x in samples if x.metrics.get("wire")]
     metrics = {
@@ -284,7 +288,8 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
         metrics["accel_env"] = sorted(inst.stack.accel_env())
     return flow.summarise(inst.stack, _cell(inst, op, plan), s, series, target=target,
                           metrics=metrics,
-                          attrs=_attrs(inst, plan), cause=lambda cv: _likely_cause(inst, samples))
+                          attrs=_attrs(inst, plan, affinity),
+                          cause=lambda cv: _likely_cause(inst, samples))
 
 
 def _wire_summary(wires: list[dict], canary: dict | None) -> dict:

@@ -27,7 +27,7 @@ from cryptcost.engines import perf
 from cryptcost.errors import UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
-from cryptcost.media import Medium
+from cryptcost.media import Medium, parse_medium
 from cryptcost.model import Cell, Result, Sample, metric_median as median
 from cryptcost.record import CpuUse
 from cryptcost.runner.core import flow, pairing, pinning, quiet
@@ -43,31 +43,46 @@ GiB = 1 << 30
 SHORT_SAMPLE = 0.5          # seconds; below this a sample is mostly timer and start-up
 
 
-@dataclass
+@dataclass(frozen=True)
 class StoragePlan:
-    stacks: list[str]                    # specs: name, name:variant, name:*, or "all"
-    medium: Medium
-    workloads: list[str] = field(default_factory=lambda: ["quick"])
-    size: int | None = None          # per stack instance; None: chosen from the medium's room
+    """One storage comparison, as a plan's table or ``cryptcost storage`` asks it; each field's
+    default is the table's (``[storage]`` with nothing in it)."""
+
+    stacks: tuple[str, ...] = ("all",)   # specs: name, name:variant, name:*, or "all"
+    medium: Medium = field(default_factory=lambda: parse_medium("ram"))
+    workloads: tuple[str, ...] = ("quick",)
+    size: int | None = 512 << 20     # per stack instance; None: chosen from the medium's room
     # a size the plan did not name (a suite's own): made smaller where the medium cannot give
     # every stack instance that much, the size asked kept in ``size_asked``
     fit_size: bool = False
     size_asked: int | None = None
     fs: str = "ext4"
-    sizes: wl.Sizes | None = None
+    sizes: wl.Sizes | None = None    # None: the workloads' own (wl.Sizes) on ``size``
     # restrict fio and the stacks' daemons to this many CPUs (rule 15)
     cpus: int | None = None
-    affinity: str | None = None      # what the pass on ``cpus`` pinned (runner.core.pinning)
     # the run plan's part this belongs to (results are paired within it)
     part: str | None = None
     # (True, False): each measured stack also with acceleration off
     accel: tuple[bool, ...] = (True,)
-    # the memory touched before the first sample (runner.core.quiet.warm_memory)
-    warmed: dict | None = None
-    # the host's memory bandwidth and its spread then (runner.core.quiet.memory_noise)
-    memory_noise: dict | None = None
-    # a profiled round after the samples: where each cell's CPU goes (perf)
+    # a profiled round: where each cell's CPU goes (perf)
     profile: bool = False
+
+    def sized(self) -> wl.Sizes:
+        """The workloads' sizes on this plan's medium size."""
+        sizes = self.sizes or wl.Sizes(medium=self.size or 512 << 20)
+        return sizes if sizes.medium == self.size or self.size is None \
+            else replace(sizes, medium=self.size)
+
+
+@dataclass
+class Conditions:
+    """What a storage run learns of its host as it goes, recorded beside each result: what the
+    pass on ``cpus`` pinned, the memory touched before the first sample, and the memory's
+    bandwidth and its spread then."""
+
+    affinity: str | None = None                 # runner.core.pinning
+    warmed: dict | None = None                  # runner.core.quiet.warm_memory
+    memory_noise: dict | None = None            # runner.core.quiet.memory_noise
 
 
 @dataclass
@@ -91,8 +106,10 @@ def resolve(specs: list[str], fs: str, accel: tuple[bool, ...] = (True,), here: 
     return resolved, skipped
 
 
-def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[dict]]:
-    """Everything that can be refused before anything is created or recorded."""
+def validate(plan: StoragePlan
+             ) -> tuple[StoragePlan, list[tuple[StorageStack, str]], list[dict]]:
+    """Everything that can be refused before anything is created or recorded; the plan with its
+    size fitted to the medium's room (chosen from it, or made smaller with ``fit_size``)."""
     names = wl.expand(plan.workloads)
     wl.steps(names, wl.Sizes(medium=plan.size or 512 << 20), False)   # workloads that share a cell
     resolved, skipped = resolve(plan.stacks, plan.fs, plan.accel)
@@ -109,16 +126,16 @@ def validate(plan: StoragePlan) -> tuple[list[tuple[StorageStack, str]], list[di
     if plan.profile:
         perf.require()
     if plan.size is None:
-        plan.size = max(plan.medium.auto_size(len(resolved)), least)
+        plan = replace(plan, size=max(plan.medium.auto_size(len(resolved)), least))
     elif plan.fit_size and (fitted := max(plan.medium.fitted(plan.size, len(resolved)),
                                           least)) < plan.size:
-        plan.size_asked, plan.size = plan.size, fitted
+        plan = replace(plan, size_asked=plan.size_asked or plan.size, size=fitted)
     plan.medium.require_room(plan.size, len(resolved))
     for workload, program in (("smallfiles", "tar"), ("rsync", "rsync"), ("bonnie", "bonnie++")):
         if workload in names and not proc.which(program):
             raise UserError(f"the {workload} workload needs {program}: cryptcost install "
                             f"{program}")
-    return resolved, skipped
+    return plan, resolved, skipped
 
 
 def fitted_said(plan: StoragePlan) -> str:
@@ -160,17 +177,16 @@ def run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
     stack starts and, where the kernel allows, its unbound workqueues
     (:mod:`cryptcost.runner.core.pinning`); each result records what was pinned.
     """
-    with pinning.pinned(res, plan.cpus) as plan.affinity:
-        return _run_storage(plan, policy, res=res, sink=sink, progress=progress)
+    seen = Conditions()
+    with pinning.pinned(res, plan.cpus) as seen.affinity:
+        return _run_storage(plan, policy, seen, res=res, sink=sink, progress=progress)
 
 
-def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
+def _run_storage(plan: StoragePlan, policy: stats.Policy, seen: Conditions, *, res: Resources,
                  sink: Sink | None = None,
                  progress: Progress | None = None) -> StorageOutcome:
-    resolved, skipped = validate(plan)
-    sizes = plan.sizes or wl.Sizes(medium=plan.size)
-    if sizes.medium != plan.size:
-        sizes = replace(sizes, medium=plan.size)
+    plan, resolved, skipped = validate(plan)
+    sizes = plan.sized()
     names = wl.expand(plan.workloads)
     instances = [Instance(stack, stack.label, role) for stack, role in resolved]
     direct = all(i.stack.honours_direct for i in instances)
@@ -201,10 +217,10 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
     cell = {(inst.label,
              op.key): _cell(inst, op, plan) for step in steps for op in step.ops for inst in ready}
     if ready:
-        plan.warmed = quiet.warm_memory(warm_bytes(plan.size))
-        log.info("memory warmed before the first sample: %s", plan.warmed)
-        plan.memory_noise = quiet.memory_noise()
-        log.info("the host's memory bandwidth before the first sample: %s", plan.memory_noise)
+        seen.warmed = quiet.warm_memory(warm_bytes(plan.size))
+        log.info("memory warmed before the first sample: %s", seen.warmed)
+        seen.memory_noise = quiet.memory_noise()
+        log.info("the host's memory bandwidth before the first sample: %s", seen.memory_noise)
     pairs = []
     for step in steps:
         for inst in ready:
@@ -215,7 +231,8 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, *, res: Resources,
             else:
                 pairs.append((inst, step))
     flow.compare(pairs, lambda step: step.ops, cell, runner,
-                 lambda inst, op, s, series: _result(inst, op, s, series, plan, policy.target),
+                 lambda inst, op, s, series: _result(inst, op, s, series, plan, seen,
+                                                             policy.target),
                  job=lambda step: {"label": step.label, "group": step.name,
                                    "est_seconds": 2.0 * len(step.ops)},
                  kind="storage", outcome=outcome, policy=policy, res=res, sink=sink,
@@ -256,17 +273,17 @@ def _cell(inst: Instance, op: wl.Op, plan: StoragePlan) -> Cell:
                 iodepth=op.iodepth, size=plan.size, part=plan.part or None, cpus=plan.cpus or None)
 
 
-def _params(inst: Instance, plan: StoragePlan) -> dict:
+def _params(inst: Instance, plan: StoragePlan, seen: Conditions) -> dict:
     """What describes the instance and the run's conditions, beside its cell."""
     params = inst.stack.describe()
     if plan.cpus:
-        params["affinity"] = plan.affinity
+        params["affinity"] = seen.affinity
     if plan.size_asked:
         params["size_asked"] = plan.size_asked      # the medium gave less (fitted_said)
-    if plan.warmed:
-        params["memory_warmed"] = plan.warmed
-    if plan.memory_noise:
-        params["memory_noise"] = plan.memory_noise
+    if seen.warmed:
+        params["memory_warmed"] = seen.warmed
+    if seen.memory_noise:
+        params["memory_noise"] = seen.memory_noise
     return params
 
 
@@ -304,7 +321,7 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | N
 
 
 def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePlan,
-            target: float = 0.03) -> Result:
+            seen: Conditions, target: float = 0.03) -> Result:
     samples = s.samples
     stack = inst.stack
     metrics = {
@@ -340,5 +357,5 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
         if samples[-1].metrics.get(key):
             metrics[key] = samples[-1].metrics[key]
     return flow.summarise(stack, _cell(inst, op, plan), s, series, target=target, metrics=metrics,
-                          attrs={"params": _params(inst, plan)}, notes=notes, after=after,
-                          cause=lambda cv: likely_cause(inst, op, samples, cv, plan.memory_noise))
+                          attrs={"params": _params(inst, plan, seen)}, notes=notes, after=after,
+                          cause=lambda cv: likely_cause(inst, op, samples, cv, seen.memory_noise))
