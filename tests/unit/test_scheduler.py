@@ -8,6 +8,7 @@ from cryptcost.model import Sample
 from cryptcost.runner.ciphers import CipherPlan, run_ciphers
 from cryptcost.runner.ciphers.executor import FakeExecutor
 from cryptcost.model import Job
+from cryptcost.runner.core import flow
 from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.core.sink import Sink
 from cryptcost.stats import Policy
@@ -313,6 +314,28 @@ class _Kept(Sink):
         self.results.append(result)
 
 
+class _Spec(flow.Kind):
+    """A storage kind for the flow: one step of one op, each instance's cell given."""
+
+    kind = "storage"
+
+    def __init__(self, runner, op, cells):
+        self.runner, self.op, self.cells_ = runner, op, cells
+
+    def ops(self, step):
+        return (self.op,)
+
+    def cell(self, inst, op):
+        return self.cells_[(inst.label, op.key)]
+
+    def result(self, inst, op, s, series):
+        return flow.summarise(inst.stack, self.cell(inst, op), s, series, target=0.03,
+                              own=flow.Own({}, {}, cause=lambda cv: "noise"))
+
+    def job(self, step):
+        return flow.StepJob("seq", "seq", 1.0)
+
+
 @pytest.mark.parametrize("signal_", [KeyboardInterrupt, Terminated])
 def test_a_comparison_cut_by_a_signal_stores_each_series_it_sampled_as_an_incomplete_result(
         monkeypatch, signal_):
@@ -342,16 +365,12 @@ def test_a_comparison_cut_by_a_signal_stores_each_series_it_sampled_as_an_incomp
             raise signal_("SIGTERM")
         return {(inst.label, "w"): Sample(next(values[inst.label]), 1.0)}
 
-    def result(inst, op_, s, series):
-        return flow.summarise(inst.stack, cell[(inst.label, "w")], s, series, target=0.03,
-                              metrics={}, attrs={}, cause=lambda cv: "noise")
     sink = _Kept()
     outcome = flow.Outcome()
     with pytest.raises(signal_):
-        flow.compare([(i, "step") for i in insts], lambda step: (op,), cell, runner, result,
-                     job=lambda step: {"label": "seq", "group": "seq", "est_seconds": 1.0},
-                     kind="storage", outcome=outcome, policy=Policy(min_samples=3,
-                     max_samples=3, warmup=0), res=None, sink=sink, progress=None, profile=False)
+        flow.compare([(i, "step") for i in insts], _Spec(runner, op, cell), outcome=outcome,
+                     policy=Policy(min_samples=3, max_samples=3, warmup=0), res=None, sink=sink,
+                     progress=None, profile=False)
     assert outcome.results == []                  # the run's own list: it ended before them
     got = {r.cell.stack: r for r in sink.results}
     assert sorted(got) == ["gocryptfs", "gofuse-passthrough", "plain"]
@@ -379,14 +398,10 @@ def test_a_comparison_that_ends_stores_no_incomplete_result(monkeypatch):
     op = SimpleNamespace(key="w", workload="seq-write")
     cell = {("plain", "w"): Cell(kind="storage", stack="plain", workload="seq-write", accel=True)}
     sink, outcome = _Kept(), flow.Outcome()
-    flow.compare([(inst, "step")], lambda step: (op,), cell,
-                 lambda i, s: {("plain", "w"): Sample(100.0, 1.0)},
-                 lambda i, o, s, series: flow.summarise(i.stack, cell[("plain", "w")], s, series,
-                                                        target=0.03, metrics={}, attrs={},
-                                                        cause=lambda cv: "noise"),
-                 job=lambda step: {"label": "seq", "group": "seq", "est_seconds": 1.0},
-                 kind="storage", outcome=outcome, policy=Policy(min_samples=2, max_samples=2,
-                 warmup=0), res=None, sink=sink, progress=None, profile=False)
+    flow.compare([(inst, "step")],
+                 _Spec(lambda i, s: {("plain", "w"): Sample(100.0, 1.0)}, op, cell),
+                 outcome=outcome, policy=Policy(min_samples=2, max_samples=2, warmup=0),
+                 res=None, sink=sink, progress=None, profile=False)
     assert [r.stop_reason for r in sink.results] == ["ci_target_met"]
     assert "incomplete" not in sink.results[0].metrics and outcome.results == sink.results
 

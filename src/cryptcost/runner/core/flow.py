@@ -6,9 +6,9 @@ one: a job per instance and step, the instances of a step in one group so
 that a stack and its baselines stay in step (rule 2), the interleaved
 schedule, the optional profiled round, and each series summarised against
 its baselines, the acceleration-off copies verified, and every result handed
-to the sink. :func:`compare` is that flow, written once; each kind passes
-what it knows: its steps, their ops, each cell, and how a series becomes a
-result.
+to the sink. :func:`compare` is that flow, written once; each kind answers
+it through one interface (:class:`Kind`): its steps' ops, each cell, one
+sample of a step, how a series becomes a result, and each step's job.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 from cryptcost import stats
 from cryptcost.errors import CryptcostError, Unavailable
@@ -57,36 +57,68 @@ def setup_failed(outcome: Outcome, inst: Any, exc: Exception, kind: str,
 SETUP_ERRORS = (CryptcostError, OSError)
 
 
-def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]],
-            cell: Mapping[tuple, Cell], runner: Callable[[Any, Any], dict[tuple, Sample]],
-            result: Callable[[Any, Any, Series, dict], Result], *, job: Callable[[Any], dict],
-            kind: str, outcome: Outcome, policy: stats.Policy, res: Resources, sink: Sink | None,
+@dataclass(frozen=True)
+class StepJob:
+    """How one step is scheduled: its job's label (after the instance's), the group whose
+    instances stay in step, and the seconds a run of it is expected to take."""
+
+    label: str
+    group: Hashable
+    est_seconds: float
+
+
+class Kind:
+    """What a kind of stack tells the flow of its comparison. ``runner`` is its step runner:
+    ``runner(inst, step)`` measures one sample of each of the step's ops, by ``(label,
+    op.key)`` (the profiler wraps its ``window``)."""
+
+    kind = ""
+    runner: Any = None
+
+    def ops(self, step: Any) -> Sequence[Any]:
+        """The operations one step measures, each a series."""
+        raise NotImplementedError
+
+    def cell(self, inst: Any, op: Any) -> Cell:
+        raise NotImplementedError
+
+    def result(self, inst: Any, op: Any, series: Series, every: Mapping[Cell, Series]) -> Result:
+        """A series as a result, set against the others (``every``, by cell)."""
+        raise NotImplementedError
+
+    def job(self, step: Any) -> StepJob:
+        raise NotImplementedError
+
+    def cells(self, pairs: Sequence[tuple[Any, Any]]) -> dict[tuple, Cell]:
+        """Every (instance, step) pair's cells, by ``(label, op.key)``."""
+        return {(inst.label, op.key): self.cell(inst, op) for inst, step in pairs
+                for op in self.ops(step)}
+
+
+def compare(pairs: Sequence[tuple[Any, Any]], spec: Kind, *, outcome: Outcome,
+            policy: stats.Policy, res: Resources, sink: Sink | None,
             progress: Progress | None, profile: bool) -> None:
     """Measure every (instance, step) of ``pairs``, in that order within each round, and add
-    each series' result to ``outcome``, instance by instance.
-
-    ``ops(step)``: the operations one step measures (each a series); ``cell[(label, op.key)]``:
-    their cells; ``runner(inst, step)``: one sample of each op, by (label, op.key);
-    ``result(inst, op, series, all_series)``: the summarised result; ``job(step)``: the job's
-    ``label`` suffix, ``group`` and ``est_seconds``."""
+    each series' result to ``outcome``, instance by instance, as ``spec`` (the kind) says."""
     sink = sink or Sink()
+    cell = spec.cells(pairs)
     profiler = None
     if profile and pairs:
-        profiler = Profiler(res, runner, cell, IN_WARMUP if policy.warmup else AFTER,
+        profiler = Profiler(res, spec.runner, cell, IN_WARMUP if policy.warmup else AFTER,
                             runs=len(pairs))
 
     def measure(inst: Any, step: Any) -> dict[Cell, Sample]:
-        got = runner(inst, step)
+        got = spec.runner(inst, step)
         if profiler:
             profiler.saw(got)
         return {cell[k]: sample for k, sample in got.items()}
     jobs = []
     for inst, step in pairs:
-        spec = job(step)
-        jobs.append(Job(label=f"{inst.label}: {spec['label']}",
-                        keys=tuple(cell[(inst.label, op.key)] for op in ops(step)),
+        how = spec.job(step)
+        jobs.append(Job(label=f"{inst.label}: {how.label}",
+                        keys=tuple(cell[(inst.label, op.key)] for op in spec.ops(step)),
                         measure=lambda inst=inst, step=step: measure(inst, step),
-                        group=spec["group"], est_seconds=spec["est_seconds"]))
+                        group=how.group, est_seconds=how.est_seconds))
     # with a warm-up round, its last run of each job is profiled: no pass of its own
     watch = (lambda j: profiler.watching()) if profiler and policy.warmup else None
     seen = Seen(sink)
@@ -101,15 +133,15 @@ def compare(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]
     except BaseException as exc:
         with signals_deferred(0, "storing the results measured so far"):
             if series is None:
-                keep_cut(pairs, ops, cell, result, seen.series, sink, cut_cause(exc))
+                keep_cut(pairs, spec, seen.series, sink, cut_cause(exc))
             else:                               # cut in the profiled round: the series ended
-                _finish(pairs, ops, cell, result, series, {}, kind, outcome, sink)
+                _finish(pairs, spec, series, {}, outcome, sink)
         raise
-    _finish(pairs, ops, cell, result, series, profiles, kind, outcome, sink)
+    _finish(pairs, spec, series, profiles, outcome, sink)
 
 
-def _finish(pairs, ops, cell, result, series: Mapping[Cell, Series], profiles: dict, kind: str,
-            outcome: Outcome, sink: Sink) -> None:
+def _finish(pairs, spec: Kind, series: Mapping[Cell, Series], profiles: dict, outcome: Outcome,
+            sink: Sink) -> None:
     """Each ended series as a result, instance by instance, with its profile; acceleration-off
     copies verified; all handed to the sink and added to ``outcome``."""
     results = []
@@ -119,13 +151,13 @@ def _finish(pairs, ops, cell, result, series: Mapping[Cell, Series], profiles: d
             instances.append(inst)
     for inst in instances:
         for step in (s for i, s in pairs if i is inst):
-            for op in ops(step):
-                s = series.get(cell[(inst.label, op.key)])
+            for op in spec.ops(step):
+                s = series.get(spec.cell(inst, op))
                 if s is None:
                     continue
-                if not pairing.failed_series(outcome, inst.label, op.workload, s, kind):
+                if not pairing.failed_series(outcome, inst.label, op.workload, s, spec.kind):
                     continue
-                results.append(attach(result(inst, op, s, series), profiles))
+                results.append(attach(spec.result(inst, op, s, series), profiles))
     outcome.results += pairing.store_results(results, sink)
 
 
@@ -145,9 +177,8 @@ def cut_short(cause: str) -> str:
     return f"the run ended before this series did: {cause}"
 
 
-def keep_cut(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any]],
-             cell: Mapping[tuple, Cell], result: Callable[[Any, Any, Series, dict], Result],
-             seen: Mapping[Cell, Series], sink: Sink, cause: str) -> None:
+def keep_cut(pairs: Sequence[tuple[Any, Any]], spec: Kind, seen: Mapping[Cell, Series],
+             sink: Sink, cause: str) -> None:
     """A comparison cut before its series ended (Ctrl-C, SIGTERM, a guest stopped at its
     timeout): every series with samples is handed to the sink as an incomplete result (never
     ranked), summarised and set against its baselines' samples so far, so that the run keeps
@@ -158,12 +189,12 @@ def keep_cut(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any
     cut = {key: Series(samples=list(s.samples), stop_reason="interrupted", error=why)
            for key, s in seen.items() if s.samples}
     for inst, step in pairs:
-        for op in ops(step):
-            s = cut.get(cell[(inst.label, op.key)])
+        for op in spec.ops(step):
+            s = cut.get(spec.cell(inst, op))
             if s is None:
                 continue
             try:
-                results.append(result(inst, op, s, cut))
+                results.append(spec.result(inst, op, s, cut))
             except Exception as exc:                      # noqa: BLE001 -- the cut's cause wins
                 log.error("%s %s: its samples are stored, its result could not be made: %s",
                           inst.label, op.workload, exc)
@@ -173,15 +204,27 @@ def keep_cut(pairs: Sequence[tuple[Any, Any]], ops: Callable[[Any], Sequence[Any
         log.error("the cut comparison's results could not all be stored: %s", exc)
 
 
+@dataclass
+class Own:
+    """What a kind says of one result itself: its ``metrics`` and ``attrs``, ``notes`` said
+    before the unstable mark and ``after`` it, and the likely cause of its spread
+    (``cause(cv)``)."""
+
+    metrics: dict
+    attrs: dict
+    cause: Callable[[float | None], str]
+    notes: Sequence[str] = ()
+    after: Sequence[str] = ()
+
+
 def summarise(stack: Any, cell: Cell, s: Series, series: Mapping[Cell, Series], *, target: float,
-              metrics: dict, attrs: dict, cause: Callable[[float | None], str],
-              notes: Sequence[str] = (), after: Sequence[str] = ()) -> Result:
+              own: Own) -> Result:
     """A series as a result, alike for every kind: its summary, a failure after some samples
     kept (``incomplete``, never ranked), the samples' length and the host's drift between them,
-    the unstable mark with ``cause(cv)``, the stack's security facts, and its overhead against
-    each baseline's same cell. ``metrics`` and ``notes`` are the kind's own; ``after``: notes
-    said after the unstable mark."""
+    the unstable mark with ``own.cause(cv)``, the stack's security facts, and its overhead
+    against each baseline's same cell; what the kind says of it itself in ``own``."""
     samples = s.samples
+    metrics, attrs, notes, after, cause = own.metrics, own.attrs, own.notes, own.after, own.cause
     summary = stats.summarize(s.values())
     said = ([s.error] if s.error else []) + list(notes)
     if s.error:                          # the series failed after these samples: kept, never ranked

@@ -110,68 +110,89 @@ def schedule(jobs: list[Job], policy: Policy, *,
     sample keeps it (``cpu_ref``), for :func:`host_drift`. ``watch(job)``: what
     a job's last warm-up round runs inside (a profiler), its samples discarded
     like every warm-up's."""
-    progress = progress or Progress()
-    series = {k: Series() for j in jobs for k in j.keys}
-    warm = {id(j): j.warmups(policy.warmup) for j in jobs}
-    rounds = max(warm.values(), default=0) + policy.max_samples
-    total = sum(w + policy.max_samples for w in warm.values())
-    expected = sum(w + policy.min_samples for w in warm.values())
-    progress.start(total, sum(j.est_seconds * (warm[id(j)] + policy.min_samples) for j in jobs),
-                   expected)
-    done = 0
-    reported: set = set()
-    clock = _Clock(jobs, policy)
-
-    def report_finished(active: list[Job]) -> None:
-        running = {k for j in active for k in j.keys}
-        for key, s in series.items():
-            if key not in running and key not in reported:
-                reported.add(key)
-                s.stop_reason = s.stop_reason or "cap_reached"
-                if on_done:
-                    on_done(key, s)
-
-    for rnd in range(rounds):
-        active = rotate([j for j in jobs if _needs_more(j, jobs, series)], rnd)
-        report_finished(active)
+    run = _Rounds(jobs, policy, progress or Progress(), on_sample, on_done, stop_on_error,
+                  yardstick, watch)
+    for rnd in range(run.rounds):
+        active = rotate([j for j in jobs if _needs_more(j, jobs, run.series)], rnd)
+        run.report_finished(active)
         if not active:
             break
         for job in active:
-            done += 1
-            progress.step(job.label, done, total, clock.eta(series) if done > 1 else None)
-            faults.at("between")
-            started = time.monotonic()
-            warming = clock.rounds.get(id(job), 0) < warm[id(job)]
-            ref = yardstick() if yardstick and not warming else None
-            watched = watch and warming and clock.rounds.get(id(job), 0) == warm[id(job)] - 1
-            try:
-                faults.at("measure")
-                with watch(job) if watched else nullcontext():
-                    got = job.measure()
-                clock.record(job, time.monotonic() - started)
-            except CryptcostError as exc:
-                if stop_on_error:
-                    raise
-                log.warning("%s failed: %s", job.label, exc)
-                for k in job.keys:
-                    series[k].error = series[k].error or str(exc)
-                    series[k].stop_reason = series[k].stop_reason or "error"
+            run.one(job)
+    run.progress.finish()
+    run.report_finished([])
+    return run.series
+
+
+class _Rounds:
+    """The state of one :func:`schedule`: each series, each job's warm-up rounds, the clock
+    that estimates what is left, and what was said of each ended series."""
+
+    def __init__(self, jobs: list[Job], policy: Policy, progress: Progress, on_sample, on_done,
+                 stop_on_error: bool, yardstick, watch):
+        self.jobs, self.policy, self.progress = jobs, policy, progress
+        self.on_sample, self.on_done, self.stop_on_error = on_sample, on_done, stop_on_error
+        self.yardstick, self.watch = yardstick, watch
+        self.series = {k: Series() for j in jobs for k in j.keys}
+        self.warm = {id(j): j.warmups(policy.warmup) for j in jobs}
+        self.rounds = max(self.warm.values(), default=0) + policy.max_samples
+        self.total = sum(w + policy.max_samples for w in self.warm.values())
+        expected = sum(w + policy.min_samples for w in self.warm.values())
+        progress.start(self.total, sum(j.est_seconds * (self.warm[id(j)] + policy.min_samples)
+                                       for j in jobs), expected)
+        self.done = 0
+        self.reported: set = set()
+        self.clock = _Clock(jobs, policy)
+
+    def report_finished(self, active: list[Job]) -> None:
+        running = {k for j in active for k in j.keys}
+        for key, s in self.series.items():
+            if key not in running and key not in self.reported:
+                self.reported.add(key)
+                s.stop_reason = s.stop_reason or "cap_reached"
+                if self.on_done:
+                    self.on_done(key, s)
+
+    def one(self, job: Job) -> None:
+        """One run of ``job``: a warm-up round (watched if it is its last and there is a
+        watch), or a sample of each of its series."""
+        self.done += 1
+        self.progress.step(job.label, self.done, self.total,
+                           self.clock.eta(self.series) if self.done > 1 else None)
+        faults.at("between")
+        started = time.monotonic()
+        ran = self.clock.rounds.get(id(job), 0)
+        warming = ran < self.warm[id(job)]
+        ref = self.yardstick() if self.yardstick and not warming else None
+        watched = self.watch and warming and ran == self.warm[id(job)] - 1
+        try:
+            faults.at("measure")
+            with self.watch(job) if watched else nullcontext():
+                got = job.measure()
+            self.clock.record(job, time.monotonic() - started)
+        except CryptcostError as exc:
+            if self.stop_on_error:
+                raise
+            log.warning("%s failed: %s", job.label, exc)
+            for k in job.keys:
+                self.series[k].error = self.series[k].error or str(exc)
+                self.series[k].stop_reason = self.series[k].stop_reason or "error"
+            return
+        if not warming:
+            self.keep(job, got, ref)
+
+    def keep(self, job: Job, got: dict, ref: float | None) -> None:
+        """A sample of each of ``job``'s series that has not failed; each series' stop."""
+        for key in job.keys:
+            s = self.series[key]
+            if key not in got or s.error:
                 continue
-            if warming:
-                continue
-            for key in job.keys:
-                s = series[key]
-                if key not in got or s.error:
-                    continue
-                if ref:
-                    got[key].metrics["cpu_ref"] = ref
-                s.samples.append(got[key])
-                if on_sample:
-                    on_sample(job, key, len(s.samples) - 1, got[key])
-                s.stop_reason = policy.stop_reason(s.values())
-    progress.finish()
-    report_finished([])
-    return series
+            if ref:
+                got[key].metrics["cpu_ref"] = ref
+            s.samples.append(got[key])
+            if self.on_sample:
+                self.on_sample(job, key, len(s.samples) - 1, got[key])
+            s.stop_reason = self.policy.stop_reason(s.values())
 
 
 def host_drift(samples: list[Sample]) -> float | None:

@@ -166,25 +166,7 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, affinity: str | None, 
                  sink: Sink | None, progress: Progress | None) -> NetworkOutcome:
     resolved, skipped = validate(plan)
     workdir = res.tmpdir("cryptcost-net-")
-    shared: list = []
-
-    def link_for(exclusive: bool) -> tuple[Link, int]:
-        """The run's shared link; a link of its own for a stack that needs the namespaces to
-        itself."""
-        if not exclusive and shared:
-            return shared[0]
-        link = parse_link(plan.link, plan.mtu, plan.peer, plan.delay_ms)
-        link.setup(res)
-        service = link.port(iperf3.PORT)
-        b = link.at("b")
-        server = b.daemon(iperf3.server_argv(link.server_bind, service),
-                          logfile=str(b.tmpdir("cryptcost-net-")
-                                      / f"iperf3-server-{service}-{len(shared)}.log"))
-        proc.wait_for(lambda: link.listening("b", service), timeout=20, daemon=server,
-                      what="iperf3 server listening")
-        if not exclusive:
-            shared.append((link, service))
-        return link, service
+    link_for = _Links(plan, res)
 
     names = wl.expand(plan.workloads)
     files = None
@@ -220,17 +202,60 @@ def _run_network(plan: NetworkPlan, policy: stats.Policy, affinity: str | None, 
             out.skipped.append({"stack": i.label, "workload": "dbench", "kind": "network",
                                 "reason": "dbench runs in a directory: this stack's client "
                                           "copies files with a program and mounts nothing"})
-    cell = {(i.label, op.key): _cell(i, op, plan) for i in ready for op in ops[i.label]}
     flow.compare([(i, op) for op in _ordered(ops) for i in ready if op in ops[i.label]],
-                 lambda op: (op,), cell,
-                 runner,
-                 lambda inst, op, s, series: _result(inst, op, s, series, plan, affinity,
-                                                             policy.target),
-                 job=lambda op: {"label": op.workload, "group": ("network", op.key),
-                                 "est_seconds": plan.seconds + 1},
-                 kind="network", outcome=out, policy=policy, res=res, sink=sink, progress=progress,
-                 profile=plan.profile)
+                 _Network(runner, plan, affinity, policy.target), outcome=out, policy=policy,
+                 res=res, sink=sink, progress=progress, profile=plan.profile)
     return out
+
+
+class _Network(flow.Kind):
+    """A network comparison as the flow reads it: a step is one op (a stream or a file-share
+    workload), run by the step runner across each instance's link."""
+
+    kind = "network"
+
+    def __init__(self, runner: NetRunner, plan: NetworkPlan, affinity: str | None,
+                 target: float):
+        self.runner, self.plan, self.affinity, self.target = runner, plan, affinity, target
+
+    def ops(self, step: wl.NetOp) -> tuple[wl.NetOp]:
+        return (step,)
+
+    def cell(self, inst: NetInstance, op: wl.NetOp) -> Cell:
+        return _cell(inst, op, self.plan)
+
+    def result(self, inst: NetInstance, op: wl.NetOp, series: Series, every: dict) -> Result:
+        return _result(inst, op, series, every, self.plan, self.affinity, self.target)
+
+    def job(self, step: wl.NetOp) -> flow.StepJob:
+        return flow.StepJob(step.workload, ("network", step.key), self.plan.seconds + 1)
+
+
+class _Links:
+    """The links a run's stacks are set up on: one shared by every stack, made once; a link of
+    its own for a stack that needs the namespaces to itself. Each has iperf3's server on end b."""
+
+    def __init__(self, plan: NetworkPlan, res: Resources):
+        self.plan, self.res, self.made = plan, res, 0
+        self.shared: tuple[Link, int] | None = None
+
+    def __call__(self, exclusive: bool) -> tuple[Link, int]:
+        if not exclusive and self.shared:
+            return self.shared
+        plan = self.plan
+        link = parse_link(plan.link, plan.mtu, plan.peer, plan.delay_ms)
+        link.setup(self.res)
+        service = link.port(iperf3.PORT)
+        b = link.at("b")
+        server = b.daemon(iperf3.server_argv(link.server_bind, service),
+                          logfile=str(b.tmpdir("cryptcost-net-")
+                                      / f"iperf3-server-{service}-{self.made}.log"))
+        self.made += 1
+        proc.wait_for(lambda: link.listening("b", service), timeout=20, daemon=server,
+                      what="iperf3 server listening")
+        if not exclusive:
+            self.shared = link, service
+        return link, service
 
 
 def _ordered(ops: dict[str, list[wl.NetOp]]) -> list[wl.NetOp]:
@@ -287,9 +312,8 @@ def _result(inst: NetInstance, op: wl.NetOp, s: Series, series: dict, plan: Netw
     if not inst.stack.accel:
         metrics["accel_env"] = sorted(inst.stack.accel_env())
     return flow.summarise(inst.stack, _cell(inst, op, plan), s, series, target=target,
-                          metrics=metrics,
-                          attrs=_attrs(inst, plan, affinity),
-                          cause=lambda cv: _likely_cause(inst, samples))
+                          own=flow.Own(metrics, _attrs(inst, plan, affinity),
+                                       cause=lambda cv: _likely_cause(inst, samples)))
 
 
 def _wire_summary(wires: list[dict], canary: dict | None) -> dict:

@@ -214,8 +214,6 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, seen: Conditions, *, r
     archive = wl.make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
     runner = StepRunner(res, archive, direct, warm_up=policy.warmup > 0)
     steps = wl.steps(names, sizes, direct)
-    cell = {(inst.label,
-             op.key): _cell(inst, op, plan) for step in steps for op in step.ops for inst in ready}
     if ready:
         seen.warmed = quiet.warm_memory(warm_bytes(plan.size))
         log.info("memory warmed before the first sample: %s", seen.warmed)
@@ -230,15 +228,31 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, seen: Conditions, *, r
                                         "kind": "storage", "reason": why})
             else:
                 pairs.append((inst, step))
-    flow.compare(pairs, lambda step: step.ops, cell, runner,
-                 lambda inst, op, s, series: _result(inst, op, s, series, plan, seen,
-                                                             policy.target),
-                 job=lambda step: {"label": step.label, "group": step.name,
-                                   "est_seconds": 2.0 * len(step.ops)},
-                 kind="storage", outcome=outcome, policy=policy, res=res, sink=sink,
-                 progress=progress,
-                 profile=plan.profile)
+    flow.compare(pairs, _Storage(runner, plan, seen, policy.target), outcome=outcome,
+                 policy=policy, res=res, sink=sink, progress=progress, profile=plan.profile)
     return outcome
+
+
+class _Storage(flow.Kind):
+    """A storage comparison as the flow reads it: a step is a workload's ops, run by the step
+    runner on each instance's mount."""
+
+    kind = "storage"
+
+    def __init__(self, runner: StepRunner, plan: StoragePlan, seen: Conditions, target: float):
+        self.runner, self.plan, self.seen, self.target = runner, plan, seen, target
+
+    def ops(self, step: wl.Step) -> list[wl.Op]:
+        return step.ops
+
+    def cell(self, inst: Instance, op: wl.Op) -> Cell:
+        return _cell(inst, op, self.plan)
+
+    def result(self, inst: Instance, op: wl.Op, series: Series, every: dict) -> Result:
+        return _result(inst, op, series, every, self.plan, self.seen, self.target)
+
+    def job(self, step: wl.Step) -> flow.StepJob:
+        return flow.StepJob(step.label, step.name, 2.0 * len(step.ops))
 
 
 def unfit(stack: StorageStack, step: wl.Step, direct: bool) -> str | None:
@@ -356,6 +370,8 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     for key in ("warm_because", "bonnie_own", "data"):   # the bonnie workload's (storage.programs)
         if samples[-1].metrics.get(key):
             metrics[key] = samples[-1].metrics[key]
-    return flow.summarise(stack, _cell(inst, op, plan), s, series, target=target, metrics=metrics,
-                          attrs={"params": _params(inst, plan, seen)}, notes=notes, after=after,
-                          cause=lambda cv: likely_cause(inst, op, samples, cv, seen.memory_noise))
+    return flow.summarise(stack, _cell(inst, op, plan), s, series, target=target,
+                          own=flow.Own(metrics, {"params": _params(inst, plan, seen)},
+                                       cause=lambda cv: likely_cause(inst, op, samples, cv,
+                                                                     seen.memory_noise),
+                                       notes=notes, after=after))

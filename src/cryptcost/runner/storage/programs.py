@@ -1,7 +1,7 @@
 """The storage operations a program other than fio measures, each timed until what it wrote is
 durable: tar's unpacking of a source tree (R3), rsync's copy of a large file into the stack
-(R1), bonnie++'s block write, rewrite and read (R2) and dbench's mix (R4). Each returns
-(bytes, count, seconds, metrics)."""
+(R1), bonnie++'s block write, rewrite and read (R2) and dbench's mix (R4). Each returns one
+:class:`Pass`, as fio's pass does (runner.storage.steps)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from cryptcost import proc
 from cryptcost.engines import bonnie, dbench, fio
@@ -19,10 +20,21 @@ from cryptcost.workloads import storage as wl
 
 log = logging.getLogger("cryptcost.storage")
 CHUNK = 4 << 20              # what one read or write of rsync's source moves
-Outcome = tuple[int, int, float, dict]
 
 
-def untar(stack: StorageStack, workdir: Path, archive: tuple[Path, int]) -> Outcome:
+class Pass(NamedTuple):
+    """What one pass of any engine did: the bytes it moved, the operations (or files) it
+    counted, its seconds, what it says of itself (metrics), and the CPU snapshot its window
+    begins at where that is not when the pass began (fio's first I/O)."""
+
+    moved: int
+    count: int
+    seconds: float
+    said: dict
+    cpu_from: object | None = None
+
+
+def untar(stack: StorageStack, workdir: Path, archive: tuple[Path, int]) -> Pass:
     """The generated tree unpacked into the stack with tar, until durable on the medium (the
     stack's own :meth:`~StorageStack.settle`: a FUSE stack's lower filesystem too, rclone's
     upload of every file)."""
@@ -33,8 +45,38 @@ def untar(stack: StorageStack, workdir: Path, archive: tuple[Path, int]) -> Outc
     proc.run(["tar", "-xf", str(path), "-C", str(target)], timeout=900)
     seconds = time.perf_counter() - start + stack.settle()
     files = sum(1 for _, _, names in os.walk(target) for _ in names)
-    return payload, files, seconds, {"timing": "tar's unpacking + the time until durable on the "
-                                               "medium"}
+    return Pass(payload, files, seconds, {"timing": "tar's unpacking + the time until durable "
+                                                    "on the medium"})
+
+
+class Programs:
+    """The engines other than fio, each as one pass ``(inst, op, step, left)`` inside the
+    profiler's ``window`` (runner.storage.steps): tar into the stack from ``archive``, rsync
+    from a source file made once per size, bonnie++ phase by phase, dbench's mix."""
+
+    def __init__(self, res: Resources, archive: tuple[Path, int] | None):
+        self.archive = archive
+        self.sources = Sources(res)                  # rsync's source files
+        self.bonnie = Bonnies(res)                   # bonnie++ runs, phase by phase
+
+    def passes(self, window) -> dict:
+        def inside(run, before=lambda op: None):
+            """``run(inst, op, step, ready)`` inside the window; ``before(op)`` readies what
+            it needs outside it (rsync's source, read into the page cache)."""
+            def one(inst, op: wl.Op, step: wl.Step, left: float | None) -> Pass:
+                ready = before(op)
+                with window(inst, op):
+                    return run(inst, op, step, ready)
+            return one
+        return {
+            "bonnie": inside(lambda inst, op, step, _: self.bonnie.phase(inst, op, step)),
+            "untar": inside(lambda inst, op, step, _: untar(inst.stack, inst.workdir,
+                                                            self.archive)),
+            "rsync": inside(lambda inst, op, step, source: rsync(
+                inst.label, inst.stack, inst.workdir / f"{step.name}.dat", source),
+                before=lambda op: self.sources(op.intended_bytes or 1)),
+            "dbench": inside(lambda inst, op, step, _: mix(inst.stack, inst.workdir, op,
+                                                           step.name))}
 
 
 class Sources:
@@ -62,7 +104,7 @@ class Sources:
         return path
 
 
-def rsync(label: str, stack: StorageStack, target: Path, source: Path) -> Outcome:
+def rsync(label: str, stack: StorageStack, target: Path, source: Path) -> Pass:
     """R1's copy: ``rsync`` of ``source`` to ``target`` in the stack, until durable on the
     medium (the stack's own :meth:`~StorageStack.settle`, as for fio's writes)."""
     size = source.stat().st_size
@@ -72,9 +114,9 @@ def rsync(label: str, stack: StorageStack, target: Path, source: Path) -> Outcom
     got = target.stat().st_size
     if got != size:
         raise DataIntegrityError(f"{label} rsync: copied {got} bytes of {size}")
-    return got, 1, seconds, {"cache_mode": "fsync", "engine": "rsync",
-                             "timing": "rsync's copy (its source read from the page cache) + "
-                                       "the time until durable on the medium"}
+    return Pass(got, 1, seconds, {"cache_mode": "fsync", "engine": "rsync",
+                                  "timing": "rsync's copy (its source read from the page cache) "
+                                            "+ the time until durable on the medium"})
 
 
 class Bonnies:
@@ -88,7 +130,7 @@ class Bonnies:
         self.runs: dict[str, bonnie.Run] = {}
         self._log: Path | None = None
 
-    def phase(self, inst, op: wl.Op, step: wl.Step) -> Outcome:
+    def phase(self, inst, op: wl.Op, step: wl.Step) -> Pass:
         """``op``'s phase of the instance's bonnie++ run; before a rewrite or a read, the file
         is evicted, outside the clock, where the stack can while bonnie++ holds it open (its
         own :meth:`~StorageStack.forget`; with a page cache below the device, every clean page
@@ -131,7 +173,7 @@ class Bonnies:
             said["short_because"] = (f"bonnie++'s {op.op} of its {done.bytes >> 20} MiB file, as "
                                      "large as the medium allows, took "
                                      f"{done.seconds * 1000:.0f} ms")
-        return done.bytes, done.bytes // bonnie.CHUNK, done.seconds, said
+        return Pass(done.bytes, done.bytes // bonnie.CHUNK, done.seconds, said)
 
     def end(self, label: str) -> dict | None:
         """End the instance's run: bonnie++'s own figures when its read was done, else None
@@ -150,7 +192,7 @@ class Bonnies:
             return None
 
 
-def mix(stack: StorageStack, workdir: Path, op: wl.Op, name: str) -> Outcome:
+def mix(stack: StorageStack, workdir: Path, op: wl.Op, name: str) -> Pass:
     """dbench's NetBench-like mix (R4) with ``op.iodepth`` clients when installed; fio randrw
     otherwise. After dbench, the stack is made durable (its :meth:`~StorageStack.settle`)
     outside dbench's figure but inside the sample's CPU window: what a stack writes back later
@@ -160,10 +202,10 @@ def mix(stack: StorageStack, workdir: Path, op: wl.Op, name: str) -> Outcome:
         # its files are removed with the step's (StepRunner.clean), outside the clock
         done = dbench.run(workdir / f"{name}-dbench", op.iodepth)
         after = stack.settle()
-        return done.bytes, 0, done.wall_seconds, {
+        return Pass(done.bytes, 0, done.wall_seconds, {
             "engine": f"dbench {op.iodepth} clients", "settled_after_s": round(after, 3),
             "timing": dbench.TIMING + "; then, outside it, the time until durable on the medium "
-                                      "(settled_after_s), whose CPU the sample counts"}
+                                      "(settled_after_s), whose CPU the sample counts"})
     outcome, _ = fio.run(op.fio, workdir, name)
-    return (outcome.io_bytes, outcome.total_ios, outcome.runtime_s,
-            {"engine": "fio randrw 70/30 (no dbench)"})
+    return Pass(outcome.io_bytes, outcome.total_ios, outcome.runtime_s,
+                {"engine": "fio randrw 70/30 (no dbench)"})

@@ -105,8 +105,7 @@ class StepRunner:
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
-        self.sources = programs.Sources(res)                  # rsync's source files
-        self.bonnie = programs.Bonnies(res)                   # bonnie++ runs, phase by phase
+        self.programs = programs.Programs(res, archive)       # the engines other than fio
         # What each pass's engine runs inside (a profiler's sampling window); nothing by default.
         self.window: "Callable[[Instance, wl.Op], AbstractContextManager]" = unwatched
 
@@ -166,7 +165,7 @@ class StepRunner:
                     cache = "direct" if self.direct else "fsync"
                 out[(inst.label, op.key)] = self.measure(inst, op, step, cache)
         finally:
-            own = self.bonnie.end(inst.label)         # after the last phase's CPU was counted
+            own = self.programs.bonnie.end(inst.label)   # after its last phase's CPU was counted
             self.clean(workdir, step)
         for (_, key), sample in out.items():
             if own and key[:2] == ("bonnie", "read"):
@@ -258,69 +257,64 @@ class StepRunner:
 
     def one_pass(self, inst: Instance, op: wl.Op, step: wl.Step, cache: str,
                  left: float | None = None) -> Sample:
-        """One pass; a read sized by time stops once ``left`` seconds (what the
-        sample still needs) are up."""
+        """One pass, by the op's engine (:meth:`passes`); a read sized by time stops once
+        ``left`` seconds (what the sample still needs) are up."""
         pids = inst.stack.daemon_pids()
         before, dbefore = cpu.stat_snapshot(), _daemon_cpu(pids)
         harness = cpu.harness_cpu()
-        metrics: dict = {"cache_mode": cache, "unit": op.unit}
-        if op.engine == "fio":
-            job = self.job(inst, op, step, left)
-            # a write's window holds its writeback too: fscrypt encrypts there
-            with self.window(inst, op) as starts_at:
-                outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step),
-                                     stat_dir=self.stat_dir())
-                starts_at(outcome.first_io)      # a profile leaves fio's start-up out
-                settled = inst.stack.settle() if op.op in WRITES else 0.0
-            moved = outcome.io_bytes
-            seconds = outcome.runtime_s
-            if outcome.stat:
-                # The CPU from fio's first I/O on, not from its start-up (rule 7; engines.fio).
-                before = cpu.stat_snapshot(outcome.stat)
-                metrics["cpu_window"] = "from fio's first I/O until " + (
-                    "durable" if op.op in WRITES else "fio exited")
-            if op.op in WRITES:
-                # One clock for every stack: fio's, plus the time until the data is durable.
-                metrics["settle_s"] = settled
-                seconds += metrics["settle_s"]
-                metrics["timing"] = "fio's runtime + the time until durable on the medium"
-            count = outcome.total_ios
-            metrics.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
-                           lat_p99_us=outcome.lat_p99_us,
-                           fio_version=outcome.extra.get("fio_version"))
-            verify_moved(inst.label, op, moved, outcome, job)
-            if self.by_time(inst, op):
-                metrics.update(pass_bytes=moved, cut_by_time=bool(job.cap) and moved < job.size)
-            if job.runtime:
-                # how many times over the re-read read its file
-                metrics.update(file_reads=moved / job.size, timing="one fio process reading its "
-                               "file over for the sample's time (O_DIRECT: no cache between)")
-        else:
-            source = self.sources(op.intended_bytes or 1) if op.engine == "rsync" else None
-            with self.window(inst, op):
-                if op.engine == "bonnie":
-                    moved, count, seconds, said = self.bonnie.phase(inst, op, step)
-                elif op.engine == "untar":
-                    moved, count, seconds, said = programs.untar(inst.stack, inst.workdir,
-                                                                  self.archive)
-                elif op.engine == "rsync":
-                    moved, count, seconds, said = programs.rsync(
-                        inst.label, inst.stack, inst.workdir / f"{step.name}.dat", source)
-                else:
-                    moved, count, seconds, said = programs.mix(inst.stack, inst.workdir, op,
-                                                                step.name)
-            metrics.update(said)
+        got = self.passes()[op.engine](inst, op, step, left)
+        before = got.cpu_from or before
+        metrics: dict = {"cache_mode": cache, "unit": op.unit, **got.said}
         metrics["harness_cpu_s"] = cpu.harness_cpu() - harness
         after, dafter = cpu.stat_snapshot(), _daemon_cpu(pids)
         split = cpu.cpu_split(before, after, daemons=max(0.0, dafter - dbefore))
         metrics["cpu_window_s"] = cpu.window_seconds(before, after)
-        seconds = max(seconds, 1e-6)
-        value = (count / seconds) if op.unit == "ops/s" else moved / seconds
+        seconds = max(got.seconds, 1e-6)
+        value = (got.count / seconds) if op.unit == "ops/s" else got.moved / seconds
         if op.files > 1:
             metrics["files_per_s"] = op.files / seconds
-        cpu_per_unit(metrics, split, moved, count)
-        metrics["count"] = count
-        return Sample(value=value, seconds=seconds, bytes_moved=moved, cpu=split, metrics=metrics)
+        cpu_per_unit(metrics, split, got.moved, got.count)
+        metrics["count"] = got.count
+        return Sample(value=value, seconds=seconds, bytes_moved=got.moved, cpu=split,
+                      metrics=metrics)
+
+    def passes(self) -> dict[str, Callable[..., programs.Pass]]:
+        """Each engine a storage op names, as one pass ``(inst, op, step, left)`` of it inside
+        the profiler's window."""
+        return {"fio": self.fio_pass, **self.programs.passes(self.window)}
+
+    def fio_pass(self, inst: Instance, op: wl.Op, step: wl.Step,
+                 left: float | None) -> programs.Pass:
+        job = self.job(inst, op, step, left)
+        # a write's window holds its writeback too: fscrypt encrypts there
+        with self.window(inst, op) as starts_at:
+            outcome, _ = fio.run(job, inst.workdir, self.stem(inst, op, step),
+                                 stat_dir=self.stat_dir())
+            starts_at(outcome.first_io)      # a profile leaves fio's start-up out
+            settled = inst.stack.settle() if op.op in WRITES else 0.0
+        said: dict = {}
+        seconds = outcome.runtime_s
+        if outcome.stat:
+            # The CPU from fio's first I/O on, not from its start-up (rule 7; engines.fio).
+            said["cpu_window"] = "from fio's first I/O until " + (
+                "durable" if op.op in WRITES else "fio exited")
+        if op.op in WRITES:
+            # One clock for every stack: fio's, plus the time until the data is durable.
+            said["settle_s"] = settled
+            seconds += settled
+            said["timing"] = "fio's runtime + the time until durable on the medium"
+        said.update(iops=outcome.iops, lat_p50_us=outcome.lat_p50_us,
+                    lat_p99_us=outcome.lat_p99_us, fio_version=outcome.extra.get("fio_version"))
+        verify_moved(inst.label, op, outcome.io_bytes, outcome, job)
+        if self.by_time(inst, op):
+            said.update(pass_bytes=outcome.io_bytes,
+                        cut_by_time=bool(job.cap) and outcome.io_bytes < job.size)
+        if job.runtime:
+            # how many times over the re-read read its file
+            said.update(file_reads=outcome.io_bytes / job.size, timing="one fio process reading "
+                        "its file over for the sample's time (O_DIRECT: no cache between)")
+        return programs.Pass(outcome.io_bytes, outcome.total_ios, seconds, said,
+                             cpu.stat_snapshot(outcome.stat) if outcome.stat else None)
 
     def job(self, inst: Instance, op: wl.Op, step: wl.Step,
             left: float | None = None) -> fio.FioJob:
