@@ -14,7 +14,7 @@ ROOT = SRC.parents[1]
 LAYERS = [
     {"errors", "__init__", "vocabulary"}, {"units", "stats", "proc", "faults"}, {"model"},
     {"record"}, {"host", "lifecycle", "store"}, {"engines", "media", "links"}, {"stacks"},
-    {"workloads"}, {"runner"}, {"suite", "guest", "fleet"}, {"analysis"}, {"report"}, {"cli"},
+    {"workloads"}, {"runner"}, {"guest"}, {"suite", "fleet"}, {"analysis"}, {"report"}, {"cli"},
 ]
 MAX_LINES = 400
 MAX_WIDTH = 100
@@ -240,3 +240,28 @@ def test_no_two_modules_import_each_other_while_loading():
 def test_the_cycle_check_can_fail():
     graph = {"a.py": {"b.py"}, "b.py": {"c.py"}, "c.py": {"a.py"}, "d.py": {"a.py"}}
     assert _cycles(graph) == [["a.py", "b.py", "c.py", "a.py"]]
+
+
+MAX_FUNCTION_LINES = 60
+MAX_PARAMETERS = 8
+
+
+def test_no_function_in_cli_suite_or_runner_over_60_lines_or_8_parameters():
+    """The main job's path reads in a screen a function: none in cli/, suite/ and runner/ is
+    longer than 60 lines (its docstring included) or takes more than 8 parameters (self and
+    cls not counted)."""
+    found = {}
+    for top in ("cli", "suite", "runner"):
+        for path in sorted((SRC / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                a = node.args
+                params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg,
+                                                                                  a.kwarg))]
+                if params and params[0].arg in ("self", "cls"):
+                    params = params[1:]
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES or len(params) > MAX_PARAMETERS:
+                    found[f"{path.relative_to(ROOT)}:{node.name}"] = (lines, len(params))
+    assert found == {}

@@ -10,7 +10,8 @@ from rich.table import Table
 
 from cryptcost.cli.common import open_store, out, print_json
 from cryptcost.errors import UserError
-from cryptcost.report.export import dumps, run_dict
+from cryptcost.report.export import dumps
+from cryptcost.store.exchange import run_dict
 from cryptcost.store import baselines
 
 

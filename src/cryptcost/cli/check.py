@@ -5,15 +5,12 @@ significantly slower, or costs significantly more CPU per byte, by more than the
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-from rich.table import Table
 
 from cryptcost.cli.common import open_store, out
 from cryptcost.errors import UserError
 from cryptcost.report import gateout
-from cryptcost.report.gate import Gate, host_said, judge, parse_threshold
+from cryptcost.report.gate import Gate, Threshold, judge, parse_threshold
 from cryptcost.store import baselines
 
 
@@ -48,13 +45,14 @@ def add_gate_options(p) -> None:
 
 def run(args) -> int:
     store = open_store(args, create=False)
-    return gate(store, args.against, args.run_id, args,
-                fmt="json" if args.json else args.format)
+    return gateout.show(judged(store, args.against, args.run_id,
+                               parse_threshold(args.threshold), args.strict),
+                        out, "json" if args.json else args.format, args.gate_output)
 
 
-def judged(store, name: str, run_id, args) -> Gate:
-    """Run ``run_id`` against baseline ``name`` (one-line UserErrors for bad input)."""
-    threshold = parse_threshold(args.threshold)
+def judged(store, name: str, run_id, threshold: Threshold, strict: bool = False) -> Gate:
+    """Run ``run_id`` against baseline ``name`` at ``threshold`` (``--strict``: every result
+    must meet it), one-line UserErrors for bad input."""
     base = baselines.get(store, name)
     a, b = store.run(base.run_id), store.run(run_id)
     if a.id == b.id:
@@ -64,55 +62,5 @@ def judged(store, name: str, run_id, args) -> Gate:
                         "emulated guest (cryptcost vm), the other on real hardware; their "
                         "speeds cannot be compared")
     return judge(store.results(a.id), store.results(b.id), a.host, b.host, baseline=name,
-                 run_ids=(a.id, b.id), threshold=threshold, strict=args.strict,
+                 run_ids=(a.id, b.id), threshold=threshold, strict=strict,
                  samples_a=store.samples(a.id), samples_b=store.samples(b.id))
-
-
-def gate(store, name: str, run_id, args, fmt: str = "table") -> int:
-    """The gate's verdict printed (and written with ``--gate-output``); its exit status."""
-    return show(judged(store, name, run_id, args), args, fmt)
-
-
-def show(verdict: Gate, args, fmt: str | None = None) -> int:
-    """Print (and with ``--gate-output`` write) a verdict; its exit status."""
-    fmt = fmt or args.format
-    target = getattr(args, "gate_output", None)
-    if target:
-        try:
-            Path(target).write_text(render(verdict, "md" if fmt == "table" else fmt))
-        except OSError as exc:
-            raise UserError(f"cannot write {target}: {exc.strerror}") from None
-    if fmt == "table" or target:
-        print_table(verdict)
-    else:
-        sys.stdout.write(render(verdict, fmt))
-    return verdict.exit_code
-
-
-def render(verdict: Gate, fmt: str) -> str:
-    if fmt == "md":
-        return gateout.to_markdown(verdict)
-    if fmt == "junit":
-        return gateout.to_junit(verdict)
-    if fmt == "bencher":
-        return gateout.to_bencher(verdict)
-    return gateout.to_json(verdict)
-
-
-def print_table(verdict: Gate) -> None:
-    t = Table(title=f"Run {verdict.run_b} against baseline {verdict.baseline} "
-                    f"(run {verdict.run_a})", title_justify="left")
-    for col in ("cell", "figure", "baseline", "this run", "change (95 % interval)", "verdict"):
-        t.add_column(col)
-    for c in verdict.cells:
-        for j in c.figures:
-            t.add_row(c.label, j.figure, gateout.figure(j.a, j.unit), gateout.figure(j.b, j.unit),
-                      gateout.change(j), gateout.MARK[j.status].replace("**", ""))
-    out.print(t)
-    out.print(f"{gateout.counts(verdict)}; {host_said(verdict)}")
-    for c in verdict.regressions:
-        out.print(f"regression: {c.label}: {gateout.why(c, verdict)}")
-    for c in verdict.cells:
-        if c.status == "host" and not verdict.strict:
-            out.print(f"not failed, the host's move: {c.label}: {gateout.why(c, verdict)}")
-    out.print(gateout.headline(verdict))

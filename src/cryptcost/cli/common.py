@@ -15,7 +15,7 @@ from rich.console import Console
 from cryptcost import stacks, units
 from cryptcost.errors import UserError
 from cryptcost.model import as_json
-from cryptcost.host.probe import notes, probe
+from cryptcost.host.probe import probe
 from cryptcost.links.peer import PeerOptions
 from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
@@ -132,13 +132,13 @@ def open_store(args, *, create: bool = True) -> Store:
 @contextmanager
 def recorded_run(args, command: str, host: dict, resume: int | None = None):
     """A run in the store: ``running`` while measuring, then ``complete``,
-    ``failed`` or ``interrupted``, on a host quieted for it (:func:`quiet_host`,
+    ``failed`` or ``interrupted``, on a host quieted for it (:func:`quiet.quiet_host`,
     undone when the run ends); ``resume``: that run, running again (``run --resume``). Yields
     (store, run_id, sink)."""
     store = open_store(args)                     # a bad --db is refused before the lock exists
     install_signal_handlers()                    # SIGTERM unwinds, so the host's settings come back
     with run_lock(sys.argv[1:]), Resources() as res:
-        quiet_host(res, host, getattr(args, "page_reporting", "hold"))
+        quiet.quiet_host(res, host, getattr(args, "page_reporting", "hold"))
         if resume is None:
             run_id = store.begin_run(command, host)
         else:
@@ -168,15 +168,6 @@ def add_host_options(p) -> None:
                    help="on a VM that hands freed memory back to its host: hold that off for the "
                         "run, so memory freed between passes is not faulted in from the host "
                         "again (default), or keep it as it is")
-
-
-def quiet_host(res, host: dict, page_reporting: str = "hold") -> None:
-    """Quiet what the run may quiet on the host (runner.core.quiet), for the life of ``res``,
-    and say so in ``host``, which is stored with the run."""
-    held = quiet.hold_page_reporting(res, page_reporting)
-    if held is not None:
-        host["page_reporting"] = {**host["page_reporting"], "run": held}
-        host["notes"] = notes(host)
 
 
 class ConsoleProgress(Progress):

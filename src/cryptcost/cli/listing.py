@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from cryptcost.cli.common import open_store, out, print_json
-from cryptcost.report.export import run_dict
+from cryptcost.store.exchange import run_dict
 
 
 def add_parser(sub, common) -> None:

@@ -83,41 +83,51 @@ def announce(prepared: suite.Prepared) -> None:
     if prepared.guest and lacks:
         err.print(f"this host's kernel lacks what follows: {'; '.join(lacks)}")
     for gp in prepared.guest:
-        first = _guest_install(gp.share.plan)
-        intro = "in cryptcost vm's guest" if prepared.vm else (
-            f"with --vm{f' (after {first})' if first else ''}, in cryptcost vm's guest")
-        err.print(f"{intro} ({gp.share.kernel_said}, emulated):")
-        for part in gp.share.plan.parts:
-            err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
-        cut = [c for c in gp.share.plan.cannot_run if c.get("budget")]
-        if cut:
-            err.print(f"  {cut[0]['budget']}:")
-            for c in cut:
-                err.print(f"    {c['part']}: {c['what']}"
-                          + (f" ({c['detail']})" if c["detail"] else ""))
-        gruns = gp.factor[1]
-        timed = [p.label for p in gp.share.plan.parts if p.scale != gp.scale]
-        by_part = (f"; {len(timed)} of its {len(gp.share.plan.parts)} parts each at what earlier "
-                   "guest runs of that part took against its estimate" if timed else "")
-        err.print(f"  estimated time: about {gp.planned / 60:.0f} min (the model's "
-                  f"{gp.seconds / 60:.1f} min at this host's speed × {gp.scale:.1f}, what the last "
-                  f"{gruns} guest run(s) of this plan took against theirs{by_part})" if gruns else
-                  f"  estimated time: {gp.seconds / 60:.1f} min at this host's speed; planned at "
-                  f"{gp.scale:g} times that under TCG (software CPU emulation), as no guest run of "
-                  f"this plan here has calibrated it yet{by_part}")
-        if gp.budget_s:
-            err.print(f"  its part of --time-budget: {gp.budget_s / 60:.0f} min, its boot "
-                      "included; no part begins that the rest of it cannot hold")
+        _announce_guest(prepared, gp)
     if prepared.until is not None:
-        begin, left_out = prepared.until_fits(time.time())
-        err.print(f"--until {prepared.until_said} ({prepared.until_at_said()}): no part begins "
-                  "that its planned time says would end later (with no run of the suite here to "
-                  "calibrate from, a part is planned at its maximum); nothing is thinned, and a "
-                  "later run --resume measures what is left out. By the estimates above: "
-                  + (f"begins {', '.join(begin)}" if begin else "no part of this host begins")
-                  + (f"; left out {', '.join(left_out)}" if left_out else "")
-                  + ("; each guest share then gets what is left after its boot" if
-                     prepared.vm and prepared.guest else ""))
+        _announce_until(prepared)
+
+
+def _announce_guest(prepared: suite.Prepared, gp) -> None:
+    """A guest share: its parts, what its budget left out, its estimate and its budget."""
+    first = _guest_install(gp.share.plan)
+    intro = "in cryptcost vm's guest" if prepared.vm else (
+        f"with --vm{f' (after {first})' if first else ''}, in cryptcost vm's guest")
+    err.print(f"{intro} ({gp.share.kernel_said}, emulated):")
+    for part in gp.share.plan.parts:
+        err.print(f"  {part.label}: " + "; ".join(_table_said(part)))
+    cut = [c for c in gp.share.plan.cannot_run if c.get("budget")]
+    if cut:
+        err.print(f"  {cut[0]['budget']}:")
+        for c in cut:
+            err.print(f"    {c['part']}: {c['what']}"
+                      + (f" ({c['detail']})" if c["detail"] else ""))
+    gruns = gp.factor[1]
+    timed = [p.label for p in gp.share.plan.parts if p.scale != gp.scale]
+    by_part = (f"; {len(timed)} of its {len(gp.share.plan.parts)} parts each at what earlier "
+               "guest runs of that part took against its estimate" if timed else "")
+    err.print(f"  estimated time: about {gp.planned / 60:.0f} min (the model's "
+              f"{gp.seconds / 60:.1f} min at this host's speed × {gp.scale:.1f}, what the last "
+              f"{gruns} guest run(s) of this plan took against theirs{by_part})" if gruns else
+              f"  estimated time: {gp.seconds / 60:.1f} min at this host's speed; planned at "
+              f"{gp.scale:g} times that under TCG (software CPU emulation), as no guest run of "
+              f"this plan here has calibrated it yet{by_part}")
+    if gp.budget_s:
+        err.print(f"  its part of --time-budget: {gp.budget_s / 60:.0f} min, its boot "
+                  "included; no part begins that the rest of it cannot hold")
+
+
+def _announce_until(prepared: suite.Prepared) -> None:
+    """Under --until: what would begin, by the estimates."""
+    begin, left_out = prepared.until_fits(time.time())
+    err.print(f"--until {prepared.until_said} ({prepared.until_at_said()}): no part begins "
+              "that its planned time says would end later (with no run of the suite here to "
+              "calibrate from, a part is planned at its maximum); nothing is thinned, and a "
+              "later run --resume measures what is left out. By the estimates above: "
+              + (f"begins {', '.join(begin)}" if begin else "no part of this host begins")
+              + (f"; left out {', '.join(left_out)}" if left_out else "")
+              + ("; each guest share then gets what is left after its boot" if
+                 prepared.vm and prepared.guest else ""))
 
 
 def _parts_json(parts) -> list[dict]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptcost.cli.common import (add_host_options, add_peer_options, add_profile_option,
@@ -15,16 +15,16 @@ from cryptcost.cli.common import (add_host_options, add_peer_options, add_profil
                                   print_json, recorded_run, validate_writable)
 from cryptcost.cli import check
 from cryptcost.cli.plansaid import announce, planned
-from cryptcost.errors import CryptcostError, UserError
+from cryptcost.errors import UserError
 from cryptcost.host import disks
 from cryptcost.lifecycle.resources import install_signal_handlers
-from cryptcost.report import document
-from cryptcost.report.gate import parse_threshold
+from cryptcost.report import document, gateout
+from cryptcost.report.gate import Threshold, parse_threshold
 from cryptcost.report.terminal import summary_tables
 from cryptcost.store import baselines
+from cryptcost.store.db import Store
 from cryptcost import suite
 from cryptcost.suite import budget, ceilings
-from cryptcost.suite import guest as guest_share
 from cryptcost.suite.resume import Resume, Sitting, merged
 from cryptcost.workloads.plan import SUITES
 from cryptcost.workloads.seeds import parse_only
@@ -50,15 +50,7 @@ def add_parser(sub, common) -> None:
                    help="with --resume and --suite seeds: measure anew the parts of these field "
                         "reports the run holds whole (a noisy sitting's), here and in the guest; "
                         "what it held of each is dropped as the part begins")
-    p.add_argument("--device-speed", metavar="RATE",
-                   help="predict throughput on a device, e.g. 3GB/s")
-    p.add_argument("--link", metavar="LINK",
-                   help="predict throughput over a link: 1GbE, 10GbE, 2.5Gbit; or peer:HOST: "
-                        "measure the network stacks from this host to HOST over ssh")
-    add_peer_options(p)
-    p.add_argument("--delay", type=float, metavar="MS",
-                   help="milliseconds added to every round trip of each network table's netns "
-                        "link (netem), as a plan's network.delay_ms")
+    _add_model_options(p)
     p.add_argument("-o", "--report", default=DEFAULT_REPORT, metavar="FILE",
                    help=f"HTML report to write (default: {DEFAULT_REPORT})")
     p.add_argument("--no-report", action="store_true", help="write no HTML report")
@@ -84,6 +76,13 @@ def add_parser(sub, common) -> None:
                    help="end with the regression gate against baseline NAME: its verdict, and "
                         "exit 1 on a regression (see cryptcost check)")
     check.add_gate_options(p)
+    _add_guest_options(p)
+    add_host_options(p)
+    p.set_defaults(func=run)
+
+
+def _add_guest_options(p) -> None:
+    """run --vm, and the guest's own share of it."""
     p.add_argument("--vm", action="store_true",
                    help="also run what this host's kernel cannot (dm-crypt, kernel ESP, NFS…) "
                         "under Debian's stock kernel in cryptcost vm's qemu guest, after this "
@@ -97,12 +96,86 @@ def add_parser(sub, common) -> None:
     p.add_argument("--parts", metavar="FILE.json", help=argparse.SUPPRESS)
     # with --parts and --time-budget: the slowdown the host planned the guest's share at
     p.add_argument("--budget-scale", type=float, help=argparse.SUPPRESS)
-    add_host_options(p)
-    p.set_defaults(func=run)
+
+
+def _add_model_options(p) -> None:
+    """What the answer predicts for (a device, a link), or a peer to measure across."""
+    p.add_argument("--device-speed", metavar="RATE",
+                   help="predict throughput on a device, e.g. 3GB/s")
+    p.add_argument("--link", metavar="LINK",
+                   help="predict throughput over a link: 1GbE, 10GbE, 2.5Gbit; or peer:HOST: "
+                        "measure the network stacks from this host to HOST over ssh")
+    add_peer_options(p)
+    p.add_argument("--delay", type=float, metavar="MS",
+                   help="milliseconds added to every round trip of each network table's netns "
+                        "link (netem), as a plan's network.delay_ms")
 
 
 def run(args) -> int:
-    # bad input fails before anything is recorded
+    """Validate → compile → run here → run the guest's share → analyse → report."""
+    return main(RunCommand.of(args))
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    """What ``cryptcost run`` was asked, typed once from its command line (:meth:`of`, which
+    refuses bad input before anything is recorded): the plan asked (``suite.Asked``), the
+    store and the host's settings (as ``open_store`` and ``recorded_run`` read them), how it
+    answers, and the regression gate's options (as ``cryptcost check`` reads them)."""
+
+    asked: suite.Asked
+    db: str | None = None
+    page_reporting: str = "hold"
+    report: str | None = DEFAULT_REPORT          # None: --no-report
+    details: bool = False
+    json: bool = False
+    dry_run: bool = False
+    vm_timeout: float | None = None
+    against: str | None = None
+    threshold: Threshold | None = None
+    strict: bool = False
+    format: str = "table"
+    gate_output: str | None = None
+
+    @classmethod
+    def of(cls, args) -> "RunCommand":
+        _refuse(args)                           # bad input fails before anything is recorded
+        return cls(_asked(args, _resumable(args)), args.db, args.page_reporting,
+                   None if args.no_report else args.report, args.details, args.json,
+                   args.dry_run, args.vm_timeout, args.against,
+                   parse_threshold(args.threshold), args.strict, args.format, args.gate_output)
+
+
+def main(job: RunCommand) -> int:
+    """The main job: validate → compile (``suite.prepare``) → run here → run the guest's share
+    → analyse → report."""
+    prepared = suite.prepare(job.asked, _Calibration(job.db))
+    resume = prepared.resume
+    host = None
+    if resume is not None:                      # the host is checked before anything is said
+        host = probe_host()
+        resume.refuse_another_host(host)
+    announce(prepared)
+    sitting = Sitting.of(prepared, host or {}, ceilings.LABEL)
+    for line in sitting.lines():
+        err.print(line)
+    if job.dry_run:
+        if job.json:
+            print_json(planned(prepared))
+        return 0
+    host = host or probe_host()
+    install_signal_handlers()
+    started = time.monotonic()
+    with recorded_run(job, "run", host, resume and resume.run_id) as (store, run_id, sink):
+        outcome = _here(job, prepared, sitting, Recording(store, run_id, sitting), sink, host,
+                        started)
+    guest_runs = _guests(job, prepared, store, run_id, outcome, sitting)
+    return _answer(job, store, run_id, prepared, outcome, guest_runs,
+                   time.monotonic() - started)
+
+
+def _refuse(args) -> None:
+    """What the arguments cannot mean, in one line, before anything is recorded."""
     if args.parts and (args.suite or args.plan or args.vm or args.only or args.resume):
         raise UserError("--parts is the guest's share of a run --vm: it takes no --suite, "
                         "--plan, --vm, --only or --resume")
@@ -118,93 +191,106 @@ def run(args) -> int:
     if not args.no_report:
         validate_writable(args.report)
     if args.against:                            # an unknown name, before anything is measured
-        parse_threshold(args.threshold)
         baselines.get(open_store(args, create=False), args.against)
-    resume = _resumable(args)
-    prepared = suite.prepare(_asked(args, resume), _Calibration(args))
-    host = None
-    if resume is not None:                      # the host is checked before anything is said
-        host = probe_host()
-        resume.refuse_another_host(host)
-    announce(prepared)
-    sitting = Sitting.of(prepared, host or {}, ceilings.LABEL)
-    for line in sitting.lines():
-        err.print(line)
-    if args.dry_run:
-        if args.json:
-            print_json(planned(prepared))
-        return 0
-    plan, model, clock = prepared.plan, prepared.model, prepared.from_now()
-    host = host or probe_host()
-    install_signal_handlers()
-    started = time.monotonic()
-    with recorded_run(args, "run", host, resume and resume.run_id) as (store, run_id, sink):
-        if not args.json:
-            for note in host["notes"]:                # the host as quieted for the run
-                err.print(f"• {note}")
-        base = sitting.base()
 
-        def record(**extra) -> None:
-            store.update_extra(run_id, **merged(base, **extra))
-        # what a budget left out of the guests' shares is this run's to tell
-        guest_cut = [{**c, "stack": c["what"], "guest_share": gp.share.plan.name}
-                     for gp in prepared.guest if prepared.vm for c in gp.share.plan.cannot_run]
-        record(suite=plan.name, model=model, only=sitting.only(),
-               estimate_seconds=round(prepared.seconds, 1), time_budget=prepared.budget_s,
-               until=prepared.until_at_said(),
-               skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run] + guest_cut,
-               **sitting.said())
-        # this host's disks (timed read-only) and links, for the answer's predictions; not in a
-        # guest's share (its disks are qemu's), nor again when a run resumes
-        if not args.parts and not resume:
-            record(**disks.survey(any(p.storage for p in plan.parts),
-                                  any(p.network for p in plan.parts), say=err.print))
-        try:
-            outcome = suite.run_plan(plan, sink=sink, host=host, clock=clock, hooks=suite.Hooks(
-                progress=_progress,
-                before_part=lambda label: sitting.drop(store, run_id, label),
-                on_part=lambda so_far: record(**sitting.ended(so_far))),
-                have=resume.have if resume else frozenset())
-        finally:                                 # a run cut short keeps its time too
-            sitting.wall_seconds = round(time.monotonic() - started, 1)
-            record(wall_seconds=sitting.wall_seconds, **sitting.said())
-        outcome.skipped = merged(base, skipped=outcome.skipped + guest_cut)["skipped"]
-        outcome.failed = merged(base, failed=outcome.failed)["failed"]
-        record(skipped=outcome.skipped, failed=outcome.failed, **sitting.ended(outcome))
-    guest_runs: list[int] = list(base.get("guest_runs", []))
-    if prepared.vm and prepared.guest:
-        began = time.monotonic()
-        try:
-            guest_runs = _run_guests(args, prepared, store, run_id, outcome, sitting)
-        finally:                                  # the sitting's whole time, its guests' too
-            sitting.guests_seconds = round(time.monotonic() - began, 1)
-            if resume is not None:
-                store.update_extra(run_id, sittings=merged(sitting.base(),
-                                                           **sitting.said())["sittings"])
+
+class Recording:
+    """The run's record as this sitting adds to it (:meth:`Sitting.base`)."""
+
+    def __init__(self, store, run_id: int, sitting: Sitting):
+        self.store, self.run_id, self.base = store, run_id, sitting.base()
+
+    def __call__(self, **extra) -> None:
+        self.store.update_extra(self.run_id, **merged(self.base, **extra))
+
+
+def _here(job: RunCommand, prepared: suite.Prepared, sitting: Sitting, record: Recording, sink,
+          host: dict, started: float) -> suite.SuiteOutcome:
+    """This host's share of the plan, measured into the run, and what the run records of it:
+    its plan, what it left out (the guests' budgets' too), this host's disks and links, each
+    part's time as it ends, and the sitting's since ``started``."""
+    plan, resume = prepared.plan, prepared.resume
+    if not job.json:
+        for note in host["notes"]:                    # the host as quieted for the run
+            err.print(f"• {note}")
+    # what a budget left out of the guests' shares is this run's to tell
+    guest_cut = [{**c, "stack": c["what"], "guest_share": gp.share.plan.name}
+                 for gp in prepared.guest if prepared.vm for c in gp.share.plan.cannot_run]
+    record(suite=plan.name, model=prepared.model, only=sitting.only(),
+           estimate_seconds=round(prepared.seconds, 1), time_budget=prepared.budget_s,
+           until=prepared.until_at_said(),
+           skipped=[{**c, "stack": c["what"]} for c in plan.cannot_run] + guest_cut,
+           **sitting.said())
+    # this host's disks (timed read-only) and links, for the answer's predictions; not in a
+    # guest's share (its disks are qemu's), nor again when a run resumes
+    if not job.asked.parts and not resume:
+        record(**disks.survey(any(p.storage for p in plan.parts),
+                              any(p.network for p in plan.parts), say=err.print))
+    try:
+        outcome = suite.run_plan(plan, sink=sink, host=host, clock=prepared.from_now(),
+                                 have=resume.have if resume else frozenset(),
+                                 hooks=suite.Hooks(progress=_progress,
+                                                   before_part=lambda label: sitting.drop(
+                                                       record.store, record.run_id, label),
+                                                   on_part=lambda so_far: record(
+                                                       **sitting.ended(so_far))))
+    finally:                                 # a run cut short keeps its time too
+        sitting.wall_seconds = round(time.monotonic() - started, 1)
+        record(wall_seconds=sitting.wall_seconds, **sitting.said())
+    outcome.skipped = merged(record.base, skipped=outcome.skipped + guest_cut)["skipped"]
+    outcome.failed = merged(record.base, failed=outcome.failed)["failed"]
+    record(skipped=outcome.skipped, failed=outcome.failed, **sitting.ended(outcome))
+    return outcome
+
+
+def _guests(job: RunCommand, prepared: suite.Prepared, store, run_id: int,
+            outcome: suite.SuiteOutcome, sitting: Sitting) -> list[int]:
+    """With --vm, the guests' shares after this host's; the run's guest runs."""
+    from cryptcost.suite.guests import Guests, run_guests
+    if not (prepared.vm and prepared.guest):
+        return list(sitting.base().get("guest_runs", []))
+    began = time.monotonic()
+    try:
+        return run_guests(prepared, Guests(store, run_id, sitting, job.vm_timeout, err.print),
+                          outcome)
+    finally:                                  # the sitting's whole time, its guests' too
+        sitting.guests_seconds = round(time.monotonic() - began, 1)
+        if prepared.resume is not None:
+            store.update_extra(run_id, sittings=merged(sitting.base(),
+                                                       **sitting.said())["sittings"])
+
+
+def _answer(job: RunCommand, store, run_id: int, prepared: suite.Prepared,
+            outcome: suite.SuiteOutcome, guest_runs: list[int], seconds: float) -> int:
+    """The run analysed: the report written, the gate's verdict, the answer printed (or the
+    JSON); exit 1 on a failure or a regression."""
     run_ = store.run(run_id)
     results = store.results(run_id)
     guests = linked_results(store, run_)
+    model = prepared.model
     doc = document.build(run_, results, model, guests=guests)
-    if not args.no_report:
+    if job.report:
         from cryptcost.report.render import render
-        Path(args.report).write_text(render("html", run_, results, model, guests=guests))
-    verdict = check.judged(store, args.against, run_id, args) if args.against else None
-    if args.json:
-        print_json({"run": run_id, "suite": plan.name, "results": results, "report": doc,
-                    "skipped": outcome.skipped, "failed": outcome.failed,
-                    "guest_runs": guest_runs, "resumed": resume is not None,
+        Path(job.report).write_text(render("html", run_, results, model, guests=guests))
+    verdict = (check.judged(store, job.against, run_id, job.threshold, job.strict)
+               if job.against else None)
+    if job.json:
+        print_json({"run": run_id, "suite": prepared.plan.name, "results": results,
+                    "report": doc, "skipped": outcome.skipped, "failed": outcome.failed,
+                    "guest_runs": guest_runs, "resumed": prepared.resume is not None,
                     **({"gate": verdict.to_dict()} if verdict else {})})
     else:
-        for table in summary_tables(doc, width=out.width, details=args.details):
+        for table in summary_tables(doc, width=out.width, details=job.details):
             out.print(table)
-        out.print(f"run {run_id} stored in {store.path}; {time.monotonic() - started:.0f} s"
-                  + (f" (sitting {len(run_.extra['sittings'])})" if resume else "")
+        out.print(f"run {run_id} stored in {store.path}; {seconds:.0f} s"
+                  + (f" (sitting {len(run_.extra['sittings'])})" if prepared.resume else "")
                   + (f"; the guest's: run(s) {', '.join(map(str, guest_runs))}, emulated"
                      if guest_runs else "")
-                  + ("" if args.no_report else f"; report: {args.report}"))
+                  + (f"; report: {job.report}" if job.report else ""))
     for line in outcome.failed:
         err.print(f"error: {line}")
-    gated = check.show(verdict, args) if verdict and not args.json else 0
+    gated = (gateout.show(verdict, out, job.format, job.gate_output)
+             if verdict and not job.json else 0)
     return 1 if outcome.failed or gated or (verdict and verdict.exit_code) else 0
 
 
@@ -225,84 +311,6 @@ def _resumable(args) -> Resume | None:
     return resume.measure_again(parse_only(args.again, "--again"))
 
 
-def _run_guests(args, prepared: suite.Prepared, store, run_id: int,
-                so_far: suite.SuiteOutcome, sitting: Sitting) -> list[int]:
-    """Each guest share in its own boot, after this host's run: its runs imported as emulated
-    and linked to ``run_id`` (``guest_runs``). A guest that fails is one more line in
-    ``so_far.failed`` (and in the run's record); what it measured before is kept. What this
-    sitting's guests' budgets left out as they ran joins ``so_far.skipped`` (an earlier
-    sitting's guest runs are in the run's record already, less the parts measured since)."""
-    from cryptcost.cli.vm import import_guest_runs, keep_killed
-    from cryptcost.guest import XCHG, GuestCut, VmOptions, run_guest
-    from cryptcost.lifecycle.lock import run_lock
-    from cryptcost.lifecycle.resources import Resources
-    from cryptcost.suite.budget import GUEST_BOOT_SECONDS, GUEST_TIMEOUT
-    linked: list[int] = list(sitting.base().get("guest_runs", []))
-    earlier = set(linked)          # an earlier sitting's guest runs: their record is in the base
-    failed = so_far.failed
-    for gp in prepared.guest:
-        share = gp.share
-        timeout = args.vm_timeout or max(1800.0, gp.seconds * (
-            3 * gp.scale if gp.factor[1] else GUEST_TIMEOUT))
-        what = f"guest ({share.kernel_said}, emulated)"
-        left = None
-        if prepared.until is not None:
-            left, cut = gp.until_cut(prepared.until, prepared.until_said, time.time())
-            if cut:
-                err.print(f"— {what}: {cut[0]['reason']}")
-                so_far.skipped += cut
-                store.update_extra(run_id, skipped=so_far.skipped)
-                continue
-        err.print(f"— {what}: {'; '.join(p.label for p in share.plan.parts)} "
-                  f"(stopped after {timeout / 60:.0f} min)")
-        opts = VmOptions(timeout=timeout, kernel=share.kernel or None,
-                         memory_mib=_guest_memory_mib())
-        command = ["run", "--parts", f"{XCHG}/parts.json", "--no-report"]
-        if gp.budget_s:
-            command += ["--time-budget", f"{max(60.0, gp.budget_s - GUEST_BOOT_SECONDS):.0f}s",
-                        "--budget-scale", f"{gp.scale:.3f}"]
-        if left is not None:
-            command += ["--until", f"{left:.0f}s"]
-        sitting.drop_guest(store, share.plan)
-        try:
-            with run_lock(["run", "--vm"]), Resources() as res:
-                outcome = run_guest(res, command, opts, Path(store.path).parent / "vm-logs",
-                                    stdout=sys.stderr.buffer,
-                                    files={"parts.json": guest_share.to_json(share.plan)})
-        except GuestCut as exc:
-            ids, said = keep_killed(store, exc)
-            linked += ids
-            failed.append(f"{what}: {said}")
-            if exc.interrupt is not None:       # imported and linked (below); the run ends
-                err.print(f"{what}: {said}")
-                raise exc.interrupt from None
-        except CryptcostError as exc:
-            failed.append(f"{what}: {exc}")
-        else:
-            ids = import_guest_runs(store, outcome.store, outcome.emulated)
-            linked += ids
-            if outcome.returncode != 0:
-                failed.append(f"{what}: the guest's run ended with exit code "
-                              f"{outcome.returncode} (console log {outcome.console}; its results "
-                              f"are kept in run(s) {', '.join(map(str, ids)) or 'none'})")
-        finally:
-            for rid in (r for r in linked if r not in earlier):
-                g = store.run(str(rid)).extra
-                so_far.skipped += [t for s in g.get("skipped", []) if s.get("budget")
-                                   and (t := {**s, "guest_share": g.get("suite")})
-                                   not in so_far.skipped]
-            # linked as each guest ends: a run stopped in a later guest keeps the earlier ones
-            store.update_extra(run_id, guest_runs=linked, failed=failed, skipped=so_far.skipped)
-    return linked
-
-
-def _guest_memory_mib() -> int:
-    """The guest's memory: half of what this host has free, between 2 and 8 GiB (its RAM media,
-    up to 320 MiB a stack, and their page cache live in it)."""
-    import psutil
-    return int(min(8192, max(2048, psutil.virtual_memory().available / 2**20 / 2)))
-
-
 def _asked(args, resume: Resume | None) -> suite.Asked:
     """What the command line asks of the run."""
     return suite.Asked(args.suite, args.plan, parts=args.parts, only=args.only, resume=resume,
@@ -315,10 +323,11 @@ def _asked(args, resume: Resume | None) -> suite.Asked:
 
 class _Calibration(suite.Calibration):
     """How far earlier runs of a plan here (or in the guest) were from their estimate (see
-    suite.budget), read from the store ``args`` names; nothing is created to read it."""
+    suite.budget), read from the store ``db`` (None: the default one); nothing is created to
+    read it."""
 
-    def __init__(self, args) -> None:
-        self.args = args
+    def __init__(self, db: str | None) -> None:
+        self.db = db
 
     def factor(self, name: str, guest: bool = False) -> tuple[float, int]:
         return self._read(name, guest, budget.calibration, (1.0, 0))
@@ -329,9 +338,9 @@ class _Calibration(suite.Calibration):
     def _read(self, name: str, guest: bool, how, none):
         from cryptcost.guest import GUEST_HOSTNAME
         from cryptcost.store.db import default_path
-        if not Path(self.args.db or default_path()).is_file():
+        if not Path(self.db or default_path()).is_file():
             return none                          # nothing to learn from, and nothing is created
-        store = open_store(self.args, create=False)
+        store = Store.open(self.db, create=False)
         try:
             return how(store.runs(), name, GUEST_HOSTNAME if guest else socket.gethostname())
         finally:

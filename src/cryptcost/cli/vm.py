@@ -19,11 +19,10 @@ from cryptcost.cli.common import open_store, parse_list
 from cryptcost.errors import CryptcostError, UserError
 from cryptcost.lifecycle.lock import run_lock
 from cryptcost.lifecycle.resources import Resources, Terminated, install_signal_handlers
-from cryptcost.report.export import run_dict
 from cryptcost import proc
 from cryptcost.guest import GuestCut, VmOptions, run_guest
+from cryptcost.guest.imported import import_guest_runs, keep_killed
 from cryptcost.guest.peer import GuestPeer, serve_peer
-from cryptcost.store.db import Store
 from cryptcost.workloads.plan import load
 
 HELP_TAIL = ("The numbers are emulated: under TCG the guest's CPU is software, so its speeds say "
@@ -170,30 +169,3 @@ def _authorized_keys(path: str | None) -> str:
         raise UserError("cryptcost vm --peer: no ~/.ssh/id_*.pub to let in; name the public "
                         "keys that may log in with --authorized-keys FILE")
     return "".join(f.read_text() for f in found)
-
-
-def keep_killed(store: Store, exc: GuestCut) -> tuple[list[int], str]:
-    """What a guest that ended early (killed at its timeout, stopped, crashed) had stored,
-    imported as emulated runs; their ids, and the error saying so."""
-    ids = import_guest_runs(store, exc.partial, exc.emulated)
-    return ids, str(exc) + (f"; what it measured until then is imported as emulated run(s) "
-                            f"{', '.join(map(str, ids))}" if ids else "")
-
-
-def import_guest_runs(store: Store, guest_store: Path | None, emulated: dict) -> list[int]:
-    """Copy every run of the guest's store into ``store``, marked emulated."""
-    if guest_store is None:
-        return []
-    guest = Store.open(guest_store, create=False)
-    ids = []
-    try:
-        for run in guest.runs():
-            data = run_dict(run, guest.results(run.id))
-            data["host"] = {**data["host"], "emulated": emulated}
-            data["run"]["extra"] = {**data["run"]["extra"], "emulated": emulated}
-            ids.append(store.import_run(data))
-    finally:
-        guest.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{guest_store}{suffix}").unlink(missing_ok=True)
-    return ids

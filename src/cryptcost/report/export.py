@@ -7,18 +7,7 @@ import io
 import json
 
 from cryptcost.model import Run, as_json
-
-EXPORT_VERSION = 1
-
-
-def run_dict(run: Run, results: list[dict]) -> dict:
-    """A run and its results as one JSON-able object."""
-    return {"format": "cryptcost-run", "version": EXPORT_VERSION,
-            "run": {"id": run.id, "started": run.started, "finished": run.finished,
-                    "command": run.command, "status": run.status, "label": run.label,
-                    "extra": run.extra},
-            "host": run.host, "results": results}
-
+from cryptcost.store.exchange import run_dict
 
 def to_json(run: Run, results: list[dict], doc: dict | None = None) -> str:
     """The run, its results and (when given) the analysed report document."""

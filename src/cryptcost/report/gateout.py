@@ -5,9 +5,14 @@ JSON."""
 
 from __future__ import annotations
 
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rich.table import Table
 
 from cryptcost import units
+from cryptcost.errors import UserError
 from cryptcost.report.export import dumps
 from cryptcost.report.gate import CellVerdict, Gate, Judged, host_said
 
@@ -125,3 +130,48 @@ def to_bencher(gate: Gate) -> str:
 
 def to_json(gate: Gate) -> str:
     return dumps(gate.to_dict())
+
+
+def show(verdict: Gate, out, fmt: str = "table", target: str | None = None) -> int:
+    """Print a verdict on the console ``out`` in ``fmt`` (a table, else that format on stdout),
+    and with ``--gate-output`` (``target``) write it there too; its exit status."""
+    if target:
+        try:
+            Path(target).write_text(render(verdict, "md" if fmt == "table" else fmt))
+        except OSError as exc:
+            raise UserError(f"cannot write {target}: {exc.strerror}") from None
+    if fmt == "table" or target:
+        print_table(verdict, out)
+    else:
+        sys.stdout.write(render(verdict, fmt))
+    return verdict.exit_code
+
+
+def render(verdict: Gate, fmt: str) -> str:
+    """The verdict in ``fmt``: md, junit, bencher or json."""
+    if fmt == "md":
+        return to_markdown(verdict)
+    if fmt == "junit":
+        return to_junit(verdict)
+    if fmt == "bencher":
+        return to_bencher(verdict)
+    return to_json(verdict)
+
+
+def print_table(verdict: Gate, out) -> None:
+    t = Table(title=f"Run {verdict.run_b} against baseline {verdict.baseline} "
+                    f"(run {verdict.run_a})", title_justify="left")
+    for col in ("cell", "figure", "baseline", "this run", "change (95 % interval)", "verdict"):
+        t.add_column(col)
+    for c in verdict.cells:
+        for j in c.figures:
+            t.add_row(c.label, j.figure, figure(j.a, j.unit), figure(j.b, j.unit),
+                      change(j), MARK[j.status].replace("**", ""))
+    out.print(t)
+    out.print(f"{counts(verdict)}; {host_said(verdict)}")
+    for c in verdict.regressions:
+        out.print(f"regression: {c.label}: {why(c, verdict)}")
+    for c in verdict.cells:
+        if c.status == "host" and not verdict.strict:
+            out.print(f"not failed, the host's move: {c.label}: {why(c, verdict)}")
+    out.print(headline(verdict))

@@ -304,8 +304,8 @@ class Sitting:
             return
         for gid in self.resume.guest_runs_of(plan.name):
             for p in plan.parts:
-                n = store.drop_part(gid, p.label, ciphers=p.ciphers is not None,
-                                    cells=again_cells(self.resume, p))
+                cells = again_cells(self.resume, p)
+                n = store.drop_part(gid, p.label, ciphers=p.ciphers is not None, cells=cells)
                 if n:
                     key = f"{p.label} (guest run {gid})"
                     self.dropped[key] = self.dropped.get(key, 0) + n

@@ -28,6 +28,7 @@ import time
 
 from cryptcost.errors import CryptcostError
 from cryptcost.host import kernel
+from cryptcost.host.probe import notes
 from cryptcost.lifecycle.resources import Resources
 
 CHOICES = ("hold", "keep")
@@ -130,3 +131,12 @@ def memory_noise(copies: int = NOISE_COPIES, seconds: float = NOISE_SECONDS) -> 
     return {"copies": copies, "seconds": seconds, "bytes_per_s": round(statistics.median(rates)),
             "low": round(min(rates)), "high": round(max(rates)),
             "cv": round(statistics.stdev(rates) / mean, 4) if len(rates) > 1 and mean else None}
+
+
+def quiet_host(res: Resources, host: dict, page_reporting: str = "hold") -> None:
+    """Quiet what the run may quiet on the host, for the life of ``res``, and say so in
+    ``host``, which is stored with the run."""
+    held = hold_page_reporting(res, page_reporting)
+    if held is not None:
+        host["page_reporting"] = {**host["page_reporting"], "run": held}
+        host["notes"] = notes(host)
