@@ -3,6 +3,7 @@ grows past 400 lines nor a line past 100 characters, and proc.py is the only
 module that starts processes."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,16 @@ def test_no_function_in_cli_suite_or_runner_over_60_lines_or_8_parameters():
                 if lines > MAX_FUNCTION_LINES or len(params) > MAX_PARAMETERS:
                     found[f"{path.relative_to(ROOT)}:{node.name}"] = (lines, len(params))
     assert found == {}
+
+
+def test_the_architecture_table_is_the_layers_in_two_sentences_a_cell():
+    """ARCHITECTURE.md's table lists LAYERS from the top down, and reads on one page: no cell
+    longer than two sentences."""
+    rows = [line.split("|")[1:-1] for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines()
+            if re.match(r"^\| \d+ \|", line)]
+    assert [int(r[0]) for r in rows] == list(range(len(LAYERS) - 1, -1, -1))
+    for (_, units, _), layer in zip(rows, reversed(LAYERS)):
+        assert set(re.findall(r"`(\w+)`", units)) == layer - {"__init__"}
+    long = [cell.strip()[:60] for row in rows for cell in row
+            if len(re.findall(r"[.!?](?:\s|$)", cell.strip())) > 2]
+    assert long == []
