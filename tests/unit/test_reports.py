@@ -535,3 +535,23 @@ def test_the_document_is_frozen_records_that_every_renderer_reads(stored):
     assert set(plain) == set(doc.__dataclass_fields__)
     assert plain["storage"][0]["median"] == doc.storage[0].median
     assert render("csv", run, results).count("\n") >= len(doc.storage)
+
+
+def test_a_run_that_pinned_every_storage_pass_answers_from_its_most_cpus_and_says_so(stored):
+    """A plan whose storage table names ``cpus`` measures no unpinned pass: the answer reads
+    each option on the most CPUs it measured, and names the count, rather than leaving storage
+    out."""
+    from cryptcost.report import document
+    from cryptcost.report.answer import grid
+    store, run = stored
+    results = store.results(run.id)
+    pinned = [{**r, "cpus": 2} if r["kind"] == "storage" else r for r in results]
+    whole = document.build(run, results).answer
+    answer = document.build(run, pinned).answer
+    disks = {r.get("stack") for r in results if r["kind"] == "storage"}
+    was = {o.stack for u in whole.uses for o in u.options if o.stack in disks}
+    now = [o for u in answer.uses for o in u.options if o.stack in disks]
+    assert was and {o.stack for o in now} == was and all(o.cpus == 2 for o in now)
+    assert not any(o.cpus for u in whole.uses for o in u.options)
+    _, rows = grid(answer)
+    assert any(row[2].endswith(" on 2 CPUs") for row in rows)

@@ -61,6 +61,7 @@ class Option:
     limit: str                      # the verdict, in a few words
     cpu_s_per_gb: float | None
     pick: bool = False
+    cpus: int | None = None         # its cells' CPU count where the run pinned every pass
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,14 @@ def places(disks: list[dict], links: list[dict], model: dict) -> tuple[list[Plac
 
 
 def _main(results: list[Stored], stack: str) -> dict[str, Stored]:
-    """A stack's main cells (1 MiB sequential, one stream) as deployed: op → result."""
-    return {r.cell.op: r for r in results if r.stack == stack and recommend.is_main(r)
+    """A stack's main cells (1 MiB sequential, one stream) as deployed: op → result; on every
+    CPU, else (a run that pinned every pass) on the most CPUs it measured."""
+    mine = [r for r in results if r.stack == stack and recommend.is_main(r)
             and r.bytes_per_s and not r.incomplete and r.cell.accel is not False
-            and r.cell.cpus is None and r.cell.op in OPS}
+            and r.cell.op in OPS]
+    counts = {r.cell.cpus for r in mine}
+    most = None if None in counts or not counts else max(counts)
+    return {r.cell.op: r for r in mine if r.cell.cpus == most}
 
 
 def option(use: str, stack: str, results: list[Stored], verdicts: dict[int, Verdict],
@@ -152,7 +157,8 @@ def option(use: str, stack: str, results: list[Stored], verdicts: dict[int, Verd
         if slower.kind == "storage" else slower.cpu_s_per_gb.get("system")
     limit = f"{v.bottleneck} ({slower.cell.op})" if v else "—"
     return Option(use, stack, tuple((op, cells[op].bytes_per_s) for op in ops),
-                  tuple(plain.items()), tuple(on), own, other, limit, cpu)
+                  tuple(plain.items()), tuple(on), own, other, limit, cpu,
+                  cpus=cells[ops[0]].cell.cpus)
 
 
 def _split(stack: str, split: list) -> tuple[float | None, str]:

@@ -11,6 +11,11 @@ from cryptcost.analysis.answer import Answer, Change, Place, Use
 CIPHERS_SHOWN = 3
 
 
+def named(o) -> str:
+    """An option's stack, with its CPU count where the run pinned every pass of it."""
+    return o.stack + (f" on {o.cpus} CPU{'s' if o.cpus > 1 else ''}" if o.cpus else "")
+
+
 def mb(bps: float) -> str:
     return f"{bps / 1e6:,.0f}" if bps >= 10e6 else f"{bps / 1e6:.1f}"
 
@@ -67,7 +72,7 @@ def grid(a: Answer, ciphers: int | None = None, places: int = 3, rest: bool = Fa
             on = [(mb(f.low) if mb(f.low) == mb(f.high) else f"{mb(f.low)}–{mb(f.high)}")
                   if (f := figures.get(n)) else "" for n in shown]
             rows.append([USE_SHORT.get(u.use, u.use) if i == 0 else "", "★" if o.pick else "",
-                         o.stack, "/".join(mb(v) for _, v in o.here), *on,
+                         named(o), "/".join(mb(v) for _, v in o.here), *on,
                          f"{o.own:.0%}" if o.own is not None else "",
                          *([o.other] if rest else []),
                          o.limit.replace("(write)", "(w)").replace("(read)", "(r)"),
@@ -128,7 +133,7 @@ def chart(a: Answer) -> str | None:
             ax.errorbar([(mbs_(p.low) + mbs_(p.high)) / 2], [i + 0.2],
                         xerr=[[(mbs_(p.high) - mbs_(p.low)) / 2]] * 2, fmt="D", ms=4,
                         color=colour.get(p.place, COLOURS[3]), capsize=3)
-        labels.append(f"{'★ ' if o.pick else ''}{o.stack} ({op})")
+        labels.append(f"{'★ ' if o.pick else ''}{named(o)} ({op})")
     for p in places:
         ax.axvline(mbs_(p.bytes_per_s), color=colour[p.name], ls="--", lw=1)
     ax.set_xscale("log")
