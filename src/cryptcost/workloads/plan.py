@@ -101,8 +101,9 @@ class Part:
 
 @dataclass
 class RunPlan:
-    """A validated plan: its parts, the repetition policy, the cost model,
-    and what this host cannot run (with reasons)."""
+    """A validated plan as loaded, its tables as written: its parts, the repetition policy, the
+    cost model, and what this host cannot run (with reasons). ``suite.compiled`` compiles it
+    into the frozen record every later step reads."""
 
     name: str
     label: str | None = None
