@@ -76,3 +76,12 @@ def test_every_suite_reaches_the_guest_as_the_same_compiled_plan(suite):
     assert isinstance(back, CompiledPlan) and back.policy == plan.policy
     assert [(p.label, tables_of(p), p.policy, p.keep, p.scale) for p in back.parts] == \
         [(p.label, tables_of(p), p.policy, p.keep, p.scale) for p in plan.parts]
+
+
+@pytest.mark.parametrize("spec", ["ram", "dir:/scratch", "throttled:200MB/s", "device:/dev/sdz"])
+def test_a_medium_is_written_back_as_its_table_names_it(spec):
+    """The guest's file and run --dry-run --json name each storage table's medium as the plan
+    did, whatever kind it is."""
+    [sp] = storage_plans({"medium": spec})
+    assert tables_of(compile_plan(RunPlan("m", parts=[Part("p", storage={"medium": spec})]))[0]
+                     .parts[0])["storage"]["medium"] == sp.medium.spec == spec

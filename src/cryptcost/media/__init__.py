@@ -47,7 +47,11 @@ class Medium(ABC):
     """Call order: ``require_room(size, count)`` before anything is created, then
     ``provide(res, size)`` once per stack instance."""
 
-    spec = "ram"            # as a plan's table or --medium names it (parse_medium)
+    @property
+    def spec(self) -> str:
+        """The medium as a plan's table or --medium names it (what :func:`parse_medium`
+        reads)."""
+        return self.name
 
     name: str
 
@@ -126,6 +130,10 @@ class DirMedium(Medium):
     def __init__(self, path: str):
         self.path = Path(path)
 
+    @property
+    def spec(self) -> str:
+        return f"dir:{self.path}"
+
     def room(self) -> int:
         try:
             free = os.statvfs(self.path)
@@ -197,21 +205,15 @@ def _attach(res: Resources, image: Path) -> tuple[str, bool]:
 
 
 def parse_medium(spec: str, *, destroy: str | None = None, force: bool = False) -> Medium:
-    """``ram``, ``dir:PATH`` or ``device:/dev/X`` (guarded); the medium keeps ``spec``, as a
-    plan's table names it."""
-    medium: Medium
+    """``ram``, ``dir:PATH``, ``throttled:RATE`` or ``device:/dev/X`` (guarded)."""
     if spec == "ram":
-        medium = RamMedium()
-    elif spec.startswith("dir:") and len(spec) > 4:
-        medium = DirMedium(spec[4:])
-    elif spec.startswith("throttled:") and len(spec) > 10:
+        return RamMedium()
+    if spec.startswith("dir:") and len(spec) > 4:
+        return DirMedium(spec[4:])
+    if spec.startswith("throttled:") and len(spec) > 10:
         from cryptcost.media.throttled import ThrottledMedium
-        medium = ThrottledMedium(spec[10:])
-    elif spec.startswith("device:") and len(spec) > 7:
+        return ThrottledMedium(spec[10:])
+    if spec.startswith("device:") and len(spec) > 7:
         from cryptcost.media.guard import DeviceMedium
-        medium = DeviceMedium(spec[7:], destroy=destroy, force=force)
-    else:
-        raise UserError(f"bad --medium {spec!r}: use ram, dir:PATH, device:/dev/X or "
-                        "throttled:RATE")
-    medium.spec = spec
-    return medium
+        return DeviceMedium(spec[7:], destroy=destroy, force=force)
+    raise UserError(f"bad --medium {spec!r}: use ram, dir:PATH, device:/dev/X or throttled:RATE")

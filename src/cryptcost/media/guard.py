@@ -64,6 +64,10 @@ class DeviceMedium(Medium):
         self.force = force
         self._next = 0
 
+    @property
+    def spec(self) -> str:
+        return f"device:{self.device}"
+
     def room(self) -> int:
         try:
             name = os.path.basename(os.path.realpath(self.device))

@@ -34,6 +34,10 @@ class ThrottledMedium(RamMedium):
                             "use e.g. throttled:200MB/s") from None
         self.label = rate_text
 
+    @property
+    def spec(self) -> str:
+        return f"throttled:{self.label}"
+
     def require_room(self, size: int, count: int) -> None:
         if not self.tools[0].path():
             raise UserError("the throttled medium needs qemu-storage-daemon: cryptcost install "

@@ -117,7 +117,7 @@ def scaled(estimate: Callable[[CompiledPlan], float], fixed: float = 0.0
            ) -> Callable[[CompiledPlan], float]:
     """An estimate of a plan as long as it will take: each part's by its ``scale``, plus
     ``fixed`` seconds (the cipher ceilings, which any cut of the plan still measures first)."""
-    return lambda plan: fixed + sum(estimate(replace(plan, parts=[p])) * (p.scale or 1.0)
+    return lambda plan: fixed + sum(estimate(plan.one(p)) * (p.scale or 1.0)
                                     for p in plan.parts)
 
 

@@ -40,7 +40,7 @@ def _size(key: str) -> Callable[[Any], int]:
 
 
 _LIST: Key = ("", tuple, list)
-_ACCEL: Key = ("accel", lambda v: tuple(a == "on" for a in v),
+_ACCEL: Key = ("", lambda v: tuple(a == "on" for a in v),
                lambda v: ["on" if a else "off" for a in v])
 CIPHER_KEYS: dict[str, Key] = {
     "engines": _LIST, "algorithms": _LIST, "sizes": _LIST, "threads": _LIST, "accel": _ACCEL,
@@ -65,7 +65,7 @@ POLICY_KEYS: dict[str, Key] = {
     "min_samples": ("", int, _same), "max_samples": ("", int, _same),
     "ci_target": ("target", lambda v: v / 100, lambda v: round(v * 100, 6)),
     "warmup": ("", int, _same)}
-# the keys a table repeats its plans over, one plan each
+# the key a table repeats its plans over, one plan per value
 PER_CPUS = "cpus"
 
 

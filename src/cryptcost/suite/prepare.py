@@ -68,15 +68,20 @@ class Calibration:
 
 @dataclass(frozen=True)
 class GuestPlan:
-    """One guest boot of a run --vm: its share, the model's estimate of it at this host's speed,
-    what earlier guest runs of it took against theirs (factor, how many runs), and with
+    """One guest boot of a run --vm: its share, its cipher ceilings' seconds by the model, what
+    earlier guest runs of it took against theirs (factor, how many runs), and with
     --time-budget its part of the budget in seconds, its boot included."""
 
     share: GuestShare
-    seconds: float                        # the model's, at this host's speed, ceilings included
+    ceilings: float = 0.0                 # its cipher ceilings' seconds, the model's
     factor: tuple[float, int] = (1.0, 0)
     budget_s: float | None = None
     ceilings_s: float = 0.0               # its cipher ceilings' seconds as planned (× slowdown)
+
+    @property
+    def seconds(self) -> float:
+        """The model's estimate of the share at this host's speed, its ceilings included."""
+        return _there(self.share.plan) + self.ceilings
 
     @property
     def scale(self) -> float:
@@ -282,7 +287,7 @@ def _guest_plans(shares: list[GuestShare], calibration: Calibration,
         scale = budget.guest_scale(factor)
         ceil = timing.ceilings(g.plan, light, here=False)
         out.append(GuestPlan(replace(g, plan=budget.with_scales(g.plan, factors, scale)),
-                             _there(g.plan) + ceil, factor,
+                             ceil, factor,
                              ceilings_s=ceil * factors.get(ceilings.LABEL, scale)))
     return out
 
@@ -295,9 +300,7 @@ def _fitted(plan: CompiledPlan, guest: list[GuestPlan], asked: Asked, budget_s: 
         (plan, host_budget_s), fitted = budget.split(
             plan, [gp.share.plan for gp in guest], budget_s, here,
             [budget.scaled(_there, gp.ceilings_s) for gp in guest])
-        return plan, [replace(gp, share=replace(gp.share, plan=p),
-                              seconds=gp.seconds - _there(gp.share.plan) + _there(p),
-                              budget_s=given)
+        return plan, [replace(gp, share=replace(gp.share, plan=p), budget_s=given)
                       for gp, (p, given) in zip(guest, fitted)], host_budget_s
     if budget_s and not asked.budget_scale:
         # (a guest's share, told its host's slowdown, was fitted there: here it is only held
