@@ -71,3 +71,27 @@ def test_nothing_else_is_a_need(monkeypatch):
     monkeypatch.setattr(needs, "features", lambda: CI_KERNEL)
     with pytest.raises(UserError, match="nothing named 'nginx'; name run, tests, guest"):
         needs.resolve(["nginx"])
+
+
+def test_zfs_reads_the_stock_kernel_the_install_just_brought(monkeypatch):
+    """On a fresh machine, planning reads linux-image-amd64 as missing and the main install
+    brings it: ZFS's build must ask again, not keep the first answer."""
+    from cryptcost.cli import install
+    from cryptcost.host import apt, kernel
+
+    answers = iter(["", "linux-image-6.1.0-57-amd64"])
+    monkeypatch.setattr(kernel.proc, "run", lambda *a, **k: type(
+        "Done", (), {"returncode": 0, "stdout": next(answers)})())
+    kernel.stock_version.cache_clear()
+    assert kernel.stock_version() is None            # as planning saw it, before the install
+    built = []
+    monkeypatch.setattr(apt, "with_contrib", lambda: __import__("contextlib").nullcontext([]))
+    monkeypatch.setattr(apt, "install", lambda pkgs, *a, **k: built.append(pkgs) or "change")
+    monkeypatch.setattr(kernel, "bootable_with", type("B", (), {
+        "cache_clear": staticmethod(lambda: None),
+        "__call__": staticmethod(lambda module: ("6.1.0-57-amd64",))})())
+    try:
+        assert install._zfs() == "change"
+    finally:
+        kernel.stock_version.cache_clear()
+    assert "linux-headers-6.1.0-57-amd64" in built[0]

@@ -87,7 +87,10 @@ def _say_plan(listed: list[dict], main: list[str], todo: list[str], zfs: bool) -
 
 
 def _zfs() -> apt.Change:
-    """ZFS's module for the stock kernel: zfs-dkms from Debian's contrib builds it (minutes)."""
+    """ZFS's module for the stock kernel: zfs-dkms from Debian's contrib builds it (minutes).
+    The stock kernel is asked again: the install just before may have brought it (the guest's
+    need), after planning read it as missing."""
+    kernel.stock_version.cache_clear()
     stock = kernel.stock_version()
     if not stock:
         raise UserError("ZFS's module is built for the stock kernel, and linux-image-amd64 is "
