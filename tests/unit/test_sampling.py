@@ -16,8 +16,9 @@ from cryptcost.model import Job, Sample
 from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.storage import programs
 from cryptcost.runner.storage.passes import first_pass, verify_moved
+from cryptcost.runner.storage import likely_cause
 from cryptcost.runner.storage.steps import (
-    FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
+    FAST_READ_SECONDS, FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
 )
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
@@ -165,6 +166,34 @@ def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
     assert (
         cold.measure(inst, write, step, "fsync").metrics["passes"] == 4
     )  # then passes to the second
+
+
+def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
+    """A buffered read whose whole file, at the cell's last rate, would need more than ten
+    passes to fill a second (plain on a RAM medium: 50 ms a pass, each behind a fio start-up)
+    takes FAST_READ_SECONDS of passes instead, and its sample says so; a read of ten passes or
+    fewer, a write and a direct read keep the second; and a result whose spread is unexplained
+    names the shorter samples as its likely cause."""
+    step, inst, runner = _seq(tmp_path)
+    write, read = step.ops
+    (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"\0" * (100 * MiB))
+    assert runner.minimum(inst, read, step, ("x", read.key)) == 1.0     # no rate yet: the rule
+    runner.rate[("x", read.key)] = 100 * MiB / 0.05                      # 20 passes to a second
+    assert runner.minimum(inst, read, step, ("x", read.key)) == FAST_READ_SECONDS < 1.0
+    log = _fake_passes(runner, [0.05])
+    runner.gaps[("x", read.key)] = 0.05
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 5, log
+    assert abs(got.seconds - FAST_READ_SECONDS) < 1e-9 and "short_because" not in got.metrics
+    runner.rate[("x", read.key)] = 100 * MiB / 0.11                      # nine passes: a second
+    assert runner.minimum(inst, read, step, ("x", read.key)) == 1.0
+    runner.rate[("x", write.key)] = 100 * MiB / 0.01
+    assert runner.minimum(inst, write, step, ("x", write.key)) == 1.0
+    direct = StepRunner(res=None, archive=None, direct=True)
+    direct.rate[("x", read.key)] = 100 * MiB / 0.01
+    assert direct.minimum(inst, read, step, ("x", read.key)) == 1.0
+    samples = [Sample(value=v, seconds=0.25, metrics={"min_seconds": 0.25}) for v in (1, 2, 3)]
+    assert "shorter minimum of a read at memory speed" in likely_cause(inst, read, samples)
 
 
 def test_a_stack_that_fails_a_file_written_again_takes_one_write_pass_and_says_so(tmp_path):

@@ -11,7 +11,7 @@ from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.runner.core import quiet
 from cryptcost.runner.network import NetworkPlan
 from cryptcost.runner.storage import resolve
-from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
+from cryptcost.runner.storage.steps import SAMPLE_BUDGET, StepRunner, least_seconds
 from cryptcost.suite.ceilings import ceiling_cells
 from cryptcost.runner.ciphers import CipherPlan
 from cryptcost.suite.compiled import CompiledPart, CompiledPlan
@@ -107,14 +107,15 @@ def _net_op_seconds(op: netwl.NetOp, plan: NetworkPlan) -> float:
 
 
 def _op_seconds(op: wl.Op, rate: float, stack) -> float:
-    """One sample of ``op``: at least a second of measured passes (see
-    runner.storage.steps), within the sample budget, plus its cache reset (of the one
-    file it reads, or of the stack) and start-up."""
+    """One sample of ``op``: at least a second of measured passes (a read at memory speed:
+    less; see runner.storage.steps), within the sample budget, plus its cache reset (of the
+    one file it reads, or of the stack) and start-up."""
     if op.engine == "dbench":
         return DBENCH_RUN
     if op.engine == "bonnie":
         return bonnie.estimate(op.op, op.intended_bytes, rate, stack.forget_seconds)
-    one = (op.intended_bytes or 32 << 20) / rate
-    measured = min(max(one, MIN_SAMPLE_SECONDS), max(one, SAMPLE_BUDGET))
+    size = op.intended_bytes or 32 << 20
+    one = size / rate
+    measured = min(max(one, least_seconds(op, rate, size)), max(one, SAMPLE_BUDGET))
     reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds
     return measured + op.reset_before * reset + 0.3

@@ -319,6 +319,10 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | N
     if short:
         return f"samples shorter than {MIN_SAMPLE_SECONDS:g} s: {short}"
     seconds = statistics.median(x.seconds for x in samples)
+    least = min(x.metrics.get("min_seconds", MIN_SAMPLE_SECONDS) for x in samples)
+    if least < MIN_SAMPLE_SECONDS:
+        return (f"samples of {seconds * 1000:.0f} ms, the shorter minimum of a read at memory "
+                f"speed ({least:g} s, each pass a fio start-up for tens of milliseconds read)")
     if seconds < MIN_SAMPLE_SECONDS:
         return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
     floor = (memory or {}).get("cv")

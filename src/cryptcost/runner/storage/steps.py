@@ -12,6 +12,12 @@ reset (reads), with what happens between passes outside the clock. A
 read with O_DIRECT has no cache to reset: its sample is one fio process
 reading the file over and over for the sample's time
 (:meth:`StepRunner.reread`).
+A buffered read at memory speed, whose passes are so short that a
+1-s sample would take more than :data:`FAST_READ_PASSES` of them (the
+plain baseline on a RAM medium: about 50 ms a pass, each behind a fio
+start-up of about 0.2 s), has a shorter minimum, :data:`FAST_READ_SECONDS`
+(:meth:`StepRunner.minimum`): still several passes of the whole file,
+and said in the sample (``min_seconds``).
 Passes are added until their measured time reaches the minimum — not a
 count planned from the last sample, which came short whenever the cell
 ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
@@ -56,6 +62,9 @@ WRITES = ("write", "create", "randwrite")
 MIN_SAMPLE_SECONDS = 1.0     # measured time per sample
 SAMPLE_BUDGET = 2.0          # wall seconds one sample may take, passes and resets included
 MAX_PASSES = 32
+# a buffered read whose 1-s sample would take more than this many passes has a shorter minimum
+FAST_READ_PASSES = 10
+FAST_READ_SECONDS = 0.25
 # a pass sized by time moves this much more than the minimum time's worth
 SIZE_MARGIN = 1.2
 FIRST_PASS_BYTES = 64 << 20  # a sequential write's first pass, which only finds the cell's rate
@@ -83,6 +92,19 @@ def reset_one_file(res: Resources, inst: Instance, path: Path) -> str:
     if not inst.cached_below and path.exists():
         return inst.stack.forget(res, path)
     return inst.stack.reset_cache(res)
+
+
+def least_seconds(op: wl.Op, rate: float | None, size: int,
+                  minimum: float = MIN_SAMPLE_SECONDS) -> float:
+    """A sample's minimum measured time: ``minimum``, or :data:`FAST_READ_SECONDS` for a
+    buffered read whose whole file (``size`` bytes) at ``rate`` would need more than
+    :data:`FAST_READ_PASSES` passes to fill it: each pass costs a fio start-up (about 0.2 s)
+    and a cache reset for tens of milliseconds read, and the shorter sample is still several
+    passes of the whole file."""
+    if op.op == "read" and op.fio is not None and not op.fio.direct and rate and size and \
+            rate * minimum > FAST_READ_PASSES * size:
+        return min(minimum, FAST_READ_SECONDS)
+    return minimum
 
 
 def _daemon_cpu(pids: list[int]) -> float:
@@ -205,6 +227,7 @@ class StepRunner:
         key = (inst.label, op.key)
         first = key not in self.gaps          # the warm-up round's, or without one the first sample
         warm_up = self.warm_up and first
+        least = self.minimum(inst, op, step, key)
         once = inst.stack.one_write_pass if op.op in WRITES else None
         most = MAX_PASSES if self.repeatable(op) and not first and not once else 1
         samples: list[Sample] = []
@@ -213,16 +236,16 @@ class StepRunner:
         while True:
             if samples:
                 gaps.append(self.between(inst, op, step))
-            left = self.min_seconds - sum(x.seconds for x in samples)
+            left = least - sum(x.seconds for x in samples)
             samples.append(self.one_pass(inst, op, step, cache, left))
             measured = sum(x.seconds for x in samples)
             # (a pass cut at the minimum time counts as done, whatever the clock's last millisecond
             # says)
-            if measured >= self.min_seconds - 0.01 or len(samples) >= most:
-                if measured < self.min_seconds - 0.01 and most > 1:
+            if measured >= least - 0.01 or len(samples) >= most:
+                if measured < least - 0.01 and most > 1:
                     short = (f"{most} passes of {measured / most * 1000:.0f} ms, the most one "
                              "sample takes")
-                elif measured < self.min_seconds - 0.01 and self.repeatable(op) and not warm_up:
+                elif measured < least - 0.01 and self.repeatable(op) and not warm_up:
                     short = (f"one write pass a sample on {inst.stack.name}: {once}"
                              if once and not first else
                              "the cell's first sample, without a warm-up round: one pass of the "
@@ -242,9 +265,21 @@ class StepRunner:
         if sample.bytes_moved:
             self.rate[key] = sample.bytes_moved / sample.seconds
         sample.metrics.update(passes=len(samples), pass_seconds=one)
+        if least < self.min_seconds:
+            sample.metrics["min_seconds"] = least
         if short:
             sample.metrics["short_because"] = short
         return sample
+
+    def minimum(self, inst: Instance, op: wl.Op, step: wl.Step, key: tuple) -> float:
+        """The sample's minimum measured time: :data:`MIN_SAMPLE_SECONDS` (rule 10), or the
+        shorter :func:`least_seconds` of a read at memory speed, judged on the file the write
+        before it left and the cell's last rate."""
+        if not (op.op == "read" and not self.direct and self.repeatable(op)):
+            return self.min_seconds
+        path = inst.workdir / f"{self.stem(inst, op, step)}.dat"
+        size = path.stat().st_size if path.exists() else op.fio.size
+        return least_seconds(op, self.rate.get(key), size, self.min_seconds)
 
     def _known_gap(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The time between passes: as measured before, else the stack's estimate."""
