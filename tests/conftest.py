@@ -101,8 +101,10 @@ SLOW: list[str] = []
 
 
 def longest_wait(log: str) -> tuple[float, str]:
-    """The longest gap between two lines of a ``-v`` log (``   1234ms LEVEL name: …``) in
-    seconds, and the two lines around it."""
+    """Where a ``-v`` log (``   1234ms LEVEL name: …``) spent its time: the longest gap between
+    two of its lines, in seconds, with the two lines around it; and, where a command repeated
+    (a retry loop: many short gaps, none of them long), the command whose lines were followed
+    by the most time in all, with how many times it ran."""
     import re
     stamped = [(int(m.group(1)), line.strip()) for line in log.splitlines()
                if (m := re.match(r"\s*(\d+)ms ", line))]
@@ -111,6 +113,17 @@ def longest_wait(log: str) -> tuple[float, str]:
     if not gaps:
         return 0.0, ""
     gap, said = max(gaps)
+    spent: dict[str, list[int]] = {}
+    for a, b in zip(stamped, stamped[1:]):
+        # a command by its program and first operand: "run: umount /tmp/…" whatever its options
+        words = re.sub(r"^\s*\d+ms \S+ \S+ ", "", a[1]).split()
+        what = " ".join(w for w in words if not w.startswith("-"))[:120]
+        spent.setdefault(what, [0, 0])
+        spent[what][0] += b[0] - a[0]
+        spent[what][1] += 1
+    what, (total, times) = max(spent.items(), key=lambda kv: kv[1][0])
+    if times > 1 and total > 2 * gap:
+        said += f"; in all, {total / 1000:.1f} s after {times} lines of: {what}"
     return gap / 1000, said
 
 

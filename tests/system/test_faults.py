@@ -56,7 +56,8 @@ CASES = [
     ),  # the second while release runs: timeout(1)'s two, spread out
 ]
 # A fault case takes 4–10 s; one took 95 s once, its wait unexplained: a case slower than this
-# names the longest wait in its log at the end of the session.
+# names where it waited at the end of the session (its log's longest gap, or a command that
+# repeated, as a busy umount retried for up to a minute would: release.UMOUNT_SECONDS).
 SLOW_RUN = 30
 # make test runs one case per point (every signal, and a group signal, among them); the rest
 # run in CI's second step.

@@ -58,3 +58,21 @@ def test_global_options_work_before_or_after_the_subcommand(cli, tmp_path):
         assert proc.returncode == 2 and f"no result store at {db}" in proc.stderr, args
     proc = cli("--debug", "--version")
     assert proc.returncode == 0 and proc.stdout.startswith("cryptcost ")
+
+
+def test_a_slow_runs_log_names_its_longest_gap_and_a_retry_loop_that_took_longer():
+    """The fault matrix's slow runs say where they waited: one long gap, or a command that
+    repeated (a busy umount retried for a minute: no gap over 1.5 s, 60 s in all)."""
+    from tests.conftest import longest_wait
+
+    retried = "\n".join(
+        ["   100ms DEBUG cryptcost.proc: run: fio --name=x --rw=write"]
+        + [f"   {1000 + i * 1500}ms DEBUG cryptcost.proc: run: umount /tmp/cryptcost-ext4-1/mnt"
+           for i in range(40)]
+        + ["  61000ms WARNING cryptcost.release: /tmp/cryptcost-ext4-1/mnt was busy"])
+    gap, said = longest_wait(retried)
+    assert gap == 1.5 and "60.0 s after 40 lines of: run: umount /tmp/cryptcost-ext4-1/mnt" in said
+    stalled = "   100ms DEBUG a: run: fio --name=x\n 95100ms DEBUG a: run: umount /tmp/y\n"
+    gap, said = longest_wait(stalled)
+    assert gap == 95.0 and "95.0 s later" in said and "in all" not in said
+    assert longest_wait("no stamps") == (0.0, "")
