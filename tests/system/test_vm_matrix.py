@@ -9,8 +9,8 @@
   acceleration-off twin through the kernel's C AES, verified;
 - R5's proposals through kernel ESP and its SAs keyed by hand, both directions,
   in one boot, checked on the wire;
-- R4's NFS matrix (sec=sys, krb5, krb5i, krb5p) under Linux 6.12, and the
-  krb5p failure of Linux 6.1's server, named;
+- the krb5p failure of Linux 6.1's server, named (R4's NFS matrix under Linux
+  6.12 rides on test_run_vm's boot of that kernel);
 - a link with a delay (netem, which this host's kernel lacks).
 """
 
@@ -32,9 +32,6 @@ from tests.system.conftest import leftovers
 from tests.system.test_vm import _by, _vm_ready
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
-ONCE = [
-    "--min-samples", "1", "--max-samples", "1", "--warmup", "0",
-]  # what works, not how fast: one sample
 
 
 def _guest(cli, *argv, timeout=3000):
@@ -48,9 +45,10 @@ def _guest(cli, *argv, timeout=3000):
 # kernel's other storage stacks; dm-crypt's acceleration-off twin, five samples a side after a
 # warm-up, paired by round (it must be verified: three a side, unpaired, left a 1.6× twin
 # unverified in the seeds run and in CI); R5's proposals through ESP; a delayed link; IPComp;
-# Linux 6.1's NFS server refusing krb5p; the kernel's own stacks profiled; and ZFS. The boots
-# that remain are those whose kernel or whose end is the point: aesni_intel blacklisted, Linux
-# 6.12's NFS, and a guest stopped at its timeout.
+# Linux 6.1's NFS server refusing krb5p; the kernel's own stacks profiled; and ZFS. The other
+# boots of the step are those whose kernel line or whose end is the point: aesni_intel
+# blacklisted, a guest stopped at its timeout, the guest as a peer (test_vm_peer), and run --vm's
+# own two (test_run_vm), whose Linux 6.12 share also holds R4's NFS matrix.
 R2_STACKS = ["luks:*", "tcrypt:*", "dm-null", "ecryptfs"]
 ONCE_POLICY = {"min_samples": 1, "max_samples": 1, "warmup": 0}
 STOCK_PARTS = [
@@ -338,47 +336,6 @@ def _guest_6_12() -> None:
         skip_or_fail(
             "vm", "no Linux 6.12 under /boot (linux-image-6.12-amd64, which make installs)"
         )
-
-
-def test_r4_nfs_3_and_nfs_4_with_kerberos_every_sec_mode(cli, tmp_path):
-    """R4's matrix: NFS 4.2 with every sec= mode, and NFS 3 (its own rpcbind and mountd port)."""
-    _vm_ready()
-    _guest_6_12()
-    out, done = _guest(cli, "--kernel", "6.12", "--", "network", "--stacks", "nfs:*",
-                       "--workloads", "put,get,smallfiles", "--file-size", "64M", *ONCE, "--json")
-    assert "kernel 6.12" in done.stderr, done.stderr[-500:]
-    results = {(r["stack"], r["workload"]): r for r in _by(out["results"], "network")}
-    assert set(results) == {
-        (f"nfs:{v}", w) for v in get("nfs").variants for w in ("put", "get", "smallfiles")
-    }, out.get("skipped")
-    for (stack, workload), r in results.items():
-        variant = stack.split(":")[1]
-        sec, vers = get("nfs").variants[variant]["sec"], get("nfs").variants[variant]["vers"]
-        negotiated = r["params"]["negotiated"]
-        assert (negotiated["vers"], negotiated["sec"]) == (vers, sec), negotiated
-        if variant == "v3":                  # NFS 3, plaintext by design, against NFS 4.2
-            assert r["baseline"] == "nfs:sys" and r["overhead"] is not None, r
-            assert r["wire"]["expected"] == ("plaintext by design: NFS 3 with sec=sys does not "
-                                             "encrypt"), r["wire"]
-            continue
-        assert r["bytes_moved"] > 0 and r["median_bytes_per_s"] > 0
-        if sec != "sys":
-            assert negotiated["enctype"].startswith("aes"), negotiated
-        if sec == "krb5p":  # encrypted, checked on the wire, and compared with sec=sys
-            assert r["wire"]["verdict"] == "encrypted" and r["wire"]["plaintext_packets"] == 0, r[
-                "wire"
-            ]
-            assert r["wire"]["canary"]["canary_packets"] == 0, r["wire"]["canary"]
-            assert r["baseline"] == "nfs:sys" and r["overhead"] is not None, r
-            assert r["params"]["cipher_ref"]["algorithm"] in ("aes-256-cbc", "aes-128-cbc")
-        elif sec != "sys":                  # authenticated, not encrypted: said, not failed
-            assert r["wire"]["verdict"] == "plaintext", r["wire"]
-            assert r["wire"]["expected"] == (f"plaintext by design: NFS 4.2 with sec={sec} does "
-                                             "not encrypt"), r["wire"]
-    # encrypting every byte in the kernel costs CPU the plaintext share does not spend
-    for workload in ("put", "get"):
-        assert results[("nfs:krb5p", workload)]["cpu_s_per_gb"]["system"] > \
-            results[("nfs:sys", workload)]["cpu_s_per_gb"]["system"], workload
 
 
 def test_linux_6_1_nfs_server_refuses_krb5p_and_says_so(stock):
