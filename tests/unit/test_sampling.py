@@ -169,29 +169,41 @@ def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
 
 
 def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
-    """A buffered read whose whole file, at the cell's last rate, would need more than ten
-    passes to fill a second (plain on a RAM medium: 50 ms a pass, each behind a fio start-up)
-    takes FAST_READ_SECONDS of passes instead, and its sample says so; a read of ten passes or
-    fewer, a write and a direct read keep the second; and a result whose spread is unexplained
-    names the shorter samples as its likely cause."""
+    """A buffered read whose largest pass, at the cell's rate, would need more than ten passes to
+    fill a second (plain on a RAM medium: 50 ms a pass, each behind a fio start-up) takes
+    FAST_READ_SECONDS of passes instead, and its sample says so. It is decided once a series, at
+    its first measured sample: every later sample keeps it, whatever the rate does. A read of
+    ten passes or fewer, a write, a direct read and a series with no warm-up keep the second;
+    and a result whose spread is unexplained names the shorter samples as its likely cause."""
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
-    (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"\0" * (100 * MiB))
-    assert runner.minimum(inst, read, step, ("x", read.key)) == 1.0     # no rate yet: the rule
-    runner.rate[("x", read.key)] = 100 * MiB / 0.05                      # 20 passes to a second
-    assert runner.minimum(inst, read, step, ("x", read.key)) == FAST_READ_SECONDS < 1.0
+    most = runner.most(inst, read)
+    assert most == read.fio.size                        # no room: its file (204 MiB)
+    key = ("x", read.key)
+    runner.gaps[key] = 0.05                             # after the warm-up round
+    runner.rate[key] = most / 0.05                      # 20 passes to a second
+    assert runner.minimum(inst, read, key) == FAST_READ_SECONDS < 1.0
+    runner.rate[key] = most / 0.5                       # slower now: decided already
+    assert runner.minimum(inst, read, key) == FAST_READ_SECONDS
+    runner.least.clear()
     log = _fake_passes(runner, [0.05])
-    runner.gaps[("x", read.key)] = 0.05
+    runner.rate[key] = most / 0.05
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
     assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 5, log
     assert abs(got.seconds - FAST_READ_SECONDS) < 1e-9 and "short_because" not in got.metrics
-    runner.rate[("x", read.key)] = 100 * MiB / 0.11                      # nine passes: a second
-    assert runner.minimum(inst, read, step, ("x", read.key)) == 1.0
-    runner.rate[("x", write.key)] = 100 * MiB / 0.01
-    assert runner.minimum(inst, write, step, ("x", write.key)) == 1.0
+    runner.least.clear()
+    runner.rate[key] = most / 0.11                      # nine passes: a second
+    assert runner.minimum(inst, read, key) == 1.0
+    runner.gaps[("x", write.key)] = 0.05
+    runner.rate[("x", write.key)] = most / 0.01
+    assert runner.minimum(inst, write, ("x", write.key)) == 1.0
     direct = StepRunner(res=None, archive=None, direct=True)
-    direct.rate[("x", read.key)] = 100 * MiB / 0.01
-    assert direct.minimum(inst, read, step, ("x", read.key)) == 1.0
+    direct.gaps[key], direct.rate[key] = 0.05, most / 0.01
+    assert direct.minimum(inst, read, key) == 1.0
+    cold = StepRunner(res=None, archive=None, direct=False, warm_up=False)
+    assert cold.minimum(inst, read, key) == 1.0         # its first sample: no rate yet
+    cold.rate[key] = most / 0.01
+    assert cold.minimum(inst, read, key) == 1.0         # and the series keeps it
     samples = [Sample(value=v, seconds=0.25, metrics={"min_seconds": 0.25}) for v in (1, 2, 3)]
     assert "shorter minimum of a read at memory speed" in likely_cause(inst, read, samples)
 

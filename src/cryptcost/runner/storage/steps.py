@@ -16,8 +16,9 @@ A buffered read at memory speed, whose passes are so short that a
 1-s sample would take more than :data:`FAST_READ_PASSES` of them (the
 plain baseline on a RAM medium: about 50 ms a pass, each behind a fio
 start-up of about 0.2 s), has a shorter minimum, :data:`FAST_READ_SECONDS`
-(:meth:`StepRunner.minimum`): still several passes of the whole file,
-and said in the sample (``min_seconds``).
+(:meth:`StepRunner.minimum`, decided once a series): still several passes
+of the largest file the medium holds, and said in the sample
+(``min_seconds``).
 Passes are added until their measured time reaches the minimum — not a
 count planned from the last sample, which came short whenever the cell
 ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
@@ -97,7 +98,7 @@ def reset_one_file(res: Resources, inst: Instance, path: Path) -> str:
 def least_seconds(op: wl.Op, rate: float | None, size: int,
                   minimum: float = MIN_SAMPLE_SECONDS) -> float:
     """A sample's minimum measured time: ``minimum``, or :data:`FAST_READ_SECONDS` for a
-    buffered read whose whole file (``size`` bytes) at ``rate`` would need more than
+    buffered read whose largest pass (``size`` bytes) at ``rate`` would need more than
     :data:`FAST_READ_PASSES` passes to fill it: each pass costs a fio start-up (about 0.2 s)
     and a cache reset for tens of milliseconds read, and the shorter sample is still several
     passes of the whole file."""
@@ -125,6 +126,7 @@ class StepRunner:
         self.budget = budget
         self.gaps: dict[tuple, float] = {}                     # cell → seconds between passes
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
+        self.least: dict[tuple, float] = {}                    # cell → its samples' minimum
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
         self.programs = programs.Programs(res, archive)       # the engines other than fio
@@ -227,7 +229,7 @@ class StepRunner:
         key = (inst.label, op.key)
         first = key not in self.gaps          # the warm-up round's, or without one the first sample
         warm_up = self.warm_up and first
-        least = self.minimum(inst, op, step, key)
+        least = self.minimum(inst, op, key)
         once = inst.stack.one_write_pass if op.op in WRITES else None
         most = MAX_PASSES if self.repeatable(op) and not first and not once else 1
         samples: list[Sample] = []
@@ -271,15 +273,29 @@ class StepRunner:
             sample.metrics["short_because"] = short
         return sample
 
-    def minimum(self, inst: Instance, op: wl.Op, step: wl.Step, key: tuple) -> float:
+    def minimum(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The sample's minimum measured time: :data:`MIN_SAMPLE_SECONDS` (rule 10), or the
-        shorter :func:`least_seconds` of a read at memory speed, judged on the file the write
-        before it left and the cell's last rate."""
-        if not (op.op == "read" and not self.direct and self.repeatable(op)):
+        shorter :func:`least_seconds` of a read at memory speed. Decided once a series, at its
+        first measured sample, from the rate the cell last ran at and the largest file the
+        medium holds for it (:meth:`most`), so that every sample of a series has one minimum;
+        a series without a rate yet (no warm-up round) keeps the second."""
+        if key in self.least:
+            return self.least[key]
+        if self.warm_up and key not in self.gaps:        # the warm-up round's one pass
             return self.min_seconds
-        path = inst.workdir / f"{self.stem(inst, op, step)}.dat"
-        size = path.stat().st_size if path.exists() else op.fio.size
-        return least_seconds(op, self.rate.get(key), size, self.min_seconds)
+        least = self.min_seconds
+        if op.op == "read" and not self.direct and self.repeatable(op) and op.fio is not None:
+            least = least_seconds(op, self.rate.get(key), self.most(inst, op), self.min_seconds)
+        self.least[key] = least
+        return least
+
+    def most(self, inst: Instance, op: wl.Op) -> int:
+        """The most one pass of ``op`` moves: its file, or the larger room of a stack whose
+        only cache is the file's own (see :meth:`job`)."""
+        job = op.fio
+        own = inst.stack.evicts_one_file and not inst.cached_below
+        room = min(op.room or 0, int((inst.free or 0) * 0.9)) // job.bs * job.bs if own else 0
+        return max(job.size, room)
 
     def _known_gap(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The time between passes: as measured before, else the stack's estimate."""
@@ -377,9 +393,7 @@ class StepRunner:
         rate = self.rate.get((inst.label, op.key))
         if rate:
             want = max(job.bs, int(rate * self.min_seconds * SIZE_MARGIN) // job.bs * job.bs)
-            own = inst.stack.evicts_one_file and not inst.cached_below
-            room = min(op.room or 0, int((inst.free or 0) * 0.9)) // job.bs * job.bs if own else 0
-            most = max(job.size, room)
+            most = self.most(inst, op)
             if op.op == "write" and want > most and (left is None or left >= self.min_seconds):
                 want = first_pass(want, most, job.bs)
             job = replace(job, size=min(want, most))
