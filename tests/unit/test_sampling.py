@@ -15,10 +15,12 @@ from cryptcost.errors import CryptcostError, DataIntegrityError
 from cryptcost.model import Job, Sample
 from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.storage import programs
-from cryptcost.runner.storage.passes import first_pass, verify_moved
 from cryptcost.runner.storage import likely_cause
+from cryptcost.runner.storage.passes import (
+    FAST_READ_SECONDS, first_pass, largest_pass, verify_moved,
+)
 from cryptcost.runner.storage.steps import (
-    FAST_READ_SECONDS, FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
+    FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
 )
 from cryptcost.stacks.rclone_crypt import RcloneCrypt, ciphertext_size
 from cryptcost.stats import Policy
@@ -177,7 +179,7 @@ def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
     and a result whose spread is unexplained names the shorter samples as its likely cause."""
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
-    most = runner.most(inst, read)
+    most = largest_pass(inst, read)
     assert most == read.fio.size                        # no room: its file (204 MiB)
     key = ("x", read.key)
     runner.gaps[key] = 0.05                             # after the warm-up round

@@ -11,7 +11,8 @@ from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.runner.core import quiet
 from cryptcost.runner.network import NetworkPlan
 from cryptcost.runner.storage import resolve
-from cryptcost.runner.storage.steps import SAMPLE_BUDGET, StepRunner, least_seconds
+from cryptcost.runner.storage.passes import least_seconds
+from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
 from cryptcost.suite.ceilings import ceiling_cells
 from cryptcost.runner.ciphers import CipherPlan
 from cryptcost.suite.compiled import CompiledPart, CompiledPlan
@@ -116,6 +117,7 @@ def _op_seconds(op: wl.Op, rate: float, stack) -> float:
         return bonnie.estimate(op.op, op.intended_bytes, rate, stack.forget_seconds)
     size = op.intended_bytes or 32 << 20
     one = size / rate
-    measured = min(max(one, least_seconds(op, rate, size)), max(one, SAMPLE_BUDGET))
+    least = least_seconds(op, rate, size, MIN_SAMPLE_SECONDS)
+    measured = min(max(one, least), max(one, SAMPLE_BUDGET))
     reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds
     return measured + op.reset_before * reset + 0.3

@@ -34,7 +34,8 @@ from cryptcost.runner.core import flow, pairing, pinning, quiet
 from cryptcost.runner.storage.integrity import verify_pattern
 from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
 from cryptcost.runner.core.sink import Sink
-from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner, reset_one_file
+from cryptcost.runner.storage.passes import reset_one_file
+from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner
 from cryptcost.stacks.fs import MIN_MEDIUM, StorageStack
 from cryptcost.workloads import storage as wl
 

@@ -1,6 +1,8 @@
-"""One sample made of passes: how large its passes are, the passes summed
-into one sample, the CPU per byte and per operation a sample (or a
-pass) may claim, and whether a pass moved what it was meant to (rule 5).
+"""One sample made of passes: how large its passes are, the cache reset
+between two reads, the shorter minimum of a read at memory speed, the
+passes summed into one sample, the CPU per byte and per operation a
+sample (or a pass) may claim, and whether a pass moved what it was meant
+to (rule 5).
 
 CPU comes from ``/proc/stat``, which counts in ticks (``CLK_TCK`` a
 second): a window of a few ticks counts whole ticks, not percent. A pass
@@ -12,6 +14,7 @@ sample says why.
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 from cryptcost.engines import fio
 from cryptcost.errors import DataIntegrityError
@@ -21,6 +24,41 @@ from cryptcost.workloads import storage as wl
 
 GiB = 1 << 30
 MIN_CPU_WINDOW = 0.1         # seconds of /proc/stat ticks below which CPU per byte is not counted
+# a buffered read whose 1-s sample would take more than this many passes has a shorter minimum
+FAST_READ_PASSES = 10
+FAST_READ_SECONDS = 0.25
+
+
+def least_seconds(op: wl.Op, rate: float | None, size: int, minimum: float) -> float:
+    """A sample's minimum measured time: ``minimum``, or :data:`FAST_READ_SECONDS` for a
+    buffered read whose largest pass (``size`` bytes) at ``rate`` would need more than
+    :data:`FAST_READ_PASSES` passes to fill it: each pass costs a fio start-up (about 0.2 s)
+    and a cache reset for tens of milliseconds read, and the shorter sample is still several
+    passes of the whole file."""
+    if op.op == "read" and op.fio is not None and not op.fio.direct and rate and size and \
+            rate * minimum > FAST_READ_PASSES * size:
+        return min(minimum, FAST_READ_SECONDS)
+    return minimum
+
+
+def largest_pass(inst, op: wl.Op) -> int:
+    """The most one sequential pass of ``op`` moves on ``inst`` (a steps.Instance): its file,
+    or the larger room of a stack whose only cache is the file's own, where evicting its
+    pages makes a read cold."""
+    job = op.fio
+    own = inst.stack.evicts_one_file and not inst.cached_below
+    room = min(op.room or 0, int((inst.free or 0) * 0.9)) // job.bs * job.bs if own else 0
+    return max(job.size, room)
+
+
+def reset_one_file(res, inst, path: Path) -> str:
+    """The cache reset before a read of the one file ``path``: the stack's
+    own (``forget``: its pages, and those of whatever the stack keeps of it
+    below) where no page cache sits below the stack's block device (a
+    buffered loop, as on the throttled medium), else the whole stack's."""
+    if not inst.cached_below and path.exists():
+        return inst.stack.forget(res, path)
+    return inst.stack.reset_cache(res)
 
 
 def first_pass(want: int, most: int, block: int) -> int:

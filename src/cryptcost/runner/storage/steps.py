@@ -12,13 +12,8 @@ reset (reads), with what happens between passes outside the clock. A
 read with O_DIRECT has no cache to reset: its sample is one fio process
 reading the file over and over for the sample's time
 (:meth:`StepRunner.reread`).
-A buffered read at memory speed, whose passes are so short that a
-1-s sample would take more than :data:`FAST_READ_PASSES` of them (the
-plain baseline on a RAM medium: about 50 ms a pass, each behind a fio
-start-up of about 0.2 s), has a shorter minimum, :data:`FAST_READ_SECONDS`
-(:meth:`StepRunner.minimum`, decided once a series): still several passes
-of the largest file the medium holds, and said in the sample
-(``min_seconds``).
+A buffered read at memory speed has a shorter minimum, said in its
+samples (:meth:`StepRunner.minimum`, :func:`~.passes.least_seconds`).
 Passes are added until their measured time reaches the minimum — not a
 count planned from the last sample, which came short whenever the cell
 ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
@@ -55,7 +50,9 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
 from cryptcost.runner.core.profile import unwatched
 from cryptcost.runner.storage import programs
-from cryptcost.runner.storage.passes import combine, cpu_per_unit, first_pass, verify_moved
+from cryptcost.runner.storage.passes import (
+    combine, cpu_per_unit, first_pass, largest_pass, least_seconds, reset_one_file, verify_moved,
+)
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -63,9 +60,6 @@ WRITES = ("write", "create", "randwrite")
 MIN_SAMPLE_SECONDS = 1.0     # measured time per sample
 SAMPLE_BUDGET = 2.0          # wall seconds one sample may take, passes and resets included
 MAX_PASSES = 32
-# a buffered read whose 1-s sample would take more than this many passes has a shorter minimum
-FAST_READ_PASSES = 10
-FAST_READ_SECONDS = 0.25
 # a pass sized by time moves this much more than the minimum time's worth
 SIZE_MARGIN = 1.2
 FIRST_PASS_BYTES = 64 << 20  # a sequential write's first pass, which only finds the cell's rate
@@ -83,29 +77,6 @@ class Instance:
     error: str | None = None
     cached_below: bool = False        # its medium has a page cache below the block device
     free: int | None = None           # bytes free in its workdir after setup
-
-
-def reset_one_file(res: Resources, inst: Instance, path: Path) -> str:
-    """The cache reset before a read of the one file ``path``: the stack's
-    own (``forget``: its pages, and those of whatever the stack keeps of it
-    below) where no page cache sits below the stack's block device (a
-    buffered loop, as on the throttled medium), else the whole stack's."""
-    if not inst.cached_below and path.exists():
-        return inst.stack.forget(res, path)
-    return inst.stack.reset_cache(res)
-
-
-def least_seconds(op: wl.Op, rate: float | None, size: int,
-                  minimum: float = MIN_SAMPLE_SECONDS) -> float:
-    """A sample's minimum measured time: ``minimum``, or :data:`FAST_READ_SECONDS` for a
-    buffered read whose largest pass (``size`` bytes) at ``rate`` would need more than
-    :data:`FAST_READ_PASSES` passes to fill it: each pass costs a fio start-up (about 0.2 s)
-    and a cache reset for tens of milliseconds read, and the shorter sample is still several
-    passes of the whole file."""
-    if op.op == "read" and op.fio is not None and not op.fio.direct and rate and size and \
-            rate * minimum > FAST_READ_PASSES * size:
-        return min(minimum, FAST_READ_SECONDS)
-    return minimum
 
 
 def _daemon_cpu(pids: list[int]) -> float:
@@ -275,27 +246,18 @@ class StepRunner:
 
     def minimum(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The sample's minimum measured time: :data:`MIN_SAMPLE_SECONDS` (rule 10), or the
-        shorter :func:`least_seconds` of a read at memory speed. Decided once a series, at its
-        first measured sample, from the rate the cell last ran at and the largest file the
-        medium holds for it (:meth:`most`), so that every sample of a series has one minimum;
-        a series without a rate yet (no warm-up round) keeps the second."""
+        shorter :func:`least_seconds` of a read at memory speed, decided once a series at its
+        first measured sample (from the cell's rate and :func:`largest_pass`); a series with no
+        rate then (no warm-up round) keeps the second."""
         if key in self.least:
             return self.least[key]
         if self.warm_up and key not in self.gaps:        # the warm-up round's one pass
             return self.min_seconds
         least = self.min_seconds
         if op.op == "read" and not self.direct and self.repeatable(op) and op.fio is not None:
-            least = least_seconds(op, self.rate.get(key), self.most(inst, op), self.min_seconds)
+            least = least_seconds(op, self.rate.get(key), largest_pass(inst, op), self.min_seconds)
         self.least[key] = least
         return least
-
-    def most(self, inst: Instance, op: wl.Op) -> int:
-        """The most one pass of ``op`` moves: its file, or the larger room of a stack whose
-        only cache is the file's own (see :meth:`job`)."""
-        job = op.fio
-        own = inst.stack.evicts_one_file and not inst.cached_below
-        room = min(op.room or 0, int((inst.free or 0) * 0.9)) // job.bs * job.bs if own else 0
-        return max(job.size, room)
 
     def _known_gap(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The time between passes: as measured before, else the stack's estimate."""
@@ -393,7 +355,7 @@ class StepRunner:
         rate = self.rate.get((inst.label, op.key))
         if rate:
             want = max(job.bs, int(rate * self.min_seconds * SIZE_MARGIN) // job.bs * job.bs)
-            most = self.most(inst, op)
+            most = largest_pass(inst, op)
             if op.op == "write" and want > most and (left is None or left >= self.min_seconds):
                 want = first_pass(want, most, job.bs)
             job = replace(job, size=min(want, most))
