@@ -73,6 +73,8 @@ FSCRYPT = [
     "row, layer",
     [
         (_row(0.1, "aesni_xts_encrypt"), "cipher"),
+        (_row(0.1, "xts_crypt"), "cipher"),
+        (_row(0.1, "alloc_slab_obj_exts"), "kernel, other"),  # "xts" inside a word: no cipher
         (_row(0.1, "gcm_ghash_pclmulqdq"), "cipher"),
         (_row(0.1, "chacha_4block_xor_avx2"), "cipher"),
         (_row(0.1, "copy_user_enhanced_fast_string"), "copy"),
