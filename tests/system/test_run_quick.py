@@ -3,9 +3,11 @@ stack available here, analyses, and writes the self-contained HTML report."""
 
 import json
 import re
+import statistics
 
 import pytest
 
+from cryptcost.analysis.profile import FAR
 from cryptcost.stacks import availability
 from tests.system.conftest import leftovers, need_root
 
@@ -145,15 +147,22 @@ def _profiles_are_whole(out: dict, html: str, cli) -> None:
         unnamed = [x for x in p["rows"] if x["comm"].startswith(":")]
         few = sum(x["samples"] for x in unnamed) <= 2
         assert few or sum(x["share"] for x in unnamed) < 0.02, (r["stack"], r["op"], unnamed)
-        # the profiled run's own speed, beside the median: perf's weight on the work it watched.
-        # A warm-up run of a fast cell is one pass of some tens of milliseconds (a write's first
-        # pass moves 64 MiB), where an fsync or a journal commit weighs more than perf does: its
-        # speed is said beside the verdict, and held to the bound only where the run lasted
+        # the profiled run's own speed, beside the median. One cell's may be far from it for the
+        # host's reasons, not perf's: plain's first write of the run, 64 MiB into memory a freshly
+        # booted VM had not touched, ran at 0.13 and 0.15 of its median in two runs on one 2-core
+        # VM (its first measured write, unprofiled, at 0.19 in another). Its row then says its
+        # shares may not be its samples'; perf's own weight, which would slow every profiled run,
+        # is held on their median (and measured by bench/profile_overhead)
         assert p["vs_median"] > 0, (r["stack"], r["op"], p)
-        if p["seconds"] >= 0.25:
-            assert 0.2 < p["vs_median"] < 5, (r["stack"], r["op"], p["vs_median"])
+        if not 1 / FAR <= p["vs_median"] <= FAR:
+            [row] = [x for x in out["report"]["storage"] + out["report"]["network"]
+                     if x["stack"] == r["stack"] and (x.get("op") or x["workload"]) ==
+                     (r.get("op") or r["workload"])]
+            assert "far from its samples'" in row["explanation"], (r["stack"], p["vs_median"], row)
         assert len(r["values"]) == r["samples"]                 # the profiled round is not a sample
         assert sum(p["folded"].values()) == p["samples"], (r["stack"], r["op"])
+    speeds = sorted(r["profile"]["vs_median"] for r in cells)
+    assert 1 / FAR <= statistics.median(speeds) <= FAR, speeds
     # each window starts at fio's first I/O: its start-up (the dynamic loader, the exec of its
     # prerun shell) is left out: with the whole run sampled it was several times this bound
     startup = sum(n for r in cells for k, n in r["profile"]["folded"].items()
