@@ -254,7 +254,7 @@ class StepRunner:
         if self.warm_up and key not in self.gaps:        # the warm-up round's one pass
             return self.min_seconds
         least = self.min_seconds
-        if op.op == "read" and not self.direct and self.repeatable(op) and op.fio is not None:
+        if self.repeatable(op) and not self.direct:       # least_seconds judges the rest
             least = least_seconds(op, self.rate.get(key), largest_pass(inst, op), self.min_seconds)
         self.least[key] = least
         return least
