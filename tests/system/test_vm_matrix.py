@@ -37,16 +37,17 @@ pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
 
 # The stock kernel's matrices share two boots, side by side, one vCPU each: TCG keeps a guest to
 # about one core, and two guests of two vCPUs each ran 2.2× slower side by side than alone (four
-# vCPU threads on this 2-core host, each preempted while its sibling waits on it); at one vCPU
-# each, each lane ran in about its time alone. Each part runs in one of them, its results
-# carrying its label, and each test reads its own: R2's ciphers and perf flags with the kernel's
-# other storage stacks; dm-crypt's acceleration-off twin, five samples a side after a warm-up,
-# paired by round (it must be verified: three a side, unpaired, left a 1.6× twin unverified in
-# the seeds run and in CI); ZFS; R5's proposals through ESP; a delayed link; IPComp; Linux 6.1's
-# NFS server refusing krb5p; the kernel's own stacks profiled. Each lane then boots once more,
-# for a test whose kernel line or whose end is the point: aesni_intel blacklisted, a guest
-# stopped at its timeout. The step's other boots: the guest as a peer (test_vm_peer), and run
-# --vm's own two (test_run_vm), whose Linux 6.12 share also holds R4's NFS matrix.
+# vCPU threads on this 2-core host: most likely each preempted while its sibling waits on it);
+# at one vCPU each, each lane ran in about its time alone. Each part runs in one of them, its
+# results carrying its label, and each test reads its own: R2's ciphers and perf flags with the
+# kernel's other storage stacks; dm-crypt's acceleration-off twin, five samples a side after a
+# warm-up, paired by round (it must be verified: three a side, unpaired, left a 1.6× twin
+# unverified in the seeds run and in CI); ZFS; R5's proposals through ESP; a delayed link;
+# IPComp; Linux 6.1's NFS server refusing krb5p; the kernel's own stacks profiled. Each lane then
+# boots once more, for a test whose kernel line or whose end is the point: aesni_intel
+# blacklisted, a guest stopped at its timeout. The step's other boots: the guest as a peer
+# (test_vm_peer), and run --vm's own two (test_run_vm), whose Linux 6.12 share also holds R4's
+# NFS matrix.
 R2_STACKS = ["luks:*", "tcrypt:*", "dm-null", "ecryptfs"]
 ONCE_POLICY = {"min_samples": 1, "max_samples": 1, "warmup": 0}
 STOCK_PARTS = [
@@ -190,8 +191,9 @@ def _lane(tmp: Path, labels: tuple[str, ...]) -> Boot:
 @pytest.fixture(scope="module")
 def stock(tmp_path_factory) -> Stock:
     """The lanes of LANES side by side, each a ``cryptcost vm -- run --parts`` of its parts of
-    STOCK_PARTS and then a boot of its own (the timeout's after R2's lane, which is the shorter
-    by about the aesni boot's difference), every one with a store and state of its own."""
+    STOCK_PARTS and then a boot of its own, every one with a store and state of its own. Lane A,
+    the shorter by about 35 s, is followed by the longer boot (the timeout's, about 95 s against
+    the aesni boot's 55)."""
     _vm_ready()
     tmp = tmp_path_factory.mktemp("stock")
     dirs = {name: tmp / name for name in ("lane-a", "lane-b", "timeout", "aesni")}
@@ -199,12 +201,12 @@ def stock(tmp_path_factory) -> Stock:
         d.mkdir()
     before = set(leftovers([]))
 
-    def lane(i: int, then, name: str) -> tuple[Boot, Guest]:
-        return _lane(dirs[("lane-a", "lane-b")[i]], LANES[i]), then(dirs[name])
+    def lane(name: str, labels: tuple[str, ...], then, then_name: str) -> tuple[Boot, Guest]:
+        return _lane(dirs[name], labels), then(dirs[then_name])
 
     with ThreadPoolExecutor(len(LANES)) as pool:
-        runs = [pool.submit(lane, 0, _timeout_boot, "timeout"),
-                pool.submit(lane, 1, _aesni_boot, "aesni")]
+        runs = [pool.submit(lane, "lane-a", LANES[0], _timeout_boot, "timeout"),
+                pool.submit(lane, "lane-b", LANES[1], _aesni_boot, "aesni")]
         (a, timeout), (b, aesni) = [run.result() for run in runs]
     # every guest ended by its pid, its files and its journal gone
     assert set(leftovers([])) - before == set()
