@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from cryptcost.stacks import get, unavailable_reason
 from tests.conftest import skip_or_fail
-from tests.system.conftest import leftovers
 from tests.system.test_vm import _by, _vm_ready
 from tests.system.test_vm_matrix import _guest_6_12, _module_cli
 
@@ -52,33 +52,41 @@ class RunVm:
     tmp: object
 
 
-@pytest.fixture(scope="module")
-def run_vm(tmp_path_factory) -> RunVm:
+def run_vm_ready() -> None:
+    """What ``run --vm``'s boots need here, or a skip (a failure where CI requires the vm)."""
     _vm_ready()
     _guest_6_12()
     if not (unavailable_reason(get("luks")) and unavailable_reason(get("nfs"))):
         skip_or_fail("vm", "this host's kernel runs dm-crypt and NFS itself: run --vm sends "
                            "nothing to the guest")
-    tmp = tmp_path_factory.mktemp("run-vm")
+
+
+def boot_run_vm(tmp: Path) -> RunVm:
+    """The one ``run --vm`` of PLAN, its guests at one vCPU each: it runs beside a lane of the
+    stock kernel's matrices (``tests/system/test_vm_matrix.boot_all``, which checks after every
+    boot of the step that nothing is left)."""
     cli = _module_cli(tmp)
     plan = tmp / "plan.toml"
     plan.write_text(PLAN)
-    before = set(leftovers([]))
     dry = cli("run", "--plan", str(plan), "--vm", "--dry-run", timeout=300)
     assert dry.returncode == 0, dry.stderr
     assert "in cryptcost vm's guest (Debian's stock kernel, emulated)" in dry.stderr
     assert "in cryptcost vm's guest (Linux 6.12, emulated)" in dry.stderr
     assert "cannot run custom luks" not in dry.stderr           # said under the guest instead
     # a budget the whole plan fits in: nothing is cut, and each guest runs its part of it
-    done = cli("run", "--plan", str(plan), "--vm", "--json", "-o", str(tmp / "r.html"),
-               "--time-budget", "3h", timeout=3000)
+    done = cli("run", "--plan", str(plan), "--vm", "--vm-cpus", "1", "--json",
+               "-o", str(tmp / "r.html"), "--time-budget", "3h", timeout=3000)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout)                 # one JSON object: the guests' output is stderr
     assert out["failed"] == [] and len(out["guest_runs"]) == 2, out["failed"]
-    assert set(leftovers([])) - before == set()
     guest = [json.loads(cli("show", str(rid), "--json", timeout=300).stdout)
              for rid in out["guest_runs"]]
     return RunVm(out, guest, cli, tmp)
+
+
+@pytest.fixture(scope="module")
+def run_vm(guest_boots) -> RunVm:
+    return guest_boots.read("run_vm")
 
 
 def test_run_vm_measures_the_kernels_share_in_the_guest_and_the_field_reports_read_it(run_vm):

@@ -35,19 +35,19 @@ from tests.system.test_vm import _by, _vm_ready
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
 
 
-# The stock kernel's matrices share two boots, side by side, one vCPU each: TCG keeps a guest to
-# about one core, and two guests of two vCPUs each ran 2.2× slower side by side than alone (four
-# vCPU threads on this 2-core host: most likely each preempted while its sibling waits on it);
-# at one vCPU each, each lane ran in about its time alone. Each part runs in one of them, its
-# results carrying its label, and each test reads its own: R2's ciphers and perf flags with the
-# kernel's other storage stacks; dm-crypt's acceleration-off twin, five samples a side after a
-# warm-up, paired by round (it must be verified: three a side, unpaired, left a 1.6× twin
-# unverified in the seeds run and in CI); ZFS; R5's proposals through ESP; a delayed link;
-# IPComp; Linux 6.1's NFS server refusing krb5p; the kernel's own stacks profiled. Each lane then
-# boots once more, for a test whose kernel line or whose end is the point: aesni_intel
-# blacklisted, a guest stopped at its timeout. The step's other boots: the guest as a peer
-# (test_vm_peer), and run --vm's own two (test_run_vm), whose Linux 6.12 share also holds R4's
-# NFS matrix.
+# The step's guest boots run two at a time, one vCPU each (boot_all): TCG keeps a guest to about
+# one core, and two guests of two vCPUs each ran 2.2× slower side by side than alone (four vCPU
+# threads on this 2-core host: most likely each preempted while its sibling waits on it); at one
+# vCPU each, each lane ran in about its time alone. The stock kernel's matrices share two boots,
+# its lanes. Each part runs in one of them, its results carrying its label, and each test reads
+# its own: R2's ciphers and perf flags with the kernel's other storage stacks; dm-crypt's
+# acceleration-off twin, five samples a side after a warm-up, paired by round (it must be
+# verified: three a side, unpaired, left a 1.6× twin unverified in the seeds run and in CI); ZFS;
+# R5's proposals through ESP; a delayed link; IPComp; Linux 6.1's NFS server refusing krb5p; the
+# kernel's own stacks profiled. Two boots more, for a test whose kernel line or whose end is the
+# point: aesni_intel blacklisted, a guest stopped at its timeout. run --vm's own two boots
+# (test_run_vm, whose Linux 6.12 share also holds R4's NFS matrix) run in the same two threads.
+# The guest as a peer (test_vm_peer) boots alone: its host side measures.
 R2_STACKS = ["luks:*", "tcrypt:*", "dm-null", "ecryptfs"]
 ONCE_POLICY = {"min_samples": 1, "max_samples": 1, "warmup": 0}
 STOCK_PARTS = [
@@ -74,6 +74,8 @@ STOCK_PARTS = [
                                  "size": "256M"}},
 ]
 LANES = [("r2", "twin", "zfs"), ("esp", "delay", "ipcomp", "nfs61", "profile")]
+# beside run --vm's boots (about 330 s at one vCPU), ZFS's part moves to the other lane
+LANES_BESIDE_RUN_VM = [("r2", "twin"), ("esp", "delay", "ipcomp", "nfs61", "profile", "zfs")]
 R2_PLAN = (
     'network = false\n[ciphers]\nengines = ["kernel"]\nalgorithms = ["aes-256-xts"]\nsizes = '
     '[65536]\n'
@@ -129,16 +131,17 @@ class Guest:
 
 @dataclass
 class Stock:
-    """The stock kernel's boots: each lane's matrices (one Boot per lane of LANES), then the
-    boot with aesni_intel blacklisted and the one stopped at its timeout."""
+    """The stock kernel's boots: each lane's matrices (one Boot per lane, ``labels`` its
+    parts), then the boot with aesni_intel blacklisted and the one stopped at its timeout."""
 
     lanes: list[Boot]
+    labels: list[tuple[str, ...]]
     aesni: Guest
     timeout: Guest
 
     def boot(self, label: str) -> Boot:
         """The boot whose run holds the part ``label``."""
-        [boot] = [b for b, labels in zip(self.lanes, LANES) if label in labels]
+        [boot] = [b for b, labels in zip(self.lanes, self.labels) if label in labels]
         return boot
 
     def part(self, label: str) -> dict:
@@ -188,30 +191,77 @@ def _lane(tmp: Path, labels: tuple[str, ...]) -> Boot:
     return Boot(json.loads(done.stdout), json.loads(report.stdout), done, cli)
 
 
-@pytest.fixture(scope="module")
-def stock(tmp_path_factory) -> Stock:
-    """The lanes of LANES side by side, each a ``cryptcost vm -- run --parts`` of its parts of
-    STOCK_PARTS and then a boot of its own, every one with a store and state of its own. Lane A,
-    the shorter by about 35 s, is followed by the longer boot (the timeout's, about 95 s against
-    the aesni boot's 55)."""
+class Boots:
+    """What boot_all booted: each fixture's value, or what its boot raised (read re-raises it
+    in the tests that read it, and in no other)."""
+
+    def __init__(self, done: dict):
+        self.done = done
+
+    def read(self, name: str):
+        value = self.done[name]
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+
+CAUGHT = (Exception, pytest.skip.Exception, pytest.fail.Exception)
+
+
+def _in_turn(steps: list) -> dict:
+    """Run ``steps`` (name, function) one after another: each one's value, or what it raised
+    (the next ones run all the same)."""
+    done = {}
+    for name, step in steps:
+        try:
+            done[name] = step()
+        except CAUGHT as exc:
+            done[name] = exc
+    return done
+
+
+def boot_all(wanted: set[str], tmp_path_factory) -> Boots:
+    """Every guest boot of the selected tests, in two threads, each boot one vCPU with a store
+    and state dir of its own: ``stock`` (this module's lanes, the aesni and the timeout boots)
+    and ``run_vm`` (test_run_vm's ``run --vm``, two boots one after the other). With both,
+    thread one runs run --vm and then lane A (r2, twin), thread two lane B (the rest) and then
+    the timeout and the aesni boots, so that both end at about the same time. After every boot
+    has ended: nothing of cryptcost is left (mounts, loops, processes) and no journal."""
+    from tests.system.test_run_vm import boot_run_vm, run_vm_ready
     _vm_ready()
-    tmp = tmp_path_factory.mktemp("stock")
-    dirs = {name: tmp / name for name in ("lane-a", "lane-b", "timeout", "aesni")}
+    tmp = tmp_path_factory.mktemp("guests")
+    dirs = {name: tmp / name for name in ("lane-a", "lane-b", "timeout", "aesni", "run-vm")}
     for d in dirs.values():
         d.mkdir()
+    ready = _in_turn([("run_vm", run_vm_ready)]) if "run_vm" in wanted else {}
+    beside = "run_vm" in ready and not isinstance(ready["run_vm"], BaseException)
+    lanes = LANES_BESIDE_RUN_VM if beside else LANES
+    first = [("run_vm", lambda: boot_run_vm(dirs["run-vm"]))] if beside else []
+    second = []
+    if "stock" in wanted:
+        first += [("lane-a", lambda: _lane(dirs["lane-a"], lanes[0]))]
+        second += [("lane-b", lambda: _lane(dirs["lane-b"], lanes[1]))]
+        # without run --vm, lane A is the shorter, by about 35 s: it takes the longer boot
+        # (the timeout's, about 95 s against the aesni boot's 55)
+        (second if beside else first).append(("timeout", lambda: _timeout_boot(dirs["timeout"])))
+        second.append(("aesni", lambda: _aesni_boot(dirs["aesni"])))
     before = set(leftovers([]))
-
-    def lane(name: str, labels: tuple[str, ...], then, then_name: str) -> tuple[Boot, Guest]:
-        return _lane(dirs[name], labels), then(dirs[then_name])
-
-    with ThreadPoolExecutor(len(LANES)) as pool:
-        runs = [pool.submit(lane, "lane-a", LANES[0], _timeout_boot, "timeout"),
-                pool.submit(lane, "lane-b", LANES[1], _aesni_boot, "aesni")]
-        (a, timeout), (b, aesni) = [run.result() for run in runs]
+    with ThreadPoolExecutor(2) as pool:
+        threads = [pool.submit(_in_turn, steps) for steps in (first, second)]
+        done = {**ready, **threads[0].result(), **threads[1].result()}
     # every guest ended by its pid, its files and its journal gone
     assert set(leftovers([])) - before == set()
     assert not [j for d in dirs.values() for j in (d / "state").glob("journal-*")]
-    return Stock([a, b], aesni, timeout)
+    if "stock" in wanted:
+        boots = [done[k] for k in ("lane-a", "lane-b", "aesni", "timeout")]
+        failed = [b for b in boots if isinstance(b, BaseException)]
+        done["stock"] = failed[0] if failed else Stock(boots[:2], lanes, *boots[2:])
+    return Boots(done)
+
+
+@pytest.fixture(scope="module")
+def stock(guest_boots) -> Stock:
+    return guest_boots.read("stock")
 
 
 def _aes_xts(out: dict) -> tuple[dict, float]:

@@ -113,6 +113,9 @@ def test_the_share_reaches_the_guest_whole_and_a_bad_one_is_refused(kernel_lacks
     (["--parts", "/nonexistent.json"], "cannot read plan /nonexistent.json"),
     (["--parts", "x.json", "--suite", "quick"], "--parts is the guest's share"),
     (["--vm-timeout", "60"], "--vm-timeout goes with --vm"),
+    (["--vm-cpus", "1"], "--vm-cpus goes with --vm"),
+    (["--vm", "--vm-cpus", "0"], "--vm-cpus must be between 1 and this host's"),
+    (["--vm", "--vm-cpus", "65"], "--vm-cpus must be between 1 and this host's"),
     (["--budget-scale", "2"], "--budget-scale goes with --parts and --time-budget"),
 ])
 def test_bad_guest_options_are_one_line_and_exit_2(argv, said, tmp_path):

@@ -531,7 +531,8 @@ def test_a_vm_sitting_keeps_only_its_own_guests_budget_cuts_in_the_runs_record(
     """An earlier sitting's guest left R2 out under --until; this sitting's guest measures it.
     The run's record then no longer says R2 was left out: what a guest's budget left out is
     taken from the guest runs of this sitting, not again from every guest run linked before
-    (which once put back each part the earlier guest had left out)."""
+    (which once put back each part the earlier guest had left out). ``--vm-cpus`` reaches the
+    guest's boot."""
     import signal
 
     import cryptcost.guest as guest_mod
@@ -549,7 +550,10 @@ def test_a_vm_sitting_keeps_only_its_own_guests_budget_cuts_in_the_runs_record(
     _seeded_store(tmp_path, probe, suite="seeds", part_seconds={x: 1.0 for x in labels},
                   guest_runs=[1], skipped=[{**cut, "guest_share": "seeds (guest)"}]).close()
 
+    booted = []
+
     def measured_r2(res, argv, opts, log_dir, **kw):
+        booted.append(opts)
         db = tmp_path / "guest.db"
         g = Store.open(db)
         rid = g.begin_run("run", guest_host)
@@ -562,11 +566,11 @@ def test_a_vm_sitting_keeps_only_its_own_guests_budget_cuts_in_the_runs_record(
     before = signal.getsignal(signal.SIGTERM)
     try:
         rc = main(["--db", str(db), "run", "--suite", "seeds", "--vm", "--only", "R2",
-                   "--resume", "2", "--no-report"])
+                   "--resume", "2", "--no-report", "--vm-cpus", "1"])
     finally:
         signal.signal(signal.SIGTERM, before)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    assert rc == 0
+    assert rc == 0 and [o.cpus for o in booted] == [1]
     store = Store.open(db, create=False)
     extra = store.run("2").extra
     assert extra["guest_runs"] == [1, 3]

@@ -92,6 +92,9 @@ def _add_guest_options(p) -> None:
                    help="with --vm: kill a guest after S seconds (default: ten times the "
                         "estimate at this host's speed, or three times what earlier guest runs "
                         "of this plan took against theirs; at least 1800)")
+    p.add_argument("--vm-cpus", type=int, metavar="N",
+                   help="with --vm: each guest's CPUs (default 2, at most this host's); under "
+                        "TCG a guest keeps about one core busy whatever it has")
     # the guest's share, as the host's run --vm writes it (cryptcost.suite.guest)
     p.add_argument("--parts", metavar="FILE.json", help=argparse.SUPPRESS)
     # with --parts and --time-budget: the slowdown the host planned the guest's share at
@@ -131,6 +134,7 @@ class RunCommand:
     json: bool = False
     dry_run: bool = False
     vm_timeout: float | None = None
+    vm_cpus: int | None = None
     against: str | None = None
     threshold: Threshold | None = None
     strict: bool = False
@@ -142,7 +146,7 @@ class RunCommand:
         _refuse(args)                           # bad input fails before anything is recorded
         return cls(_asked(args, _resumable(args)), args.db, args.page_reporting,
                    None if args.no_report else args.report, args.details, args.json,
-                   args.dry_run, args.vm_timeout, args.against,
+                   args.dry_run, args.vm_timeout, args.vm_cpus, args.against,
                    parse_threshold(args.threshold), args.strict, args.format, args.gate_output)
 
 
@@ -186,6 +190,12 @@ def _refuse(args) -> None:
         raise UserError("--again goes with --resume RUN: it measures anew parts a run holds")
     if args.vm_timeout is not None and not args.vm:
         raise UserError("--vm-timeout goes with --vm")
+    if args.vm_cpus is not None:
+        if not args.vm:
+            raise UserError("--vm-cpus goes with --vm")
+        if not 1 <= args.vm_cpus <= (os.cpu_count() or 1):
+            raise UserError(f"--vm-cpus must be between 1 and this host's {os.cpu_count() or 1} "
+                            f"CPUs, not {args.vm_cpus}")
     if args.vm and os.geteuid() != 0:
         raise UserError("--vm needs root: the guest reads this host's root filesystem as root")
     if not args.no_report:
@@ -246,13 +256,15 @@ def _here(job: RunCommand, prepared: suite.Prepared, sitting: Sitting, record: R
 def _guests(job: RunCommand, prepared: suite.Prepared, store, run_id: int,
             outcome: suite.SuiteOutcome, sitting: Sitting) -> list[int]:
     """With --vm, the guests' shares after this host's; the run's guest runs."""
+    from cryptcost.guest import VmOptions
     from cryptcost.suite.guests import Guests, run_guests
     if not (prepared.vm and prepared.guest):
         return list(sitting.base().get("guest_runs", []))
     began = time.monotonic()
     try:
-        return run_guests(prepared, Guests(store, run_id, sitting, job.vm_timeout, err.print),
-                          outcome)
+        to = Guests(store, run_id, sitting, job.vm_timeout, err.print,
+                    job.vm_cpus or VmOptions.cpus)
+        return run_guests(prepared, to, outcome)
     finally:                                  # the sitting's whole time, its guests' too
         sitting.guests_seconds = round(time.monotonic() - began, 1)
         if prepared.resume is not None:
