@@ -98,6 +98,9 @@ POINTS: set[str] = set()
 # A run that took far longer than its kind does, with where it waited (its longest quiet spell in
 # its -v log): printed at the end of the session, so that a wait seen once is named, not guessed.
 SLOW: list[str] = []
+# Each guest boot of tests/system/test_vm_matrix.boot_all: its thread, how long it took and how it
+# ended, printed at the end of the session, so that the threads' balance is read, not worked out.
+BOOTS: list[str] = []
 
 
 def longest_wait(log: str) -> tuple[float, str]:
@@ -142,6 +145,10 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if BOOTS:
+        terminalreporter.section("guest boots, two threads")
+        for line in BOOTS:
+            terminalreporter.line(line)
     if SLOW:
         terminalreporter.section("slow runs, and where each waited")
         for line in SLOW:

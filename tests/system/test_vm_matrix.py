@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from cryptcost.stacks import get
-from tests.conftest import skip_or_fail
+from tests.conftest import BOOTS, skip_or_fail
 from tests.system.conftest import leftovers
 from tests.system.test_vm import _by, _vm_ready
 
@@ -208,15 +209,19 @@ class Boots:
 CAUGHT = (Exception, pytest.skip.Exception, pytest.fail.Exception)
 
 
-def _in_turn(steps: list) -> dict:
+def _in_turn(steps: list, thread: str = "") -> dict:
     """Run ``steps`` (name, function) one after another: each one's value, or what it raised
-    (the next ones run all the same)."""
+    (the next ones run all the same); each one's time in the session's summary (BOOTS)."""
     done = {}
     for name, step in steps:
+        began = time.monotonic()
         try:
             done[name] = step()
         except CAUGHT as exc:
             done[name] = exc
+        if thread:
+            ended = type(done[name]).__name__ if isinstance(done[name], BaseException) else "done"
+            BOOTS.append(f"{thread}: {name} {time.monotonic() - began:.0f} s ({ended})")
     return done
 
 
@@ -247,7 +252,8 @@ def boot_all(wanted: set[str], tmp_path_factory) -> Boots:
         second.append(("aesni", lambda: _aesni_boot(dirs["aesni"])))
     before = set(leftovers([]))
     with ThreadPoolExecutor(2) as pool:
-        threads = [pool.submit(_in_turn, steps) for steps in (first, second)]
+        threads = [pool.submit(_in_turn, steps, f"thread {n}")
+                   for n, steps in enumerate((first, second), 1)]
         done = {**ready, **threads[0].result(), **threads[1].result()}
     # every guest ended by its pid, its files and its journal gone
     assert set(leftovers([])) - before == set()
