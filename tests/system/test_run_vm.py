@@ -14,7 +14,7 @@ import pytest
 
 from cryptcost.stacks import get, unavailable_reason
 from tests.conftest import skip_or_fail
-from tests.system.test_vm import _by, _vm_ready
+from tests.system.test_vm import _by
 from tests.system.test_vm_matrix import _guest_6_12, _module_cli
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
@@ -53,8 +53,8 @@ class RunVm:
 
 
 def run_vm_ready() -> None:
-    """What ``run --vm``'s boots need here, or a skip (a failure where CI requires the vm)."""
-    _vm_ready()
+    """What ``run --vm``'s boots need here besides the vm itself (boot_all checks that), or a
+    skip (a failure where CI requires the vm)."""
     _guest_6_12()
     if not (unavailable_reason(get("luks")) and unavailable_reason(get("nfs"))):
         skip_or_fail("vm", "this host's kernel runs dm-crypt and NFS itself: run --vm sends "

@@ -75,7 +75,7 @@ STOCK_PARTS = [
                                  "size": "256M"}},
 ]
 LANES = [("r2", "twin", "zfs"), ("esp", "delay", "ipcomp", "nfs61", "profile")]
-# beside run --vm's boots (about 330 s at one vCPU), ZFS's part moves to the other lane
+# beside run --vm's boots (about 300 s at one vCPU), ZFS's part moves to the other lane
 LANES_BESIDE_RUN_VM = [("r2", "twin"), ("esp", "delay", "ipcomp", "nfs61", "profile", "zfs")]
 R2_PLAN = (
     'network = false\n[ciphers]\nengines = ["kernel"]\nalgorithms = ["aes-256-xts"]\nsizes = '
@@ -230,7 +230,8 @@ def boot_all(wanted: set[str], tmp_path_factory) -> Boots:
     and state dir of its own: ``stock`` (this module's lanes, the aesni and the timeout boots)
     and ``run_vm`` (test_run_vm's ``run --vm``, two boots one after the other). With both,
     thread one runs run --vm and then lane A (r2, twin), thread two lane B (the rest) and then
-    the timeout and the aesni boots, so that both end at about the same time. After every boot
+    the timeout and the aesni boots, the closest these boots split (thread one ended about 80 s
+    later in a run of 704 s; the session's output lists each boot's time). After every boot
     has ended: nothing of cryptcost is left (mounts, loops, processes) and no journal."""
     from tests.system.test_run_vm import boot_run_vm, run_vm_ready
     _vm_ready()

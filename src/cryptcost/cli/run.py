@@ -256,14 +256,12 @@ def _here(job: RunCommand, prepared: suite.Prepared, sitting: Sitting, record: R
 def _guests(job: RunCommand, prepared: suite.Prepared, store, run_id: int,
             outcome: suite.SuiteOutcome, sitting: Sitting) -> list[int]:
     """With --vm, the guests' shares after this host's; the run's guest runs."""
-    from cryptcost.guest import VmOptions
     from cryptcost.suite.guests import Guests, run_guests
     if not (prepared.vm and prepared.guest):
         return list(sitting.base().get("guest_runs", []))
     began = time.monotonic()
     try:
-        to = Guests(store, run_id, sitting, job.vm_timeout, err.print,
-                    job.vm_cpus or VmOptions.cpus)
+        to = Guests(store, run_id, sitting, job.vm_timeout, err.print, job.vm_cpus)
         return run_guests(prepared, to, outcome)
     finally:                                  # the sitting's whole time, its guests' too
         sitting.guests_seconds = round(time.monotonic() - began, 1)

@@ -25,14 +25,15 @@ from cryptcost.suite.resume import Sitting
 class Guests:
     """Where the guests' runs go and what is said of them: the host's run in ``store``, this
     sitting, ``timeout`` (run --vm-timeout; None: from each share's estimate), ``say`` for
-    what a person reads (stderr) and each guest's ``cpus`` (run --vm-cpus)."""
+    what a person reads (stderr) and each guest's ``cpus`` (run --vm-cpus; None: the vm's
+    default)."""
 
     store: object
     run_id: int
     sitting: Sitting
     timeout: float | None
     say: Callable[[str], None]
-    cpus: int = VmOptions.cpus
+    cpus: int | None = None
 
 
 def run_guests(prepared: Prepared, to: Guests, so_far: SuiteOutcome) -> list[int]:
@@ -98,7 +99,7 @@ def _boot(gp: GuestPlan, command: list[str], timeout: float, to: Guests,
     what = _said(gp)
     to.sitting.drop_guest(to.store, gp.share.plan)     # what earlier guest runs held of it
     opts = VmOptions(timeout=timeout, kernel=gp.share.kernel or None,
-                     memory_mib=guest_memory_mib(), cpus=to.cpus)
+                     memory_mib=guest_memory_mib(), cpus=to.cpus or VmOptions.cpus)
     cut = None
     try:
         with run_lock(["run", "--vm"]), Resources() as res:
