@@ -47,8 +47,8 @@ pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
 # R5's proposals through ESP; a delayed link; IPComp; Linux 6.1's NFS server refusing krb5p; the
 # kernel's own stacks profiled. Two boots more, for a test whose kernel line or whose end is the
 # point: aesni_intel blacklisted, a guest stopped at its timeout. run --vm's own two boots
-# (test_run_vm, whose Linux 6.12 share also holds R4's NFS matrix) run in the same two threads.
-# The guest as a peer (test_vm_peer) boots alone: its host side measures.
+# (test_run_vm, whose Linux 6.12 share also holds R4's NFS matrix) and the guest as a peer
+# (test_vm_peer, which asserts no figure's size) run in the same two threads.
 R2_STACKS = ["luks:*", "tcrypt:*", "dm-null", "ecryptfs"]
 ONCE_POLICY = {"min_samples": 1, "max_samples": 1, "warmup": 0}
 STOCK_PARTS = [
@@ -227,16 +227,18 @@ def _in_turn(steps: list, thread: str = "") -> dict:
 
 def boot_all(wanted: set[str], tmp_path_factory) -> Boots:
     """Every guest boot of the selected tests, in two threads, each boot one vCPU with a store
-    and state dir of its own: ``stock`` (this module's lanes, the aesni and the timeout boots)
-    and ``run_vm`` (test_run_vm's ``run --vm``, two boots one after the other). With both,
-    thread one runs run --vm and then lane A (r2, twin), thread two lane B (the rest) and then
-    the timeout and the aesni boots, the closest these boots split (thread one ended about 80 s
-    later in a run of 704 s; the session's output lists each boot's time). After every boot
-    has ended: nothing of cryptcost is left (mounts, loops, processes) and no journal."""
+    and state dir of its own: ``stock`` (this module's lanes, the aesni and the timeout boots),
+    ``run_vm`` (test_run_vm's ``run --vm``, two boots one after the other) and ``peer``
+    (test_vm_peer's guest as a peer). With all three, thread one runs run --vm and then lane A
+    (r2, twin), thread two lane B (the rest), the peer, and then the timeout and the aesni
+    boots, the closest these boots split (without the peer, thread one ended about 80 s later
+    in a run of 704 s; the session's output lists each boot's time). After every boot has
+    ended: nothing of cryptcost is left (mounts, loops, processes, namespaces) and no journal."""
     from tests.system.test_run_vm import boot_run_vm, run_vm_ready
+    from tests.system.test_vm_peer import boot_peer
     _vm_ready()
     tmp = tmp_path_factory.mktemp("guests")
-    dirs = {name: tmp / name for name in ("lane-a", "lane-b", "timeout", "aesni", "run-vm")}
+    dirs = {name: tmp / name for name in ("lane-a", "lane-b", "timeout", "aesni", "run-vm", "peer")}
     for d in dirs.values():
         d.mkdir()
     ready = _in_turn([("run_vm", run_vm_ready)]) if "run_vm" in wanted else {}
@@ -247,6 +249,10 @@ def boot_all(wanted: set[str], tmp_path_factory) -> Boots:
     if "stock" in wanted:
         first += [("lane-a", lambda: _lane(dirs["lane-a"], lanes[0]))]
         second += [("lane-b", lambda: _lane(dirs["lane-b"], lanes[1]))]
+    if "peer" in wanted:
+        # it asserts no figure's size, so its host side may share the host with a lane's guest
+        second += [("peer", lambda: boot_peer(dirs["peer"]))]
+    if "stock" in wanted:
         # without run --vm, lane A is the shorter, by about 35 s: it takes the longer boot
         # (the timeout's, about 95 s against the aesni boot's 55)
         (second if beside else first).append(("timeout", lambda: _timeout_boot(dirs["timeout"])))
@@ -258,7 +264,7 @@ def boot_all(wanted: set[str], tmp_path_factory) -> Boots:
         done = {**ready, **threads[0].result(), **threads[1].result()}
     # every guest ended by its pid, its files and its journal gone
     assert set(leftovers([])) - before == set()
-    assert not [j for d in dirs.values() for j in (d / "state").glob("journal-*")]
+    assert not [j for d in dirs.values() for j in d.glob("*state/journal-*")]
     if "stock" in wanted:
         boots = [done[k] for k in ("lane-a", "lane-b", "aesni", "timeout")]
         failed = [b for b in boots if isinstance(b, BaseException)]
