@@ -114,9 +114,9 @@ def nothing_left_behind(tmp_path_factory):
 @pytest.fixture(scope="session")
 def guest_boots(request, tmp_path_factory):
     """The guest boots of the selected tests that read them (``stock``: test_vm_matrix,
-    ``run_vm``: test_run_vm, ``peer``: test_vm_peer), two at a time (``tests/system/test_vm_matrix.boot_all``); all of
-    them end before the first test that reads one, so that no guest runs beside a test that
-    measures on this host."""
+    ``run_vm``: test_run_vm, ``peer``: test_vm_peer), two at a time
+    (``tests/system/test_vm_matrix.boot_all``); all of them end before the first test that
+    reads one, so that no guest runs beside a test that measures on this host."""
     from tests.system.test_vm_matrix import boot_all
     wanted = {name for item in request.session.items for name in item.fixturenames}
     return boot_all(wanted & {"stock", "run_vm", "peer"}, tmp_path_factory)
