@@ -17,7 +17,7 @@ from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.storage import programs
 from cryptcost.runner.storage import likely_cause
 from cryptcost.runner.storage.passes import (
-    FAST_READ_SECONDS, first_pass, largest_pass, verify_moved,
+    FAST_READ_SECONDS, first_pass, judged_on_a_pass, largest_pass, verify_moved,
 )
 from cryptcost.runner.storage.steps import (
     FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
@@ -208,6 +208,68 @@ def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
     assert cold.minimum(inst, read, key) == 1.0         # and the series keeps it
     samples = [Sample(value=v, seconds=0.25, metrics={"min_seconds": 0.25}) for v in (1, 2, 3)]
     assert "shorter minimum of a read at memory speed" in likely_cause(inst, read, samples)
+
+
+def test_a_plans_shorter_minimum_sizes_passes_and_samples_by_it(tmp_path):
+    """A plan's ``storage.sample_minimum`` (the quick suite's 0.5 s) is each sample's minimum:
+    passes are added until it, and a pass is sized by the rate to it. A read at memory speed
+    is still judged by passes a second (more than ten), not by the plan's minimum, so its
+    shorter minimum is the same at 0.5 s as at 1 s; a sample of the plan's minimum is neither
+    short nor "too short", and its result carries the minimum (``sample_minimum``)."""
+    step, inst, _ = _seq(tmp_path)
+    write, read = step.ops
+    runner = StepRunner(res=None, archive=None, direct=False, min_seconds=0.5)
+    _fake_passes(runner, [0.2])
+    assert runner.measure(inst, write, step, "fsync").metrics["passes"] == 1   # warm-up
+    got = runner.measure(inst, write, step, "fsync")
+    assert got.metrics["passes"] == 3 and got.seconds >= 0.5 and got.seconds < 1.0
+    assert "short_because" not in got.metrics and "min_seconds" not in got.metrics
+    runner.rate[("x", write.key)] = 80e6                               # a slow stack: 80 MB/s
+    assert runner.job(inst, write, step).size == int(80e6 * 0.5 * SIZE_MARGIN) // MiB * MiB
+    most = largest_pass(inst, read)
+    key = ("x", read.key)
+    runner.gaps[key] = 0.05
+    runner.rate[key] = most / 0.15                      # 6.7 passes a second: not at memory speed
+    assert runner.minimum(inst, read, key) == 0.5
+    runner.least.clear()
+    runner.rate[key] = most / 0.05                      # 20 a second: at memory speed
+    assert runner.minimum(inst, read, key) == FAST_READ_SECONDS
+    samples = [Sample(value=v, seconds=s, metrics={}) for v, s in ((1, 0.5), (2, 0.495), (3, 0.6))]
+    memory = {"cv": 0.2, "seconds": 0.1}                # a spread the memory's own covers
+    assert likely_cause(inst, read, samples, 0.1, memory, planned=0.5).startswith(
+        "the host's memory bandwidth")
+    assert "too short" in likely_cause(inst, read, samples, 0.1, memory)   # at rule 10's second
+
+
+def test_a_read_the_warm_up_judged_slow_is_judged_again_on_its_first_measured_pass(tmp_path):
+    """The warm-up round's one read pass (the short file its write left, profiled) may judge a
+    read slower than memory speed; the first pass of its first measured sample judges it again:
+    a whole-file pass under a tenth of a second gives the series the shorter minimum, before the
+    sample's second pass, and every later sample keeps it. A pass of a tenth or more, a pass cut
+    at its time, and a write keep the plan's minimum."""
+    step, inst, runner = _seq(tmp_path)
+    write, read = step.ops
+    key = ("x", read.key)
+    runner.gaps[key] = 0.05                             # after the warm-up round
+    runner.rate[key] = largest_pass(inst, read) / 0.5   # judged slow by the warm-up
+    log = _fake_passes(runner, [0.04])                  # whole-file passes of 40 ms
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 6, log
+    assert runner.least[key] == FAST_READ_SECONDS
+    _fake_passes(runner, [0.5])                         # slower now: the series keeps it
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 1
+    runner.least.clear()
+    _fake_passes(runner, [0.12])                        # eight passes a second: not at memory speed
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert "min_seconds" not in got.metrics and runner.least[key] == 1.0
+    runner.least.clear()
+    one = Sample(value=1, seconds=0.04, bytes_moved=10 * MiB, metrics={"cut_by_time": True})
+    assert judged_on_a_pass(read, one, 1.0, 1.0) == 1.0
+    one.metrics["cut_by_time"] = False
+    assert judged_on_a_pass(read, one, 1.0, 1.0) == FAST_READ_SECONDS
+    assert judged_on_a_pass(write, one, 1.0, 1.0) == 1.0
+    assert judged_on_a_pass(read, one, 0.5, 0.5) == FAST_READ_SECONDS     # a plan's 0.5 s too
 
 
 def test_a_stack_that_fails_a_file_written_again_takes_one_write_pass_and_says_so(tmp_path):

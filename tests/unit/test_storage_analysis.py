@@ -259,6 +259,30 @@ def test_xfs_on_a_medium_mkfs_xfs_refuses_is_bad_input():
         validate(plan)
 
 
+def test_a_plans_sample_minimum_outside_half_a_second_to_a_minute_is_bad_input(monkeypatch):
+    """``storage.sample_minimum`` is typed and compiled from a plan's table, and a value a
+    sample cannot honestly take (under SHORT_SAMPLE, mostly fio's start-up; over a minute, a
+    soak) is refused before anything is created."""
+    from cryptcost.errors import UserError
+    from cryptcost.runner.storage import SHORT_SAMPLE, validate
+    from cryptcost.suite.compiled import storage_plans
+    from cryptcost.workloads.plan import validate as validate_plan
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    table = {"stacks": ["plain"], "workloads": ["seq-1m"], "size": "256M", "sample_minimum": 0.5}
+    validate_plan({"storage": table})
+    (plan,) = storage_plans(table)
+    assert plan.sample_minimum == 0.5
+    assert validate(plan)[0].sample_minimum == 0.5
+    (plan,) = storage_plans({**table, "sample_minimum": 1})            # an int is a float here
+    assert plan.sample_minimum == 1.0 and isinstance(plan.sample_minimum, float)
+    for bad in (SHORT_SAMPLE / 2, 61.0):
+        (plan,) = storage_plans({**table, "sample_minimum": bad})
+        with pytest.raises(UserError, match=r"\(storage.sample_minimum\) must be 0.5–60 s, not "):
+            validate(plan)
+    with pytest.raises(UserError, match="sample_minimum"):
+        validate_plan({"storage": {**table, "sample_minimum": "half a second"}})
+
+
 def test_rsync_without_rsync_is_bad_input_naming_its_package(monkeypatch):
     import shutil
     from cryptcost import proc

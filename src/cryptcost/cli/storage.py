@@ -10,7 +10,8 @@ from cryptcost.engines import perf
 from cryptcost.media import parse_medium
 from cryptcost.units import parse_size
 from cryptcost.report.terminal import storage_table
-from cryptcost.runner.storage import StoragePlan, run_storage, validate
+from cryptcost.runner.storage import (MAX_SAMPLE_MINIMUM, MIN_SAMPLE_MINIMUM, MIN_SAMPLE_SECONDS,
+                                      StoragePlan, run_storage, validate)
 from cryptcost.stacks.fs import FILESYSTEMS
 from cryptcost.workloads.storage import SETS, WORKLOADS, expand
 
@@ -43,6 +44,10 @@ def add_options(p) -> None:
     p.add_argument("--accel", default="on",
                    help="on (default), or on,off: each measured stack also with "
                    "its crypto library's hardware acceleration off, verified by the speed drop")
+    p.add_argument("--sample-minimum", type=float, default=MIN_SAMPLE_SECONDS, metavar="SECONDS",
+                   help=f"each sample's measured time at least (default {MIN_SAMPLE_SECONDS:g}; "
+                        f"{MIN_SAMPLE_MINIMUM:g}–{MAX_SAMPLE_MINIMUM:g}); a read at memory speed "
+                        "takes less, and says so")
     add_cpus_option(p)
     add_profile_option(p)
 
@@ -58,6 +63,7 @@ def plan_from(args) -> StoragePlan:
     return StoragePlan(stacks=tuple(parse_list(args.stacks, "stack")), medium=medium,
                        workloads=tuple(workloads),
                        size=size, fs=args.fs, accel=tuple(parse_accel(args.accel)),
+                       sample_minimum=getattr(args, "sample_minimum", MIN_SAMPLE_SECONDS),
                        profile=perf.wanted(getattr(args, "profile", None),
                                                     getattr(args, "warmup", 1))[0])
 

@@ -74,7 +74,8 @@ def _storage_seconds(sp, rounds: int, here: bool) -> float:
         rate = 600e6 if plaintext else 120e6
         total += 3 + stack.remount_seconds * 2                # setup + integrity check
         for step in steps:
-            total += rounds * sum(_op_seconds(op, rate, stack) for op in step.ops)
+            total += rounds * sum(_op_seconds(op, rate, stack, sp.sample_minimum)
+                                  for op in step.ops)
     return total
 
 
@@ -107,17 +108,17 @@ def _net_op_seconds(op: netwl.NetOp, plan: NetworkPlan) -> float:
     return DBENCH_RUN if op.workload == "dbench" else 2.5
 
 
-def _op_seconds(op: wl.Op, rate: float, stack) -> float:
-    """One sample of ``op``: at least a second of measured passes (a read at memory speed:
-    less; see runner.storage.steps), within the sample budget, plus its cache reset (of the
-    one file it reads, or of the stack) and start-up."""
+def _op_seconds(op: wl.Op, rate: float, stack, minimum: float = MIN_SAMPLE_SECONDS) -> float:
+    """One sample of ``op``: at least ``minimum`` (the plan's) of measured passes (a read at
+    memory speed: less; see runner.storage.steps), within the sample budget, plus its cache
+    reset (of the one file it reads, or of the stack) and start-up."""
     if op.engine == "dbench":
         return DBENCH_RUN
     if op.engine == "bonnie":
         return bonnie.estimate(op.op, op.intended_bytes, rate, stack.forget_seconds)
     size = op.intended_bytes or 32 << 20
     one = size / rate
-    least = least_seconds(op, rate, size, MIN_SAMPLE_SECONDS)
+    least = least_seconds(op, rate, size, minimum)
     measured = min(max(one, least), max(one, SAMPLE_BUDGET))
     reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds
     return measured + op.reset_before * reset + 0.3

@@ -42,6 +42,9 @@ from cryptcost.workloads import storage as wl
 log = logging.getLogger("cryptcost.storage")
 GiB = 1 << 30
 SHORT_SAMPLE = 0.5          # seconds; below this a sample is mostly timer and start-up
+# what a plan's storage.sample_minimum may be: a sample of less than SHORT_SAMPLE is mostly
+# fio's start-up and timer, and one past a minute is a soak, not a sample
+MIN_SAMPLE_MINIMUM, MAX_SAMPLE_MINIMUM = SHORT_SAMPLE, 60.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class StoragePlan:
     accel: tuple[bool, ...] = (True,)
     # a profiled round: where each cell's CPU goes (perf)
     profile: bool = False
+    # each sample's measured time at least, in seconds (rule 10; a read at memory speed: less,
+    # passes.least_seconds)
+    sample_minimum: float = MIN_SAMPLE_SECONDS
 
     def sized(self) -> wl.Sizes:
         """The workloads' sizes on this plan's medium size."""
@@ -119,6 +125,10 @@ def validate(plan: StoragePlan
     if os.geteuid() != 0:
         raise UserError("storage stacks need root (loop devices, mounts, FUSE): run with sudo")
     cpu.validate_cpu_count(plan.cpus)
+    if not MIN_SAMPLE_MINIMUM <= plan.sample_minimum <= MAX_SAMPLE_MINIMUM:
+        raise UserError(f"--sample-minimum (storage.sample_minimum) must be "
+                        f"{MIN_SAMPLE_MINIMUM:g}–{MAX_SAMPLE_MINIMUM:g} s, "
+                        f"not {plan.sample_minimum:g}")
     least = MIN_MEDIUM.get(plan.fs, 0)
     if plan.size is not None and plan.size < least:
         raise UserError(f"--fs {plan.fs} needs a medium of at least {least >> 20} MiB "
@@ -213,7 +223,8 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, seen: Conditions, *, r
             flow.setup_failed(outcome, inst, exc, "storage", log)
     ready = [i for i in instances if not i.error]
     archive = wl.make_archive(res, sizes.small_files // 2) if "smallfiles" in names else None
-    runner = StepRunner(res, archive, direct, warm_up=policy.warmup > 0)
+    runner = StepRunner(res, archive, direct, min_seconds=plan.sample_minimum,
+                        warm_up=policy.warmup > 0)
     steps = wl.steps(names, sizes, direct)
     if ready:
         seen.warmed = quiet.warm_memory(warm_bytes(plan.size))
@@ -295,6 +306,8 @@ def _params(inst: Instance, plan: StoragePlan, seen: Conditions) -> dict:
         params["affinity"] = seen.affinity
     if plan.size_asked:
         params["size_asked"] = plan.size_asked      # the medium gave less (fitted_said)
+    if plan.sample_minimum != MIN_SAMPLE_SECONDS:
+        params["sample_minimum"] = plan.sample_minimum      # the plan's, not rule 10's second
     if seen.warmed:
         params["memory_warmed"] = seen.warmed
     if seen.memory_noise:
@@ -307,24 +320,25 @@ MEMORY_COVERS = 1.5
 
 
 def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | None = None,
-                 memory: dict | None = None) -> str:
+                 memory: dict | None = None, planned: float = MIN_SAMPLE_SECONDS) -> str:
     """The most likely source of a result's spread (``cv``, of its
     samples), from what is known of it; ``memory`` is the host's memory
     bandwidth spread measured before the first sample
-    (:func:`runner.core.quiet.memory_noise`)."""
+    (:func:`runner.core.quiet.memory_noise`); ``planned``, the plan's minimum sample
+    (``storage.sample_minimum``)."""
     moved = drift_cause(samples)
     if moved:
         return moved
     short = next((x.metrics["short_because"] for x in samples if x.metrics.get("short_because")),
                  None)
     if short:
-        return f"samples shorter than {MIN_SAMPLE_SECONDS:g} s: {short}"
+        return f"samples shorter than {planned:g} s: {short}"
     seconds = statistics.median(x.seconds for x in samples)
-    least = min(x.metrics.get("min_seconds", MIN_SAMPLE_SECONDS) for x in samples)
-    if least < MIN_SAMPLE_SECONDS:
+    least = min(x.metrics.get("min_seconds", planned) for x in samples)
+    if least < planned:
         return (f"samples of {seconds * 1000:.0f} ms, the shorter minimum of a read at memory "
                 f"speed ({least:g} s, each pass a fio start-up for tens of milliseconds read)")
-    if seconds < MIN_SAMPLE_SECONDS:
+    if seconds < planned - 0.01:
         return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
     floor = (memory or {}).get("cv")
     if floor and cv is not None and floor > stats.STEADY_MEMORY and cv <= MEMORY_COVERS * floor:
@@ -367,7 +381,7 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     if any("settled_after_s" in x.metrics for x in samples):   # dbench's (storage.programs.mix)
         metrics["settled_after_s"] = median(samples, "settled_after_s")
     short = statistics.median(x.seconds for x in samples)
-    if short < SHORT_SAMPLE:
+    if short < SHORT_SAMPLE - 0.01:           # a sample cut at its minimum counts as done
         after.append(f"each sample lasted only {short * 1000:.0f} ms, where fio's 1 ms timer and "
                      "start-up weigh several percent: pass a larger --size")
     if samples[-1].metrics.get("timing"):
@@ -378,5 +392,6 @@ def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePla
     return flow.summarise(stack, _cell(inst, op, plan), s, series, target=target,
                           own=flow.Own(metrics, {"params": _params(inst, plan, seen)},
                                        cause=lambda cv: likely_cause(inst, op, samples, cv,
-                                                                     seen.memory_noise),
+                                                                     seen.memory_noise,
+                                                                     plan.sample_minimum),
                                        notes=notes, after=after))

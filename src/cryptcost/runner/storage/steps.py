@@ -5,15 +5,13 @@ each timed by its engine and accounted with the whole system's CPU
 (rule 7): ``/proc/stat`` around the operation plus the rusage of the
 stack's daemons.
 
-A sample lasts at least :data:`MIN_SAMPLE_SECONDS` of measured time
-(rule 10), whatever the medium's size: it is as many *passes* of the
-operation as that takes, each on a fresh file (writes) or after a cache
-reset (reads), with what happens between passes outside the clock. A
-read with O_DIRECT has no cache to reset: its sample is one fio process
-reading the file over and over for the sample's time
-(:meth:`StepRunner.reread`).
-A buffered read at memory speed has a shorter minimum, said in its
-samples (:meth:`StepRunner.minimum`, :func:`~.passes.least_seconds`).
+A sample lasts at least :data:`MIN_SAMPLE_SECONDS` of measured time (rule 10; a plan's
+``storage.sample_minimum``), whatever the medium's size: it is as many *passes* of the operation
+as that takes, each on a fresh file (writes) or after a cache reset (reads), with what happens
+between passes outside the clock. A read with O_DIRECT has no cache to reset: its sample is one
+fio process reading the file over and over for the sample's time (:meth:`StepRunner.reread`).
+A buffered read at memory speed has a shorter minimum, said in its samples
+(:meth:`StepRunner.minimum`, :func:`~.passes.least_seconds`, :func:`~.passes.judged_on_a_pass`).
 Passes are added until their measured time reaches the minimum — not a
 count planned from the last sample, which came short whenever the cell
 ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
@@ -50,9 +48,9 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
 from cryptcost.runner.core.profile import unwatched
 from cryptcost.runner.storage import programs
-from cryptcost.runner.storage.passes import (
-    combine, cpu_per_unit, first_pass, largest_pass, least_seconds, reset_one_file, verify_moved,
-)
+from cryptcost.runner.storage.passes import (combine, cpu_per_unit, first_pass, judged_on_a_pass,
+                                             largest_pass, least_seconds, reset_one_file,
+                                             verify_moved)
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
 
@@ -200,6 +198,7 @@ class StepRunner:
         key = (inst.label, op.key)
         first = key not in self.gaps          # the warm-up round's, or without one the first sample
         warm_up = self.warm_up and first
+        deciding = not warm_up and key not in self.least     # decides the series' minimum
         least = self.minimum(inst, op, key)
         once = inst.stack.one_write_pass if op.op in WRITES else None
         most = MAX_PASSES if self.repeatable(op) and not first and not once else 1
@@ -211,9 +210,10 @@ class StepRunner:
                 gaps.append(self.between(inst, op, step))
             left = least - sum(x.seconds for x in samples)
             samples.append(self.one_pass(inst, op, step, cache, left))
+            if deciding and len(samples) == 1 and self.repeatable(op):
+                least = self.least[key] = judged_on_a_pass(op, samples[0], least, self.min_seconds)
             measured = sum(x.seconds for x in samples)
-            # (a pass cut at the minimum time counts as done, whatever the clock's last millisecond
-            # says)
+            # (a pass cut at the minimum time counts as done, whatever its clock's last ms says)
             if measured >= least - 0.01 or len(samples) >= most:
                 if measured < least - 0.01 and most > 1:
                     short = (f"{most} passes of {measured / most * 1000:.0f} ms, the most one "
