@@ -211,7 +211,7 @@ def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
 
 
 def test_a_plans_shorter_minimum_sizes_passes_and_samples_by_it(tmp_path):
-    """A plan's ``storage.sample_minimum`` (the quick suite's 0.5 s) is each sample's minimum:
+    """A plan's ``storage.sample_minimum`` (here 0.5 s) is each sample's minimum:
     passes are added until it, and a pass is sized by the rate to it. A read at memory speed
     is still judged by passes a second (more than ten), not by the plan's minimum, so its
     shorter minimum is the same at 0.5 s as at 1 s; a sample of the plan's minimum is neither
