@@ -27,11 +27,18 @@ README = HERE / "README.md"
 BEGIN, END = "<!-- records -->", "<!-- /records -->"
 
 
-def _commit() -> str | None:
+def _commit(here: Path = HERE) -> str | None:
+    """HEAD's commit, with ``+dirty`` when the code or the benches differ from it (what a
+    bench writes, its records and this README, aside): a record of a tree with changes not
+    committed is not a record of that commit."""
     done = subprocess.run(
-        ["git", "-C", str(HERE), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True
+        ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True
     )
-    return done.stdout.strip() or None
+    commit = done.stdout.strip() or None
+    changed = subprocess.run(
+        ["git", "-C", str(here.parent), "diff", "--quiet", "HEAD", "--", "src", "bench",
+         ":!bench/records", ":!bench/README.md"], capture_output=True)
+    return f"{commit}+dirty" if commit and changed.returncode == 1 else commit
 
 
 def _cpu() -> str:

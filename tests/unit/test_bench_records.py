@@ -63,3 +63,23 @@ def test_the_repos_bench_readme_table_is_made_from_its_records():
     assert shown == records.table().strip(), (
         "bench/README.md's table is stale: run python3 bench/records.py"
     )
+
+
+def test_a_record_of_a_tree_with_changes_not_committed_says_so(tmp_path):
+    """A record's commit is HEAD's, with ``+dirty`` when src/ or bench/ differ from it; what a
+    bench itself writes (its records, bench/README.md) does not count."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "src").mkdir()
+    (tmp_path / "bench" / "records").mkdir(parents=True)
+    for name in ("src/x.py", "bench/records/a.jsonl", "bench/README.md", "bench/b"):
+        (tmp_path / name).write_text("one\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    clean = records._commit(tmp_path / "bench")
+    assert clean and len(clean) == 12 and "+" not in clean
+    (tmp_path / "bench/records/a.jsonl").write_text("two\n")
+    (tmp_path / "bench/README.md").write_text("two\n")
+    assert records._commit(tmp_path / "bench") == clean
+    (tmp_path / "src/x.py").write_text("two\n")
+    assert records._commit(tmp_path / "bench") == clean + "+dirty"
