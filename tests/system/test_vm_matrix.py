@@ -231,8 +231,8 @@ def boot_all(wanted: set[str], tmp_path_factory) -> Boots:
     ``run_vm`` (test_run_vm's ``run --vm``, two boots one after the other) and ``peer``
     (test_vm_peer's guest as a peer). With all three, thread one runs run --vm and then lane A
     (r2, twin), thread two lane B (the rest), the peer, and then the timeout and the aesni
-    boots, the closest these boots split (without the peer, thread one ended about 80 s later
-    in a run of 704 s; the session's output lists each boot's time). After every boot has
+    boots, the closest these boots split (the threads ended 4–22 s apart in three runs of about
+    710 s; the session's output lists each boot's time). After every boot has
     ended: nothing of cryptcost is left (mounts, loops, processes, namespaces) and no journal."""
     from tests.system.test_run_vm import boot_run_vm, run_vm_ready
     from tests.system.test_vm_peer import boot_peer
