@@ -168,24 +168,30 @@ def _files(*dirs: Path) -> set[str]:
             if not p.name.endswith(("-wal", "-shm"))}
 
 
-@pytest.fixture
-def cli(tmp_path):
-    """Run the real command line in a subprocess, isolated store and state, from the test's
-    own directory. The result carries ``created``: files that appeared in its store and state
-    directories."""
+def cli_in(where: Path):
+    """The real command line in a subprocess, with its store and state under ``where`` and run
+    from there: what the ``cli`` fixture gives a test, for a module's shared fixture too. The
+    result carries ``created``: files that appeared in its store and state directories."""
 
     def run(
         *args: str, env: dict | None = None, timeout: float = 600
     ) -> subprocess.CompletedProcess:
-        full_env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
-                    "CRYPTCOST_STATE_DIR": str(tmp_path / "state"), **(env or {})}
-        watched = [tmp_path / "data", tmp_path / "state"]
+        full_env = {**os.environ, "XDG_DATA_HOME": str(where / "data"),
+                    "CRYPTCOST_STATE_DIR": str(where / "state"), **(env or {})}
+        watched = [where / "data", where / "state"]
         before = _files(*watched)
         done = subprocess.run([sys.executable, "-m", "cryptcost", *args], capture_output=True,
-                              text=True, env=full_env, timeout=timeout, cwd=tmp_path)
+                              text=True, env=full_env, timeout=timeout, cwd=where)
         done.created = sorted(_files(*watched) - before)
         return done
     return run
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run the real command line in a subprocess, isolated store and state, from the test's
+    own directory (:func:`cli_in`)."""
+    return cli_in(tmp_path)
 
 
 def assert_bad_input(proc: subprocess.CompletedProcess) -> None:

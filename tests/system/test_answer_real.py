@@ -15,7 +15,7 @@ from cryptcost import proc
 from cryptcost.analysis import costmodel
 from cryptcost.host import disks
 from cryptcost.stacks import get, unavailable_reason
-from tests.conftest import skip_or_fail
+from tests.conftest import cli_in, skip_or_fail
 from tests.system.conftest import need_root
 
 
@@ -68,28 +68,54 @@ def test_this_hosts_disks_are_found_and_each_timed_or_said_why_not():
     assert all(set(link) == {"name", "bytes_per_s", "driver"} for link in found["links"])
 
 
+# fscrypt, by a plan file that says nothing of a profile: the run both tests below read
+PLAN = """
+[storage]
+stacks = ["fscrypt"]
+workloads = ["seq-1m"]
+size = "128M"
+[policy]
+min_samples = 3
+max_samples = 3
+warmup = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def fscrypt_on_ram(tmp_path_factory):
+    """fscrypt and its baselines on the RAM medium, one ``cryptcost run --plan`` for the module:
+    the answer's prediction starts from it, and its verdicts are checked against its profile."""
+    need_root("fscrypt")
+    if why := unavailable_reason(get("fscrypt")):
+        skip_or_fail("fscrypt", f"fscrypt unavailable: {why}")
+    tmp = tmp_path_factory.mktemp("answer")
+    (tmp / "plan.toml").write_text(PLAN)
+    cli = cli_in(tmp)
+    done = cli("run", "--plan", "plan.toml", "--no-report", "--json", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return cli, json.loads(done.stdout)
+
+
 @pytest.mark.root
 @pytest.mark.stack_matrix
-def test_the_answers_prediction_on_a_device_holds_against_the_stack_measured_on_one(cli):
+def test_the_answers_prediction_on_a_device_holds_against_the_stack_measured_on_one(
+        fscrypt_on_ram):
     """fscrypt measured on RAM, and again on a medium throttled to 100 MB/s: the answer built
     from the RAM run, with a disk of that speed as this host's, predicts a range for fscrypt
     there, and what fscrypt does on the throttled medium is within the cost model's own
     tolerance of that range."""
-    need_root("fscrypt", "qemu-raw")
-    for name in ("fscrypt", "qemu-raw"):
-        if why := unavailable_reason(get(name)):
-            skip_or_fail(name, f"{name} unavailable: {why}")
-    common = ["--stacks", "fscrypt", "--workloads", "seq-1m", "--size", "128M",
-              "--min-samples", "3", "--max-samples", "3", "--warmup", "1", "--no-profile",
-              "--json"]
-    ram = cli("storage", "--medium", "ram", *common, timeout=900)
-    assert ram.returncode == 0, ram.stderr[-3000:]
-    slow = cli("storage", "--medium", "throttled:100MB/s", *common, timeout=900)
+    need_root("qemu-raw")
+    if why := unavailable_reason(get("qemu-raw")):
+        skip_or_fail("qemu-raw", f"qemu-raw unavailable: {why}")
+    cli, ram = fscrypt_on_ram
+    slow = cli("storage", "--medium", "throttled:100MB/s", "--stacks", "fscrypt", "--workloads",
+               "seq-1m", "--size", "128M", "--min-samples", "3", "--max-samples", "3",
+               "--warmup", "1", "--no-profile", "--json", timeout=900)
     assert slow.returncode == 0, slow.stderr[-3000:]
     from cryptcost.model import Run
     from cryptcost.record import read
     from cryptcost.report import document
-    shown = cli("show", str(json.loads(ram.stdout)["run"]), "--json")
+    shown = cli("show", str(ram["run"]), "--json")
     assert shown.returncode == 0, shown.stderr
     ram_out, slow_out = json.loads(shown.stdout), json.loads(slow.stdout)
     host = ram_out.get("host") or ram_out.get("run", {}).get("host") or {}
@@ -112,37 +138,20 @@ def test_the_answers_prediction_on_a_device_holds_against_the_stack_measured_on_
         f"({error:+.0%})")
 
 
-PLAN = """
-[storage]
-stacks = ["plain", "fscrypt"]
-workloads = ["seq-1m"]
-size = "64M"
-[policy]
-min_samples = 2
-max_samples = 2
-warmup = 1
-"""
-
-
 @pytest.mark.root
 @pytest.mark.stack_matrix
-def test_a_plan_files_run_profiles_by_default_and_its_verdicts_rest_on_the_profile(cli,
-                                                                                   tmp_path):
+def test_a_plan_files_run_profiles_by_default_and_its_verdicts_rest_on_the_profile(
+        fscrypt_on_ram):
     """A plan file that says nothing of a profile, with fscrypt: its warm-up round is profiled,
     and fscrypt's verdict is read from that profile, never a bare latency."""
-    need_root("fscrypt", "profile")
-    if why := unavailable_reason(get("fscrypt")):
-        skip_or_fail("fscrypt", f"fscrypt unavailable: {why}")
+    need_root("profile")
     from cryptcost.engines import perf
     from cryptcost.errors import Unavailable
     try:
         perf.require()
     except Unavailable as exc:
         skip_or_fail("profile", f"perf cannot sample here: {exc.reason}")
-    (tmp_path / "plan.toml").write_text(PLAN)
-    done = cli("run", "--plan", "plan.toml", "--no-report", "--json", timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout)
+    _, out = fscrypt_on_ram
     rows = [r for r in out["report"]["storage"] if r["stack"].startswith("fscrypt")]
     assert rows and all(r["bottleneck"] != "latency" or "waiting, not computing"
                         in r["explanation"] for r in rows), rows

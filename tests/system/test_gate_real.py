@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.conftest import assert_bad_input
+from tests.conftest import assert_bad_input, cli_in
 
 PLAN = """
 storage = false
@@ -36,17 +36,9 @@ GO_CELL = "go aes-256-gcm 4 KiB"
 def runs(tmp_path_factory):
     """A baseline run, the same plan again, and the same plan with Go's AES off: each with the
     gate against the baseline."""
-    import os
-    import subprocess
-    import sys
     tmp = tmp_path_factory.mktemp("gate")
     (tmp / "plan.toml").write_text(PLAN)
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp / "data"),
-           "CRYPTCOST_STATE_DIR": str(tmp / "state")}
-
-    def cli(*args, extra=None):
-        return subprocess.run([sys.executable, "-m", "cryptcost", *args], capture_output=True,
-                              text=True, env={**env, **(extra or {})}, timeout=600, cwd=tmp)
+    cli = cli_in(tmp)
     base = cli("run", "--plan", "plan.toml", "--no-report")
     assert base.returncode == 0, base.stderr
     saved = cli("baseline", "save", "base")
@@ -55,7 +47,7 @@ def runs(tmp_path_factory):
                "--threshold", THRESHOLD)
     slower = cli("run", "--plan", "plan.toml", "--no-report", "--against", "base",
                  "--threshold", THRESHOLD, "--format", "junit", "--gate-output", "gate.xml",
-                 extra=SLOW_GO)
+                 env=SLOW_GO)
     return {"tmp": tmp, "cli": cli, "same": same, "slower": slower}
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from cryptcost import stacks
 from cryptcost.stacks import get, unavailable_reason
-from tests.conftest import skip_or_fail
+from tests.conftest import cli_in, skip_or_fail
 from tests.system.conftest import leftovers, need_root
 from tests.system.keyscan import scan_debug_run, secrets_in
 
@@ -52,8 +52,7 @@ def every_network_stack(tmp_path_factory):
     by every stack's test. A stack that fails in it fails its own test, not the others'."""
     need_root(*CASES)
     tmp = tmp_path_factory.mktemp("every-network-stack")
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp / "data"),
-           "CRYPTCOST_STATE_DIR": str(tmp / "state")}
+    cli = cli_in(tmp)
     before = set(leftovers([]))
     runs = {}
     for workload in sorted(set(CASES.values())):
@@ -61,12 +60,9 @@ def every_network_stack(tmp_path_factory):
                  if w == workload and not unavailable_reason(get(n))]
         if not names:
             continue
-        done = subprocess.run(
-            [sys.executable, "-m", "cryptcost", "network", "--stacks", ",".join(names),
-             "--workloads", workload, "--seconds", "1", "--file-size", "32M", "--min-samples", "2",
-             "--max-samples", "2", "--json"],
-            capture_output=True, text=True, env=env, timeout=900, cwd=tmp,
-        )
+        done = cli("network", "--stacks", ",".join(names), "--workloads", workload,
+                   "--seconds", "1", "--file-size", "32M", "--min-samples", "2",
+                   "--max-samples", "2", "--json", timeout=900)
         assert done.returncode in (0, 1) and done.stdout.startswith("{"), done.stderr[-3000:]
         runs[workload] = (json.loads(done.stdout), done.stderr)
     time.sleep(0.5)
