@@ -28,17 +28,17 @@ BEGIN, END = "<!-- records -->", "<!-- /records -->"
 
 
 def _commit(here: Path = HERE) -> str | None:
-    """HEAD's commit, with ``+dirty`` when the code or the benches differ from it (what a
-    bench writes, its records and this README, aside): a record of a tree with changes not
-    committed is not a record of that commit."""
+    """HEAD's commit, with ``+dirty`` when the code or the benches differ from it, a new file
+    not yet added included (what a bench writes, its records and this README, aside): a record
+    of a tree with changes not committed is not a record of that commit."""
     done = subprocess.run(
         ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True
     )
     commit = done.stdout.strip() or None
     changed = subprocess.run(
-        ["git", "-C", str(here.parent), "diff", "--quiet", "HEAD", "--", "src", "bench",
-         ":!bench/records", ":!bench/README.md"], capture_output=True)
-    return f"{commit}+dirty" if commit and changed.returncode == 1 else commit
+        ["git", "-C", str(here.parent), "status", "--porcelain", "--", "src", "bench",
+         ":!bench/records", ":!bench/README.md"], capture_output=True, text=True).stdout.strip()
+    return f"{commit}+dirty" if commit and changed else commit
 
 
 def _cpu() -> str:

@@ -66,8 +66,8 @@ def test_the_repos_bench_readme_table_is_made_from_its_records():
 
 
 def test_a_record_of_a_tree_with_changes_not_committed_says_so(tmp_path):
-    """A record's commit is HEAD's, with ``+dirty`` when src/ or bench/ differ from it; what a
-    bench itself writes (its records, bench/README.md) does not count."""
+    """A record's commit is HEAD's, with ``+dirty`` when src/ or bench/ differ from it (a new
+    file too); what a bench itself writes (its records, bench/README.md) does not count."""
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     (tmp_path / "src").mkdir()
     (tmp_path / "bench" / "records").mkdir(parents=True)
@@ -81,5 +81,8 @@ def test_a_record_of_a_tree_with_changes_not_committed_says_so(tmp_path):
     (tmp_path / "bench/records/a.jsonl").write_text("two\n")
     (tmp_path / "bench/README.md").write_text("two\n")
     assert records._commit(tmp_path / "bench") == clean
+    (tmp_path / "src/new.py").write_text("one\n")              # not yet added
+    assert records._commit(tmp_path / "bench") == clean + "+dirty"
+    (tmp_path / "src/new.py").unlink()
     (tmp_path / "src/x.py").write_text("two\n")
     assert records._commit(tmp_path / "bench") == clean + "+dirty"
