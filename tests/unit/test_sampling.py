@@ -17,7 +17,7 @@ from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.storage import programs
 from cryptcost.runner.storage import likely_cause
 from cryptcost.runner.storage.passes import (
-    FAST_READ_SECONDS, first_pass, judged_on_a_pass, largest_pass, verify_moved,
+    FAST_READ_SECONDS, first_pass, judged_on_passes, largest_pass, verify_moved,
 )
 from cryptcost.runner.storage.steps import (
     FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
@@ -241,12 +241,15 @@ def test_a_plans_shorter_minimum_sizes_passes_and_samples_by_it(tmp_path):
     assert "too short" in likely_cause(inst, read, samples, 0.1, memory)   # at rule 10's second
 
 
-def test_a_read_the_warm_up_judged_slow_is_judged_again_on_its_first_measured_pass(tmp_path):
+def test_a_read_the_warm_up_judged_slow_is_judged_again_on_its_first_measured_passes(tmp_path):
     """The warm-up round's one read pass (the short file its write left, profiled) may judge a
-    read slower than memory speed; the first pass of its first measured sample judges it again:
-    a whole-file pass under a tenth of a second gives the series the shorter minimum, before the
-    sample's second pass, and every later sample keeps it. A pass of a tenth or more, a pass cut
-    at its time, and a write keep the plan's minimum."""
+    read slower than memory speed; the passes of its first measured sample judge it again, after
+    each one while they have measured less than FAST_READ_SECONDS, on the fastest of them: a
+    whole-file pass under a tenth of a second gives the series the shorter minimum, and every
+    later sample keeps it. A first pass slower than the rest (after the write) does not keep
+    the second; a fast pass once the passes have measured FAST_READ_SECONDS does not shorten the
+    sample; a pass of a tenth or more, a pass cut at its time, and a write keep the plan's
+    minimum."""
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
     key = ("x", read.key)
@@ -260,16 +263,28 @@ def test_a_read_the_warm_up_judged_slow_is_judged_again_on_its_first_measured_pa
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
     assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 1
     runner.least.clear()
+    log = _fake_passes(runner, [0.12, 0.08])            # the first pass slower than the rest
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 3, log
+    assert abs(got.seconds - FAST_READ_SECONDS) < 1e-9
+    runner.least.clear()
+    _fake_passes(runner, [0.2, 0.15, 0.08])             # fast only past FAST_READ_SECONDS
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert "min_seconds" not in got.metrics and runner.least[key] == 1.0
+    runner.least.clear()
     _fake_passes(runner, [0.12])                        # eight passes a second: not at memory speed
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
     assert "min_seconds" not in got.metrics and runner.least[key] == 1.0
     runner.least.clear()
     one = Sample(value=1, seconds=0.04, bytes_moved=10 * MiB, metrics={"cut_by_time": True})
-    assert judged_on_a_pass(read, one, 1.0, 1.0) == 1.0
+    slow = Sample(value=1, seconds=0.2, bytes_moved=10 * MiB, metrics={})
+    assert judged_on_passes(read, [one], 1.0, 1.0) == 1.0
     one.metrics["cut_by_time"] = False
-    assert judged_on_a_pass(read, one, 1.0, 1.0) == FAST_READ_SECONDS
-    assert judged_on_a_pass(write, one, 1.0, 1.0) == 1.0
-    assert judged_on_a_pass(read, one, 0.5, 0.5) == FAST_READ_SECONDS     # a plan's 0.5 s too
+    assert judged_on_passes(read, [one], 1.0, 1.0) == FAST_READ_SECONDS
+    assert judged_on_passes(read, [slow, one], 1.0, 1.0) == FAST_READ_SECONDS   # 0.24 s: judged
+    assert judged_on_passes(read, [slow], 1.0, 1.0) == 1.0
+    assert judged_on_passes(write, [one], 1.0, 1.0) == 1.0
+    assert judged_on_passes(read, [one], 0.5, 0.5) == FAST_READ_SECONDS     # a plan's 0.5 s too
 
 
 def test_a_stack_that_fails_a_file_written_again_takes_one_write_pass_and_says_so(tmp_path):

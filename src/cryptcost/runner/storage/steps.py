@@ -11,7 +11,7 @@ as that takes, each on a fresh file (writes) or after a cache reset (reads), wit
 between passes outside the clock. A read with O_DIRECT has no cache to reset: its sample is one
 fio process reading the file over and over for the sample's time (:meth:`StepRunner.reread`).
 A buffered read at memory speed has a shorter minimum, said in its samples
-(:meth:`StepRunner.minimum`, :func:`~.passes.least_seconds`, :func:`~.passes.judged_on_a_pass`).
+(:meth:`StepRunner.minimum`, :func:`~.passes.least_seconds`, :func:`~.passes.judged_on_passes`).
 Passes are added until their measured time reaches the minimum — not a
 count planned from the last sample, which came short whenever the cell
 ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
@@ -48,7 +48,7 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
 from cryptcost.runner.core.profile import unwatched
 from cryptcost.runner.storage import programs
-from cryptcost.runner.storage.passes import (combine, cpu_per_unit, first_pass, judged_on_a_pass,
+from cryptcost.runner.storage.passes import (combine, cpu_per_unit, first_pass, judged_on_passes,
                                              largest_pass, least_seconds, reset_one_file,
                                              verify_moved)
 from cryptcost.stacks.fs import StorageStack
@@ -210,8 +210,8 @@ class StepRunner:
                 gaps.append(self.between(inst, op, step))
             left = least - sum(x.seconds for x in samples)
             samples.append(self.one_pass(inst, op, step, cache, left))
-            if deciding and len(samples) == 1 and self.repeatable(op):
-                least = self.least[key] = judged_on_a_pass(op, samples[0], least, self.min_seconds)
+            if deciding and self.repeatable(op):
+                least = self.least[key] = judged_on_passes(op, samples, least, self.min_seconds)
             measured = sum(x.seconds for x in samples)
             # (a pass cut at the minimum time counts as done, whatever its clock's last ms says)
             if measured >= least - 0.01 or len(samples) >= most:
