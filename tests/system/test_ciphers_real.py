@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from cryptcost.host import kernel
 from tests.conftest import skip_or_fail
 
@@ -38,6 +40,7 @@ def test_openssl_two_threads_and_legacy_and_hmac(cli):
     assert "obsolete" in bf["warning"]
 
 
+@pytest.mark.stack_matrix       # 32 s: four gocryptfs -speed runs, the switch R3 turns on gocryptfs
 def test_go_engine_and_its_accel_switch(cli):
     proc = cli("ciphers", "--engine", "go", "--accel", "on,off", "--json", "--min-samples", "2",
                "--max-samples", "2", "--warmup", "0")

@@ -287,6 +287,7 @@ def test_bad_network_input_is_one_line_and_exit_2(cli, argv, message):
 
 
 @pytest.mark.root
+@pytest.mark.stack_matrix       # 43 s: R3's acceleration x CPUs for TLS, beside the storage stacks
 def test_accel_off_through_openssl_makes_tls_slower_and_is_verified_on_each_cpu_count(cli):
     _available("tls")
     done = cli("network", "--stacks", "tls", "--accel", "on,off", "--cpus", "1,2", "--seconds", "1",

@@ -180,6 +180,7 @@ def test_kernel_stacks_unavailable_here_say_why(cli, stack):
 
 
 @pytest.mark.root
+@pytest.mark.stack_matrix       # 45 s: odd medium sizes x the quick workloads, on plain
 @pytest.mark.parametrize("size, workloads", [("64M", "seq-1m,rand4k"), ("200M", "seq-quick")])
 def test_every_size_the_cli_accepts_works_with_every_quick_workload(cli, size, workloads):
     """Medium sizes that are not whole MiB of the 40 % a workload may fill, nor of the free
