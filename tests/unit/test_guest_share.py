@@ -222,3 +222,20 @@ def test_run_only_says_so_in_its_plan_and_refuses_bad_input_in_one_line(tmp_path
                               capture_output=True, text=True, env=env, timeout=120)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and said in done.stderr, done.stderr
+
+
+def test_a_fixed_number_of_samples_is_estimated_as_one_figure(tmp_path):
+    """A policy whose minimum is its maximum (the quick suite's) has no range: the estimate is
+    one figure, not "about X … up to X"; a policy with a range still states both ends."""
+    said = {}
+    for most in (3, 6):
+        plan = tmp_path / f"p{most}.toml"
+        plan.write_text('[ciphers]\nalgorithms = ["aes-256-gcm"]\nsizes = [4096]\n'
+                        f'[policy]\nmin_samples = 3\nmax_samples = {most}\n')
+        done = subprocess.run([sys.executable, "-m", "cryptcost", "--db", str(tmp_path / "r.db"),
+                               "run", "--plan", str(plan), "--dry-run"],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert done.returncode == 0, done.stderr
+        said[most] = next(ln for ln in done.stderr.splitlines() if "estimated time" in ln)
+    assert "fixed number of samples" in said[3] and "up to" not in said[3], said[3]
+    assert "up to" in said[6] and "fixed" not in said[6], said[6]

@@ -74,11 +74,14 @@ def announce(prepared: suite.Prepared) -> None:
                       f"; {most} part(s) no run here has timed at their maximum (--until)"
                       if most else "") + ")")
     else:
-        most = units.duration(prepared.most_seconds)
-        err.print(f"estimated time: about {units.duration(seconds)} if every series is stable at "
-                  f"its minimum number of samples, up to {most} if every series takes its "
-                  "maximum (a step's series sample together, so one noisy series keeps its step "
-                  "going); no earlier run of this suite here to calibrate from")
+        most, least = units.duration(prepared.most_seconds), units.duration(seconds)
+        # a policy whose minimum is its maximum (the quick suite's 3/3) has no range to state
+        err.print(f"estimated time: about {least}" + (
+            " (every series takes a fixed number of samples)" if most == least else
+            " if every series is stable at its minimum number of samples, up to "
+            f"{most} if every series takes its maximum (a step's series sample together, so "
+            "one noisy series keeps its step going)") +
+            "; no earlier run of this suite here to calibrate from")
     lacks = sorted({c["reason"] for c in plan.cannot_run if c.get("guest") is not None})
     if prepared.guest and lacks:
         err.print(f"this host's kernel lacks what follows: {'; '.join(lacks)}")
