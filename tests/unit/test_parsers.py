@@ -121,6 +121,40 @@ def test_free_page_reporting_is_recorded_with_its_settings_and_said_when_on(tmp_
     assert kernel.page_reporting(tmp_path / "absent") is None
 
 
+def test_a_damon_scheme_that_pages_out_idle_memory_is_recorded_and_said(tmp_path):
+    """DAMON's admin tree as the kernel lays it out: a running kdamond's pageout scheme is
+    recorded with the idle time after which it acts (minimum age × aggregation interval) and its
+    quota, and the host notes say so; a stopped kdamond, or a scheme of another action, is not."""
+    from cryptcost.host import kernel, probe
+    root = tmp_path / "kdamonds"
+
+    def scheme(kd: int, state: str, action: str) -> None:
+        ctx = root / str(kd) / "contexts" / "0"
+        (root / str(kd) / "state").parent.mkdir(parents=True, exist_ok=True)
+        (root / str(kd) / "state").write_text(state + "\n")
+        files = {"operations": "paddr", "monitoring_attrs/intervals/aggr_us": "5000000",
+                 "schemes/0/action": action, "schemes/0/access_pattern/age/min": "12",
+                 "schemes/0/quotas/bytes": str(128 << 20),
+                 "schemes/0/quotas/reset_interval_ms": "1000"}
+        for rel, text in files.items():
+            (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ctx / rel).write_text(text + "\n")
+    scheme(0, "on", "pageout")
+    scheme(1, "off", "pageout")
+    scheme(2, "on", "stat")
+    (root / "nr_kdamonds").write_text("3\n")
+    got = kernel.damon_pageout(root)
+    assert got == [{"kdamond": 0, "operations": "paddr", "idle_s": 60.0,
+                    "quota_bytes": 128 << 20, "quota_reset_ms": 1000}]
+    info = {"cpu": {"flags": {}, "governor": "performance"}, "crypto_drivers": {"xts(aes)": {}},
+            "root": True, "damon_pageout": got}
+    said = [n for n in probe.notes(info) if "DAMON" in n]
+    assert len(said) == 1 and "idle for 60 s" in said[0] and "128 MiB every 1000 ms" in said[0]
+    info["damon_pageout"] = []
+    assert not any("DAMON" in n for n in probe.notes(info))
+    assert kernel.damon_pageout(tmp_path / "absent") is None
+
+
 def test_free_page_reporting_is_held_off_above_the_largest_block_and_the_run_says_so(
     tmp_path, monkeypatch
 ):

@@ -252,6 +252,41 @@ def page_reporting(root: Path = PAGE_REPORTING) -> dict | None:
     return out
 
 
+DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def damon_pageout(root: Path = DAMON) -> list[dict] | None:
+    """DAMON's running schemes that page out memory left idle (a host's proactive reclaim):
+    for each, the idle time after which a region goes (its minimum age, in aggregation
+    intervals) and its quota; [] where DAMON runs none, None where the kernel has no DAMON
+    sysfs interface. What a run reads again after a pause may then come from disk."""
+    if not root.is_dir():
+        return None
+
+    def read(path: Path) -> str:
+        try:
+            return path.read_text().strip()
+        except OSError:
+            return ""
+    out = []
+    for kd in sorted(p for p in root.iterdir() if p.name.isdigit()):
+        if read(kd / "state") != "on":
+            continue
+        for ctx in sorted(p for p in (kd / "contexts").glob("[0-9]*")):
+            aggr = read(ctx / "monitoring_attrs" / "intervals" / "aggr_us")
+            for sch in sorted(p for p in (ctx / "schemes").glob("[0-9]*")):
+                age = read(sch / "access_pattern" / "age" / "min")
+                if read(sch / "action") != "pageout" or not (age.isdigit() and aggr.isdigit()):
+                    continue
+                quota = read(sch / "quotas" / "bytes")
+                reset = read(sch / "quotas" / "reset_interval_ms")
+                out.append({"kdamond": int(kd.name), "operations": read(ctx / "operations"),
+                            "idle_s": int(age) * int(aggr) / 1e6,
+                            "quota_bytes": int(quota) if quota.isdigit() else None,
+                            "quota_reset_ms": int(reset) if reset.isdigit() else None})
+    return out
+
+
 BALLOON = "/sys/bus/virtio/drivers/virtio_balloon"
 F_REPORTING = 5                                   # VIRTIO_BALLOON_F_REPORTING
 

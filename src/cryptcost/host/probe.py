@@ -36,6 +36,7 @@ def probe(extra_tools: tuple = ()) -> dict:
         "crypto_drivers": kernel.crypto_drivers(),
         "features": kernel.features(),
         "page_reporting": kernel.page_reporting(),
+        "damon_pageout": kernel.damon_pageout(),
         "tools": tools.versions(extra_tools),
     }
     emulated = emulation()
@@ -103,6 +104,15 @@ def notes(info: dict) -> list[str]:
                    "slower than memory reused (bench/page_reporting measures both ways), one "
                    "more reason page-cache figures vary from run to run"
                    + (f"; not held off for this run: {held['why']}" if held.get("why") else ""))
+    for scheme in info.get("damon_pageout") or []:
+        quota = scheme.get("quota_bytes")
+        out.append(f"DAMON pages out this host's memory left idle for {scheme['idle_s']:g} s "
+                   f"(kdamond {scheme['kdamond']}, {scheme['operations'] or '?'}"
+                   + (f", up to {quota / 2**20:.0f} MiB every {scheme['quota_reset_ms']} ms"
+                      if quota and scheme.get("quota_reset_ms") else "") +
+                   "): a daemon's code or a file's pages left idle between a stack's rounds may "
+                   "be read back from disk inside a sample, and the memory freed handed back to "
+                   "a VM's host; cryptcost leaves it as it is")
     if info.get("emulated"):
         out.append(info["emulated"]["why"])
     if not info["root"]:
