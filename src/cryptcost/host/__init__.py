@@ -1,5 +1,15 @@
 """The host: CPU, kernel, tools and the probe that records them (rule 13)."""
 
+from pathlib import Path
+
+
+def read_text(path: Path) -> str:
+    """A sysfs or procfs file's text, stripped; "" where it cannot be read."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
 
 def key_value_blocks(text: str) -> list[dict[str, str]]:
     """Blank-line separated blocks of ``key : value`` lines (/proc/cpuinfo,

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cryptcost import proc
+from cryptcost.host import read_text
 
 SYS_BLOCK = Path("/sys/block")
 SYS_NET = Path("/sys/class/net")
@@ -66,23 +67,16 @@ class Link:
         return asdict(self)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
 def disks(root: Path = SYS_BLOCK) -> list[Disk]:
     """This host's whole disks, as the kernel lists them (no speed yet)."""
     out = []
     for dev in sorted(root.glob("*")):
         if dev.name.startswith(NOT_DISKS) or not (dev / "device").exists():
             continue
-        model = _read(dev / "device" / "model") or VENDORS.get(_read(dev / "device" / "vendor"),
-                                                                "unknown model")
-        spins = _read(dev / "queue" / "rotational")
-        sectors = _read(dev / "size")
+        vendor = read_text(dev / "device" / "vendor")
+        model = read_text(dev / "device" / "model") or VENDORS.get(vendor, "unknown model")
+        spins = read_text(dev / "queue" / "rotational")
+        sectors = read_text(dev / "size")
         out.append(Disk(dev.name, f"/dev/{dev.name}", model,
                         {"1": True, "0": False}.get(spins), int(sectors or 0) * 512))
     return out
@@ -112,7 +106,7 @@ def _fio_read(target: str, seconds: int) -> tuple[float | None, str]:
 def mounted_from(name: str, mountinfo: Path = MOUNTINFO) -> list[tuple[str, str]]:
     """The filesystems mounted from disk ``name`` or a partition of it: (mount point, type)."""
     out = []
-    for line in _read(mountinfo).splitlines():
+    for line in read_text(mountinfo).splitlines():
         left, _, right = line.partition(" - ")
         fields, more = left.split(), right.split()
         if len(fields) > 4 and len(more) > 1 and re.fullmatch(
@@ -194,7 +188,7 @@ def links(root: Path = SYS_NET) -> list[Link]:
     for dev in sorted(root.glob("*")):
         if dev.name == "lo" or not (dev / "device").exists():
             continue
-        mbit = _read(dev / "speed")
+        mbit = read_text(dev / "speed")
         speed = int(mbit) * 1e6 / 8 if mbit.lstrip("-").isdigit() and int(mbit) > 0 else None
         driver = Path(os.path.realpath(dev / "device" / "driver")).name \
             if (dev / "device" / "driver").exists() else ""

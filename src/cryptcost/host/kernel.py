@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from cryptcost import proc
-from cryptcost.host import key_value_blocks
+from cryptcost.host import key_value_blocks, read_text
 
 
 def parse_crypto(text: str) -> list[dict]:
@@ -262,25 +262,19 @@ def damon_pageout(root: Path = DAMON) -> list[dict] | None:
     sysfs interface. What a run reads again after a pause may then come from disk."""
     if not root.is_dir():
         return None
-
-    def read(path: Path) -> str:
-        try:
-            return path.read_text().strip()
-        except OSError:
-            return ""
     out = []
     for kd in sorted(p for p in root.iterdir() if p.name.isdigit()):
-        if read(kd / "state") != "on":
+        if read_text(kd / "state") != "on":
             continue
         for ctx in sorted(p for p in (kd / "contexts").glob("[0-9]*")):
-            aggr = read(ctx / "monitoring_attrs" / "intervals" / "aggr_us")
+            aggr = read_text(ctx / "monitoring_attrs" / "intervals" / "aggr_us")
             for sch in sorted(p for p in (ctx / "schemes").glob("[0-9]*")):
-                age = read(sch / "access_pattern" / "age" / "min")
-                if read(sch / "action") != "pageout" or not (age.isdigit() and aggr.isdigit()):
+                age = read_text(sch / "access_pattern" / "age" / "min")
+                if read_text(sch / "action") != "pageout" or not (age.isdigit() and aggr.isdigit()):
                     continue
-                quota = read(sch / "quotas" / "bytes")
-                reset = read(sch / "quotas" / "reset_interval_ms")
-                out.append({"kdamond": int(kd.name), "operations": read(ctx / "operations"),
+                quota = read_text(sch / "quotas" / "bytes")
+                reset = read_text(sch / "quotas" / "reset_interval_ms")
+                out.append({"kdamond": int(kd.name), "operations": read_text(ctx / "operations"),
                             "idle_s": int(age) * int(aggr) / 1e6,
                             "quota_bytes": int(quota) if quota.isdigit() else None,
                             "quota_reset_ms": int(reset) if reset.isdigit() else None})

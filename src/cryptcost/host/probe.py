@@ -111,8 +111,9 @@ def notes(info: dict) -> list[str]:
                    + (f", up to {quota / 2**20:.0f} MiB every {scheme['quota_reset_ms']} ms"
                       if quota and scheme.get("quota_reset_ms") else "") +
                    "): a daemon's code or a file's pages left idle between a stack's rounds may "
-                   "be read back from disk inside a sample, and the memory freed handed back to "
-                   "a VM's host; cryptcost leaves it as it is")
+                   "be read back from disk inside a sample" + (
+                       ", and the memory freed handed back to the host"
+                       if reporting.get("enabled") else "") + "; cryptcost leaves it as it is")
     if info.get("emulated"):
         out.append(info["emulated"]["why"])
     if not info["root"]:
