@@ -431,3 +431,40 @@ def test_a_cipher_table_cut_by_a_signal_keeps_each_sampled_cell_as_an_incomplete
     assert sink.samples and {r.cell for r in sink.results} == set(sink.samples)
     assert all(r.metrics["incomplete"] == "the run ended before this series did: interrupted"
                and r.stop_reason == "interrupted" for r in sink.results)
+
+
+def test_an_undecided_acceleration_switch_samples_on_until_shown_or_the_maximum():
+    """An acceleration-off series whose interval met its target, but which is not yet
+    significantly slower than its twin with acceleration on (paired by round), samples on with
+    its group — the twin too, so that the rounds stay paired — until the check is decided or the
+    maximum is reached; never a figure cut at the minimum for want of a round."""
+    from cryptcost.model import Cell
+    from cryptcost.runner.core.pairing import accel_undecided
+    on_cell = Cell(kind="network", stack="tls:x", workload="send", streams=1, accel=True)
+    off_cell = on_cell.but(stack="tls:x/accel-off", accel=False)
+
+    def job(cell, values, log):
+        it = iter(values)
+
+        def measure():
+            log.append(cell.stack)
+            return {cell: Sample(next(it), 1.0)}
+        return Job(cell.stack, (cell,), measure, group="send")
+
+    def run(on, off, undecided):
+        log = []
+        series = schedule([job(on_cell, on, log), job(off_cell, off, log)],
+                          Policy(3, 6, 0.6, warmup=0), undecided=undecided)
+        return log, series
+    on = [100.0, 80, 120, 101, 99, 100]
+    off = [55.0, 60, 50, 54, 55, 53]         # 0.55, 0.75, 0.42 of on: not significant with three
+    log, series = run(on, off, None)
+    assert len(series[off_cell].samples) == 3                     # at its target: stopped
+    log, series = run(on, off, accel_undecided)
+    assert [len(series[c].samples) for c in (on_cell, off_cell)] == [4, 4], log
+    assert series[off_cell].stop_reason == "ci_target_met"
+    assert not accel_undecided(off_cell, series) and not accel_undecided(on_cell, series)
+    # a switch that stays undecided stops at the maximum (its result then says it is undecided)
+    noisy = [55.0, 95, 45, 100, 40, 110]
+    log, series = run(on, noisy, accel_undecided)
+    assert len(series[off_cell].samples) == 6 and accel_undecided(off_cell, series)

@@ -125,7 +125,8 @@ def compare(pairs: Sequence[tuple[Any, Any]], spec: Kind, *, outcome: Outcome,
     series = None
     try:
         series = schedule(jobs, policy, progress=progress, yardstick=cpu.yardstick_speed,
-                          on_sample=lambda job, key, i, s: seen.sample(key, i, s), watch=watch)
+                          on_sample=lambda job, key, i, s: seen.sample(key, i, s), watch=watch,
+                          undecided=pairing.accel_undecided)
         profiles = {}
         if profiler:
             profiles = (profiler.finish() if watch else

@@ -148,43 +148,58 @@ def add_accel_off_copies(resolved: list[tuple[Stack, str]], skipped: list[dict],
         resolved.append((off, "measured"))
 
 
-def _accel_on(r: Result) -> Cell:
+def _accel_on(cell: Cell) -> Cell:
     """The cell of the same stack with acceleration on: what an /accel-off copy is compared with."""
-    return r.cell.but(stack=r.cell.stack.removesuffix("/accel-off") if r.cell.stack else None,
-                      accel=True)
+    return cell.but(stack=cell.stack.removesuffix("/accel-off") if cell.stack else None,
+                    accel=True)
+
+
+def accel_check(on: list[float], off: list[float]) -> tuple[bool | None, stats.Comparison, str]:
+    """Whether acceleration off (``off``) is significantly slower than on (``on``), the two
+    sampled in the same interleaved rounds: paired, so that the host's drift between rounds,
+    which moves both, is not counted against the switch. (verified — True, False, or None when
+    slower by the interval or the medians but not by the test: too few samples, or too noisy a
+    side, to tell —, the comparison, why it is not verified)."""
+    cmp = stats.compare_paired(on, off)
+    if cmp.significant and cmp.ratio < 1:
+        return True, cmp, ""
+    if cmp.ratio_ci95[1] < 1 or 0 < cmp.ratio <= 1 / stats.MIN_SLOWDOWN:
+        return None, cmp, (f"; slower, but not significantly with {len(on)} and {len(off)} "
+                           "samples, so no acceleration-off figure until more show it")
+    return False, cmp, ("; the switch did not reach this stack's crypto, or the cipher does not "
+                        "limit this cell, so this is no acceleration-off figure")
+
+
+def accel_undecided(key: object, series: Mapping[Cell, Series]) -> bool:
+    """Whether ``key``'s series is an acceleration-off cell whose check against its twin with
+    acceleration on (:func:`accel_check`) is undecided, with as many samples on each side:
+    more rounds may settle it, so the schedule samples on (up to the maximum)."""
+    if not isinstance(key, Cell) or key.accel is not False or key not in series:
+        return False
+    off = series[key].values()
+    twin = series.get(_accel_on(key))
+    if twin is None or len(off) < 2 or len(twin.values()) != len(off):
+        return False
+    return accel_check(twin.values(), off)[0] is None
 
 
 def verify_accel(results: list[Result]) -> list[Result]:
     """An acceleration-off result counts only if it is significantly slower
     than the same stack and cell with acceleration on (rule 14), round by round
-    (:func:`~cryptcost.stats.compare_paired`)."""
+    (:func:`accel_check`)."""
     on = {r.cell: r for r in results if r.cell.accel is not False}
     out = []
     for r in results:
         if r.cell.accel is not False:
             out.append(r)
             continue
-        with_on = on.get(_accel_on(r))
+        with_on = on.get(_accel_on(r.cell))
         if with_on is None or len(with_on.samples) < 2 or len(r.samples) < 2:
             out.append(replace(r, metrics={**r.metrics, "accel_verified": None},
                                notes=r.notes + (UNVERIFIED,)))
             continue
-        # the two were sampled in the same interleaved rounds: paired, so that the host's drift
-        # between rounds, which moves both, is not counted against the switch
-        cmp = stats.compare_paired([x.value for x in with_on.samples],
-                                   [x.value for x in r.samples])
-        verified: bool | None = bool(cmp.significant and cmp.ratio < 1)
-        if verified:
-            why = ""
-        elif cmp.ratio_ci95[1] < 1 or 0 < cmp.ratio <= 1 / stats.MIN_SLOWDOWN:
-            # slower by the interval, or by the medians, not by the tests: too few samples (or
-            # too noisy a side) to tell; undecided, not a switch that missed (None, not False)
-            verified = None
-            why = (f"; slower, but not significantly with {len(with_on.samples)} and "
-                   f"{len(r.samples)} samples, so no acceleration-off figure until more show it")
-        else:
-            why = ("; the switch did not reach this stack's crypto, or the cipher does not limit "
-                   "this cell, so this is no acceleration-off figure")
+        verified, cmp, why = accel_check([x.value for x in with_on.samples],
+                                         [x.value for x in r.samples])
         note = (f"acceleration off {'verified' if verified else 'NOT verified'}: {cmp.ratio:.2f}× "
                 f"the speed with it on ({cmp.verdict}){why}")
         out.append(replace(r, metrics={**r.metrics, "accel_verified": verified,

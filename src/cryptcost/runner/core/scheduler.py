@@ -101,18 +101,22 @@ def schedule(jobs: list[Job], policy: Policy, *,
              on_sample: Callable[[Job, Hashable, int, Sample], None] | None = None,
              on_done: Callable[[Hashable, Series], None] | None = None,
              progress: Progress | None = None,
-             stop_on_error: bool = False,
              yardstick: Callable[[], float] | None = None,
-             watch: Callable[[Job], AbstractContextManager] | None = None
+             watch: Callable[[Job], AbstractContextManager] | None = None,
+             undecided: Callable[[Hashable, dict[Hashable, Series]], bool] | None = None
              ) -> dict[Hashable, Series]:
     """Run ``jobs`` interleaved until each series stops; return all series.
     ``yardstick`` times a fixed piece of CPU work before every job; each
     sample keeps it (``cpu_ref``), for :func:`host_drift`. ``watch(job)``: what
     a job's last warm-up round runs inside (a profiler), its samples discarded
-    like every warm-up's."""
-    run = _Rounds(jobs, policy, progress or Progress(), on_sample, on_done, stop_on_error,
-                  yardstick, watch)
+    like every warm-up's. ``undecided(key, series)``: whether a question a series answers
+    beside its own interval (an acceleration switch shown against its twin) is still open
+    after a round; such a series, stopped at its interval's target, samples on, up to the
+    maximum."""
+    run = _Rounds(jobs, policy, progress or Progress(), on_sample, on_done, yardstick, watch)
     for rnd in range(run.rounds):
+        if undecided:
+            run.reopen(undecided)
         active = rotate([j for j in jobs if _needs_more(j, jobs, run.series)], rnd)
         run.report_finished(active)
         if not active:
@@ -129,9 +133,9 @@ class _Rounds:
     that estimates what is left, and what was said of each ended series."""
 
     def __init__(self, jobs: list[Job], policy: Policy, progress: Progress, on_sample, on_done,
-                 stop_on_error: bool, yardstick, watch):
+                 yardstick, watch):
         self.jobs, self.policy, self.progress = jobs, policy, progress
-        self.on_sample, self.on_done, self.stop_on_error = on_sample, on_done, stop_on_error
+        self.on_sample, self.on_done = on_sample, on_done
         self.yardstick, self.watch = yardstick, watch
         self.series = {k: Series() for j in jobs for k in j.keys}
         self.warm = {id(j): j.warmups(policy.warmup) for j in jobs}
@@ -143,6 +147,16 @@ class _Rounds:
         self.done = 0
         self.reported: set = set()
         self.clock = _Clock(jobs, policy)
+
+    def reopen(self, undecided: Callable[[Hashable, dict[Hashable, Series]], bool]) -> None:
+        """Between rounds, when every series has as many samples as its group's: a series
+        stopped at its interval's target whose other question is ``undecided`` samples on."""
+        for key, s in self.series.items():
+            if s.stop_reason == "ci_target_met" and key not in self.reported and \
+                    undecided(key, self.series):
+                log.info("%s: its interval is within the target, but its check is undecided: "
+                         "sampling on", getattr(key, "stack", key))
+                s.stop_reason = None
 
     def report_finished(self, active: list[Job]) -> None:
         running = {k for j in active for k in j.keys}
@@ -171,8 +185,6 @@ class _Rounds:
                 got = job.measure()
             self.clock.record(job, time.monotonic() - started)
         except CryptcostError as exc:
-            if self.stop_on_error:
-                raise
             log.warning("%s failed: %s", job.label, exc)
             for k in job.keys:
                 self.series[k].error = self.series[k].error or str(exc)
