@@ -464,7 +464,9 @@ def test_an_undecided_acceleration_switch_samples_on_until_shown_or_the_maximum(
     assert [len(series[c].samples) for c in (on_cell, off_cell)] == [4, 4], log
     assert series[off_cell].stop_reason == "ci_target_met"
     assert not accel_undecided(off_cell, series) and not accel_undecided(on_cell, series)
-    # a switch that stays undecided stops at the maximum (its result then says it is undecided)
+    # a switch that stays undecided stops at the maximum, said so (its result then says it is
+    # undecided)
     noisy = [55.0, 95, 45, 100, 40, 110]
     log, series = run(on, noisy, accel_undecided)
     assert len(series[off_cell].samples) == 6 and accel_undecided(off_cell, series)
+    assert series[off_cell].stop_reason == "cap_reached"

@@ -123,6 +123,9 @@ def schedule(jobs: list[Job], policy: Policy, *,
             break
         for job in active:
             run.one(job)
+    else:
+        if undecided:                  # the last round was the maximum's: stopped by the cap
+            run.reopen(undecided, "cap_reached")
     run.progress.finish()
     run.report_finished([])
     return run.series
@@ -148,15 +151,17 @@ class _Rounds:
         self.reported: set = set()
         self.clock = _Clock(jobs, policy)
 
-    def reopen(self, undecided: Callable[[Hashable, dict[Hashable, Series]], bool]) -> None:
+    def reopen(self, undecided: Callable[[Hashable, dict[Hashable, Series]], bool],
+               then: str | None = None) -> None:
         """Between rounds, when every series has as many samples as its group's: a series
-        stopped at its interval's target whose other question is ``undecided`` samples on."""
+        stopped at its interval's target whose other question is ``undecided`` samples on
+        (``then`` None), or, after the last round, was stopped by the cap (``then``)."""
         for key, s in self.series.items():
             if s.stop_reason == "ci_target_met" and key not in self.reported and \
                     undecided(key, self.series):
-                log.info("%s: its interval is within the target, but its check is undecided: "
-                         "sampling on", getattr(key, "stack", key))
-                s.stop_reason = None
+                log.info("%s: its interval is within the target, but its check is undecided: %s",
+                         getattr(key, "stack", key), then or "sampling on")
+                s.stop_reason = then
 
     def report_finished(self, active: list[Job]) -> None:
         running = {k for j in active for k in j.keys}
