@@ -470,3 +470,9 @@ def test_an_undecided_acceleration_switch_samples_on_until_shown_or_the_maximum(
     log, series = run(on, noisy, accel_undecided)
     assert len(series[off_cell].samples) == 6 and accel_undecided(off_cell, series)
     assert series[off_cell].stop_reason == "cap_reached"
+    # past the plan's time budget it samples on no more
+    import time
+    series = schedule([job(on_cell, on, []), job(off_cell, off, [])],
+                      Policy(3, 6, 0.6, warmup=0, deadline=time.monotonic()),
+                      undecided=accel_undecided)
+    assert len(series[off_cell].samples) == 3

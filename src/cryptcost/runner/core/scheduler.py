@@ -155,7 +155,11 @@ class _Rounds:
                then: str | None = None) -> None:
         """Between rounds, when every series has as many samples as its group's: a series
         stopped at its interval's target whose other question is ``undecided`` samples on
-        (``then`` None), or, after the last round, was stopped by the cap (``then``)."""
+        (``then`` None), or, after the last round, was stopped by the cap (``then``). Never
+        past the plan's time budget: that stops it as it stops every series."""
+        deadline = self.policy.deadline
+        if then is None and deadline is not None and time.monotonic() >= deadline:
+            return
         for key, s in self.series.items():
             if s.stop_reason == "ci_target_met" and key not in self.reported and \
                     undecided(key, self.series):
