@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cryptcost.errors import UserError
-from cryptcost.host import key_value_blocks
+from cryptcost.host import key_value_blocks, read_text
 
 from cryptcost.model import CPU_FIELDS, CpuSplit
 
@@ -70,21 +70,17 @@ def cpu_info(cpuinfo_text: str | None = None) -> dict:
         "cores_usable": usable_cores(),
         "flags": {**{f: f in flags for f in CRYPTO_FLAGS},
                   **{f"padlock_{f}": True for f in PADLOCK_FLAGS if f in flags}},
-        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "governor": read_text(Path(CPUFREQ, "scaling_governor")) or None,
         "mhz": round(sum(mhz) / len(mhz), 1) if mhz else None,
-        "max_mhz": _khz_to_mhz(_read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")),
+        "max_mhz": _khz_to_mhz(read_text(Path(CPUFREQ, "cpuinfo_max_freq"))),
     }
+
+
+CPUFREQ = "/sys/devices/system/cpu/cpu0/cpufreq"
 
 
 def _khz_to_mhz(value: str | None) -> float | None:
     return round(int(value) / 1000, 1) if value and value.isdigit() else None
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return None
 
 
 _YARDSTICK: list[bytes] = []

@@ -287,8 +287,5 @@ F_REPORTING = 5                                   # VIRTIO_BALLOON_F_REPORTING
 
 def _reports(dev: Path) -> bool:
     """A bound balloon device that negotiated free page reporting."""
-    try:
-        bits = (dev / "features").read_text().strip()
-    except OSError:
-        return False
+    bits = read_text(dev / "features")
     return len(bits) > F_REPORTING and bits[F_REPORTING] == "1"
