@@ -15,7 +15,7 @@ import pytest
 from cryptcost.stacks import get, unavailable_reason
 from tests.conftest import skip_or_fail
 from tests.system.test_vm import _by
-from tests.system.test_vm_matrix import _guest_6_12, _module_cli
+from tests.system.test_vm_matrix import _guest_6_12, _module_cli, part_times
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.vm_matrix]
 
@@ -81,6 +81,8 @@ def boot_run_vm(tmp: Path) -> RunVm:
     assert out["failed"] == [] and len(out["guest_runs"]) == 2, out["failed"]
     guest = [json.loads(cli("show", str(rid), "--json", timeout=300).stdout)
              for rid in out["guest_runs"]]
+    for g in guest:
+        part_times(f"run --vm's guest ({g['host']['kernel']['release']})", g["run"]["extra"])
     return RunVm(out, guest, cli, tmp)
 
 

@@ -195,7 +195,27 @@ def _lane(tmp: Path, labels: tuple[str, ...]) -> Boot:
         done.stderr[-3000:]
     report = cli("report", "latest", "--format", "json", timeout=300)
     assert report.returncode == 0, report.stderr[-2000:]
+    part_times("+".join(labels), _last_run(tmp).extra)
     return Boot(json.loads(done.stdout), json.loads(report.stdout), done, cli)
+
+
+def _last_run(tmp: Path):
+    """The newest run in the store of a module's fixture under ``tmp`` (the imported guest run)."""
+    from cryptcost.store.db import Store
+    store = Store.open(tmp / "data" / "cryptcost" / "results.db", create=False)
+    try:
+        return store.runs()[-1]
+    finally:
+        store.close()
+
+
+def part_times(boot: str, extra: dict) -> None:
+    """Each part's wall time in a guest (its run's ``part_seconds``: set-up, measuring and
+    teardown), in the session's summary under the boots' own: what a boot's time is made of,
+    to choose what to move or cut."""
+    took = extra.get("part_seconds") or {}
+    BOOTS.append(f"  {boot}'s parts: " + ", ".join(f"{k} {v:.0f} s" for k, v in took.items())
+                 + f" ({sum(took.values()):.0f} s in all)")
 
 
 class Boots:
