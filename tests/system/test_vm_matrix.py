@@ -195,18 +195,10 @@ def _lane(tmp: Path, labels: tuple[str, ...]) -> Boot:
         done.stderr[-3000:]
     report = cli("report", "latest", "--format", "json", timeout=300)
     assert report.returncode == 0, report.stderr[-2000:]
-    part_times("+".join(labels), _last_run(tmp).extra)
+    shown = cli("show", "latest", "--json", timeout=300)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    part_times("+".join(labels), json.loads(shown.stdout)["run"]["extra"])
     return Boot(json.loads(done.stdout), json.loads(report.stdout), done, cli)
-
-
-def _last_run(tmp: Path):
-    """The newest run in the store of a module's fixture under ``tmp`` (the imported guest run)."""
-    from cryptcost.store.db import Store
-    store = Store.open(tmp / "data" / "cryptcost" / "results.db", create=False)
-    try:
-        return store.runs()[-1]
-    finally:
-        store.close()
 
 
 def part_times(boot: str, extra: dict) -> None:
