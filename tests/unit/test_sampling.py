@@ -121,11 +121,13 @@ def _fake_passes(runner, seconds, gap=0.05):
 
     def one_pass(inst, op, step, cache, left=None):
         log["left"].append(left)
-        t = next(times, last[0])
+        t = whole = next(times, last[0])
         job = runner.job(inst, op, step, left)
         if job.cap:
             t = min(t, job.cap)
-        return Sample(value=100 * MiB / t, seconds=t, bytes_moved=100 * MiB, metrics={"count": 100})
+        moved = int(100 * MiB * t / whole)
+        return Sample(value=moved / t, seconds=t, bytes_moved=moved,
+                      metrics={"count": 100, "cut_by_time": t < whole})
 
     def between(inst, op, step):
         log["between"] += 1
@@ -171,11 +173,11 @@ def test_a_sample_takes_passes_until_it_lasts_the_minimum_time(tmp_path):
 
 
 def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
-    """A buffered read whose largest pass, at the cell's rate, would need more than ten passes to
+    """A buffered read whose largest pass, at the cell's rate, would need more than 3.5 passes to
     fill a second (plain on a RAM medium: 50 ms a pass, each behind a fio start-up) takes
     FAST_READ_SECONDS of passes instead, and its sample says so. It is decided once a series, at
     its first measured sample: every later sample keeps it, whatever the rate does. A read of
-    ten passes or fewer, a write, a direct read and a series with no warm-up keep the second;
+    3.5 passes or fewer, a write, a direct read and a series with no warm-up keep the second;
     and a result whose spread is unexplained names the shorter samples as its likely cause."""
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
@@ -194,8 +196,15 @@ def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
     assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 5, log
     assert abs(got.seconds - FAST_READ_SECONDS) < 1e-9 and "short_because" not in got.metrics
     runner.least.clear()
-    runner.rate[key] = most / 0.11                      # nine passes: a second
+    runner.rate[key] = most / 0.3                       # 3.3 passes: a second
     assert runner.minimum(inst, read, key) == 1.0
+    runner.least.clear()
+    runner.rate[key] = most / 0.28                      # 3.6 passes: the shorter minimum
+    assert runner.minimum(inst, read, key) == FAST_READ_SECONDS
+    log = _fake_passes(runner, [0.28])                  # one pass, cut at its time
+    got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
+    assert got.metrics["passes"] == 1 and abs(got.seconds - FAST_READ_SECONDS) < 1e-9, log
+    runner.least.clear()
     runner.gaps[("x", write.key)] = 0.05
     runner.rate[("x", write.key)] = most / 0.01
     assert runner.minimum(inst, write, ("x", write.key)) == 1.0
@@ -213,7 +222,7 @@ def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
 def test_a_plans_shorter_minimum_sizes_passes_and_samples_by_it(tmp_path):
     """A plan's ``storage.sample_minimum`` (here 0.5 s) is each sample's minimum:
     passes are added until it, and a pass is sized by the rate to it. A read at memory speed
-    is still judged by passes a second (more than ten), not by the plan's minimum, so its
+    is still judged by passes a second (more than 3.5), not by the plan's minimum, so its
     shorter minimum is the same at 0.5 s as at 1 s; a sample of the plan's minimum is neither
     short nor "too short", and its result carries the minimum (``sample_minimum``)."""
     step, inst, _ = _seq(tmp_path)
@@ -229,7 +238,7 @@ def test_a_plans_shorter_minimum_sizes_passes_and_samples_by_it(tmp_path):
     most = largest_pass(inst, read)
     key = ("x", read.key)
     runner.gaps[key] = 0.05
-    runner.rate[key] = most / 0.15                      # 6.7 passes a second: not at memory speed
+    runner.rate[key] = most / 0.4                       # 2.5 passes a second: not at memory speed
     assert runner.minimum(inst, read, key) == 0.5
     runner.least.clear()
     runner.rate[key] = most / 0.05                      # 20 a second: at memory speed
@@ -244,12 +253,10 @@ def test_a_plans_shorter_minimum_sizes_passes_and_samples_by_it(tmp_path):
 def test_a_read_the_warm_up_judged_slow_is_judged_again_on_its_first_measured_passes(tmp_path):
     """The warm-up round's one read pass (the short file its write left, profiled) may judge a
     read slower than memory speed; the passes of its first measured sample judge it again, after
-    each one while they have measured less than FAST_READ_SECONDS, on the fastest of them: a
-    whole-file pass under a tenth of a second gives the series the shorter minimum, and every
-    later sample keeps it. A first pass slower than the rest (after the write) does not keep
-    the second; a fast pass once the passes have measured FAST_READ_SECONDS does not shorten the
-    sample; a pass of a tenth or more, a pass cut at its time, and a write keep the plan's
-    minimum."""
+    each one, on the fastest of them: a whole-file pass under 1/FAST_READ_PASSES of a second
+    gives the series the shorter minimum, the sample ends at that pass, and every later sample
+    keeps it. A first pass slower than the rest (after the write) does not keep the second; a
+    pass slower than that, a pass cut at its time, and a write keep the plan's minimum."""
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
     key = ("x", read.key)
@@ -263,25 +270,28 @@ def test_a_read_the_warm_up_judged_slow_is_judged_again_on_its_first_measured_pa
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
     assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 1
     runner.least.clear()
-    log = _fake_passes(runner, [0.12, 0.08])            # the first pass slower than the rest
+    log = _fake_passes(runner, [0.2, 0.1])              # the first pass slower than the rest
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
-    assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 3, log
-    assert abs(got.seconds - FAST_READ_SECONDS) < 1e-9
+    assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 2, log
+    assert abs(got.seconds - FAST_READ_SECONDS) < 1e-9   # the second pass cut at 0.05 s
     runner.least.clear()
-    _fake_passes(runner, [0.2, 0.15, 0.08])             # fast only past FAST_READ_SECONDS
+    runner.rate[key] = largest_pass(inst, read) / 0.5
+    log = _fake_passes(runner, [0.4, 0.27, 0.3])        # fast only at its second pass
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
-    assert "min_seconds" not in got.metrics and runner.least[key] == 1.0
+    assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 2, log
+    assert abs(got.seconds - 0.67) < 1e-9 and runner.least[key] == FAST_READ_SECONDS
     runner.least.clear()
-    _fake_passes(runner, [0.12])                        # eight passes a second: not at memory speed
+    runner.rate[key] = largest_pass(inst, read) / 0.5
+    _fake_passes(runner, [0.3])                         # 3.3 passes a second: not at memory speed
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
     assert "min_seconds" not in got.metrics and runner.least[key] == 1.0
     runner.least.clear()
     one = Sample(value=1, seconds=0.04, bytes_moved=10 * MiB, metrics={"cut_by_time": True})
-    slow = Sample(value=1, seconds=0.2, bytes_moved=10 * MiB, metrics={})
+    slow = Sample(value=1, seconds=0.4, bytes_moved=10 * MiB, metrics={})
     assert judged_on_passes(read, [one], 1.0, 1.0) == 1.0
     one.metrics["cut_by_time"] = False
     assert judged_on_passes(read, [one], 1.0, 1.0) == FAST_READ_SECONDS
-    assert judged_on_passes(read, [slow, one], 1.0, 1.0) == FAST_READ_SECONDS   # 0.24 s: judged
+    assert judged_on_passes(read, [slow, one], 1.0, 1.0) == FAST_READ_SECONDS   # the fastest
     assert judged_on_passes(read, [slow], 1.0, 1.0) == 1.0
     assert judged_on_passes(write, [one], 1.0, 1.0) == 1.0
     assert judged_on_passes(read, [one], 0.5, 0.5) == FAST_READ_SECONDS     # a plan's 0.5 s too

@@ -24,8 +24,9 @@ from cryptcost.workloads import storage as wl
 
 GiB = 1 << 30
 MIN_CPU_WINDOW = 0.1         # seconds of /proc/stat ticks below which CPU per byte is not counted
-# a buffered read whose 1-s sample would take more than this many passes has a shorter minimum
-FAST_READ_PASSES = 10
+# a buffered read whose 1-s sample would take more than this many passes (each under about
+# 0.29 s) has a shorter minimum: bench/read_minimum found its samples no noisier at 0.25 s
+FAST_READ_PASSES = 3.5
 FAST_READ_SECONDS = 0.25
 
 
@@ -33,8 +34,9 @@ def least_seconds(op: wl.Op, rate: float | None, size: int, minimum: float) -> f
     """A sample's minimum measured time: ``minimum`` (the plan's), or :data:`FAST_READ_SECONDS`
     for a buffered read whose largest pass (``size`` bytes) at ``rate`` would need more than
     :data:`FAST_READ_PASSES` passes to fill a second, whatever the plan's minimum: each pass
-    costs a fio start-up (about 0.2 s) and a cache reset for tens of milliseconds read, and the
-    shorter sample is still several passes of the whole file."""
+    costs a fio start-up (about 0.2 s) and a cache reset, as long as or longer than what it
+    reads; the shorter sample is still at least one pass of most of the file (its last pass cut
+    at the sample's time)."""
     if op.op == "read" and op.fio is not None and not op.fio.direct and rate and size and \
             rate > FAST_READ_PASSES * size:
         return min(minimum, FAST_READ_SECONDS)
@@ -42,17 +44,17 @@ def least_seconds(op: wl.Op, rate: float | None, size: int, minimum: float) -> f
 
 
 def judged_on_passes(op: wl.Op, passes: list[Sample], least: float, minimum: float) -> float:
-    """A series' minimum (``least``), judged again on the passes of its first measured sample
-    so far (``passes``), after each one while they have measured less than
-    :data:`FAST_READ_SECONDS`, so that the sample can still end there: a read whose fastest
-    whole-file pass lasted under a tenth of a second is at memory speed (:func:`least_seconds`
-    on that pass), though the warm-up round's one pass, of the short file its write left and
-    profiled, had judged it slower (a FUSE passthrough's read took 10–13 passes of 40 ms a
-    sample). The fastest pass, not the first: the first pass after a write ran slower than the
-    rest (a libfuse passthrough's read took 11–13 passes a sample, at 2.6 GB/s on average,
-    and its first pass alone judged it at fewer than ten). The series keeps what this says."""
-    seconds = sum(p.seconds for p in passes)
-    if least < minimum or not passes or seconds >= FAST_READ_SECONDS or \
+    """A series' minimum (``least``), judged again after each pass of its first measured sample
+    (``passes``, so far) on the fastest of them: a read whose whole-file pass took under
+    1/:data:`FAST_READ_PASSES` of a second is at memory speed (:func:`least_seconds` on that
+    pass), though the warm-up round's one pass, of the short file its write left and profiled,
+    had judged it slower (a FUSE passthrough's read took 10–13 passes of 40 ms a sample). The
+    fastest pass, not the first: the first pass after a write ran slower than the rest (a
+    libfuse passthrough's read took 11–13 passes a sample, at 2.6 GB/s on average, and its first
+    pass alone judged it at fewer than ten). Once judged, the sample ends at its next pass's end
+    (it has measured the shorter minimum already, or ends where a sample of it would); the
+    series keeps what this says."""
+    if least < minimum or not passes or \
             any(not p.bytes_moved or p.metrics.get("cut_by_time") for p in passes):
         return least
     best = max(passes, key=lambda p: p.bytes_moved / p.seconds)
