@@ -201,9 +201,10 @@ def test_a_read_at_memory_speed_has_a_shorter_minimum_and_says_so(tmp_path):
     runner.least.clear()
     runner.rate[key] = most / 0.28                      # 3.6 passes: the shorter minimum
     assert runner.minimum(inst, read, key) == FAST_READ_SECONDS
-    log = _fake_passes(runner, [0.28])                  # one pass, cut at its time
+    log = _fake_passes(runner, [0.28])                  # one whole pass, not cut at its time
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
-    assert got.metrics["passes"] == 1 and abs(got.seconds - FAST_READ_SECONDS) < 1e-9, log
+    assert got.metrics["passes"] == 1 and abs(got.seconds - 0.28) < 1e-9, log
+    assert log["left"] == [None]
     runner.least.clear()
     runner.gaps[("x", write.key)] = 0.05
     runner.rate[("x", write.key)] = most / 0.01
@@ -273,7 +274,8 @@ def test_a_read_the_warm_up_judged_slow_is_judged_again_on_its_first_measured_pa
     log = _fake_passes(runner, [0.2, 0.1])              # the first pass slower than the rest
     got = runner.measure(inst, read, step, "fsync+fadvise-dontneed")
     assert got.metrics["min_seconds"] == FAST_READ_SECONDS and got.metrics["passes"] == 2, log
-    assert abs(got.seconds - FAST_READ_SECONDS) < 1e-9   # the second pass cut at 0.05 s
+    assert abs(got.seconds - 0.3) < 1e-9                # the second pass whole, not cut
+    assert log["left"] == [1.0, None]
     runner.least.clear()
     runner.rate[key] = largest_pass(inst, read) / 0.5
     log = _fake_passes(runner, [0.4, 0.27, 0.3])        # fast only at its second pass

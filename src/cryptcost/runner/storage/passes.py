@@ -35,8 +35,8 @@ def least_seconds(op: wl.Op, rate: float | None, size: int, minimum: float) -> f
     for a buffered read whose largest pass (``size`` bytes) at ``rate`` would need more than
     :data:`FAST_READ_PASSES` passes to fill a second, whatever the plan's minimum: each pass
     costs a fio start-up (about 0.2 s) and a cache reset, as long as or longer than what it
-    reads; the shorter sample is still at least one pass of most of the file (its last pass cut
-    at the sample's time)."""
+    reads; the shorter sample is whole passes of the file, none cut at its time
+    (:meth:`~cryptcost.runner.storage.steps.StepRunner.measure`)."""
     if op.op == "read" and op.fio is not None and not op.fio.direct and rate and size and \
             rate > FAST_READ_PASSES * size:
         return min(minimum, FAST_READ_SECONDS)
