@@ -51,9 +51,8 @@ def judged_on_passes(op: wl.Op, passes: list[Sample], least: float, minimum: flo
     had judged it slower (a FUSE passthrough's read took 10–13 passes of 40 ms a sample). The
     fastest pass, not the first: the first pass after a write ran slower than the rest (a
     libfuse passthrough's read took 11–13 passes a sample, at 2.6 GB/s on average, and its first
-    pass alone judged it at fewer than ten). Once judged, the sample ends at its next pass's end
-    (it has measured the shorter minimum already, or ends where a sample of it would); the
-    series keeps what this says."""
+    pass alone judged it at fewer than ten). Once judged, the sample ends as soon as its passes
+    have measured the shorter minimum; the series keeps what this says."""
     if least < minimum or not passes or \
             any(not p.bytes_moved or p.metrics.get("cut_by_time") for p in passes):
         return least
