@@ -14,6 +14,7 @@ CASES = [
     ("unknown engine", ["ciphers", "--engine", "gpu"]),
     ("bad accel", ["ciphers", "--accel", "maybe"]),
     ("bad seconds", ["ciphers", "--seconds", "0"]),
+    ("fractional network seconds", ["network", "--seconds", "1.5"]),
     ("min above max", ["ciphers", "--min-samples", "5", "--max-samples", "2"]),
     ("bad ci target", ["ciphers", "--ci-target", "0"]),
     ("unknown command", ["frobnicate"]),

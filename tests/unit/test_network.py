@@ -55,6 +55,13 @@ def test_iperf3_argv():
     argv = iperf3.client_argv("10.0.0.2", 5201, 2, streams=4, reverse=True, repeating=True)
     assert argv[:3] == ["iperf3", "-J", "-c"] and "-R" in argv and "--repeating-payload" in argv
     assert argv[argv.index("-P") + 1] == "4" and argv[argv.index("-t") + 1] == "2"
+    # the canary's: a byte count instead of a time
+    sized = iperf3.client_argv("10.0.0.2", 5201, None, repeating=True, nbytes=16 << 20)
+    assert "-t" not in sized and sized[sized.index("-n") + 1] == str(16 << 20)
+    # iperf3 reads -t as an integer, 0 as for ever: a fraction is refused, not truncated
+    for bad in (0.5, 1.5, None):
+        with pytest.raises(ValueError, match="whole seconds"):
+            iperf3.client_argv("h", 1, bad)
 
 
 def test_a_namespace_ends_ip_commands_name_it_themselves_and_their_release_too(tmp_path):
@@ -261,6 +268,7 @@ def test_seeds_has_small_files_and_a_mixed_load_on_every_storage_stack():
 @pytest.mark.parametrize("table, message", [
     ({"network": {"mtu": 50}}, "network.mtu must be 576"),
     ({"network": {"streams": 0}}, "network.streams must be 1"),
+    ({"network": {"seconds": 1.5}}, "network.seconds must be int"),
     ({"network": {"link": "wifi"}}, "network.link has 'wifi'"),
     ({"network": {"workloads": ["upload"]}}, "network.workloads has 'upload'"),
     ({"network": {"colour": "red"}}, "unknown key network.colour"),

@@ -40,7 +40,7 @@ def add_parser(sub, common) -> None:
                         "1,2,4,8, as R4)")
     p.add_argument("--workloads", default="quick", metavar="LIST",
                    help=f"{', '.join(WORKLOADS)} or a set: {', '.join(SETS)} (default: quick)")
-    p.add_argument("--seconds", type=float, default=2.0,
+    p.add_argument("--seconds", type=int, default=2,
                    help="seconds per stream sample (default: 2)")
     p.add_argument("--accel", default="on",
                    help="on (default), or on,off: each measured stack also with "

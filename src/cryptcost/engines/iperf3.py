@@ -39,9 +39,15 @@ def server_argv(bind: str, port: int = PORT) -> list[str]:
     return ["iperf3", "-s", "-B", bind, "-p", str(port)]
 
 
-def client_argv(host: str, port: int, seconds: float, *, streams: int = 1, reverse: bool = False,
-                repeating: bool = False) -> list[str]:
-    argv = ["iperf3", "-J", "-c", host, "-p", str(port), "-t", f"{seconds:g}", "-P", str(streams)]
+def client_argv(host: str, port: int, seconds: int | None, *, streams: int = 1,
+                reverse: bool = False, repeating: bool = False,
+                nbytes: int | None = None) -> list[str]:
+    """A client that sends for ``seconds`` (whole seconds: iperf3 reads ``-t`` as an integer,
+    and 0 as for ever), or until it has sent ``nbytes``."""
+    if nbytes is None and (seconds is None or seconds < 1 or seconds != int(seconds)):
+        raise ValueError(f"iperf3 runs for whole seconds, not {seconds!r}")
+    amount = ["-n", str(nbytes)] if nbytes is not None else ["-t", str(int(seconds))]
+    argv = ["iperf3", "-J", "-c", host, "-p", str(port), *amount, "-P", str(streams)]
     if reverse:
         argv.append("-R")
     if repeating:

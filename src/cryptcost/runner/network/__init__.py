@@ -111,8 +111,9 @@ def validate(plan: NetworkPlan) -> tuple[list[tuple[NetworkStack, str]], list[di
                         "or a plan's network.clients): each 1 … 64")
     if not 1 <= plan.streams <= 128:
         raise UserError(f"bad --streams {plan.streams}: use 1 … 128")
-    if not 1 <= plan.seconds <= 600:
-        raise UserError(f"bad --seconds {plan.seconds:g}: use 1 … 600")
+    if not 1 <= plan.seconds <= 600 or plan.seconds != int(plan.seconds):
+        raise UserError(f"bad --seconds {plan.seconds:g}: use whole seconds, 1 … 600 "
+                        "(iperf3 times whole seconds)")
     if not plan.accel or set(plan.accel) - {True, False}:
         raise UserError("bad --accel: use on, off or on,off")
     cpu.validate_cpu_count(plan.cpus)

@@ -36,6 +36,10 @@ GB = 1e9
 CHUNK = 1 << 20
 MIN_SAMPLE_SECONDS = 1.0
 MAX_PASSES = 16
+# What the canary sends: a byte count, not a time, so that it takes what its check needs (the
+# capture keeps its first packets) rather than a second on every stack; 16 MiB is thousands of
+# full-sized packets at any MTU, and a few hundred of a TCP offload's largest.
+CANARY_BYTES = 16 << 20
 
 
 @dataclass
@@ -115,7 +119,8 @@ class NetRunner:
                 stack.put(self.res, [self.files.canary], "")
                 _remove(inst, stack.share / self.files.canary.name)
             else:
-                self._iperf(inst, 1, NetOp("send", "stream"), repeating=True)
+                self._iperf(inst, None, NetOp("send", "stream"), repeating=True,
+                            nbytes=CANARY_BYTES)
         if cap is None:
             return {"verdict": "not checked",
                     "reasons": [f"a {inst.link.name} link carries the plaintext leg "
@@ -191,12 +196,12 @@ class NetRunner:
         return getattr(inst.stack, "service_port", inst.service)
 
     # --- streams ----------------------------------------------------------------------
-    def _iperf(self, inst: NetInstance, seconds: float, op: NetOp,
-               repeating: bool = False) -> iperf3.IperfOutcome:
+    def _iperf(self, inst: NetInstance, seconds: float | None, op: NetOp,
+               repeating: bool = False, nbytes: int | None = None) -> iperf3.IperfOutcome:
         argv = iperf3.client_argv(inst.endpoint.host, inst.endpoint.port, seconds,
-                                  streams=op.streams,
-                                  reverse=op.reverse, repeating=repeating or op.repeating)
-        done = inst.link.at("a").run(argv, timeout=seconds + 60, check=False)
+                                  streams=op.streams, reverse=op.reverse,
+                                  repeating=repeating or op.repeating, nbytes=nbytes)
+        done = inst.link.at("a").run(argv, timeout=(seconds or 0) + 60, check=False)
         return iperf3.parse(done.stdout, reverse=op.reverse)
 
     def _stream(self, inst: NetInstance, op: NetOp) -> tuple[int, float, dict]:

@@ -100,19 +100,20 @@ class Capture:
         self.daemons = []
 
     def __enter__(self) -> "Capture":
+        # both ends' captures start before either is waited for: each takes about 50 ms to listen
         for end, (at, path, log) in self.ends.items():
             at.write(path, b"")
             at.write(log, b"")
             argv = tcpdump.argv(self.link.iface(end), path, direction="out")
-            daemon = at.daemon(argv, logfile=str(log))
-            self.daemons.append((at, daemon))
+            self.daemons.append((at, at.daemon(argv, logfile=str(log)), log))
+        for at, daemon, log in self.daemons:
             proc.wait_for(lambda at=at, log=log: b"listening on" in at.read(log), timeout=15,
                           daemon=daemon, what="tcpdump listening")
         return self
 
     def __exit__(self, *exc) -> None:
         time.sleep(0.05)                # the last packets reach tcpdump's socket
-        for at, daemon in reversed(self.daemons):
+        for at, daemon, _ in reversed(self.daemons):
             at.stop(daemon, timeout=5)
 
     def packets(self) -> list[Packet]:
