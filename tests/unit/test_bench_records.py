@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import records  # noqa: E402
@@ -86,3 +88,26 @@ def test_a_record_of_a_tree_with_changes_not_committed_says_so(tmp_path):
     (tmp_path / "src/new.py").unlink()
     (tmp_path / "src/x.py").write_text("two\n")
     assert records._commit(tmp_path / "bench") == clean + "+dirty"
+
+
+def test_the_quick_suite_bench_splits_the_wall_time_by_the_runs_own_lines():
+    """bench/quick_suite's phases: before the first part, each part's set-up (its "— " line to
+    its "measuring:" line) and measuring (to the next part's line, the last to the answer's
+    first line), the answer's printing; they add up to the wall time."""
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+    loader = SourceFileLoader("quick_suite", str(ROOT / "bench/quick_suite"))
+    bench = module_from_spec(spec_from_loader("quick_suite", loader))
+    loader.exec_module(bench)
+    said = [(0.3, "suite quick:\n"), (4.0, "— quick: ciphers\n"), (4.1, "measuring: 40 steps\n"),
+            (5.0, "  [    0 s] step 1/40: openssl\n"), (60.0, "— quick: storage\n"),
+            (80.0, "measuring: 52 steps\n"), (81.0, "  [    0 s] step 1/52: plain\n"),
+            (200.0, "The answer — cryptcost run 1\n"), (200.1, "run 1 stored\n")]
+    phases = dict(bench.phase_seconds(said, 200.5))
+    assert phases == pytest.approx({
+        "before the first part": 4.0, "quick: ciphers set-up": 0.1,
+        "quick: ciphers measuring and teardown": 55.9, "quick: storage set-up": 20.0,
+        "quick: storage measuring and teardown": 120.0, "the answer printed": 0.5})
+    assert sum(phases.values()) == pytest.approx(200.5)
+    # a run cut short before its parts said what they measure: no phases, not wrong ones
+    assert bench.phase_seconds(said[:3] + [(9.0, "— quick: storage\n")], 10.0) == []
