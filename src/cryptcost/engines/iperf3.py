@@ -39,7 +39,7 @@ def server_argv(bind: str, port: int = PORT) -> list[str]:
     return ["iperf3", "-s", "-B", bind, "-p", str(port)]
 
 
-def client_argv(host: str, port: int, seconds: int | None, *, streams: int = 1,
+def client_argv(host: str, port: int, seconds: float | None, *, streams: int = 1,
                 reverse: bool = False, repeating: bool = False,
                 nbytes: int | None = None) -> list[str]:
     """A client that sends for ``seconds`` (whole seconds: iperf3 reads ``-t`` as an integer,
