@@ -244,6 +244,8 @@ def test_the_memory_the_passes_take_is_touched_once_before_the_first_sample(monk
     assert storage.warm_bytes(1 << 30) == 512 << 20
     got = quiet.warm_memory(8 << 20)
     assert got["bytes"] == 8 << 20 and got["seconds"] >= 0 and got["bytes_per_s"] > 0
+    # one writer per CPU, each a share: a size no share divides leaves the last one shorter
+    assert quiet.warm_memory((3 << 20) + 4097)["bytes"] == (3 << 20) + 4097
 
 
 def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_speed(

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from cryptcost.errors import CryptcostError
 from cryptcost.host import kernel
@@ -85,13 +87,19 @@ def warm_memory(nbytes: int) -> dict:
     """Touch ``nbytes`` of fresh memory and free it: what the VM had never
     touched, or had handed back to its host, faults in from the host once,
     here, rather than in the first passes that allocate page cache (the
-    allocator hands the pages just freed out first). What it took: bytes,
-    seconds and the rate of that first touch."""
+    allocator hands the pages just freed out first). One writer per CPU (up
+    to four), each a share: faulting in scales with the CPUs (1 GiB the host
+    had taken back, here: 0.41 GB/s with one writer, 0.75 with two). What it
+    took: bytes, seconds and the rate of that first touch."""
     started = time.monotonic()
     area = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
         view = (ctypes.c_char * nbytes).from_buffer(area)
-        ctypes.memset(view, 0x5A, nbytes)
+        base, writers = ctypes.addressof(view), max(1, min(len(os.sched_getaffinity(0)), 4))
+        share = -(-nbytes // writers)
+        with ThreadPoolExecutor(writers) as pool:       # ctypes' memset runs without the GIL
+            list(pool.map(lambda at: ctypes.memset(base + at, 0x5A, min(share, nbytes - at)),
+                          range(0, nbytes, share)))
         del view
     finally:
         area.close()
