@@ -244,8 +244,21 @@ def test_the_memory_the_passes_take_is_touched_once_before_the_first_sample(monk
     assert storage.warm_bytes(1 << 30) == 512 << 20
     got = quiet.warm_memory(8 << 20)
     assert got["bytes"] == 8 << 20 and got["seconds"] >= 0 and got["bytes_per_s"] > 0
-    # one writer per CPU, each a share: a size no share divides leaves the last one shorter
-    assert quiet.warm_memory((3 << 20) + 4097)["bytes"] == (3 << 20) + 4097
+    # one writer per CPU, each a share: together they fill the area exactly, whatever its size
+    import ctypes
+    for writers in (1, 2, 3):
+        monkeypatch.setattr(cpu, "memory_writers", lambda n=writers: n)
+        filled, real = [], ctypes.memset
+        monkeypatch.setattr(ctypes, "memset", lambda at, byte, n: filled.append((at, n))
+                            or real(at, byte, n))
+        size = (3 << 20) + 4097
+        assert quiet.warm_memory(size)["bytes"] == size
+        monkeypatch.setattr(ctypes, "memset", real)
+        start = min(at for at, _ in filled)
+        spans = sorted((at - start, n) for at, n in filled)
+        assert len(spans) == writers
+        assert [at for at, _ in spans] == [sum(n for _, n in spans[:i]) for i in range(writers)]
+        assert sum(n for _, n in spans) == size
 
 
 def test_the_kernel_engine_primes_each_cipher_once_untimed_and_keeps_the_first_speed(

@@ -28,6 +28,13 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def memory_writers() -> int:
+    """How many threads fill memory together (a medium's pages, the memory warmed before a
+    storage comparison): one per usable CPU, up to four. Faulting pages in from a VM's host
+    scales with the CPUs."""
+    return max(1, min(usable_cores(), 4))
+
+
 def validate_cpu_count(n: int | None) -> None:
     """Refuse a CPU count this process cannot be pinned to (R3's cores pass)."""
     allowed = usable_cores()

@@ -186,7 +186,7 @@ def touch(image: Path, size: int) -> None:
     def write(offsets: range) -> None:
         for offset in offsets:
             os.pwrite(fd, zeros[:min(TOUCH_CHUNK, size - offset)], offset)
-    writers = max(1, min(len(os.sched_getaffinity(0)), 4))
+    writers = cpu.memory_writers()
     try:
         with ThreadPoolExecutor(writers) as pool:
             list(pool.map(write, [range(i * TOUCH_CHUNK, size, writers * TOUCH_CHUNK)

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import os
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from cryptcost.errors import CryptcostError
-from cryptcost.host import kernel
+from cryptcost.host import cpu, kernel
 from cryptcost.host.probe import notes
 from cryptcost.lifecycle.resources import Resources
 
@@ -95,7 +94,7 @@ def warm_memory(nbytes: int) -> dict:
     area = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
         view = (ctypes.c_char * nbytes).from_buffer(area)
-        base, writers = ctypes.addressof(view), max(1, min(len(os.sched_getaffinity(0)), 4))
+        base, writers = ctypes.addressof(view), cpu.memory_writers()
         share = -(-nbytes // writers)
         with ThreadPoolExecutor(writers) as pool:       # ctypes' memset runs without the GIL
             list(pool.map(lambda at: ctypes.memset(base + at, 0x5A, min(share, nbytes - at)),
