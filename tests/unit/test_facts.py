@@ -165,6 +165,7 @@ def test_an_incomplete_plugin_is_refused_with_what_it_lacks(tmp_path, monkeypatc
             name = "brokenfs"
             description = "lacks its security facts and names a baseline that does not exist"
             baselines = ("nosuchfs",)
+            variants = {"default": {}, "twin": {"reads_like": "nosuchtwin"}}
             def mount_argv(self, res):
                 return []
     '''))
@@ -180,6 +181,7 @@ def test_an_incomplete_plugin_is_refused_with_what_it_lacks(tmp_path, monkeypatc
         "brokenfs" in text
         and "security facts" in text
         and "'nosuchfs' is not a registered stack" in text
+        and "reads_like 'nosuchtwin' is not a registered stack" in text
     )
 
 

@@ -193,6 +193,42 @@ def test_first_samples_that_run_low_across_the_run_are_a_finding():
     assert first_samples_low(cold[:4]) == []  # too few results to tell
 
 
+def test_two_specs_whose_reads_take_one_path_are_a_control_of_each_other():
+    """bindfs with big_writes reads as bindfs without it does: a run where the
+    two read apart (significantly, by more than 5 %) says so, and names the
+    overheads that carry the gap; a gap within the noise, or a write, is not
+    said."""
+    from cryptcost.analysis import apart, findings
+    from cryptcost.stacks import get
+
+    like = get("fuse-passthrough")("big-writes").facts()
+    assert like["reads_like"] == "fuse-passthrough"
+    assert get("fuse-passthrough")().facts()["reads_like"] is None
+
+    def result(stack, op, values, facts=None, vs=None):
+        return Stored.of({"kind": "storage", "stack": stack, "op": op, "block_bytes": 1 << 20,
+                          "workload": "seq", "values": values,
+                          "median_bytes_per_s": sorted(values)[len(values) // 2],
+                          "params": {"facts": facts or {}}, "vs": vs or {}})
+
+    def run(big_writes, op="read"):
+        return [result("fuse-passthrough", op, [2000e6, 2050e6, 1980e6]),
+                result("fuse-passthrough:big-writes", op, big_writes, like),
+                result("securefs:lite", op, [1000e6, 1010e6, 990e6], {},
+                       {"fuse-passthrough:big-writes": {"overhead": 0.3}}),
+                result("securefs:lite", "write", [500e6] * 3, {},
+                       {"fuse-passthrough:big-writes": {"overhead": 0.3}})]
+    said = apart(run([1500e6, 1480e6, 1520e6]))
+    assert len(said) == 1 and "fuse-passthrough:big-writes read 1.50 GB/s" in said[0]
+    assert "fuse-passthrough 2.00 GB/s" in said[0] and "(-25 %, significant)" in said[0]
+    assert "the overheads of securefs:lite against fuse-passthrough:big-writes" in said[0]
+    assert said[0] in findings(run([1500e6, 1480e6, 1520e6]), [])
+    assert apart(run([1990e6, 2040e6, 1960e6])) == []               # alike
+    assert apart(run([1500e6, 2100e6, 1950e6])) == []               # apart, not significantly
+    assert apart(run([1500e6, 1480e6, 1520e6], op="write")) == []   # only reads share a path
+    assert apart(run([1500e6, 1480e6, 1520e6])[1:]) == []           # its twin not measured
+
+
 def test_a_spread_no_wider_than_the_hosts_memory_is_said_to_be_the_memorys(monkeypatch):
     """The host's memory bandwidth, measured before the first sample, moved 8 % (CV): a result whose
     own CV

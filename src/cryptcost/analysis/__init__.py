@@ -264,7 +264,7 @@ def findings(storage: list[Stored], ciphers: list[Stored]) -> list[str]:
             out.append(f"{_short(r)}: its series stopped after {r.n} sample(s) ({r.incomplete}); "
                        "they are kept and shown, but the stack is not ranked or "
                        "recommended on them")
-    out += first_samples_low(storage)
+    out += first_samples_low(storage) + apart(storage)
     short = sorted({r.stack for r in storage if any("lasted only" in n for n in r.notes)})
     if short:
         n = sum(1 for r in storage if any("lasted only" in x for x in r.notes))
@@ -301,6 +301,35 @@ def first_samples_low(storage: list[Stored]) -> list[str]:
             "(memory the VM had handed back to its host, a daemon's buffers). Those samples are "
             "kept: the median resists one low sample, the interval widens; --warmup 2 discards a "
             "second round"]
+
+
+APART = 0.05              # two specs that read alike by construction, further apart than this
+
+
+def apart(storage: list[Stored]) -> list[str]:
+    """A finding for each read whose stack declares another whose reads take
+    the same path (``reads_like``: bindfs with and without ``big_writes``)
+    and that read further apart than :data:`APART`, significantly: the gap
+    is the run's, not the stacks', and every overhead taken against either
+    carries it."""
+    index = {r.paired(): r for r in storage}
+    out = []
+    for r in storage:
+        like = index.get(r.paired(stack=r.facts.reads_like)) if r.facts.reads_like else None
+        if r.cell.op != "read" or not like or not r.bytes_per_s or not like.bytes_per_s:
+            continue
+        cmp = stats.compare(list(like.values), list(r.values))
+        if not cmp.significant or abs(cmp.ratio - 1) <= APART:
+            continue
+        against = sorted({x.stack for x in storage if x.stack != r.stack and r.stack in x.vs
+                          and x.paired(stack=r.stack) == r.paired()})
+        out.append(f"{r.stack} read {rate(r.bytes_per_s)} and {like.stack} "
+                   f"{rate(like.bytes_per_s)} at {size(r.cell.block_bytes)} {r.cell.workload} "
+                   f"({(cmp.ratio - 1) * 100:+.0f} %, significant), though their reads take the "
+                   "same path: the gap is this run's, not the stacks'"
+                   + (f", and the overheads of {', '.join(against)} against {r.stack} carry it"
+                      if against else ""))
+    return out
 
 
 def network_findings(network: list[Stored]) -> list[str]:

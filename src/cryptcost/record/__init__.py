@@ -107,13 +107,15 @@ class Facts:
     advice: str | None = None
     tools: tuple[str, ...] = ()             # the programs it runs (their names)
     features: tuple[str, ...] = ()
+    reads_like: str | None = None           # a spec whose reads take the same path (a control)
 
     @classmethod
     def of(cls, d: Mapping[str, Any] | None) -> "Facts":
         d = d or {}
         return cls(d.get("layer"), d.get("role"), d.get("crypto_library"), d.get("use_case"),
                    tuple_of(d.get("baselines")), tuple_of(d.get("security")), d.get("isolates"),
-                   d.get("advice"), tuple_of(d.get("tools")), tuple_of(d.get("features")))
+                   d.get("advice"), tuple_of(d.get("tools")), tuple_of(d.get("features")),
+                   d.get("reads_like"))
 
     @property
     def is_baseline(self) -> bool:

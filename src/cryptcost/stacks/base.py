@@ -32,6 +32,10 @@ Facts (checked by :func:`problems` when the registry loads):
     adds to the reference, for people (``FUSE (libfuse 2)``). A stack's
     cost splits into this part, which the baseline pays too, and its own
     (``analysis.split``). A variant may name its own in its params.
+``reads_like``
+    In a variant's params: another spec whose reads take the same path
+    (bindfs with ``big_writes`` changes only its write requests). The two
+    are a control: a run where they read apart says so (``analysis.findings``).
 ``security``
     Sentences a recommendation must repeat (what it leaks, what is weak).
 ``advice``
@@ -323,7 +327,8 @@ class Stack(ABC):
                 "isolates": self.params.get("isolates") or self.isolates or None,
                 "advice": self.advice or None,
                 "tools": {t.name: t.package for t in self.needed_tools()},
-                "features": list(self.features), "cipher": self.cipher_ref()}
+                "features": list(self.features), "cipher": self.cipher_ref(),
+                "reads_like": self.params.get("reads_like")}
 
     def describe(self) -> dict:
         """Exact parameters, tool versions and facts, stored with every result."""
@@ -364,6 +369,9 @@ def problems(cls: type[Stack], known: set[str]) -> list[str]:
                  *(b for v in cls.variants.values() for b in v.get("baselines", ()))}:
         if spec.split(":")[0] not in known:
             out.append(f"baseline {spec!r} is not a registered stack")
+    for like in {v["reads_like"] for v in cls.variants.values() if v.get("reads_like")}:
+        if like.split(":")[0] not in known:
+            out.append(f"reads_like {like!r} is not a registered stack")
     if not set(cls.default_variants) <= set(cls.variants):
         out.append("default_variants names a variant that is not in variants")
     if not set(cls.baseline_variants) <= set(cls.variants):

@@ -9,7 +9,9 @@ variants match their mount options: ``default`` leaves libfuse 2 splitting
 writes into 4 KiB requests, as encfs does; ``big-writes`` asks for
 ``big_writes`` (128 KiB requests), as securefs and CryFS do — a baseline
 without it wrote at a third of the speed here and made securefs look
-faster than no encryption.
+faster than no encryption. Its reads take the same path as the default's
+(``reads_like``), so the two are a control of each other: a run where they
+read apart names the gap (``analysis.findings``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class FusePassthrough(FuseStack):
     # bindfs is single-threaded by default; the crypto FUSE daemons are not,
     # and a slower baseline would flatter them.
     variants = {"default": {"bindfs_mode": "multithreaded", "fuse_options": []},
-                "big-writes": {"bindfs_mode": "multithreaded", "fuse_options": ["big_writes"]}}
+                "big-writes": {"bindfs_mode": "multithreaded", "fuse_options": ["big_writes"],
+                               "reads_like": "fuse-passthrough"}}
 
     @property
     def fuse_options(self) -> tuple[str, ...]:         # per variant
