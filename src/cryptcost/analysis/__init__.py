@@ -321,14 +321,15 @@ def apart(storage: list[Stored]) -> list[str]:
         cmp = stats.compare(list(like.values), list(r.values))
         if not cmp.significant or abs(cmp.ratio - 1) <= APART:
             continue
-        against = sorted({x.stack for x in storage if x.stack != r.stack and r.stack in x.vs
-                          and x.paired(stack=r.stack) == r.paired()})
+        # which copy the run moved, one run cannot tell: every overhead against either carries it
+        against = [f"{', '.join(names)} against {b.stack}" for b in (r, like)
+                   if (names := sorted({x.stack for x in storage if b.stack in x.vs
+                                        and x.paired(stack=b.stack) == b.paired()}))]
         out.append(f"{r.stack} read {rate(r.bytes_per_s)} and {like.stack} "
                    f"{rate(like.bytes_per_s)} at {size(r.cell.block_bytes)} {r.cell.workload} "
                    f"({(cmp.ratio - 1) * 100:+.0f} %, significant), though their reads take the "
                    "same path: the gap is this run's, not the stacks'"
-                   + (f", and the overheads of {', '.join(against)} against {r.stack} carry it"
-                      if against else ""))
+                   + (f", and the overheads of {'; '.join(against)} carry it" if against else ""))
     return out
 
 
