@@ -46,8 +46,7 @@ def add_options(p) -> None:
                    "its crypto library's hardware acceleration off, verified by the speed drop")
     p.add_argument("--sample-minimum", type=float, default=MIN_SAMPLE_SECONDS, metavar="SECONDS",
                    help=f"each sample's measured time at least (default {MIN_SAMPLE_SECONDS:g}; "
-                        f"{MIN_SAMPLE_MINIMUM:g}–{MAX_SAMPLE_MINIMUM:g}); a read at memory speed "
-                        "takes less, and says so")
+                        f"{MIN_SAMPLE_MINIMUM:g}–{MAX_SAMPLE_MINIMUM:g})")
     add_cpus_option(p)
     add_profile_option(p)
 

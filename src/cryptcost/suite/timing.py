@@ -11,7 +11,6 @@ from cryptcost.runner.ciphers.executor import Executor, RealExecutor
 from cryptcost.runner.core import quiet
 from cryptcost.runner.network import NetworkPlan
 from cryptcost.runner.storage import resolve
-from cryptcost.runner.storage.passes import least_seconds
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, SAMPLE_BUDGET, StepRunner
 from cryptcost.suite.ceilings import ceiling_cells
 from cryptcost.runner.ciphers import CipherPlan
@@ -109,16 +108,15 @@ def _net_op_seconds(op: netwl.NetOp, plan: NetworkPlan) -> float:
 
 
 def _op_seconds(op: wl.Op, rate: float, stack, minimum: float = MIN_SAMPLE_SECONDS) -> float:
-    """One sample of ``op``: at least ``minimum`` (the plan's) of measured passes (a read at
-    memory speed: less; see runner.storage.steps), within the sample budget, plus its cache
-    reset (of the one file it reads, or of the stack) and start-up."""
+    """One sample of ``op``: at least ``minimum`` (the plan's) of measured passes, within the
+    sample budget, plus its cache reset (of the one file it reads, or of the stack) and
+    start-up."""
     if op.engine == "dbench":
         return DBENCH_RUN
     if op.engine == "bonnie":
         return bonnie.estimate(op.op, op.intended_bytes, rate, stack.forget_seconds)
     size = op.intended_bytes or 32 << 20
     one = size / rate
-    least = least_seconds(op, rate, size, minimum)
-    measured = min(max(one, least), max(one, SAMPLE_BUDGET))
+    measured = min(max(one, minimum), max(one, SAMPLE_BUDGET))
     reset = stack.forget_seconds if StepRunner.repeatable(op) else stack.remount_seconds
     return measured + op.reset_before * reset + 0.3

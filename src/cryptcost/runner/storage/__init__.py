@@ -70,8 +70,7 @@ class StoragePlan:
     accel: tuple[bool, ...] = (True,)
     # a profiled round: where each cell's CPU goes (perf)
     profile: bool = False
-    # each sample's measured time at least, in seconds (rule 10; a read at memory speed: less,
-    # passes.least_seconds)
+    # each sample's measured time at least, in seconds (rule 10), a read at memory speed's too
     sample_minimum: float = MIN_SAMPLE_SECONDS
 
     def sized(self) -> wl.Sizes:
@@ -336,8 +335,8 @@ def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | N
     seconds = statistics.median(x.seconds for x in samples)
     least = min(x.metrics.get("min_seconds", planned) for x in samples)
     if least < planned:
-        return (f"samples of {seconds * 1000:.0f} ms, the shorter minimum of a read at memory "
-                f"speed ({least:g} s, each pass a fio start-up for tens of milliseconds read)")
+        return (f"samples of {seconds * 1000:.0f} ms, the series' shorter minimum ({least:g} s: "
+                "a pass or a few, each as noisy as a whole sample)")
     if seconds < planned - 0.01:
         return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
     floor = (memory or {}).get("cv")

@@ -1,6 +1,5 @@
 """One sample made of passes: how large its passes are, the cache reset
-between two reads, the shorter minimum of a read at memory speed, the
-passes summed into one sample, the CPU per byte and per operation a
+between two reads, the passes summed into one sample, the CPU per byte and per operation a
 sample (or a pass) may claim, and whether a pass moved what it was meant
 to (rule 5).
 
@@ -24,41 +23,6 @@ from cryptcost.workloads import storage as wl
 
 GiB = 1 << 30
 MIN_CPU_WINDOW = 0.1         # seconds of /proc/stat ticks below which CPU per byte is not counted
-# a buffered read whose 1-s sample would take more than this many passes (each under about
-# 0.29 s) has a shorter minimum: bench/read_minimum found its samples no noisier at 0.25 s
-FAST_READ_PASSES = 3.5
-FAST_READ_SECONDS = 0.25
-
-
-def least_seconds(op: wl.Op, rate: float | None, size: int, minimum: float) -> float:
-    """A sample's minimum measured time: ``minimum`` (the plan's), or :data:`FAST_READ_SECONDS`
-    for a buffered read whose largest pass (``size`` bytes) at ``rate`` would need more than
-    :data:`FAST_READ_PASSES` passes to fill a second, whatever the plan's minimum: each pass
-    costs a fio start-up (about 0.2 s) and a cache reset, as long as or longer than what it
-    reads; the shorter sample is whole passes of the file, none cut at its time
-    (:meth:`~cryptcost.runner.storage.steps.StepRunner.measure`)."""
-    if op.op == "read" and op.fio is not None and not op.fio.direct and rate and size and \
-            rate > FAST_READ_PASSES * size:
-        return min(minimum, FAST_READ_SECONDS)
-    return minimum
-
-
-def judged_on_passes(op: wl.Op, passes: list[Sample], least: float, minimum: float) -> float:
-    """A series' minimum (``least``), judged again after each pass of its first measured sample
-    (``passes``, so far) on the fastest of them: a read whose whole-file pass took under
-    1/:data:`FAST_READ_PASSES` of a second is at memory speed (:func:`least_seconds` on that
-    pass), though the warm-up round's one pass, of the short file its write left and profiled,
-    had judged it slower (a FUSE passthrough's read took 10–13 passes of 40 ms a sample). The
-    fastest pass, not the first: the first pass after a write ran slower than the rest (a
-    libfuse passthrough's read took 11–13 passes a sample, at 2.6 GB/s on average, and its first
-    pass alone judged it at fewer than ten). Once judged, the sample ends as soon as its passes
-    have measured the shorter minimum; the series keeps what this says."""
-    if least < minimum or not passes or \
-            any(not p.bytes_moved or p.metrics.get("cut_by_time") for p in passes):
-        return least
-    best = max(passes, key=lambda p: p.bytes_moved / p.seconds)
-    return min(least, least_seconds(op, best.bytes_moved / best.seconds, best.bytes_moved,
-                                    minimum))
 
 
 def largest_pass(inst, op: wl.Op) -> int:

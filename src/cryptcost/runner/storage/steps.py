@@ -10,8 +10,11 @@ A sample lasts at least :data:`MIN_SAMPLE_SECONDS` of measured time (rule 10; a 
 as that takes, each on a fresh file (writes) or after a cache reset (reads), with what happens
 between passes outside the clock. A read with O_DIRECT has no cache to reset: its sample is one
 fio process reading the file over and over for the sample's time (:meth:`StepRunner.reread`).
-A buffered read at memory speed has a shorter minimum, said in its samples
-(:meth:`StepRunner.minimum`, :func:`~.passes.least_seconds`, :func:`~.passes.judged_on_passes`).
+Every sample of a series has the same minimum, a read at memory speed's too: a minimum of
+0.25 s for such reads (one to three passes) had doubled their intervals
+(``bench/stability_compare``, docs/methodology.md); a series may be given another in
+:attr:`StepRunner.least` (``bench/read_minimum`` does), taken in whole passes and said in its
+samples.
 Passes are added until their measured time reaches the minimum — not a
 count planned from the last sample, which came short whenever the cell
 ran faster than the round before — within :data:`SAMPLE_BUDGET` seconds
@@ -48,8 +51,8 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
 from cryptcost.runner.core.profile import unwatched
 from cryptcost.runner.storage import programs
-from cryptcost.runner.storage.passes import (combine, cpu_per_unit, first_pass, judged_on_passes,
-                                             largest_pass, least_seconds, reset_one_file,
+from cryptcost.runner.storage.passes import (combine, cpu_per_unit, first_pass,
+                                             largest_pass, reset_one_file,
                                              verify_moved)
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
@@ -198,7 +201,6 @@ class StepRunner:
         key = (inst.label, op.key)
         first = key not in self.gaps          # the warm-up round's, or without one the first sample
         warm_up = self.warm_up and first
-        deciding = not warm_up and key not in self.least     # decides the series' minimum
         least = self.minimum(inst, op, key)
         once = inst.stack.one_write_pass if op.op in WRITES else None
         most = MAX_PASSES if self.repeatable(op) and not first and not once else 1
@@ -208,11 +210,9 @@ class StepRunner:
         while True:
             if samples:
                 gaps.append(self.between(inst, op, step))
-            # a read's shorter minimum takes whole passes: one cut short is mostly its cold start
+            # a series' shorter minimum takes whole passes: one cut short is mostly its cold start
             left = None if least < self.min_seconds else least - sum(x.seconds for x in samples)
             samples.append(self.one_pass(inst, op, step, cache, left))
-            if deciding and self.repeatable(op):
-                least = self.least[key] = judged_on_passes(op, samples, least, self.min_seconds)
             measured = sum(x.seconds for x in samples)
             # (a pass cut at the minimum time counts as done, whatever its clock's last ms says)
             if measured >= least - 0.01 or len(samples) >= most:
@@ -246,19 +246,9 @@ class StepRunner:
         return sample
 
     def minimum(self, inst: Instance, op: wl.Op, key: tuple) -> float:
-        """The sample's minimum measured time: :data:`MIN_SAMPLE_SECONDS` (rule 10), or the
-        shorter :func:`least_seconds` of a read at memory speed, decided once a series at its
-        first measured sample (from the cell's rate and :func:`largest_pass`); a series with no
-        rate then (no warm-up round) keeps the second."""
-        if key in self.least:
-            return self.least[key]
-        if self.warm_up and key not in self.gaps:        # the warm-up round's one pass
-            return self.min_seconds
-        least = self.min_seconds
-        if self.repeatable(op) and not self.direct:       # least_seconds judges the rest
-            least = least_seconds(op, self.rate.get(key), largest_pass(inst, op), self.min_seconds)
-        self.least[key] = least
-        return least
+        """The sample's minimum measured time: the series' own where one was given
+        (:attr:`least`), else :data:`MIN_SAMPLE_SECONDS` or the plan's (rule 10)."""
+        return self.least.get(key, self.min_seconds)
 
     def _known_gap(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The time between passes: as measured before, else the stack's estimate."""
