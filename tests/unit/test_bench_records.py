@@ -111,3 +111,35 @@ def test_the_quick_suite_bench_splits_the_wall_time_by_the_runs_own_lines():
     assert sum(phases.values()) == pytest.approx(200.5)
     # a run cut short before its parts said what they measure: no phases, not wrong ones
     assert bench.phase_seconds(said[:3] + [(9.0, "— quick: storage\n")], 10.0) == []
+
+
+def test_the_stability_comparison_finds_a_kind_made_wider_and_refuses_when_the_control_moved():
+    """bench/stability_compare pairs each cell's half-widths before and after a change: reads
+    twice as wide on 13 cells are "wider" while writes and ciphers that only jitter are not;
+    ciphers (the control, which a storage change does not touch) moved as well: undecided,
+    since the host moved between the sides, whatever the reads did."""
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+    loader = SourceFileLoader("stability_compare", str(ROOT / "bench/stability_compare"))
+    bench = module_from_spec(spec_from_loader("stability_compare", loader))
+    loader.exec_module(bench)
+    jitter = [1.0, 1.1, 0.95, 1.05, 0.9, 1.02, 0.97, 1.08, 0.93, 1.01, 0.99, 1.04, 0.96]
+
+    def side(factors):
+        return {(k, f"cell {i}"): [(0.03 * f * j, 0.01, 1.0) for j in (1.0, 1.2)]
+                for k, fs in factors.items() for i, f in enumerate(fs)}
+    before = side({"cipher": [1.0] * 13, "storage write": [1.0] * 13, "storage read": [1.0] * 13})
+    after = side({"cipher": jitter, "storage write": jitter[::-1],
+                  "storage read": [2 * j for j in jitter]})
+    n, ratio, p = bench.paired(before, after, "storage read")
+    assert n == 13 and ratio == pytest.approx(2.0, rel=0.05) and p < 0.01
+    assert bench.paired(before, after, "storage write")[2] > 0.05
+    wider = [k for k in bench.KINDS if (t := bench.paired(before, after, k)) and t[2] < 0.05]
+    assert wider == ["storage read"]
+    assert bench.judge(before, after, wider, "cipher")[:2] == (False, "NOT met: storage read")
+    assert bench.judge(before, after, [], "cipher")[:2] == (True, "met")
+    moved = side({"cipher": [1.5 * j for j in jitter]})
+    met, said, test = bench.judge(before, {**after, **moved}, wider, "cipher")
+    assert not met and said.startswith("undecided: the control (cipher") and test[2] < 0.05
+    assert bench.judge(before, {**after, **moved}, wider, "none")[0] is False
+    assert bench.paired(before, after, "network") is None        # no cells: no test
