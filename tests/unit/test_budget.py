@@ -540,3 +540,45 @@ def test_a_part_samples_with_its_own_policy_is_estimated_so_and_keeps_it_in_json
     assert [p.policy.min_samples for p in plan.parts] == [1, 3]
     with pytest.raises(UserError, match="part 2"):
         from_json(to_json(plan).replace('"min_samples": 3', '"min_samples": 0'), "parts.json")
+
+
+def test_a_storage_tables_own_samples_win_over_the_policy_and_give_way_to_two_last():
+    """A storage table's own number of samples (``storage.samples``) is what its series take
+    whatever the policy says, is estimated so, and gives way to the policy only in a budget's
+    last cut, two samples a series."""
+    from cryptcost import stats
+    from cryptcost.runner.storage import StoragePlan
+    from cryptcost.suite.timing import part_seconds
+    assert StoragePlan(samples=4).policy(stats.Policy(3, 3)) == stats.Policy(4, 4)
+    assert StoragePlan().policy(stats.Policy(3, 6)) == stats.Policy(3, 6)
+    table = {"stacks": ["plain"], "workloads": ["seq-1m"]}
+    policy = {"min_samples": 2, "max_samples": 2}
+    own = _c(RunPlan("custom", parts=[Part("p", storage={**table, "samples": 6})], policy=policy))
+    theirs = _c(RunPlan("custom", parts=[Part("p", storage=table)], policy=policy))
+    assert own.parts[0].storage[0].samples == 6 and theirs.parts[0].storage[0].samples is None
+    assert part_seconds(own.parts[0], FakeExecutor(), here=False) > \
+        part_seconds(theirs.parts[0], FakeExecutor(), here=False)
+
+    def model(plan: CompiledPlan) -> float:
+        return sum(100 * (sp.samples or p.policy.min_samples) for p in plan.parts
+                   for sp in p.storage)
+    fitted, seconds = fit(own, 300, model)
+    assert fitted.parts[0].storage[0].samples is None and seconds <= 300
+    assert "samples beyond two" in [c["what"] for c in fitted.cannot_run]
+    fitted, _ = fit(own, 700, model)
+    assert fitted.parts[0].storage[0].samples == 6
+
+
+
+def test_a_storage_comparison_samples_at_its_tables_own_number(monkeypatch):
+    """What the runner hands the schedule is the table's number of samples, not the part's."""
+    from cryptcost import stats
+    from cryptcost.runner import storage
+    from cryptcost.runner.storage import StoragePlan
+    got = []
+    monkeypatch.setattr(storage, "validate", lambda plan: (plan, [], []))
+    monkeypatch.setattr(storage.flow, "compare", lambda pairs, spec, **kw: got.append(kw["policy"]))
+    for samples, want in ((5, stats.Policy(5, 5)), (None, stats.Policy(3, 6))):
+        storage._run_storage(StoragePlan(workloads=("seq-1m",), samples=samples),
+                             stats.Policy(3, 6), storage.Conditions(), res=None)
+        assert got.pop() == want

@@ -239,3 +239,23 @@ def test_a_fixed_number_of_samples_is_estimated_as_one_figure(tmp_path):
         said[most] = next(ln for ln in done.stderr.splitlines() if "estimated time" in ln)
     assert "fixed number of samples" in said[3] and "up to" not in said[3], said[3]
     assert "up to" in said[6] and "fixed" not in said[6], said[6]
+
+
+
+def test_the_guest_samples_its_storage_at_the_shares_policy_not_at_a_tables_own_number(
+        kernel_lacks):
+    """A storage table's own number of samples (``storage.samples``) is this host's; a guest's
+    pass under TCG lasts a sample or more, so its share samples as the share's policy says (its
+    minimum), while the minimum sample the table asked for reaches the guest."""
+    from cryptcost.suite.compiled import compile_plan
+    from cryptcost.workloads.plan import Part, RunPlan
+    table = {"stacks": ["luks"], "workloads": ["seq-1m"], "samples": 6, "sample_minimum": 2}
+    [share] = guest.share(RunPlan("custom", parts=[Part("p", storage=table)]))
+    [part] = share.plan.parts
+    assert "samples" not in part.storage and part.storage["sample_minimum"] == 2
+    compiled, _ = compile_plan(share.plan)
+    sp = compiled.parts[0].storage[0]
+    assert sp.samples is None and sp.sample_minimum == 2.0
+    assert sp.policy(compiled.parts[0].policy) == compiled.parts[0].policy
+    here, _ = compile_plan(RunPlan("custom", parts=[Part("p", storage=table)]))
+    assert here.parts[0].storage[0].policy(here.parts[0].policy).min_samples == 6

@@ -142,12 +142,17 @@ Cut = tuple[Callable[[CompiledPlan], CompiledPlan], dict]
 
 def _samples(least: int | None, most: int | None) -> Callable[[CompiledPlan], CompiledPlan]:
     """Every series of the plan at most at ``most`` samples (None: at its minimum), and at
-    least at ``least`` (None: as it was)."""
+    least at ``least`` (None: as it was); with ``least``, a storage table's own number of samples
+    (``storage.samples``) gives way to it too."""
     def policy(pol):
         low = pol.min_samples if least is None else least
         return replace(pol, min_samples=low, max_samples=low if most is None else most)
+
+    def storage(x: CompiledPart) -> tuple:
+        return x.storage if least is None else tuple(replace(sp, samples=None) for sp in x.storage)
     return lambda p: replace(p, policy=policy(p.policy),
-                             parts=[replace(x, policy=policy(x.policy)) for x in p.parts])
+                             parts=[replace(x, policy=policy(x.policy), storage=storage(x))
+                                    for x in p.parts])
 
 
 def _drop_part(label: str) -> Callable[[CompiledPlan], CompiledPlan]:
@@ -248,7 +253,8 @@ def _cuts(plan: CompiledPlan) -> list[Cut]:
                                     **measures(p)})
              for p in reversed(plan.parts[1:])]
     first = plan.parts[0]
-    if any(p.policy.min_samples > 2 for p in plan.parts):
+    if any(p.policy.min_samples > 2 or any((sp.samples or 0) > 2 for sp in p.storage)
+           for p in plan.parts):
         cuts.append((_samples(2, 2),
                      {"part": plan.name, "what": "samples beyond two",
                       "detail": "each series has 2 samples"}))

@@ -49,7 +49,7 @@ STORAGE_KEYS: dict[str, Key] = {
     "stacks": _LIST, "medium": ("", parse_medium, lambda m: m.spec), "workloads": _LIST,
     "size": ("", _size("storage.size"), _same), "fit_size": ("", bool, _same),
     "fs": ("", str, _same), "accel": _ACCEL, "profile": ("", bool, _same),
-    "sample_minimum": ("", float, _same)}
+    "sample_minimum": ("", float, _same), "samples": ("", int, _same)}
 SIZES_KEYS: dict[str, Key] = {          # the workloads' sizes (wl.Sizes)
     "seq_cap": ("", _size("storage.seq_cap"), _same), "ops_cap": ("", int, _same),
     "small_files": ("", int, _same)}

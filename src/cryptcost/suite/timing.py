@@ -40,7 +40,8 @@ def part_seconds(part: CompiledPart, executor: Executor, here: bool = True,
     if part.ciphers is not None:
         total += _cipher_seconds(part.ciphers, executor, pol, samples)
     for sp in part.storage:
-        total += _storage_seconds(sp, pol.warmup + samples + int(sp.profile and not pol.warmup),
+        taken = sp.samples or samples                 # storage.samples, whatever the policy's
+        total += _storage_seconds(sp, pol.warmup + taken + int(sp.profile and not pol.warmup),
                                   here)
     for np_ in part.network:
         # a profiled round of its own only where no warm-up round can be profiled

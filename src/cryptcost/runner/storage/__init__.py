@@ -28,12 +28,13 @@ from cryptcost.errors import UserError
 from cryptcost.host import cpu
 from cryptcost.lifecycle.resources import Resources
 from cryptcost.media import Medium, parse_medium
-from cryptcost.model import Cell, Result, Sample, metric_median as median
+from cryptcost.model import Cell, Result, metric_median as median
 from cryptcost.record import CpuUse
 from cryptcost.runner.core import flow, pairing, pinning, quiet
 from cryptcost.runner.storage.integrity import verify_pattern
-from cryptcost.runner.core.scheduler import Progress, Series, drift_cause
+from cryptcost.runner.core.scheduler import Progress, Series
 from cryptcost.runner.core.sink import Sink
+from cryptcost.runner.storage.cause import likely_cause
 from cryptcost.runner.storage.passes import reset_one_file
 from cryptcost.runner.storage.steps import MIN_SAMPLE_SECONDS, Instance, StepRunner
 from cryptcost.stacks.fs import MIN_MEDIUM, StorageStack
@@ -43,7 +44,8 @@ log = logging.getLogger("cryptcost.storage")
 GiB = 1 << 30
 SHORT_SAMPLE = 0.5          # seconds; below this a sample is mostly timer and start-up
 # what a plan's storage.sample_minimum may be: a sample of less than SHORT_SAMPLE is mostly
-# fio's start-up and timer, and one past a minute is a soak, not a sample
+# fio's start-up and timer, and reads a smaller file (a pass is sized by the minimum's time), and
+# one past a minute is a soak, not a sample
 MIN_SAMPLE_MINIMUM, MAX_SAMPLE_MINIMUM = SHORT_SAMPLE, 60.0
 
 
@@ -72,6 +74,13 @@ class StoragePlan:
     profile: bool = False
     # each sample's measured time at least, in seconds (rule 10), a read at memory speed's too
     sample_minimum: float = MIN_SAMPLE_SECONDS
+    # each series' number of samples, whatever the policy's minimum and maximum (None: theirs)
+    samples: int | None = None
+
+    def policy(self, policy: stats.Policy) -> stats.Policy:
+        """The sampling ``policy`` as this plan's series take it."""
+        return replace(policy, min_samples=self.samples, max_samples=self.samples) \
+            if self.samples else policy
 
     def sized(self) -> wl.Sizes:
         """The workloads' sizes on this plan's medium size."""
@@ -124,6 +133,8 @@ def validate(plan: StoragePlan
     if os.geteuid() != 0:
         raise UserError("storage stacks need root (loop devices, mounts, FUSE): run with sudo")
     cpu.validate_cpu_count(plan.cpus)
+    if plan.samples is not None and not 1 <= plan.samples <= 1000:
+        raise UserError(f"storage.samples must be 1–1000, not {plan.samples}")
     if not MIN_SAMPLE_MINIMUM <= plan.sample_minimum <= MAX_SAMPLE_MINIMUM:
         raise UserError(f"--sample-minimum (storage.sample_minimum) must be "
                         f"{MIN_SAMPLE_MINIMUM:g}–{MAX_SAMPLE_MINIMUM:g} s, "
@@ -196,7 +207,7 @@ def _run_storage(plan: StoragePlan, policy: stats.Policy, seen: Conditions, *, r
                  sink: Sink | None = None,
                  progress: Progress | None = None) -> StorageOutcome:
     plan, resolved, skipped = validate(plan)
-    sizes = plan.sized()
+    policy, sizes = plan.policy(policy), plan.sized()
     names = wl.expand(plan.workloads)
     instances = [Instance(stack, stack.label, role) for stack, role in resolved]
     direct = all(i.stack.honours_direct for i in instances)
@@ -312,44 +323,6 @@ def _params(inst: Instance, plan: StoragePlan, seen: Conditions) -> dict:
     if seen.memory_noise:
         params["memory_noise"] = seen.memory_noise
     return params
-
-
-# a result whose CV is within this multiple of the memory's own is no wider than it
-MEMORY_COVERS = 1.5
-
-
-def likely_cause(inst: Instance, op: wl.Op, samples: list[Sample], cv: float | None = None,
-                 memory: dict | None = None, planned: float = MIN_SAMPLE_SECONDS) -> str:
-    """The most likely source of a result's spread (``cv``, of its
-    samples), from what is known of it; ``memory`` is the host's memory
-    bandwidth spread measured before the first sample
-    (:func:`runner.core.quiet.memory_noise`); ``planned``, the plan's minimum sample
-    (``storage.sample_minimum``)."""
-    moved = drift_cause(samples)
-    if moved:
-        return moved
-    short = next((x.metrics["short_because"] for x in samples if x.metrics.get("short_because")),
-                 None)
-    if short:
-        return f"samples shorter than {planned:g} s: {short}"
-    seconds = statistics.median(x.seconds for x in samples)
-    least = min(x.metrics.get("min_seconds", planned) for x in samples)
-    if least < planned:
-        return (f"samples of {seconds * 1000:.0f} ms, the series' shorter minimum ({least:g} s: "
-                "a pass or a few, each as noisy as a whole sample)")
-    if seconds < planned - 0.01:
-        return f"samples of {seconds * 1000:.0f} ms, too short for the timer and start-up to vanish"
-    floor = (memory or {}).get("cv")
-    if floor and cv is not None and floor > stats.STEADY_MEMORY and cv <= MEMORY_COVERS * floor:
-        return (f"the host's memory bandwidth, which moved {floor:.0%} (CV) between "
-                f"{memory['seconds']:g} s copies before the first sample: this result's spread is "
-                f"no wider than {MEMORY_COVERS:g}× that, and a figure that moves data at memory "
-                "speed is no steadier than the memory")
-    if inst.stack.layer == "fuse":
-        return f"the FUSE daemon's threads competing with fio for {cpu.usable_cores()} core(s)"
-    if op.op in ("write", "randwrite", "create") and inst.stack.layer == "kernel":
-        return "the RAM medium's writeback: the kernel flushes dirty pages at its own pace"
-    return "the machine itself (other work on its cores, the hypervisor)"
 
 
 def _result(inst: Instance, op: wl.Op, s: Series, series: dict, plan: StoragePlan,
