@@ -242,20 +242,26 @@ def test_a_fixed_number_of_samples_is_estimated_as_one_figure(tmp_path):
 
 
 
-def test_the_guest_samples_its_storage_at_the_shares_policy_not_at_a_tables_own_number(
+
+def test_the_guest_samples_its_storage_at_the_shares_policy_not_at_the_quick_suites_own(
         kernel_lacks):
-    """A storage table's own number of samples (``storage.samples``) is this host's; a guest's
-    pass under TCG lasts a sample or more, so its share samples as the share's policy says (its
-    minimum), while the minimum sample the table asked for reaches the guest."""
+    """The quick suite's storage takes 4 samples of at least 0.25 s here (``storage.samples``,
+    a trade for passes at memory speed); a guest's pass under TCG lasts a sample or more, so its
+    share samples as the share's policy says, on the second, while a minimum a table asked for
+    without a number of its own reaches the guest."""
     from cryptcost.suite.compiled import compile_plan
     from cryptcost.workloads.plan import Part, RunPlan
-    table = {"stacks": ["luks"], "workloads": ["seq-1m"], "samples": 6, "sample_minimum": 2}
-    [share] = guest.share(RunPlan("custom", parts=[Part("p", storage=table)]))
+    quick = load("quick", None)
+    assert quick.parts[0].storage["samples"] == 4
+    [share] = guest.share(quick)
     [part] = share.plan.parts
-    assert "samples" not in part.storage and part.storage["sample_minimum"] == 2
+    assert "samples" not in part.storage and "sample_minimum" not in part.storage
     compiled, _ = compile_plan(share.plan)
     sp = compiled.parts[0].storage[0]
-    assert sp.samples is None and sp.sample_minimum == 2.0
+    assert sp.samples is None and sp.sample_minimum == 1.0
     assert sp.policy(compiled.parts[0].policy) == compiled.parts[0].policy
-    here, _ = compile_plan(RunPlan("custom", parts=[Part("p", storage=table)]))
-    assert here.parts[0].storage[0].policy(here.parts[0].policy).min_samples == 6
+    here, _ = compile_plan(quick)
+    assert here.parts[0].storage[0].policy(here.parts[0].policy).min_samples == 4
+    alone = RunPlan("custom", parts=[Part("p", storage={"stacks": ["luks"], "sample_minimum": 2})])
+    [share] = guest.share(alone)
+    assert share.plan.parts[0].storage["sample_minimum"] == 2

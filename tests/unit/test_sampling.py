@@ -69,6 +69,7 @@ class _Stack:
     file_cache_only = False
     evicts_one_file = False
     one_write_pass = None
+    sample_floor = 0.0
 
 
 def _seq(tmp_path):
@@ -552,3 +553,23 @@ def test_a_samples_pass_size_is_its_largest_passs_not_its_cut_last_ones(tmp_path
     )
     got = combine([full, full, last], step.ops[1])
     assert got.metrics["pass_bytes"] == 384 * MiB and got.metrics["cut_by_time"] is True
+
+
+def test_plain_keeps_a_second_a_sample_where_a_plan_asks_less():
+    """``plain``'s passes at memory speed fall in two speeds: it takes the second (its
+    ``sample_floor``) under a plan's shorter minimum, its encrypt-feature twin and the other
+    stacks take the plan's, and a series given its own minimum (``bench/read_minimum``) keeps
+    it."""
+    from cryptcost.stacks.plain import Plain
+    from cryptcost.stacks.fuse_passthrough import FusePassthrough
+    runner = StepRunner(res=None, archive=None, direct=False, min_seconds=0.25)
+    op = wl.write_read("seq", 1 << 20, 64 << 20, False)[1]
+    for stack, want in ((Plain(), 1.0), (Plain("encrypt-feature"), 0.25),
+                        (FusePassthrough(), 0.25)):
+        inst = Instance(stack, stack.label, "baseline")
+        assert runner.minimum(inst, op, (inst.label, op.key)) == want, stack.label
+    inst = Instance(Plain(), "plain", "baseline")
+    runner.least[("plain", op.key)] = 0.25
+    assert runner.minimum(inst, op, ("plain", op.key)) == 0.25
+    assert StepRunner(res=None, archive=None, direct=False, min_seconds=2).minimum(
+        inst, op, ("plain", op.key)) == 2

@@ -299,11 +299,11 @@ def test_xfs_on_a_medium_mkfs_xfs_refuses_is_bad_input():
         validate(plan)
 
 
-def test_a_plans_sample_minimum_outside_half_a_second_to_a_minute_is_bad_input(monkeypatch):
+def test_a_plans_sample_minimum_outside_a_quarter_second_to_a_minute_is_bad_input(monkeypatch):
     """``storage.sample_minimum`` is typed and compiled from a plan's table, and a value a
-    sample cannot honestly take (under SHORT_SAMPLE, mostly fio's start-up, and a smaller file
-    read; over a minute, a soak) is refused before anything is created, as is a number of
-    samples (``storage.samples``) outside 1–1000."""
+    sample cannot honestly take (under a quarter second, less than a pass of most reads; over a
+    minute, a soak) is refused before anything is created, as is a number of samples
+    (``storage.samples``) outside 1–1000."""
     from cryptcost.errors import UserError
     from cryptcost.runner.storage import MIN_SAMPLE_MINIMUM, validate
     from cryptcost.suite.compiled import storage_plans
@@ -316,11 +316,11 @@ def test_a_plans_sample_minimum_outside_half_a_second_to_a_minute_is_bad_input(m
     assert validate(plan)[0].sample_minimum == 0.5
     (plan,) = storage_plans({**table, "sample_minimum": 1})            # an int is a float here
     assert plan.sample_minimum == 1.0 and isinstance(plan.sample_minimum, float)
-    (plan,) = storage_plans({**table, "samples": 5})
-    assert validate(plan)[0].samples == 5
+    (plan,) = storage_plans({**table, "samples": 5, "sample_minimum": 0.25})
+    assert validate(plan)[0].samples == 5 and plan.sample_minimum == 0.25
     for bad in (MIN_SAMPLE_MINIMUM / 2, 61.0):
         (plan,) = storage_plans({**table, "sample_minimum": bad})
-        with pytest.raises(UserError, match=r"\(storage.sample_minimum\) must be 0.5–60 s, not "):
+        with pytest.raises(UserError, match=r"\(storage.sample_minimum\) must be 0.25–60 s, not "):
             validate(plan)
     for bad in (0, 1001):
         (plan,) = storage_plans({**table, "samples": bad})

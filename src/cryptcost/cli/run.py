@@ -36,7 +36,7 @@ def add_parser(sub, common) -> None:
     p = sub.add_parser("run", parents=[common],
                        help="the main job: measure a suite, analyse, report")
     p.add_argument("--suite", choices=SUITES,
-                   help="quick (default, about 4–5 min on 2 cores), standard, "
+                   help="quick (default, about 4 min on 2 cores), standard, "
                    "seeds (the field reports' matrices), full")
     p.add_argument("--plan", metavar="FILE.toml", help="a plan file (see docs/plans.md)")
     p.add_argument("--resume", metavar="RUN",

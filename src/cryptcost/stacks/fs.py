@@ -145,6 +145,9 @@ class StorageStack(Stack):
     # a file is written again under its name within a sample says why); None: passes
     # are added until the sample lasts its minimum time.
     one_write_pass: ClassVar[str | None] = None
+    # The shortest sample (seconds of passes) this stack's figures hold at, whatever shorter
+    # minimum a plan asks (storage.sample_minimum): 0, none of its own.
+    sample_floor: float = 0.0
     # Workloads (their names) the stack cannot run, each with why, as seen: a step of one is not
     # measured on it, and the run says why (runner.storage.unfit).
     unfit_workloads: ClassVar[dict[str, str]] = {}

@@ -126,9 +126,11 @@ def share(plan: RunPlan) -> list[GuestShare]:
 def _smaller(table: dict) -> dict:
     """A storage table on media of at most :data:`GUEST_MAX_SIZE`, and at least what its
     filesystem is made on (XFS: :data:`~cryptcost.stacks.fs.MIN_MEDIUM`), sampled as the share's
-    policy says (its minimum, as the share takes it), not at a table's own number
-    (``storage.samples``)."""
-    table = {k: v for k, v in table.items() if k != "samples"}
+    policy says (its minimum): a table's own number of samples (``storage.samples``) and the
+    shorter sample it is paired with are a trade made for this host's passes at memory speed,
+    where a guest's pass under TCG lasts a sample or more."""
+    if table.get("samples") is not None:
+        table = {k: v for k, v in table.items() if k not in ("samples", "sample_minimum")}
     size = parse_size(str(table.get("size", StoragePlan.size)), "storage.size")
     least = MIN_MEDIUM.get(table.get("fs", StoragePlan.fs), 0)
     return {**table, "size": f"{max(min(size, GUEST_MAX_SIZE), least) >> 20}M"} if size else table

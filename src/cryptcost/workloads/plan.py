@@ -225,17 +225,20 @@ def suite_plans() -> dict[str, dict]:
     network stacks whose declared ``suites`` name the suite (a new plugin is in the moment
     its file is, if its facts say so), with the variants they declare for it."""
     return {
-        # ≤ 5 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the
-        # ranking and the recommendation read (1 MiB sequential write and read), each sample ≥ 1 s
-        # of measured time after a warm-up round: fewer cells rather than noisier ones (0.5-s
-        # storage samples, storage.sample_minimum, took a minute less and widened its storage
-        # intervals by about a quarter, docs/methodology.md). Every
+        # ≤ 4 minutes on 2 cores: the ciphers the stacks use, and every stack on the cell the
+        # ranking and the recommendation read (1 MiB sequential write and read), after a warm-up
+        # round: fewer cells rather than noisier ones. Its ciphers and network take 3 samples
+        # of 1 s; its storage 4 of at least 0.25 s (storage.samples, sample_minimum; plain,
+        # whose passes at memory speed take two speeds, a second: Plain.sample_floor). A storage
+        # sample's cost is its passes, a fio start-up each, and a 95 % interval narrows with
+        # the number of samples faster than with their length (docs/methodology.md). Every
         # built-in suite profiles its warm-up round where perf can (no pass of its own), so that
         # each verdict rests on where the CPU went.
         "quick": {"ciphers": {"engines": ["openssl", "go", "kernel"], "algorithms": QUICK_ALGOS,
                               "sizes": [4096], "threads": [1], "accel": ["on"]},
                   "storage": {"stacks": ["all"], "workloads": ["seq-1m"], "size": "512M",
-                              "seq_cap": "256M", "ops_cap": 8192, "profile": True},
+                              "seq_cap": "256M", "ops_cap": 8192, "profile": True,
+                              "samples": 4, "sample_minimum": 0.25},
                   "network": {"stacks": in_suite("quick", "network"), "workloads": ["send"],
                               "seconds": 1, "profile": True},
                   "policy": {"min_samples": 3, "max_samples": 3, "warmup": 1}},

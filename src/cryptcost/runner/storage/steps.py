@@ -239,7 +239,7 @@ class StepRunner:
         if sample.bytes_moved:
             self.rate[key] = sample.bytes_moved / sample.seconds
         sample.metrics.update(passes=len(samples), pass_seconds=one)
-        if least < self.min_seconds:
+        if least != self.min_seconds:
             sample.metrics["min_seconds"] = least
         if short:
             sample.metrics["short_because"] = short
@@ -247,8 +247,9 @@ class StepRunner:
 
     def minimum(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The sample's minimum measured time: the series' own where one was given
-        (:attr:`least`), else :data:`MIN_SAMPLE_SECONDS` or the plan's (rule 10)."""
-        return self.least.get(key, self.min_seconds)
+        (:attr:`least`), else :data:`MIN_SAMPLE_SECONDS` or the plan's (rule 10), but no
+        shorter than the stack's floor (``sample_floor``)."""
+        return self.least.get(key, max(self.min_seconds, inst.stack.sample_floor))
 
     def _known_gap(self, inst: Instance, op: wl.Op, key: tuple) -> float:
         """The time between passes: as measured before, else the stack's estimate."""
