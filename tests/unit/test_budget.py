@@ -510,8 +510,6 @@ def test_the_cipher_ceilings_run_first_and_once_whatever_the_budget_leaves_out(m
     assert ceilings.LABEL in none.part_seconds
 
 
-
-
 def test_a_part_samples_with_its_own_policy_is_estimated_so_and_keeps_it_in_json():
     """One guest boot can serve parts that sample differently (a twin that must be verified
     beside matrices read once): a part's policy wins over the plan's, for its samples and its
@@ -567,7 +565,6 @@ def test_a_storage_tables_own_samples_win_over_the_policy_and_give_way_to_two_la
     assert "samples beyond two" in [c["what"] for c in fitted.cannot_run]
     fitted, _ = fit(own, 700, model)
     assert fitted.parts[0].storage[0].samples == 6
-
 
 
 def test_a_storage_comparison_samples_at_its_tables_own_number(monkeypatch):

@@ -241,8 +241,6 @@ def test_a_fixed_number_of_samples_is_estimated_as_one_figure(tmp_path):
     assert "up to" in said[6] and "fixed" not in said[6], said[6]
 
 
-
-
 def test_the_guest_samples_its_storage_at_the_shares_policy_not_at_the_quick_suites_own(
         kernel_lacks):
     """The quick suite's storage takes 4 samples of at least 0.25 s here (``storage.samples``,

@@ -573,3 +573,13 @@ def test_plain_keeps_a_second_a_sample_where_a_plan_asks_less():
     assert runner.minimum(inst, op, ("plain", op.key)) == 0.25
     assert StepRunner(res=None, archive=None, direct=False, min_seconds=2).minimum(
         inst, op, ("plain", op.key)) == 2
+
+
+def test_a_results_sample_minimum_is_the_one_its_samples_took():
+    """A result says the minimum its samples took: the plan's, or its stack's floor above it."""
+    from cryptcost.runner.storage import Conditions, StoragePlan, _params
+    from cryptcost.stacks.plain import Plain
+    quick = StoragePlan(sample_minimum=0.25)
+    for stack, want in ((Plain(), None), (Plain("encrypt-feature"), 0.25)):
+        got = _params(Instance(stack, stack.label, "baseline"), quick, Conditions())
+        assert got.get("sample_minimum") == want, stack.label

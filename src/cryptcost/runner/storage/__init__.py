@@ -316,8 +316,9 @@ def _params(inst: Instance, plan: StoragePlan, seen: Conditions) -> dict:
         params["affinity"] = seen.affinity
     if plan.size_asked:
         params["size_asked"] = plan.size_asked      # the medium gave less (fitted_said)
-    if plan.sample_minimum != MIN_SAMPLE_SECONDS:
-        params["sample_minimum"] = plan.sample_minimum      # the plan's, not rule 10's second
+    least = max(plan.sample_minimum, inst.stack.sample_floor)   # as the samples took it
+    if least != MIN_SAMPLE_SECONDS:
+        params["sample_minimum"] = least                    # not rule 10's second
     if seen.warmed:
         params["memory_warmed"] = seen.warmed
     if seen.memory_noise:
