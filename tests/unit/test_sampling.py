@@ -555,8 +555,8 @@ def test_a_samples_pass_size_is_its_largest_passs_not_its_cut_last_ones(tmp_path
     assert got.metrics["pass_bytes"] == 384 * MiB and got.metrics["cut_by_time"] is True
 
 
-def test_plain_keeps_a_second_a_sample_where_a_plan_asks_less():
-    """``plain``'s passes at memory speed fall in two speeds: it takes the second (its
+def test_plain_keeps_its_floor_where_a_plan_asks_less():
+    """``plain``'s passes at memory speed fall in two speeds: it takes half a second (its
     ``sample_floor``) under a plan's shorter minimum, its encrypt-feature twin and the other
     stacks take the plan's, and a series given its own minimum (``bench/read_minimum``) keeps
     it."""
@@ -564,7 +564,7 @@ def test_plain_keeps_a_second_a_sample_where_a_plan_asks_less():
     from cryptcost.stacks.fuse_passthrough import FusePassthrough
     runner = StepRunner(res=None, archive=None, direct=False, min_seconds=0.25)
     op = wl.write_read("seq", 1 << 20, 64 << 20, False)[1]
-    for stack, want in ((Plain(), 1.0), (Plain("encrypt-feature"), 0.25),
+    for stack, want in ((Plain(), 0.5), (Plain("encrypt-feature"), 0.25),
                         (FusePassthrough(), 0.25)):
         inst = Instance(stack, stack.label, "baseline")
         assert runner.minimum(inst, op, (inst.label, op.key)) == want, stack.label
@@ -580,6 +580,6 @@ def test_a_results_sample_minimum_is_the_one_its_samples_took():
     from cryptcost.runner.storage import Conditions, StoragePlan, _params
     from cryptcost.stacks.plain import Plain
     quick = StoragePlan(sample_minimum=0.25)
-    for stack, want in ((Plain(), None), (Plain("encrypt-feature"), 0.25)):
+    for stack, want in ((Plain(), 0.5), (Plain("encrypt-feature"), 0.25)):
         got = _params(Instance(stack, stack.label, "baseline"), quick, Conditions())
         assert got.get("sample_minimum") == want, stack.label

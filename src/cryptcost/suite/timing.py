@@ -73,7 +73,7 @@ def _storage_seconds(sp, rounds: int, here: bool) -> float:
         plaintext = stack.variant_role() == "baseline" and stack.layer == "kernel"
         rate = 600e6 if plaintext else 120e6
         total += 3 + stack.remount_seconds * 2                # setup + integrity check
-        least = max(sp.sample_minimum, stack.sample_floor)      # plain keeps its second
+        least = max(sp.sample_minimum, stack.sample_floor)      # plain keeps its floor
         for step in steps:
             total += rounds * sum(_op_seconds(op, rate, stack, least) for op in step.ops)
     return total

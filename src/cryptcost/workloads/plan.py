@@ -229,7 +229,7 @@ def suite_plans() -> dict[str, dict]:
         # ranking and the recommendation read (1 MiB sequential write and read), after a warm-up
         # round: fewer cells rather than noisier ones. Its ciphers and network take 3 samples
         # of 1 s; its storage 4 of at least 0.25 s (storage.samples, sample_minimum; plain,
-        # whose passes at memory speed take two speeds, a second: Plain.sample_floor). A storage
+        # whose passes at memory speed take two speeds, 0.5 s: Plain.sample_floor). A storage
         # sample's cost is its passes, a fio start-up each, and a 95 % interval narrows with
         # the number of samples faster than with their length (docs/methodology.md). Every
         # built-in suite profiles its warm-up round where perf can (no pass of its own), so that
