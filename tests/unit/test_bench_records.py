@@ -117,7 +117,8 @@ def test_the_stability_comparison_finds_a_kind_made_wider_and_refuses_when_the_c
     """bench/stability_compare pairs each cell's half-widths before and after a change: reads
     twice as wide on 13 cells are "wider" while writes and ciphers that only jitter are not;
     ciphers (the control, which a storage change does not touch) moved as well: undecided,
-    since the host moved between the sides, whatever the reads did."""
+    since the host moved between the sides, whatever the reads did — but for a control wider
+    after with no kind wider, which a noisier host cannot explain away."""
     from importlib.machinery import SourceFileLoader
     from importlib.util import module_from_spec, spec_from_loader
     loader = SourceFileLoader("stability_compare", str(ROOT / "bench/stability_compare"))
@@ -142,4 +143,11 @@ def test_the_stability_comparison_finds_a_kind_made_wider_and_refuses_when_the_c
     met, said, test = bench.judge(before, {**after, **moved}, wider, "cipher")
     assert not met and said.startswith("undecided: the control (cipher") and test[2] < 0.05
     assert bench.judge(before, {**after, **moved}, wider, "none")[0] is False
+    # the control wider after and no kind wider: the host was the noisier after, yet no kind
+    # widened: met; the control narrower after decides nothing, whatever the kinds did
+    met, said, test = bench.judge(before, {**after, **moved}, [], "cipher")
+    assert met and said.startswith("met, against a noisier host") and test[1] > 1
+    quieter = side({"cipher": [j / 1.5 for j in jitter]})
+    met, said, test = bench.judge(before, {**after, **quieter}, [], "cipher")
+    assert not met and said.startswith("undecided") and test[1] < 1
     assert bench.paired(before, after, "network") is None        # no cells: no test
