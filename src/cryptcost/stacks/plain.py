@@ -34,9 +34,9 @@ class Plain(StorageStack):
         self.encrypt = self.params.get("mkfs_features") == "encrypt"
         # Its passes are copies at memory speed, which a VM's host splits into two speeds (by
         # hand, a third of its reads at a tenth to a half of the others' speed): half a second's
-        # passes (8 to 20) hold their share of the slow ones, a quarter second's three none or
-        # one (docs/methodology.md, bench/read_minimum). The encrypt feature's copies ran
-        # steady at a quarter second.
+        # passes (a median of 4 writes and 11 reads in bench/read_minimum) came out no noisier
+        # than a second's, a quarter second's (one to three) far noisier (docs/methodology.md).
+        # The encrypt feature's copies ran steady at a quarter second.
         self.sample_floor = 0.0 if self.encrypt else 0.5
         if self.encrypt and fs != "ext4":
             raise UserError(f"plain:encrypt-feature is ext4's encrypt feature: it has no {fs} form")
