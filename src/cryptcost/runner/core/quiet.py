@@ -25,7 +25,6 @@ import ctypes
 import mmap
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from cryptcost.errors import CryptcostError
 from cryptcost.host import cpu, kernel
@@ -93,13 +92,7 @@ def warm_memory(nbytes: int) -> dict:
     started = time.monotonic()
     area = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
-        view = (ctypes.c_char * nbytes).from_buffer(area)
-        base, writers = ctypes.addressof(view), cpu.memory_writers()
-        share = -(-nbytes // writers)
-        with ThreadPoolExecutor(writers) as pool:       # ctypes' memset runs without the GIL
-            list(pool.map(lambda at: ctypes.memset(base + at, 0x5A, min(share, nbytes - at)),
-                          range(0, nbytes, share)))
-        del view
+        cpu.fill(area, nbytes, 0x5A)
     finally:
         area.close()
     seconds = time.monotonic() - started
