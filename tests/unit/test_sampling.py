@@ -78,6 +78,16 @@ def _seq(tmp_path):
     return step, inst, StepRunner(res=None, archive=None, direct=False)
 
 
+def _later(runner, inst, op, step):
+    """``op``'s job for a pass after the sample's first."""
+    key = (inst.label, op.key)
+    runner.passing.add(key)
+    try:
+        return runner.job(inst, op, step)
+    finally:
+        runner.passing.discard(key)
+
+
 def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     step, inst, runner = _seq(tmp_path)
     write, read = step.ops
@@ -96,7 +106,7 @@ def test_sequential_passes_are_sized_by_the_last_samples_rate(tmp_path):
     assert sized.size == int(80e6 * SIZE_MARGIN) // MiB * MiB          # about 1.2 s of it
     runner.rate[("x", write.key)] = 2e9
     assert (
-        runner.job(inst, write, step, 0.5).size == write.fio.size
+        _later(runner, inst, write, step).size == write.fio.size
     )  # a fast one: the file, in passes,
     assert runner.job(inst, write, step).size == 44 * MiB  # after what 11 of them leave of 2.4 GB
     (tmp_path / f"{runner.stem(inst, read, step)}.dat").write_bytes(b"\0" * (3 * MiB + 5))
@@ -264,7 +274,7 @@ def test_a_write_whose_second_does_not_fit_the_file_starts_with_what_full_files_
     inst.stack = type("Own", (_Stack,), {"evicts_one_file": True})()
     inst.free = 480 * MiB
     runner.rate[("x", write.key)] = 470e6
-    first, then = runner.job(inst, write, step, 1.0).size, runner.job(inst, write, step, 0.7).size
+    first, then = runner.job(inst, write, step).size, _later(runner, inst, write, step).size
     assert then == 384 * MiB and first < then and first % MiB == 0
     assert first + then == int(470e6 * SIZE_MARGIN) // MiB * MiB            # 1.2 s, not 1.7
     runner.gaps[("x", write.key)] = 0.05
@@ -278,6 +288,36 @@ def test_a_write_whose_second_does_not_fit_the_file_starts_with_what_full_files_
     assert sample.metrics["passes"] == 2 and 1.0 <= sample.seconds < 1.25
     assert first_pass(1000, 300, 10) == 100 and first_pass(1001, 300, 10) == 110
     assert first_pass(600, 300, 10) == 300 and first_pass(601, 300, 10) == 10
+
+
+def test_write_passes_take_the_stacks_floor_and_the_last_passs_rate(tmp_path):
+    """plain (a floor of 0.5 s under the quick suite's 0.25) after a first measured write
+    that a cold page cache held to 150 MB/s where it writes at 1.6 GB/s: its next sample took
+    25 passes of 48 MiB (sized by that rate, for 0.25 s), and the read of the last 32 passes.
+    Passes are sized for the stack's own minimum, and after a sample's first pass by the rate
+    the pass before found: three passes, the last a full file."""
+    step, inst, _ = _seq(tmp_path)
+    write, _ = step.ops
+    runner = StepRunner(res=None, archive=None, direct=False, min_seconds=0.25)
+    inst.stack = type("Own", (_Stack,), {"evicts_one_file": True, "sample_floor": 0.5})()
+    inst.free = 480 * MiB
+    key = ("x", write.key)
+    runner.rate[key], runner.gaps[key] = 150e6, 0.05
+    runner.between = lambda inst, op, step: 0.05
+    sizes = []
+
+    def one_pass(inst, op, step, cache, left=None):
+        size = runner.job(inst, op, step, left).size
+        sizes.append(size)
+        return Sample(value=1.6e9, seconds=size / 1.6e9, bytes_moved=size, metrics={"count": 1})
+    runner.one_pass = one_pass
+    sample = runner.measure(inst, write, step, "fsync")
+    assert sizes == [int(150e6 * 0.5 * SIZE_MARGIN) // MiB * MiB, 384 * MiB, 384 * MiB]
+    assert sample.metrics["passes"] == 3 and 0.5 <= sample.seconds < 0.6
+    assert runner.rate[key] == 1.6e9 and key not in runner.passing
+    # the next sample plans on the rate found: what full files leave, then full files
+    assert runner.job(inst, write, step).size == first_pass(
+        int(1.6e9 * 0.5 * SIZE_MARGIN) // MiB * MiB, 384 * MiB, MiB)
 
 
 def test_a_sample_whose_passes_do_not_fit_its_budget_says_why(tmp_path):
@@ -326,12 +366,12 @@ def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_
     runner.rate[("x", write.key)] = runner.rate[("x", read.key)] = 2e9
     inst.stack = type("Own", (_Stack,), {"evicts_one_file": True})()
     inst.free = 480 * MiB
-    assert write.room == 384 * MiB and runner.job(inst, write, step, 0.5).size == 384 * MiB
+    assert write.room == 384 * MiB and _later(runner, inst, write, step).size == 384 * MiB
     assert runner.job(inst, write, step).size == 368 * MiB  # 6 passes of 2.4 GB, not 12
     inst.free = 300 * MiB
-    assert runner.job(inst, write, step, 0.5).size == 270 * MiB  # 90 % of what is free
+    assert _later(runner, inst, write, step).size == 270 * MiB  # 90 % of what is free
     inst.free = 300 * MiB + 12345  # 90 % of it is no whole MiB
-    assert runner.job(inst, write, step, 0.5).size == 270 * MiB            # whole blocks of it
+    assert _later(runner, inst, write, step).size == 270 * MiB            # whole blocks of it
     assert runner.job(inst, write, step).size % MiB == 0
     inst.free = 300 * MiB
     runner.rate[("x", write.key)] = 100e6
@@ -340,9 +380,9 @@ def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_
     )  # a slow one: ~1.2 s
     runner.rate[("x", write.key)] = 2e9
     inst.cached_below = True
-    assert runner.job(inst, write, step, 0.5).size == write.fio.size  # the throttled medium: 40 %
+    assert _later(runner, inst, write, step).size == write.fio.size  # the throttled medium: 40 %
     inst.cached_below, inst.stack = False, _Stack()
-    assert runner.job(inst, write, step, 0.5).size == write.fio.size      # a daemon's cache: 40 %
+    assert _later(runner, inst, write, step).size == write.fio.size      # a daemon's cache: 40 %
     together = wl.steps(["seq-quick"], wl.Sizes(medium=512 * MiB), False)[0]
     assert {op.block_bytes: op.room for op in together.ops} == {
         MiB: 192 * MiB,  # two files share the room

@@ -99,6 +99,7 @@ class StepRunner:
         self.gaps: dict[tuple, float] = {}                     # cell → seconds between passes
         self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
         self.least: dict[tuple, float] = {}                    # cell → its samples' minimum
+        self.passing: set[tuple] = set()                       # cells whose sample has a pass
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
         self._stat_dir: Path | None = None
         self.programs = programs.Programs(res, archive)       # the engines other than fio
@@ -207,12 +208,18 @@ class StepRunner:
         samples: list[Sample] = []
         gaps: list[float] = []
         short = None
+        self.passing.discard(key)
         while True:
             if samples:
                 gaps.append(self.between(inst, op, step))
             # a series' shorter minimum takes whole passes: one cut short is mostly its cold start
             left = None if least < self.min_seconds else least - sum(x.seconds for x in samples)
             samples.append(self.one_pass(inst, op, step, cache, left))
+            self.passing.add(key)
+            if self.by_time(inst, op) and samples[-1].bytes_moved:
+                # the next pass is sized by this one's rate, not by a rate a sample before
+                # found (a cold page cache once made it a seventh of this one's)
+                self.rate[key] = samples[-1].bytes_moved / samples[-1].seconds
             measured = sum(x.seconds for x in samples)
             # (a pass cut at the minimum time counts as done, whatever its clock's last ms says)
             if measured >= least - 0.01 or len(samples) >= most:
@@ -233,6 +240,7 @@ class StepRunner:
                          f"{len(samples)} pass(es) of {one * 1000:.0f} ms in the "
                          f"{self.budget:g} s budget")
                 break
+        self.passing.discard(key)
         one = statistics.fmean(x.seconds for x in samples)
         self.gaps[key] = statistics.fmean(gaps) if gaps else self.gaps.get(key, 0.0)
         sample = combine(samples, op)
@@ -324,19 +332,18 @@ class StepRunner:
     def job(self, inst: Instance, op: wl.Op, step: wl.Step,
             left: float | None = None) -> fio.FioJob:
         """``op``'s fio job for one pass. A sequential one is sized by time:
-        it moves what the cell's last sample moved in the minimum time (a
-        fifth more, :data:`SIZE_MARGIN`, so that one pass rarely falls short
-        of it and needs a second) when that is less than the file (the op's
-        larger ``room`` where evicting pages makes a read cold, so no
-        daemon's cache shares the medium: fewer passes, so fewer of fio's
-        start-ups); a write that needs more than the file starts with what
-        full files leave (:func:`~cryptcost.runner.storage.passes.first_pass`); a read also
-        stops once the sample's time is up (``left`` of it, by default all),
-        and reads what the write before it left. A
-        write is not cut at a time: its flush may come after (fscrypt
+        it moves what the cell's last pass moved in the sample's minimum time
+        (:meth:`minimum`, the stack's floor included; a fifth more,
+        :data:`SIZE_MARGIN`, so that one pass rarely falls short of it) when
+        that is less than the file (the op's larger ``room`` where evicting
+        pages makes a read cold, so no daemon's cache shares the medium: fewer
+        of fio's start-ups); a write that needs more than the file starts the
+        sample with what full files leave (:func:`~cryptcost.runner.storage.passes.first_pass`)
+        and goes on in full files, the last of which the read reads; a read
+        also stops once the sample's time is up (``left`` of it, by default
+        all). A write is not cut at a time: its flush may come after (fscrypt
         encrypts at writeback), and rclone's upload of a write cut short by
-        fio failed now and then ("remove …: no such file", then EIO), which
-        whole writes never did in the same test."""
+        fio failed now and then ("remove …: no such file", then EIO)."""
         job = op.fio
         if self.rereads(op):
             return self.reread(inst, op, step, left)
@@ -344,12 +351,14 @@ class StepRunner:
             return job
         if op.op != "write":
             job = replace(job, cap=max(0.05, self.min_seconds if left is None else left))
-        rate = self.rate.get((inst.label, op.key))
+        key = (inst.label, op.key)
+        rate = self.rate.get(key)
         if rate:
-            want = max(job.bs, int(rate * self.min_seconds * SIZE_MARGIN) // job.bs * job.bs)
+            need = self.minimum(inst, op, key)
+            want = max(job.bs, int(rate * need * SIZE_MARGIN) // job.bs * job.bs)
             most = largest_pass(inst, op)
-            if op.op == "write" and want > most and (left is None or left >= self.min_seconds):
-                want = first_pass(want, most, job.bs)
+            if op.op == "write" and want > most and key not in self.passing:
+                want = first_pass(want, most, job.bs)      # the sample's first pass
             job = replace(job, size=min(want, most))
         elif self.warm_up and op.op == "write" and job.size > FIRST_PASS_BYTES:
             # The cell's first pass, the warm-up round's, only finds its rate: a slow
