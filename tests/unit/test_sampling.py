@@ -16,7 +16,8 @@ from cryptcost.model import Job, Sample
 from cryptcost.runner.core.scheduler import schedule
 from cryptcost.runner.storage import programs
 from cryptcost.runner.storage import likely_cause
-from cryptcost.runner.storage.passes import first_pass, largest_pass, verify_moved
+from cryptcost.runner.storage.passes import (READ_PASSES, first_pass, largest_pass, read_floor,
+                                             verify_moved)
 from cryptcost.runner.storage.steps import (
     FIRST_PASS_BYTES, MAX_PASSES, SIZE_MARGIN, Instance, StepRunner,
 )
@@ -320,6 +321,26 @@ def test_write_passes_take_the_stacks_floor_and_the_last_passs_rate(tmp_path):
         int(1.6e9 * 0.5 * SIZE_MARGIN) // MiB * MiB, 384 * MiB, MiB)
 
 
+def test_a_write_leaves_its_fast_read_a_file_of_a_few_passes(tmp_path):
+    """bindfs under the quick suite's 0.25 s: it writes at 0.2 GB/s and reads at 2.5, so a
+    write of its quarter second left 57 MiB, which the read took 11 passes to read for its
+    own. The write now leaves what the read moves in READ_PASSES passes (within the file)."""
+    step, inst, _ = _seq(tmp_path)
+    write, read = step.ops
+    runner = StepRunner(res=None, archive=None, direct=False, min_seconds=0.25)
+    runner.rate[("x", write.key)] = 205e6
+    alone = int(205e6 * 0.25 * SIZE_MARGIN) // MiB * MiB
+    assert runner.job(inst, write, step).size == alone                  # no read rate yet
+    runner.rate[("x", read.key)] = 2.5e9
+    floor = read_floor(2.5e9, 0.25, SIZE_MARGIN, MiB)
+    assert floor == int(2.5e9 * 0.25 * SIZE_MARGIN / READ_PASSES) // MiB * MiB > alone
+    assert runner.job(inst, write, step).size == floor
+    runner.rate[("x", read.key)] = 20e9                                 # never past the file
+    assert runner.job(inst, write, step).size == write.fio.size
+    runner.rate[("x", read.key)] = 100e6                                # a slow read: its own
+    assert runner.job(inst, write, step).size == alone
+
+
 def test_a_sample_whose_passes_do_not_fit_its_budget_says_why(tmp_path):
     step, inst, runner = _seq(tmp_path)
     read = step.ops[1]
@@ -375,6 +396,7 @@ def test_a_fast_stack_whose_only_cache_is_the_files_own_moves_more_per_pass(tmp_
     assert runner.job(inst, write, step).size % MiB == 0
     inst.free = 300 * MiB
     runner.rate[("x", write.key)] = 100e6
+    del runner.rate[("x", read.key)]                    # (a read's rate raises it: below)
     assert (
         runner.job(inst, write, step).size == int(100e6 * SIZE_MARGIN) // MiB * MiB
     )  # a slow one: ~1.2 s

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from cryptcost import proc
 from cryptcost.engines import fio
 from cryptcost.errors import DataIntegrityError
 from cryptcost.host import cpu
@@ -55,6 +56,27 @@ def first_pass(want: int, most: int, block: int) -> int:
     the two kinds of sample differ by more than the noise."""
     rest = want - (-(-want // most) - 1) * most
     return min(most, max(block, -(-rest // block) * block))
+
+
+READ_PASSES = 4     # a write's file holds what the read after it moves in this many passes
+
+
+def read_floor(rate: float | None, minimum: float, margin: float, block: int) -> int:
+    """The least file a by-time write leaves for the read after it, whose last pass moved
+    ``rate``: what that read moves in its ``minimum`` (× ``margin``) in :data:`READ_PASSES`
+    passes, in whole blocks; 0 before the read has a rate. A read far faster than its write
+    (bindfs: 2.5 GB/s against 0.2) read the file of its write's quarter second in 11 passes,
+    a fio start-up each."""
+    return int((rate or 0) * minimum * margin / READ_PASSES) // block * block
+
+
+def clean_step(workdir: Path, step: wl.Step) -> None:
+    """Remove the step's files and directories from ``workdir``."""
+    for path in workdir.glob(f"{step.name}*"):
+        if path.is_dir():
+            proc.run(["rm", "-rf", "--one-file-system", str(path)], timeout=900)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def combine(passes: list[Sample], op: wl.Op) -> Sample:

@@ -199,7 +199,7 @@ def mix(stack: StorageStack, workdir: Path, op: wl.Op, name: str) -> Pass:
     (a FUSE stack's lower filesystem, the kernel's writeback of encrypted pages) is counted in
     the sample's CPU, not left to the next step, its time recorded as ``settled_after_s``."""
     if dbench.available():
-        # its files are removed with the step's (StepRunner.clean), outside the clock
+        # its files are removed with the step's (passes.clean_step), outside the clock
         done = dbench.run(workdir / f"{name}-dbench", op.iodepth)
         after = stack.settle()
         return Pass(done.bytes, 0, done.wall_seconds, {

@@ -43,7 +43,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from cryptcost import proc
 from cryptcost.engines import fio
 from cryptcost.errors import CryptcostError
 from cryptcost.host import cpu
@@ -51,8 +50,8 @@ from cryptcost.lifecycle.resources import Resources
 from cryptcost.model import Sample
 from cryptcost.runner.core.profile import unwatched
 from cryptcost.runner.storage import programs
-from cryptcost.runner.storage.passes import (combine, cpu_per_unit, first_pass,
-                                             largest_pass, reset_one_file,
+from cryptcost.runner.storage.passes import (clean_step, combine, cpu_per_unit, first_pass,
+                                             largest_pass, read_floor, reset_one_file,
                                              verify_moved)
 from cryptcost.stacks.fs import StorageStack
 from cryptcost.workloads import storage as wl
@@ -163,7 +162,7 @@ class StepRunner:
                 out[(inst.label, op.key)] = self.measure(inst, op, step, cache)
         finally:
             own = self.programs.bonnie.end(inst.label)   # after its last phase's CPU was counted
-            self.clean(workdir, step)
+            clean_step(workdir, step)
         for (_, key), sample in out.items():
             if own and key[:2] == ("bonnie", "read"):
                 sample.metrics["bonnie_own"] = own
@@ -359,6 +358,11 @@ class StepRunner:
             most = largest_pass(inst, op)
             if op.op == "write" and want > most and key not in self.passing:
                 want = first_pass(want, most, job.bs)      # the sample's first pass
+            elif op.op == "write":                          # and what its read needs
+                for read in (o for o in step.ops if o.op == "read" and o.file == op.file):
+                    rkey = (inst.label, read.key)
+                    want = max(want, read_floor(self.rate.get(rkey), self.minimum(inst, read, rkey),
+                                                SIZE_MARGIN, job.bs))
             job = replace(job, size=min(want, most))
         elif self.warm_up and op.op == "write" and job.size > FIRST_PASS_BYTES:
             # The cell's first pass, the warm-up round's, only finds its rate: a slow
@@ -390,11 +394,3 @@ class StepRunner:
         if have and (op.by_time or have < job.size):
             job = replace(job, size=have)
         return job
-
-    @staticmethod
-    def clean(workdir: Path, step: wl.Step) -> None:
-        for path in workdir.glob(f"{step.name}*"):
-            if path.is_dir():
-                proc.run(["rm", "-rf", "--one-file-system", str(path)], timeout=900)
-            else:
-                path.unlink(missing_ok=True)
