@@ -96,7 +96,7 @@ class StepRunner:
         self.min_seconds = min_seconds
         self.budget = budget
         self.gaps: dict[tuple, float] = {}                     # cell → seconds between passes
-        self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last sample
+        self.rate: dict[tuple, float] = {}                     # cell → bytes/s of its last pass
         self.least: dict[tuple, float] = {}                    # cell → its samples' minimum
         self.passing: set[tuple] = set()                       # cells whose sample has a pass
         self.rounds: dict[tuple, int] = {}                     # (instance, step) → times it ran
