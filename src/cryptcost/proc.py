@@ -303,3 +303,26 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.05, daemon: Daemo
     if daemon is not None:
         raise daemon.fail(f"no {what} after {timeout:g} s")
     raise ProcessError(["wait"], None, "", "", why=f"no {what} after {timeout:g} s")
+
+
+def runs(pid: int, program: str) -> bool:
+    """Whether process ``pid`` runs ``program`` (has exec'd it)."""
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == program
+    except OSError:
+        return False
+
+
+def holds(pid: int, under: os.PathLike | str) -> bool:
+    """Whether process ``pid`` has a file under ``under`` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"{under}/"):
+                return True
+        except OSError:
+            continue
+    return False

@@ -147,3 +147,59 @@ def test_unavailable_here_says_how_to_run_it_emulated(monkeypatch):
     with pytest.raises(Unavailable) as exc:
         get("nfs").require()
     assert "cryptcost vm --kernel 6.12 -- network --stacks nfs" in str(exc.value.install)
+
+
+
+class _Mounts:
+    """What the remount path does with Resources and proc.run. The share is a directory here;
+    an unwritable mount is one whose directory is gone (root writes through any mode)."""
+
+    def __init__(self, share: Path, unwritable: int):
+        self.share, self.unwritable, self.done = share, unwritable, []
+
+    def mount(self, source, target, *args, **kw):
+        self.done.append(("mount", source))
+        if self.unwritable:
+            self.unwritable -= 1
+            self.share.exists() and self.share.rmdir()
+        else:
+            self.share.mkdir(exist_ok=True)
+        return len(self.done)
+
+    def release(self, entry):
+        self.done.append(("release", entry))
+
+    def run(self, argv, **kw):
+        self.done.append(("run", argv[-2:]))
+
+
+@pytest.mark.parametrize("unwritable", [0, 1, 2])
+def test_a_share_that_comes_up_unwritable_is_mounted_once_more_and_says_why(
+        tmp_path, monkeypatch, unwritable):
+    import os
+    import types
+
+    from cryptcost.errors import CryptcostError
+    from cryptcost.stacks import nfs
+
+    share = tmp_path / "share"
+    share.mkdir()
+    fake = _Mounts(share, unwritable)
+    monkeypatch.setattr(nfs.proc, "run", fake.run)
+    stack = get("nfs")("krb5")
+    stack.mnt, stack.remounted = share, ""
+    stack.mountd = types.SimpleNamespace(pid=os.getpid())
+    link = types.SimpleNamespace(mount_argv=lambda end, argv: argv)
+    how = ("server.cc.test:/", "nfs4", "vers=4.2,sec=krb5")
+    if unwritable == 2:
+        with pytest.raises(CryptcostError, match="unwritable, mounted twice: No such file .*b's "
+                                                 "kernel holds auth.unix.ip: .*; nfsd.export: "):
+            stack._mount_writable(fake, link, *how)
+    else:
+        stack._mount_writable(fake, link, *how)
+    assert [d[0] for d in fake.done] == ["mount"] + ["release", "run", "mount"] * min(unwritable, 1)
+    if unwritable:
+        assert fake.done[2] == ("run", ["exportfs", "-f"])
+    assert stack.remounted.startswith("No such file") == (unwritable == 1)
+    assert "b's kernel holds auth.unix.ip: " in stack.remounted or unwritable != 1
+    assert not share.exists() or list(share.iterdir()) == []        # the probe is gone

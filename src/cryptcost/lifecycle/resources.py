@@ -161,15 +161,16 @@ class Resources:
                           old=old)
 
     def mount(self, source: str, target: str | Path, fstype: str | None = None,
-              options: str | None = None, via: list[str] = (), helper: bool = True) -> None:
+              options: str | None = None, via: list[str] = (), helper: bool = True) -> Entry:
         """Mount ``source`` on ``target``. ``via`` runs mount(8) through another
         command, e.g. ``nsenter --net=…`` (a network filesystem's socket lives in
         the mounting process's network namespace); ``helper=False`` hands the
         options to the kernel as they are (mount -i: no /sbin/mount.TYPE)."""
         argv = [*via, "mount"] + ([] if helper else ["-i"]) + (["-t", fstype] if fstype else []) \
             + (["-o", options] if options else [])
-        self.track("mount", lambda e: proc.run(argv + [source, str(target)], timeout=120),
-                   target=str(target), source=source, fstype=fstype)
+        return self.track("mount", lambda e: (proc.run(argv + [source, str(target)], timeout=120),
+                                              e)[1],
+                          target=str(target), source=source, fstype=fstype)
 
     def tmpfs(self, target: str | Path, size_bytes: int, mode: str = "0700") -> None:
         self.mount("tmpfs", target, "tmpfs", f"size={size_bytes},mode={mode}")

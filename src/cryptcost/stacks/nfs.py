@@ -35,6 +35,7 @@ RPCSEC_GSS with privacy, besides the canary.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import re
@@ -68,6 +69,7 @@ RPCBIND = Tool("rpcbind", "rpcbind", "rpcbind", ())
 PORT = 2049
 MOUNTD_PORT = 20048                # NFS 3's MOUNT protocol
 RPCBIND_PORT = 111
+log = logging.getLogger("cryptcost.network")
 REALM = "CC.TEST"
 SERVER = "server.cc.test"
 GRACE_S = 10                       # the shortest NFSv4 grace period nfsd takes
@@ -127,7 +129,7 @@ class Nfs(FileShareStack):
 
     # --- setup ----------------------------------------------------------------------
     def setup(self, res: Resources, link: Link, service: int) -> Endpoint:
-        self.link = link
+        self.link, self.remounted = link, ""
         self.dir = res.tmpdir("cryptcost-nfs-")
         self.share = res.tmpdir("cryptcost-nfsshare-")
         # made before mountd's namespace copies the mounts
@@ -149,14 +151,55 @@ class Nfs(FileShareStack):
             source, fstype = f"{SERVER}:/", "nfs4"
             options = (f"vers=4.2,sec={self.params['sec']},proto=tcp,port={self.port},"
                        f"addr={link.b_addr},clientaddr={link.a_addr}")
+        self._mount_writable(res, link, source, fstype, options)
+        return Endpoint(link.b_addr, self.port)
+
+    def _mount_writable(self, res: Resources, link: Link, *how: str) -> None:
+        """Mount the share, and make a file on it. A Kerberos share came up read-only once in
+        about 25 set-ups under TCG (the canary's cp met EROFS): it is then mounted once more,
+        after b's kernel has dropped what it held of its exports, and why is kept."""
+        mounted = self._mount(res, link, *how)
+        why = self._unwritable()
+        if not why:
+            return
+        log.warning("nfs:%s: the share came up unwritable (%s); mounting it once more, after "
+                    "b's kernel has dropped what it held of its exports", self.variant, why)
+        res.release(mounted)
+        proc.run(["nsenter", "-t", str(self.mountd.pid), "-m", "-n", "exportfs", "-f"],
+                 timeout=60)
+        self._mount(res, link, *how)
+        again = self._unwritable()
+        if again:
+            raise CryptcostError(f"the share is unwritable, mounted twice: {again}")
+        self.remounted = why
+
+    def _mount(self, res: Resources, link: Link, source: str, fstype: str, options: str):
         try:
-            res.mount(source, self.mnt, fstype, options, via=link.mount_argv("a", []),
-                      helper=False)
+            return res.mount(source, self.mnt, fstype, options, via=link.mount_argv("a", []),
+                             helper=False)
         except ProcessError as exc:
             known = known_bug(self.params["sec"])
             raise CryptcostError(f"mounting with sec={self.params['sec']} failed ({exc})"
                                  + (f"; {known}" if known else "")) from None
-        return Endpoint(link.b_addr, self.port)
+
+    def _unwritable(self) -> str:
+        """'' if a file can be made on the share; else why not, and what b's kernel holds of
+        its clients' domains and exports (which export, with which flags, answered)."""
+        probe = self.mnt / f".cc-probe-{secrets.token_hex(3)}"
+        try:
+            probe.touch(exist_ok=False)
+            probe.unlink()
+            return ""
+        except OSError as exc:
+            held = []
+            for cache in ("auth.unix.ip", "nfsd.fh", "nfsd.export"):
+                try:
+                    text = Path(f"/proc/{self.mountd.pid}/net/rpc/{cache}/content").read_text()
+                except OSError as err:
+                    text = f"# unreadable: {err.strerror}"
+                rows = [r.strip() for r in text.splitlines() if r.strip() and r[0] != "#"]
+                held.append(f"{cache}: {' / '.join(rows) or 'nothing'}")
+            return f"{exc.strerror}; b's kernel holds {'; '.join(held)}"
 
     def _server(self, res: Resources, link: Link, kerberos: bool) -> float:
         """mountd in a mount namespace of its own at b; inside it the nfsd
@@ -199,8 +242,8 @@ class Nfs(FileShareStack):
                   f"{link.a_addr}:{self.share}")
         # only once `ip netns exec` has exec'd it is mountd in b's namespaces, and so is what
         # nsenter enters
-        proc.wait_for(lambda: runs(self.mountd.pid, "rpc.mountd"), timeout=10, daemon=self.mountd,
-                      what="rpc.mountd")
+        proc.wait_for(lambda: proc.runs(self.mountd.pid, "rpc.mountd"), timeout=10,
+                      daemon=self.mountd, what="rpc.mountd")
         proc.run(["nsenter", "-t", str(self.mountd.pid), "-m", "-n", "sh", "-c", inside],
                  timeout=120)
         started = time.monotonic()
@@ -261,7 +304,7 @@ class Nfs(FileShareStack):
                           ["rpc.gssd", "-f", "-n", "-p", str(pipefs), "-d", str(self.ccache_dir)],
                           env=self.krb5_env, name="rpc.gssd", logdir=self.dir)
         # the kernel asks rpc.gssd only once it holds its pipe in the rpc_pipefs of a's namespace
-        proc.wait_for(lambda: holds(gssd.pid, pipefs / "gssd"), timeout=30, daemon=gssd,
+        proc.wait_for(lambda: proc.holds(gssd.pid, pipefs / "gssd"), timeout=30, daemon=gssd,
                       what="rpc.gssd")
 
     # --- file transfers -------------------------------------------------------------------
@@ -295,6 +338,7 @@ class Nfs(FileShareStack):
         self.negotiated = {"vers": opts["vers"], "sec": opts["sec"], "rsize": opts.get("rsize"),
                            "wsize": opts.get("wsize"),
                            "grace_waited_s": getattr(self, "grace_waited", None),
+                           **({"remounted": self.remounted} if self.remounted else {}),
                            "from": "/proc/self/mountstats"}
         if self.params["sec"] != "sys":
             done = proc.run(["klist", "-e", "-c", str(self.ccache)], env=self.krb5_env, timeout=30)
@@ -327,29 +371,6 @@ def known_bug(sec: str, release: str | None = None) -> str:
                 "Debian 12's 6.1.0-56, Linux 6.1.192, while krb5 and krb5i work); Linux 6.12 does "
                 "not: cryptcost vm --kernel 6.12 -- …")
     return ""
-
-
-def runs(pid: int, program: str) -> bool:
-    """Whether process ``pid`` runs ``program`` (has exec'd it)."""
-    try:
-        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == program
-    except OSError:
-        return False
-
-
-def holds(pid: int, under: Path) -> bool:
-    """Whether process ``pid`` has a file under ``under`` open."""
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"{under}/"):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def mount_options(mountstats: str, target: Path) -> dict[str, str] | None:
