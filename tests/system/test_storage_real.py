@@ -604,15 +604,14 @@ def test_r3_per_stack_acceleration_and_cores_for_real(cli, tmp_path):
 
 
 
-def _reads_after(stack, file_mib, medium_mib, resets, rounds=3, stat=None, fetched=None):
-    """Seconds to read one ``file_mib`` file through ``stack`` right after
-    each of ``resets`` — ``name → reset(res, path)`` run in turn, ``rounds``
-    times — summed up by ``stat`` (the median unless named; a reset may be
-    "nothing": the read then meets what the previous one left cached). With
-    ``fetched`` (a dict), also the bytes each read took from the medium's block
-    device (``/sys/block/…/stat``), per reset."""
+def _reads_after(stack, file_mib, medium_mib, resets, rounds=3):
+    """Read one ``file_mib`` file through ``stack`` right after each of
+    ``resets`` — ``name → reset(res, path)`` run in turn, ``rounds`` times (a
+    reset may be "nothing": the read then meets what the previous one left
+    cached). Returns, per reset, the bytes each read took from the medium's
+    block device (``/sys/block/…/stat``), and the seconds each took (for a
+    failure's message)."""
     import os
-    import statistics
     import time
     from pathlib import Path
 
@@ -626,6 +625,7 @@ def _reads_after(stack, file_mib, medium_mib, resets, rounds=3, stat=None, fetch
                 pass
         return time.perf_counter() - start
     took = {name: [] for name in resets}
+    fetched = {name: [] for name in resets}
     with Resources() as res:
         backing = RamMedium().provide(res, medium_mib << 20)
         sectors = Path("/sys/block") / Path(backing.device).name / "stat"
@@ -638,11 +638,8 @@ def _reads_after(stack, file_mib, medium_mib, resets, rounds=3, stat=None, fetch
                 reset(res, path)
                 before = int(sectors.read_text().split()[2])
                 took[name].append(read(path))
-                if fetched is not None:
-                    after = int(sectors.read_text().split()[2])
-                    fetched.setdefault(name, []).append((after - before) * 512)
-    stat = stat or statistics.median
-    return {name: stat(xs) for name, xs in took.items()}, took
+                fetched[name].append((int(sectors.read_text().split()[2]) - before) * 512)
+    return fetched, took
 
 
 @pytest.mark.root
@@ -668,8 +665,7 @@ def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
         finally:
             stack.daemon_caches = True
 
-    fetched: dict = {}
-    m, took = _reads_after(
+    fetched, took = _reads_after(
         stack,
         8,
         128,
@@ -679,7 +675,6 @@ def test_cryfs_reads_after_its_idle_reset_meet_no_cache(state_dir):
             "kernel caches only": lambda res, path: drop_caches(),
             "pages evicted": evict,
         },
-        fetched=fetched,
     )
     # counted from the medium's device, not timed (see the one-file reset's test)
     whole = 8 << 20
@@ -750,8 +745,8 @@ def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
     file from the medium's block device, as one after drop_caches does, while
     a read of the cached file takes next to nothing from it (so the check can
     fail). Counted, not timed: on this host a read after drop_caches once took
-    2.7 times as long as one after the eviction (ext4's large folios meeting
-    memory the host had taken back, at one time and not the other), and read
+    2.7 times as long as one after the eviction (most likely ext4's large folios
+    meeting memory the host had taken back, at one time and not the other), and read
     times had been the check."""
     _available(stack)
     from cryptcost.stacks.fs import drop_caches
@@ -759,10 +754,9 @@ def test_evicting_one_files_pages_is_a_full_reset_where_they_are_the_only_cache(
 
     def forget(res, path):
         assert s.forget(res, path) == mode
-    fetched: dict = {}
-    m, took = _reads_after(s, 64, 256, {"drop_caches": lambda res, path: drop_caches(),
-                                        "forget": forget, "nothing": lambda res, path: None},
-                           rounds=3, stat=min, fetched=fetched)
+    fetched, took = _reads_after(s, 64, 256, {"drop_caches": lambda res, path: drop_caches(),
+                                              "forget": forget,
+                                              "nothing": lambda res, path: None})
     whole = 64 << 20
     assert min(fetched["drop_caches"]) >= whole, (fetched, took)
     assert min(fetched["forget"]) >= whole, (fetched, took)
@@ -800,9 +794,9 @@ def test_a_fuse_daemon_that_caches_no_data_is_reset_by_evicting_pages(state_dir,
 
     def forget(res, path):
         assert s.forget(res, path) == "fadvise_dontneed+lower"
-    fetched: dict = {}
-    m, took = _reads_after(s, 128, 384, {"remount": lambda res, path: FuseStack.reset_cache(s, res),
-                                        "forget": forget}, rounds=3, stat=min, fetched=fetched)
+    fetched, took = _reads_after(s, 128, 384,
+                                 {"remount": lambda res, path: FuseStack.reset_cache(s, res),
+                                  "forget": forget})
     # counted from the medium's device, not timed (see the one-file reset's test)
     assert min(fetched["remount"]) >= 128 << 20, (fetched, took)
     assert min(fetched["forget"]) >= 128 << 20, (fetched, took)

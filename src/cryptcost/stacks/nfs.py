@@ -53,6 +53,8 @@ from cryptcost.stacks.base import ref
 from cryptcost.stacks.net import Endpoint, FileShareStack
 from cryptcost.stacks.rpc import call_protection, rpc_record
 
+log = logging.getLogger("cryptcost.network")
+
 RPC_NFSD = Tool("rpc.nfsd", "rpc.nfsd", "nfs-kernel-server", ())
 EXPORTFS = Tool("exportfs", "exportfs", "nfs-kernel-server", ())
 MOUNTD = Tool("rpc.mountd", "rpc.mountd", "nfs-kernel-server", ())
@@ -69,7 +71,6 @@ RPCBIND = Tool("rpcbind", "rpcbind", "rpcbind", ())
 PORT = 2049
 MOUNTD_PORT = 20048                # NFS 3's MOUNT protocol
 RPCBIND_PORT = 111
-log = logging.getLogger("cryptcost.network")
 REALM = "CC.TEST"
 SERVER = "server.cc.test"
 GRACE_S = 10                       # the shortest NFSv4 grace period nfsd takes
